@@ -1,0 +1,80 @@
+"""What a hidden grader may use: failing with feedback, and describing learner errors.
+
+A grader is a pytest test marked `@pytest.mark.check("id")`; its TODO, points and timeout come
+from course.yml. It talks to the learner's code only through the `submission` fixture (a
+`Sandbox`) and fails by raising `CheckFailure` with catalog messages, never by formatting text.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .results import Block, Feedback, Part, Text, message
+from .sandbox import StudentError
+
+
+class CheckFailure(Exception):
+    """The learner's code ran and did the wrong thing; `feedback` explains it."""
+
+    def __init__(self, feedback: Feedback) -> None:
+        super().__init__(repr(feedback))
+        self.feedback = feedback
+
+
+def fail(*parts: Part | str | Feedback | None) -> None:
+    """Fail the current check: fail("lesson03.rows_not_normalised", heatmap_block, ...)."""
+    out: list[Part] = []
+    for part in parts:
+        if part is None:
+            continue
+        if isinstance(part, Feedback):
+            out.extend(part.parts)
+        elif isinstance(part, str):
+            out.append(Text(part))
+        else:
+            out.append(part)
+    raise CheckFailure(Feedback(tuple(out)))
+
+
+def expect(condition: Any, *parts: Part | str | Feedback | None) -> None:
+    if not condition:
+        fail(*parts)
+
+
+# Recognisable error messages and what to tell the learner about them.
+_ERROR_HINTS = (
+    ("view size is not compatible with input tensor's size and stride", "engine.hint_contiguous"),
+    ("must match the size of tensor", "engine.hint_shapes"),
+    ("mat1 and mat2 shapes cannot be multiplied", "engine.hint_shapes"),
+    ("shape '[", "engine.hint_shapes"),
+)
+
+
+def describe_student_error(err: StudentError, check_todo: str | None, todo_titles: dict) -> Feedback:
+    """A learner's exception as feedback: pending TODOs by name, otherwise a trimmed traceback."""
+    from .feedback import format_traceback, student_frames
+
+    pending = err.todo_pending
+    if pending is not None:
+        parts: list[Part] = [message("engine.todo_pending", todo=pending, title=todo_titles.get(pending, ""))]
+        if check_todo and pending != check_todo:
+            parts.append(message("engine.waits_for", todo=check_todo, pending=pending))
+        return Feedback(tuple(parts))
+    if err.type_name == "FileNotFoundError" and err.message.endswith(".py") and not err.frames_in_root():
+        return Feedback.of(message("engine.missing_file", file=err.message))
+    parts = [message("engine.student_raised", type=err.type_name, message=_shorten(err.message))]
+    if err.frames_in_root():
+        parts.append(format_traceback(student_frames(err.frames, err.root), err.type_name, err.message))
+    for needle, key in _ERROR_HINTS:
+        if needle in err.message:
+            parts.append(Text(key))
+            break
+    return Feedback(tuple(parts))
+
+
+def _shorten(text: str, limit: int = 300) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+__all__ = ["CheckFailure", "fail", "expect", "describe_student_error", "Block", "Text", "message"]

@@ -1,0 +1,143 @@
+"""The `autograder` command line: a contract that the CI workflow and other tools call.
+
+    autograder grade [LESSON ...] [--submission DIR] [--format text|json|markdown]
+                     [--output FILE] [--lang es|en] [--seed N]
+    autograder stubs [--check]
+
+`grade` exits 0 whenever grading ran, whatever the score; 2 for usage errors (an unknown
+lesson, a malformed course.yml); 1 for an internal failure, always with a message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from . import __version__
+from .manifest import ManifestError, load_course
+
+FORMATS = ("text", "json", "markdown")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="autograder", description="Transformers desde cero: grading engine.")
+    parser.add_argument("--version", action="version", version=f"autograder {__version__}")
+    parser.add_argument("--course", type=Path, default=None,
+                        help="course.yml to use (default: $AUTOGRADER_COURSE, else found from the current folder)")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    grade = sub.add_parser("grade", help="grade lessons with the hidden graders")
+    grade.add_argument("lessons", nargs="*", metavar="LESSON",
+                       help="lesson id (03) or slug; none means every lesson in course.yml")
+    grade.add_argument("--submission", type=Path, default=None, metavar="DIR",
+                       help="with one LESSON, DIR holds that lesson's files; otherwise DIR holds "
+                            "NN-slug/ folders like exercises/ (default: exercises/)")
+    grade.add_argument("--format", choices=FORMATS, default="text")
+    grade.add_argument("--output", type=Path, default=None, metavar="FILE", help="write here instead of stdout")
+    grade.add_argument("--lang", choices=("es", "en"), default=None, help="feedback language (default: course.yml)")
+    grade.add_argument("--seed", type=int, default=None, help="replay a run with the seed it reported")
+
+    stubs = sub.add_parser("stubs", help="regenerate exercises/ from the solutions' TODO regions")
+    stubs.add_argument("--check", action="store_true", help="only report drift; exit 1 if any")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        course = load_course(args.course)
+        if args.command == "grade":
+            return _grade(course, args, parser)
+        return _stubs(course, args)
+    except ManifestError as exc:
+        print(f"autograder: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("autograder: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # an internal failure: say so plainly, never a silent non-zero
+        import traceback
+
+        traceback.print_exc()
+        print(f"autograder: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+
+
+def _grade(course, args, parser) -> int:
+    from .engine import grade
+    from .feedback import redact, secrets_from_environ
+    from .render import render_json, render_markdown, render_text
+
+    lessons = [course.lesson(key) for key in args.lessons] if args.lessons else list(course.lessons)
+    if args.submission is not None and not args.submission.is_dir():
+        parser.error(f"--submission {args.submission}: not a folder")
+    lang = args.lang or course.language
+    progress = _Progress(enabled=sys.stderr.isatty() and args.output is None or sys.stderr.isatty() and args.format != "text")
+    progress.start(len(lessons))
+    result = grade(course, lessons, args.submission, lang=lang, seed=args.seed, on_lesson=progress.advance)
+    progress.stop()
+    if args.format == "json":
+        text = render_json(result, lang)
+    elif args.format == "markdown":
+        text = render_markdown(result, lang)
+    else:
+        color = None if args.output is None else False
+        text = render_text(result, lang, color=color)
+    # A learner's code may have read this process's environment; never echo a secret.
+    text = redact(text, secrets_from_environ(os.environ))
+    if args.output is not None:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        tmp = args.output.with_name(args.output.name + ".tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(args.output)
+    else:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    return 0
+
+
+def _stubs(course, args) -> int:
+    from .stubs import sync
+
+    drift = sync(course, check_only=args.check)
+    for line in drift:
+        print(line)
+    if args.check:
+        return 1 if drift else 0
+    print(f"exercises/ regenerated ({len(drift)} file(s) changed)")
+    return 0
+
+
+class _Progress:
+    """Lesson-by-lesson progress on stderr in a terminal; nothing when redirected."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self._progress = None
+
+    def start(self, total: int) -> None:
+        if not self.enabled:
+            return
+        from rich.progress import Progress, SpinnerColumn, TextColumn, BarColumn
+        from rich.console import Console
+
+        self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+                                  TextColumn("{task.completed}/{task.total}"),
+                                  console=Console(stderr=True), transient=True)
+        self._progress.start()
+        self._task = self._progress.add_task("grading", total=total)
+
+    def advance(self, lesson_result) -> None:
+        if self._progress is not None:
+            self._progress.update(self._task, advance=1, description=f"{lesson_result.id}-{lesson_result.slug}")
+
+    def stop(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

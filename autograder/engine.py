@@ -1,0 +1,200 @@
+"""The grading engine: runs a lesson's hidden graders (pytest, in this trusted process)
+against a submission served by a sandboxed worker, and turns pytest's outcomes into results.
+
+The graders never import the learner's code; each check talks to it through the `submission`
+fixture. A check's TODO, points and timeout come from course.yml; pytest-timeout enforces the
+timeout, and the sandbox kills the worker of an interrupted check so the next one starts clean.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import random
+import signal
+import time
+import zlib
+from pathlib import Path
+from typing import Iterable
+
+import pytest
+
+from .checks import CheckFailure, describe_student_error
+from .manifest import Course, Lesson
+from .results import CheckResult, CourseResult, Feedback, LessonResult, Status, Text, message
+from .sandbox import Limits, Sandbox, StudentError, WorkerDied
+
+GRADERS_ROOT = Path(__file__).with_name("graders")
+_CHECK_KEY = pytest.StashKey[str]()
+
+
+def graders_root() -> Path:
+    """Where the hidden graders live: $AUTOGRADER_GRADERS, else the package's own folder."""
+    return Path(os.environ.get("AUTOGRADER_GRADERS") or GRADERS_ROOT)
+
+
+def lesson_submission_dir(course: Course, lesson: Lesson, submission: Path | None, single: bool) -> Path:
+    """The folder holding `lesson`'s files for this grading run (see `autograder grade --help`)."""
+    if submission is None:
+        return course.root / "exercises" / lesson.folder
+    submission = Path(submission)
+    if single and not (submission / lesson.files[0]).exists() and (submission / lesson.folder).is_dir():
+        return submission / lesson.folder  # a root was given for one lesson: be forgiving
+    return submission if single else submission / lesson.folder
+
+
+def grade(course: Course, lessons: Iterable[Lesson], submission: Path | None = None, *,
+          lang: str | None = None, seed: int | None = None, limits: Limits = Limits(),
+          on_lesson=None) -> CourseResult:
+    lessons = list(lessons)
+    lang = lang or course.language
+    seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
+    single = len(lessons) == 1
+    # Start every worker first: their torch imports overlap ours and each other's.
+    sandboxes = [Sandbox(lesson_submission_dir(course, lesson, submission, single), limits)
+                 for lesson in lessons]
+    results = []
+    try:
+        for sandbox in sandboxes[:2]:
+            sandbox.start()
+        for index, (lesson, sandbox) in enumerate(zip(lessons, sandboxes)):
+            if index + 2 < len(sandboxes):
+                sandboxes[index + 2].start()
+            result = grade_lesson(lesson, sandbox, seed)
+            sandbox.close()
+            results.append(result)
+            if on_lesson is not None:
+                on_lesson(result)
+    finally:
+        for sandbox in sandboxes:
+            sandbox.close()
+    return CourseResult(course=course.name, language=lang, seed=seed, lessons=results)
+
+
+def grade_lesson(lesson: Lesson, sandbox: Sandbox, seed: int) -> LessonResult:
+    plugin = GradingPlugin(lesson, sandbox, seed)
+    folder = graders_root() / lesson.graders
+    if not folder.is_dir():
+        error = Feedback.of(message("engine.graders_missing", lesson=lesson.id, folder=str(folder)))
+        plugin.internal_error = error
+    else:
+        _run_pytest(folder, plugin)
+    checks = [plugin.records.get(spec.id) or CheckResult(
+        spec.id, spec.todo, Status.ERROR, 0.0, float(spec.points),
+        plugin.internal_error or Feedback.of(message("engine.check_missing", check=spec.id)))
+        for spec in lesson.checks]
+    return LessonResult(lesson.id, lesson.slug, dict(lesson.title), lesson.xp, checks)
+
+
+def _run_pytest(folder: Path, plugin: "GradingPlugin") -> None:
+    has_alarm = hasattr(signal, "SIGALRM")
+    args = [
+        str(folder), "-c", str(GRADERS_ROOT / "pytest.ini"), "--rootdir", str(folder),
+        "--confcutdir", str(folder), "--import-mode=importlib", "-q", "-s", "-p", "no:cacheprovider",
+        "-p", "pytest_timeout" if has_alarm else "no:timeout",
+        "-o", "timeout_method=signal",
+    ]
+    previous = os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # only the plugins we name
+    sink = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+            code = pytest.main(args, plugins=[plugin])
+    finally:
+        if previous is None:
+            os.environ.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
+        else:
+            os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = previous
+    if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) and not plugin.records:
+        plugin.internal_error = Feedback.of(message("engine.graders_broken", detail=sink.getvalue()[-1500:]))
+
+
+class GradingPlugin:
+    """pytest plugin: provides the graders' fixtures and records each check's outcome."""
+
+    def __init__(self, lesson: Lesson, sandbox: Sandbox, seed: int) -> None:
+        self.lesson, self.sandbox, self.seed = lesson, sandbox, seed
+        self.records: dict[str, CheckResult] = {}
+        self.internal_error: Feedback | None = None
+        self._todo_titles = {todo.id: dict(todo.title) for todo in lesson.todos}
+        self._started: dict[str, float] = {}
+
+    # ---------------------------------------------------------------- collection
+    def pytest_configure(self, config: pytest.Config) -> None:
+        config.addinivalue_line("markers", "check(id): the course.yml check this test implements")
+
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        known = {spec.id: spec for spec in self.lesson.checks}
+        for item in items:
+            marker = item.get_closest_marker("check")
+            check_id = marker.args[0] if marker and marker.args else None
+            if check_id not in known:
+                raise pytest.UsageError(f"{item.nodeid}: grader test without a course.yml check "
+                                        f"(marker check({check_id!r}))")
+            item.stash[_CHECK_KEY] = check_id
+            item.add_marker(pytest.mark.timeout(known[check_id].timeout))
+
+    # ---------------------------------------------------------------- fixtures
+    @pytest.fixture
+    def submission(self, request: pytest.FixtureRequest) -> Sandbox:
+        # Starting a worker is not part of a check's time (timeout_func_only = true).
+        self.sandbox.deadline = None
+        try:
+            self.sandbox.ensure_ready()
+        except WorkerDied:
+            self.sandbox.kill()
+            self.sandbox.ensure_ready()
+        return self.sandbox
+
+    @pytest.fixture
+    def check_seed(self, request: pytest.FixtureRequest) -> int:
+        """A per-check seed derived from the run's seed, so one failing check can be replayed."""
+        return zlib.crc32(f"{self.seed}:{request.node.stash.get(_CHECK_KEY, '')}".encode())
+
+    # ---------------------------------------------------------------- running
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item):
+        spec = self.lesson.check(item.stash[_CHECK_KEY])
+        # A backstop for platforms without SIGALRM; pytest-timeout normally fires first.
+        self.sandbox.deadline = time.monotonic() + spec.timeout + 1.0
+        try:
+            return (yield)
+        finally:
+            self.sandbox.deadline = None
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
+        report = yield
+        check_id = item.stash.get(_CHECK_KEY, None)
+        if check_id is None or check_id in self.records and self.records[check_id].status is not Status.PASSED:
+            return report
+        spec = self.lesson.check(check_id)
+        if call.when == "call" and report.passed:
+            result = CheckResult(spec.id, spec.todo, Status.PASSED, float(spec.points), float(spec.points),
+                                 duration=call.duration)
+        elif call.excinfo is not None:
+            status, feedback = self.classify(call.excinfo.value, spec)
+            max_score = 0.0 if status is Status.SKIPPED else float(spec.points)
+            result = CheckResult(spec.id, spec.todo, status, 0.0, max_score, feedback, call.duration)
+        else:
+            return report
+        self.records[check_id] = result
+        return report
+
+    def classify(self, exc: BaseException, spec) -> tuple[Status, Feedback]:
+        if isinstance(exc, CheckFailure):
+            return Status.FAILED, exc.feedback
+        if isinstance(exc, StudentError):
+            return Status.FAILED, describe_student_error(exc, spec.todo, self._todo_titles)
+        if isinstance(exc, WorkerDied):
+            return Status.ERROR, exc.feedback
+        if isinstance(exc, pytest.skip.Exception):
+            return Status.SKIPPED, Feedback.of(Text(exc.msg) if exc.msg.count(".") == 1 and " " not in exc.msg
+                                               else message("engine.skipped", reason=exc.msg))
+        if isinstance(exc, pytest.fail.Exception) and str(exc.msg).startswith("Timeout"):
+            return Status.ERROR, Feedback.of(message("engine.timeout", seconds=spec.timeout))
+        if isinstance(exc, AssertionError):
+            return Status.FAILED, Feedback.of(message("engine.assertion", detail=str(exc)[:500]))
+        return Status.ERROR, Feedback.of(message("engine.internal_error", type=type(exc).__name__,
+                                                 detail=str(exc)[:500]))

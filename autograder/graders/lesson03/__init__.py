@@ -1,0 +1,1 @@
+"""Hidden graders of lesson 03 (causal multi-head self-attention)."""

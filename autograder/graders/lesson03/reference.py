@@ -1,0 +1,114 @@
+"""Trusted reference implementations for lesson 03, written independently of solutions/.
+
+They work on plain weights (a state_dict) in float64, head by head with explicit loops, so
+they share no code path with the learner's vectorised version. Each takes options that
+reproduce a recognisable bug; the graders compare a learner's output to those variants to
+diagnose it ("your output matches the reference scaled by sqrt(C)").
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+# ---------------------------------------------------------------- NumPy warm-up
+
+def np_softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    shifted = x - x.max(axis=axis, keepdims=True)
+    e = np.exp(shifted)
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def np_attention(X, W_Q, W_K, W_V, *, scale: str = "sqrt_dk", causal: bool = True):
+    Q, K, V = X @ W_Q, X @ W_K, X @ W_V
+    T, d_k = Q.shape
+    divisor = {"sqrt_dk": math.sqrt(d_k), "none": 1.0, "dk": float(d_k),
+               "sqrt_dmodel": math.sqrt(X.shape[1])}[scale]
+    scores = Q @ K.T / divisor
+    if causal:
+        scores = np.where(np.tri(T, dtype=bool), scores, -np.inf)
+    weights = np_softmax(scores, axis=-1)
+    return weights @ V, weights
+
+
+def np_edges(T: int, causal: bool) -> int:
+    return sum(i + 1 for i in range(T)) if causal else T * T
+
+
+# ---------------------------------------------------------------- PyTorch module
+
+SCALES = ("sqrt_hs", "sqrt_C", "none", "hs", "times_sqrt_hs")
+MASKS = ("causal", "none", "inverted", "strict")
+
+
+def random_weights(C: int, generator: torch.Generator, std: float = 0.35) -> dict[str, torch.Tensor]:
+    """Weights for CausalSelfAttention's state_dict; std large enough that softmax is not flat."""
+    def normal(*shape):
+        return torch.randn(*shape, generator=generator) * std
+
+    return {"qkv.weight": normal(3 * C, C), "qkv.bias": normal(3 * C) * 0.3,
+            "proj.weight": normal(C, C), "proj.bias": normal(C) * 0.3}
+
+
+def _allowed(T: int, mask: str) -> torch.Tensor:
+    i = torch.arange(T).view(T, 1)
+    j = torch.arange(T).view(1, T)
+    return {"causal": j <= i, "none": torch.ones(T, T, dtype=torch.bool),
+            "inverted": j >= i, "strict": j < i}[mask]
+
+
+def attention_weights(x: torch.Tensor, sd: dict, n_head: int, *, scale: str = "sqrt_hs",
+                      mask: str = "causal", split: str = "contiguous") -> torch.Tensor:
+    """The attention matrix (B, nh, T, T) the reference computes, head by head."""
+    q, k, _ = _project(x, sd, n_head, split)
+    B, T, C = x.shape
+    hs = C // n_head
+    divisor = {"sqrt_hs": math.sqrt(hs), "sqrt_C": math.sqrt(C), "none": 1.0, "hs": float(hs),
+               "times_sqrt_hs": 1.0 / math.sqrt(hs)}[scale]
+    allowed = _allowed(T, mask)
+    out = torch.empty(B, n_head, T, T, dtype=torch.float64)
+    for h in range(n_head):
+        scores = torch.einsum("btd,bsd->bts", q[h], k[h]) / divisor
+        scores = scores.masked_fill(~allowed, float("-inf"))
+        out[:, h] = torch.softmax(scores, dim=-1)
+    return out
+
+
+def values(x: torch.Tensor, sd: dict, n_head: int, split: str = "contiguous") -> list[torch.Tensor]:
+    return _project(x, sd, n_head, split)[2]
+
+
+def merge_and_project(weights: torch.Tensor, v_heads: list[torch.Tensor], sd: dict,
+                      merge: str = "concat") -> torch.Tensor:
+    """Given attention weights (B, nh, T, T) and per-head values, the module's output (B, T, C)."""
+    B, nh, T, _ = weights.shape
+    heads = [weights[:, h].to(torch.float64) @ v_heads[h] for h in range(nh)]  # nh x (B, T, hs)
+    if merge == "concat":
+        y = torch.cat(heads, dim=-1)
+    else:  # "no_transpose": (B, nh, T, hs) viewed directly as (B, T, C)
+        y = torch.stack(heads, dim=1).reshape(B, T, -1)
+    W, b = sd["proj.weight"].double(), sd["proj.bias"].double()
+    return y @ W.T + b
+
+
+def attention_forward(x: torch.Tensor, sd: dict, n_head: int, **variant) -> torch.Tensor:
+    """The module's output in float64 (dropout off)."""
+    merge = variant.pop("merge", "concat")
+    weights = attention_weights(x, sd, n_head, **variant)
+    return merge_and_project(weights, values(x, sd, n_head, variant.get("split", "contiguous")), sd, merge)
+
+
+def _project(x: torch.Tensor, sd: dict, n_head: int, split: str):
+    """q, k, v as lists of per-head (B, T, hs) tensors, in float64."""
+    x = x.double()
+    W, b = sd["qkv.weight"].double(), sd["qkv.bias"].double()
+    C = x.shape[-1]
+    hs = C // n_head
+    qkv = x @ W.T + b  # (B, T, 3C)
+    parts = [qkv[..., i * C:(i + 1) * C] for i in range(3)]
+    if split == "contiguous":  # head h owns channels [h*hs, (h+1)*hs)
+        return [[p[..., h * hs:(h + 1) * hs] for h in range(n_head)] for p in parts]
+    # "interleaved": a view(B, T, hs, nh) bug, head h gets channels h, h+nh, h+2nh, ...
+    return [[p[..., h::n_head] for h in range(n_head)] for p in parts]

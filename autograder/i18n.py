@@ -1,0 +1,85 @@
+"""Message catalogs: every learner-facing string lives in autograder/messages/<lang>/*.yml
+(one file per area: engine.yml, feedback.yml, lesson03.yml, ...; a key may appear only once).
+
+Spanish is the course language; English is the alternative catalog. A key missing from a
+catalog falls back to Spanish rather than failing a learner's grading; a test keeps the two
+catalogs' keys identical.
+"""
+
+from __future__ import annotations
+
+import functools
+import string
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .results import Block, Feedback, Text
+
+LANGUAGES = ("es", "en")
+DEFAULT_LANGUAGE = "es"
+_CATALOG_DIR = Path(__file__).with_name("messages")
+
+
+@functools.cache
+def catalog(lang: str) -> dict[str, str]:
+    if lang not in LANGUAGES:
+        raise ValueError(f"unknown language {lang!r}; expected one of {', '.join(LANGUAGES)}")
+    merged: dict[str, str] = {}
+    for path in sorted((_CATALOG_DIR / lang).glob("*.yml")):
+        with open(path, encoding="utf-8") as fh:
+            data = yaml.safe_load(fh) or {}
+        for key, value in data.items():
+            if key in merged:
+                raise ValueError(f"{path}: message key {key!r} is defined twice")
+            merged[str(key)] = str(value)
+    return merged
+
+
+class _Placeholder(str):
+    # Ignores any format spec ("{n:.3f}"), which a plain str would reject with ValueError.
+    def __format__(self, spec: str) -> str:
+        return str(self)
+
+
+class _Lenient(dict):
+    # A message whose parameter is missing still renders, showing the placeholder.
+    def __missing__(self, key: str) -> str:
+        return _Placeholder("{" + key + "}")
+
+
+def localize(value: Any, lang: str) -> Any:
+    """Localise a catalog Text, an {"es":..,"en":..} dict, or return the value unchanged."""
+    if isinstance(value, Text):
+        return translate(value.key, lang, **value.params)
+    if isinstance(value, dict) and set(value) and set(value) <= set(LANGUAGES):
+        return value.get(lang) or value.get(DEFAULT_LANGUAGE) or next(iter(value.values()))
+    return value
+
+
+def translate(key: str, lang: str, /, **params: Any) -> str:
+    template = catalog(lang).get(key) or catalog(DEFAULT_LANGUAGE).get(key)
+    if template is None:
+        return key + (" " + repr(params) if params else "")
+    values = _Lenient({k: localize(v, lang) for k, v in params.items()})
+    return string.Formatter().vformat(template, (), values)
+
+
+def render_parts(feedback: Feedback, lang: str) -> list[tuple[str, str]]:
+    """Feedback as (kind, text) pairs: kind "text" for messages, else the block's kind."""
+    out = []
+    for part in feedback.parts:
+        if isinstance(part, Block):
+            out.append((part.kind, part.text))
+        else:
+            out.append(("text", localize(part, lang)))
+    return out
+
+
+def feedback_text(feedback: Feedback, lang: str) -> str:
+    """Feedback as one plain string (used by the JSON result's "message")."""
+    chunks = []
+    for kind, text in render_parts(feedback, lang):
+        chunks.append(text if kind == "text" else text.rstrip("\n"))
+    return "\n".join(chunks)

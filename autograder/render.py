@@ -1,0 +1,269 @@
+"""Renderers: one `CourseResult`, several presentations. A renderer only formats; it never
+re-runs or re-judges a check.
+
+    to_json_dict / render_json   the project's JSON contract (results.json)
+    render_markdown              GitHub job summary and comments
+    render_text                  the terminal (rich); plain and stable when not coloured
+
+Every learner-facing label comes from the catalog (autograder/messages/<lang>/render.yml).
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import json
+import re
+from typing import Any
+
+from rich.console import Console
+from rich.padding import Padding
+from rich.text import Text as RichText
+
+from . import i18n
+from .results import CheckResult, CourseResult, LessonResult, Status
+
+# A check message longer than this many lines is folded into <details> in Markdown.
+MARKDOWN_FOLD_LINES = 15
+
+_TEXT_SYMBOLS = {Status.PASSED: "✔", Status.FAILED: "✘", Status.ERROR: "!", Status.SKIPPED: "–"}
+_TEXT_STYLES = {Status.PASSED: "green", Status.FAILED: "red", Status.ERROR: "yellow", Status.SKIPPED: "dim"}
+_MD_EMOJI = {Status.PASSED: "✅", Status.FAILED: "❌", Status.ERROR: "⚠️", Status.SKIPPED: "⏭️"}
+
+
+def _num(x: float) -> int | float:
+    """A score for output: 5 rather than 5.0, else rounded to 2 decimals."""
+    x = float(x)
+    return int(x) if x.is_integer() else round(x, 2)
+
+
+def _check_lang(lang: str) -> None:
+    if lang not in i18n.LANGUAGES:
+        raise ValueError(f"unknown language {lang!r}; expected one of {', '.join(i18n.LANGUAGES)}")
+
+
+def _t(key: str, lang: str, **params: Any) -> str:
+    return i18n.translate(key, lang, **params)
+
+
+def _title(lesson: LessonResult, lang: str) -> str:
+    return str(i18n.localize(lesson.title, lang))
+
+
+def _lesson_state(lesson: LessonResult, lang: str) -> tuple[Status, str]:
+    """The lesson's state as the status whose symbol shows it, and its label."""
+    if lesson.completed:
+        return Status.PASSED, _t("render.completed", lang)
+    if all(c.status is Status.SKIPPED for c in lesson.checks):
+        return Status.SKIPPED, _t("render.not_graded", lang)
+    return Status.FAILED, _t("render.not_completed", lang)
+
+
+def _check_label(check: CheckResult, lang: str) -> str:
+    """ "future-leak · TODO [mask]" """
+    label = check.id
+    if check.todo:
+        label += " · " + _t("render.todo", lang, todo=check.todo)
+    return label
+
+
+# --- JSON -----------------------------------------------------------------------------------
+
+
+def to_json_dict(result: CourseResult, lang: str) -> dict[str, Any]:
+    """The project's JSON contract: course, language, xp, xp_max, score, max_score, seed, and
+    per lesson its id, slug, title, score, max_score, xp, completed and checks."""
+    _check_lang(lang)
+    return {
+        "course": result.course,
+        "language": lang,
+        "xp": int(result.xp),
+        "xp_max": int(result.xp_max),
+        "score": _num(result.score),
+        "max_score": _num(result.max_score),
+        "seed": int(result.seed),
+        "lessons": [
+            {
+                "id": str(lesson.id),
+                "slug": lesson.slug,
+                "title": _title(lesson, lang),
+                "score": _num(lesson.score),
+                "max_score": _num(lesson.max_score),
+                "xp": int(lesson.xp),
+                "completed": bool(lesson.completed),
+                "checks": [
+                    {
+                        "id": check.id,
+                        "todo": check.todo,
+                        "status": Status(check.status).value,
+                        "score": _num(check.score),
+                        "max_score": _num(check.max_score),
+                        "message": i18n.feedback_text(check.feedback, lang),
+                    }
+                    for check in lesson.checks
+                ],
+            }
+            for lesson in result.lessons
+        ],
+    }
+
+
+def render_json(result: CourseResult, lang: str) -> str:
+    return json.dumps(to_json_dict(result, lang), indent=2, ensure_ascii=False) + "\n"
+
+
+# --- Markdown -------------------------------------------------------------------------------
+
+
+def _md_cell(text: str) -> str:
+    """Safe inside a table cell: no pipes, no line breaks, no HTML."""
+    return html.escape(" ".join(str(text).split()), quote=False).replace("|", "\\|")
+
+
+def _md_text(text: str) -> str:
+    """A catalog message as a paragraph: HTML escaped, its line breaks kept (hard breaks)."""
+    lines = html.escape(text.strip("\n"), quote=False).split("\n")
+    return "\\\n".join(line.rstrip() for line in lines)
+
+
+def _md_fence(text: str) -> str:
+    """Verbatim in a code fence longer than any backtick run inside, so text cannot close it."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}text\n{text.rstrip(chr(10))}\n{fence}"
+
+
+def _md_message(check: CheckResult, lang: str) -> str:
+    chunks = []
+    for kind, text in i18n.render_parts(check.feedback, lang):
+        chunks.append(_md_text(text) if kind == "text" else _md_fence(text))
+    body = "\n\n".join(chunk for chunk in chunks if chunk)
+    lines = body.count("\n") + 1
+    if lines > MARKDOWN_FOLD_LINES:
+        summary = html.escape(_t("render.md_details", lang, lines=lines), quote=False)
+        return f"<details><summary>{summary}</summary>\n\n{body}\n\n</details>"
+    return body
+
+
+def render_markdown(result: CourseResult, lang: str) -> str:
+    """A job summary: totals, a table of lessons, then what to fix in each unfinished lesson."""
+    _check_lang(lang)
+    points = _t("render.points", lang, score=_num(result.score), max_score=_num(result.max_score))
+    out = [
+        f"# {_md_cell(result.course)}",
+        "",
+        f"**{_t('render.xp', lang, xp=result.xp, xp_max=result.xp_max)}** · {points}",
+        "",
+        "| "
+        + " | ".join(_t(f"render.md_col_{c}", lang) for c in ("lesson", "status", "points", "xp"))
+        + " |",
+        "|---|---|---:|---:|",
+    ]
+    for lesson in result.lessons:
+        state, label = _lesson_state(lesson, lang)
+        cells = [
+            _t("render.lesson", lang, id=lesson.id, title=_title(lesson, lang)),
+            f"{_MD_EMOJI[state]} {label}",
+            f"{_num(lesson.score)}/{_num(lesson.max_score)}",
+            f"{lesson.xp}/{lesson.xp_max}",
+        ]
+        out.append("| " + " | ".join(_md_cell(c) for c in cells) + " |")
+
+    for lesson in result.lessons:
+        if lesson.completed:
+            continue
+        out += ["", f"## {_md_cell(_t('render.lesson', lang, id=lesson.id, title=_title(lesson, lang)))}"]
+        skipped = []
+        for check in lesson.checks:
+            if check.status is Status.PASSED:
+                continue
+            if check.status is Status.SKIPPED:
+                skipped.append(check)
+                continue
+            heading = (
+                f"### {_MD_EMOJI[check.status]} `{check.id}`"
+                + (f" · {_t('render.todo', lang, todo=check.todo)}" if check.todo else "")
+                + f" · {_t('render.status.' + check.status.value, lang)}"
+                + f" · {_num(check.score)}/{_num(check.max_score)}"
+            )
+            out += ["", _md_cell(heading), ""]
+            out.append(_md_message(check, lang) or _t("render.no_message", lang))
+        if skipped:
+            out += ["", f"**{_t('render.md_skipped', lang)}**", ""]
+            for check in skipped:
+                reason = " ".join(i18n.feedback_text(check.feedback, lang).split())
+                line = f"- {_MD_EMOJI[Status.SKIPPED]} `{check.id}`"
+                out.append(line + (f": {html.escape(reason, quote=False)}" if reason else ""))
+    out += ["", f"<sub>{html.escape(_t('render.seed', lang, seed=result.seed), quote=False)}</sub>"]
+    return "\n".join(out) + "\n"
+
+
+# --- terminal -------------------------------------------------------------------------------
+
+
+def _console(color: bool | None, width: int) -> tuple[Console, io.StringIO]:
+    if color is None:
+        # Colour only for a real terminal; rich also honours NO_COLOR, FORCE_COLOR and TERM=dumb.
+        probe = Console()
+        color = probe.is_terminal and not probe.no_color and probe.color_system is not None
+    buffer = io.StringIO()
+    console = Console(
+        file=buffer,
+        width=width,
+        force_terminal=color,
+        no_color=not color,
+        color_system="standard" if color else None,
+        highlight=False,
+        emoji=False,
+        markup=False,
+        legacy_windows=False,
+    )
+    return console, buffer
+
+
+def render_text(result: CourseResult, lang: str, *, color: bool | None = None, width: int = 100) -> str:
+    """Terminal text: per lesson a header, one line per check, the message under those that
+    did not pass, then the totals. With color False the output is plain and stable."""
+    _check_lang(lang)
+    console, buffer = _console(color, width)
+    console.print(RichText(result.course, style="bold"))
+    for lesson in result.lessons:
+        console.print()
+        points = _t("render.points", lang, score=_num(lesson.score), max_score=_num(lesson.max_score))
+        xp = _t("render.xp", lang, xp=lesson.xp, xp_max=lesson.xp_max)
+        header = RichText(_t("render.lesson", lang, id=lesson.id, title=_title(lesson, lang)), style="bold")
+        header.append(f"  {points} · {xp} · ")
+        state, label = _lesson_state(lesson, lang)
+        header.append(label, style=_TEXT_STYLES[state])
+        console.print(header)
+
+        labels = [_check_label(c, lang) for c in lesson.checks]
+        scores = [f"{_num(c.score)}/{_num(c.max_score)}" for c in lesson.checks]
+        label_width = max(map(len, labels), default=0)
+        score_width = max(map(len, scores), default=0)
+        for check, label, score in zip(lesson.checks, labels, scores, strict=True):
+            line = RichText("  ")
+            line.append(_TEXT_SYMBOLS[check.status], style=_TEXT_STYLES[check.status])
+            line.append(f" {label.ljust(label_width)}  {score.rjust(score_width)}")
+            if check.status is not Status.PASSED:
+                line.append(
+                    f"  {_t('render.status.' + check.status.value, lang)}", style=_TEXT_STYLES[check.status]
+                )
+            console.print(line)
+            if check.status is Status.PASSED:
+                continue
+            for kind, text in i18n.render_parts(check.feedback, lang):
+                if kind == "text":
+                    console.print(Padding(RichText(text), (0, 0, 0, 6)))
+                else:  # a block keeps its layout: indented, never re-wrapped
+                    indented = "\n".join("      " + row for row in text.rstrip("\n").split("\n"))
+                    console.print(RichText(indented, style="cyan"), soft_wrap=True)
+
+    console.print()
+    points = _t("render.points", lang, score=_num(result.score), max_score=_num(result.max_score))
+    total = _t(
+        "render.total", lang, points=points, xp=_t("render.xp", lang, xp=result.xp, xp_max=result.xp_max)
+    )
+    console.print(RichText(total, style="bold"))
+    console.print(RichText(_t("render.seed", lang, seed=result.seed), style="dim"))
+    return "\n".join(line.rstrip() for line in buffer.getvalue().split("\n"))

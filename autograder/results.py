@@ -1,0 +1,122 @@
+"""The result model: what grading produced, before any rendering.
+
+Checks produce `Feedback` made of catalog messages (`Text`) and preformatted blocks (`Block`),
+never final strings, so that every renderer can localise them (es/en) the same way.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class Status(str, enum.Enum):
+    PASSED = "passed"
+    FAILED = "failed"  # the check ran: the learner's code behaves wrongly, raised, or is pending
+    ERROR = "error"  # the check could not finish: timeout, crashed worker, internal error
+    SKIPPED = "skipped"  # not applicable here (e.g. no GPU); worth 0 of 0 points
+
+
+@dataclass(frozen=True)
+class Text:
+    """A message from the catalog (autograder/messages/<lang>.yml), with its parameters.
+
+    A parameter may itself be a `Text` or a {"es": ..., "en": ...} dict; both are localised.
+    """
+
+    key: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+def message(key: str, **params: Any) -> Text:
+    """Shorthand for a catalog message: message("engine.timeout", seconds=10)."""
+    return Text(key, params)
+
+
+@dataclass(frozen=True)
+class Block:
+    """Preformatted text shown verbatim: a heatmap, a trimmed traceback, a tensor excerpt."""
+
+    text: str
+    kind: str = "text"  # "text" | "heatmap" | "traceback"
+
+
+Part = Text | Block
+
+
+@dataclass(frozen=True)
+class Feedback:
+    parts: tuple[Part, ...] = ()
+
+    @classmethod
+    def of(cls, *parts: Part | str) -> "Feedback":
+        return cls(tuple(Text(p) if isinstance(p, str) else p for p in parts))
+
+    def __add__(self, other: "Feedback") -> "Feedback":
+        return Feedback(self.parts + other.parts)
+
+    def __bool__(self) -> bool:
+        return bool(self.parts)
+
+
+@dataclass
+class CheckResult:
+    id: str
+    todo: str | None
+    status: Status
+    score: float
+    max_score: float
+    feedback: Feedback = field(default_factory=Feedback)
+    duration: float = 0.0
+
+
+@dataclass
+class LessonResult:
+    id: str
+    slug: str
+    title: dict[str, str]
+    xp_max: int
+    checks: list[CheckResult]
+
+    @property
+    def score(self) -> float:
+        return sum(c.score for c in self.checks)
+
+    @property
+    def max_score(self) -> float:
+        return sum(c.max_score for c in self.checks)
+
+    @property
+    def completed(self) -> bool:
+        # Skipped checks (e.g. the GPU check on a CPU machine) do not count against a lesson.
+        graded = [c for c in self.checks if c.status is not Status.SKIPPED]
+        return bool(graded) and all(c.status is Status.PASSED for c in graded)
+
+    @property
+    def xp(self) -> int:
+        return self.xp_max if self.completed else 0
+
+
+@dataclass
+class CourseResult:
+    course: str
+    language: str
+    seed: int
+    lessons: list[LessonResult]
+
+    @property
+    def xp(self) -> int:
+        return sum(lesson.xp for lesson in self.lessons)
+
+    @property
+    def xp_max(self) -> int:
+        return sum(lesson.xp_max for lesson in self.lessons)
+
+    @property
+    def score(self) -> float:
+        return sum(lesson.score for lesson in self.lessons)
+
+    @property
+    def max_score(self) -> float:
+        return sum(lesson.max_score for lesson in self.lessons)

@@ -1,0 +1,231 @@
+"""The worker: imports the learner's modules and executes what the trusted grader asks.
+
+This process is untrusted by design: the learner's code runs here and may do anything to it.
+It only ever answers with data (see autograder.protocol); verdicts are made elsewhere.
+Requests are small generic operations on an object table: import a module, get an attribute,
+call something (optionally capturing what passes through a submodule or spying on a torch
+function), or compute vector-Jacobian products for the autograd leak check.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import os
+import select
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+from autograder.protocol import FrameReader, ProtocolError, decode, encode, write_frame
+
+
+class Worker:
+    def __init__(self, root: Path, req_fd: int, resp_fd: int) -> None:
+        self.root = root
+        self.req_fd, self.resp_fd = req_fd, resp_fd
+        self.objects: dict[int, Any] = {}
+        self.next_id = 1
+        self.reader = FrameReader()
+
+    # ------------------------------------------------------------ object table
+    def make_handle(self, obj: Any) -> dict:
+        hid = self.next_id
+        self.next_id += 1
+        self.objects[hid] = obj
+        try:
+            text = repr(obj)[:200]
+        except BaseException:  # a learner's __repr__ may raise
+            text = "<?>"
+        return {"$t": "handle", "id": hid, "type": type(obj).__name__, "repr": text}
+
+    def resolve(self, v: dict) -> Any:
+        hid = v.get("id")
+        if hid not in self.objects:
+            raise ProtocolError(f"unknown handle {hid}")
+        return self.objects[hid]
+
+    # ------------------------------------------------------------ operations
+    def op_import(self, req: dict) -> Any:
+        name = req["module"]
+        if not (self.root / f"{name}.py").is_file():
+            raise FileNotFoundError(f"{name}.py")
+        return importlib.import_module(name)
+
+    def op_getattr(self, req: dict) -> Any:
+        return getattr(req["target"], req["name"])
+
+    def op_setattr(self, req: dict) -> Any:
+        setattr(req["target"], req["name"], req["value"])
+        return None
+
+    def op_call(self, req: dict) -> Any:
+        target = req["target"]
+        fn = getattr(target, req["method"]) if req.get("method") else target
+        args, kwargs = req.get("args", []), req.get("kwargs", {})
+        opts = req.get("options") or {}
+        if opts.get("seed") is not None:
+            import torch
+
+            torch.manual_seed(opts["seed"])
+        captured: list = []
+        spied: list = []
+        with contextlib.ExitStack() as stack:
+            for path in opts.get("capture", []):
+                stack.enter_context(self._capture_inputs(target, path, captured))
+            for name in opts.get("spy", []):
+                stack.enter_context(self._spy(name, spied))
+            if opts.get("no_grad"):
+                import torch
+
+                stack.enter_context(torch.no_grad())
+            value = fn(*args, **kwargs)
+        if opts.get("materialize"):
+            value = list(value)
+        if opts.get("capture") or opts.get("spy"):
+            return {"value": value, "captured": captured, "spied": spied}
+        return value
+
+    def op_vjp(self, req: dict) -> Any:
+        import torch
+
+        fn = req["target"]
+        x = req["input"].detach().clone().requires_grad_(True)
+        y = fn(x)
+        if not isinstance(y, torch.Tensor) or y.grad_fn is None:
+            raise RuntimeError("the output does not depend on the input through autograd")
+        grads = []
+        for cot in req["cotangents"]:
+            (g,) = torch.autograd.grad(y, x, cot, retain_graph=True, allow_unused=True)
+            grads.append(torch.zeros_like(x) if g is None else g)
+        return grads
+
+    def op_release(self, req: dict) -> Any:
+        for hid in req.get("ids", []):
+            self.objects.pop(hid, None)
+        return None
+
+    # ------------------------------------------------------------ helpers
+    def arg(self, tree: Any) -> Any:
+        return decode(tree, self.buffers, self.resolve)
+
+    @contextlib.contextmanager
+    def _capture_inputs(self, module: Any, path: str, sink: list):
+        sub = module.get_submodule(path)
+
+        def hook(_mod, inputs):
+            if inputs:
+                sink.append(inputs[0].detach().clone())
+
+        handle = sub.register_forward_pre_hook(hook)
+        try:
+            yield
+        finally:
+            handle.remove()
+
+    @contextlib.contextmanager
+    def _spy(self, dotted: str, sink: list):
+        # Replace the function on its module and in every learner module that imported it by
+        # name, so `from torch.nn.functional import scaled_dot_product_attention` is seen too.
+        mod_name, _, attr = dotted.rpartition(".")
+        owner = importlib.import_module(mod_name)
+        original = getattr(owner, attr)
+
+        def spy(*args, **kwargs):
+            sink.append({
+                "args": [_describe(a) for a in args],
+                "kwargs": {k: _describe(v) for k, v in kwargs.items()},
+            })
+            return original(*args, **kwargs)
+
+        patched = [(owner, attr)]
+        for module in list(sys.modules.values()):
+            path = getattr(module, "__file__", None) or ""
+            if path.startswith(str(self.root)):
+                for name, value in list(vars(module).items()):
+                    if value is original:
+                        patched.append((module, name))
+        for obj, name in patched:
+            setattr(obj, name, spy)
+        try:
+            yield
+        finally:
+            for obj, name in patched:
+                setattr(obj, name, original)
+
+    # ------------------------------------------------------------ loop
+    def read_request(self) -> tuple[Any, list[bytes]] | None:
+        while True:
+            frame = self.reader.take()
+            if frame is not None:
+                return frame
+            select.select([self.req_fd], [], [])
+            chunk = os.read(self.req_fd, 1 << 20)
+            if not chunk:
+                return None
+            self.reader.feed(chunk)
+
+    def serve(self) -> None:
+        write_frame(self.resp_fd, {"ready": {"pid": os.getpid()}})
+        while True:
+            frame = self.read_request()
+            if frame is None:
+                return
+            req, self.buffers = frame
+            if not isinstance(req, dict):
+                return
+            op = getattr(self, "op_" + str(req.get("op")), None)
+            try:
+                if op is None:
+                    raise ProtocolError(f"unknown op {req.get('op')!r}")
+                fields = {k: self.arg(v) for k, v in req.items() if k not in ("op", "id")}
+                result = op(fields)
+                tree, buffers = encode(result, self.make_handle)
+                msg = {"id": req.get("id"), "ok": tree}
+            except BaseException as exc:  # SystemExit and KeyboardInterrupt from learner code too
+                msg, buffers = {"id": req.get("id"), "error": _describe_exception(exc)}, []
+            write_frame(self.resp_fd, msg, buffers)
+
+
+def _describe(value: Any) -> Any:
+    """A spied argument, reduced to what a check may ask about it."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return {"tensor": True, "shape": list(value.shape), "dtype": str(value.dtype)}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return {"type": type(value).__name__}
+
+
+def _describe_exception(exc: BaseException) -> dict:
+    frames = [
+        {"filename": f.filename, "lineno": f.lineno or 0, "name": f.name, "line": (f.line or "")[:300]}
+        for f in traceback.extract_tb(exc.__traceback__)
+    ][-30:]
+    try:
+        message = str(exc)
+    except BaseException:
+        message = "<unprintable>"
+    return {"type": type(exc).__name__, "message": message[:4000], "frames": frames}
+
+
+def main() -> None:
+    req_fd, resp_fd = int(sys.argv[1]), int(sys.argv[2])
+    root = Path.cwd().resolve()
+    # Torch is imported before the learner's code so a failure here is ours, not theirs,
+    # and so TF32 is off for every float32 comparison on a GPU.
+    import numpy  # noqa: F401
+    import torch
+
+    torch.set_num_threads(1)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    sys.path.insert(0, str(root))
+    sys.dont_write_bytecode = True
+    Worker(root, req_fd, resp_fd).serve()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,295 @@
+"""autograder/render.py: one result model, rendered as JSON, Markdown and terminal text."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from autograder import feedback as F
+from autograder import i18n
+from autograder.render import render_json, render_markdown, render_text, to_json_dict
+from autograder.results import Block, CheckResult, CourseResult, Feedback, LessonResult, Status, Text
+
+MESSAGES = Path(i18n.__file__).with_name("messages")
+
+
+def leak_feedback() -> Feedback:
+    w = np.tril(np.ones((4, 4)))
+    w /= w.sum(-1, keepdims=True)
+    w[0, 3] = 0.4
+    what = {"es": "los pesos de atención", "en": "the attention weights"}
+    return F.compare(w, np.tril(w), what=what) + Feedback((F.heatmap(w, leaks=F.leaking_cells(w)),))
+
+
+def make_result() -> CourseResult:
+    lesson03 = LessonResult(
+        id="03",
+        slug="atencion-causal",
+        title={"es": "Self-attention causal | multi-cabeza", "en": "Causal multi-head self-attention"},
+        xp_max=50,
+        checks=[
+            CheckResult("np-mask", "np-mask", Status.PASSED, 6.0, 6.0),
+            CheckResult("future-leak", "mask", Status.FAILED, 0.0, 6.0, leak_feedback()),
+            CheckResult("scaling", "scaling", Status.FAILED, 0.0, 6.0, F.todo_pending("scaling")),
+            CheckResult(
+                "heads-merge",
+                "contiguous-view",
+                Status.ERROR,
+                0.0,
+                6.0,
+                F.raised(
+                    "la salida de forward(x)",
+                    [
+                        {
+                            "filename": "/sb/attention.py",
+                            "lineno": 57,
+                            "name": "forward",
+                            "line": "y = q @ k  # ```",
+                        }
+                    ],
+                    "RuntimeError",
+                    "boom ``` | <b>",
+                    root="/sb",
+                ),
+            ),
+            CheckResult("quiz-1", None, Status.PASSED, 1.5, 1.5),
+            CheckResult("gpu-parity", None, Status.SKIPPED, 0, 0, Feedback((Block("CUDA no disponible"),))),
+        ],
+    )
+    lesson04 = LessonResult(
+        id="04",
+        slug="bloque",
+        title={"es": "El bloque", "en": "The block"},
+        xp_max=60,
+        checks=[
+            CheckResult("block-shapes", "block", Status.PASSED, 5.0, 5.0),
+            CheckResult("gpu-parity", None, Status.SKIPPED, 0.0, 0.0),  # does not block completion
+        ],
+    )
+    return CourseResult(
+        course="Transformers desde cero", language="es", seed=1234, lessons=[lesson03, lesson04]
+    )
+
+
+# --- JSON -----------------------------------------------------------------------------------
+
+
+def test_json_contract_types_and_values():
+    data = json.loads(render_json(make_result(), "es"))
+    assert set(data) == {"course", "language", "xp", "xp_max", "score", "max_score", "seed", "lessons"}
+    assert data["course"] == "Transformers desde cero" and data["language"] == "es"
+    assert (data["xp"], data["xp_max"], data["seed"]) == (60, 110, 1234)
+    assert data["score"] == 12.5 and data["max_score"] == 30.5
+    for key in ("xp", "xp_max", "seed"):
+        assert type(data[key]) is int
+
+    l03, l04 = data["lessons"]
+    lesson_keys = {"id", "slug", "title", "score", "max_score", "xp", "completed", "checks"}
+    assert set(l03) == set(l04) == lesson_keys
+    assert (l03["id"], l03["slug"], l03["title"]) == (
+        "03",
+        "atencion-causal",
+        "Self-attention causal | multi-cabeza",
+    )
+    assert (l03["completed"], l03["xp"]) == (False, 0)
+    assert (l04["completed"], l04["xp"]) == (True, 60)  # the skipped check does not count against it
+    assert type(l04["score"]) is int and l04["score"] == 5  # 5, not 5.0
+    assert type(l04["xp"]) is int and type(l04["completed"]) is bool
+
+    check_keys = {"id", "todo", "status", "score", "max_score", "message"}
+    for lesson in data["lessons"]:
+        for check in lesson["checks"]:
+            assert set(check) == check_keys
+            assert isinstance(check["id"], str) and isinstance(check["message"], str)
+            assert check["todo"] is None or isinstance(check["todo"], str)
+            assert check["status"] in {"passed", "failed", "error", "skipped"}
+            assert type(check["score"]) in (int, float) and type(check["max_score"]) in (int, float)
+
+    checks = {c["id"]: c for c in l03["checks"]}
+    assert checks["np-mask"] == {
+        "id": "np-mask",
+        "todo": "np-mask",
+        "status": "passed",
+        "score": 6,
+        "max_score": 6,
+        "message": "",
+    }
+    assert type(checks["np-mask"]["score"]) is int
+    assert checks["quiz-1"]["todo"] is None and checks["quiz-1"]["score"] == 1.5
+    assert checks["heads-merge"]["status"] == "error"
+    assert checks["gpu-parity"]["status"] == "skipped"
+    assert "los pesos de atención" in checks["future-leak"]["message"]
+    assert "X = fuga" in checks["future-leak"]["message"]  # blocks are part of the message
+    assert checks["scaling"]["message"].startswith("TODO [scaling] pendiente")
+
+
+def test_json_scores_are_rounded_to_two_decimals():
+    lesson = LessonResult(
+        "01", "x", {"es": "x", "en": "x"}, 10, [CheckResult("a", None, Status.FAILED, 1 / 3, 2.0)]
+    )
+    data = to_json_dict(CourseResult("c", "es", 0, [lesson]), "en")
+    assert data["score"] == 0.33 and data["max_score"] == 2
+    assert data["lessons"][0]["checks"][0]["score"] == 0.33
+
+
+def test_json_in_english_and_text_form():
+    text = render_json(make_result(), "en")
+    assert text.endswith("}\n") and '\n  "course"' in text
+    assert "atención" in render_json(make_result(), "es")  # ensure_ascii=False
+    data = json.loads(text)
+    assert data["language"] == "en"
+    assert data["lessons"][0]["title"] == "Causal multi-head self-attention"
+    assert data["lessons"][0]["checks"][1]["message"].startswith("The values of the attention weights")
+
+
+def test_unknown_language_is_refused():
+    with pytest.raises(ValueError):
+        to_json_dict(make_result(), "fr")
+
+
+# --- Markdown -------------------------------------------------------------------------------
+
+
+def test_markdown_summary_table_and_checks():
+    md = render_markdown(make_result(), "es")
+    assert md.startswith("# Transformers desde cero\n")
+    assert "XP 60/110" in md
+    assert "| Lección | Estado | Puntos | XP |" in md
+    assert (
+        "| Lección 03 · Self-attention causal \\| multi-cabeza | ❌ sin completar | 7.5/25.5 | 0/50 |" in md
+    )
+    assert "| Lección 04 · El bloque | ✅ completada | 5/5 | 60/60 |" in md
+    assert "### ❌ `future-leak` · TODO [mask] · fallida · 0/6" in md
+    assert "### ⚠️ `heads-merge` · TODO [contiguous-view]" in md
+    assert "TODO [scaling] pendiente" in md
+    assert "`np-mask`" not in md and "`block-shapes`" not in md  # passed checks are not repeated
+    assert "- ⏭️ `gpu-parity`: CUDA no disponible" in md  # skipped, briefly, with its reason
+    assert md.count("`gpu-parity`") == 1  # completed lessons are not detailed
+    assert "1234" in md
+
+
+def test_markdown_blocks_cannot_break_out_of_their_fence():
+    md = render_markdown(make_result(), "es")
+    start = md.index("````text\n")
+    end = md.index("\n````", start + 1)
+    fenced = md[start:end]
+    assert "RuntimeError: boom ``` | <b>" in fenced  # verbatim inside a longer fence
+    assert "&lt;b&gt;" not in fenced
+    assert "<b>" not in md.replace(fenced, "")
+
+
+def test_markdown_escapes_html_in_messages():
+    check = CheckResult("x", None, Status.FAILED, 0, 1, Feedback.of(Text("nope <script>")))
+    md = render_markdown(CourseResult("c", "es", 0, [LessonResult("01", "s", {"es": "t"}, 1, [check])]), "es")
+    assert "<script>" not in md and "&lt;script&gt;" in md
+
+
+def test_markdown_folds_long_messages_in_details():
+    md = render_markdown(make_result(), "es")
+    # The leak message (two sentences and a heatmap) is short enough to stay open.
+    assert "<details>" not in md
+    long = Feedback((Block("\n".join(f"línea {i}" for i in range(40)), kind="traceback"),))
+    check = CheckResult("long", "mask", Status.FAILED, 0, 1, long)
+    md = render_markdown(CourseResult("c", "es", 0, [LessonResult("01", "s", {"es": "t"}, 1, [check])]), "es")
+    assert "<details><summary>Ver el mensaje completo" in md
+    details = md[md.index("<details>") : md.index("</details>")]
+    assert "línea 39" in details
+
+
+# --- terminal text --------------------------------------------------------------------------
+
+
+def test_text_plain_snapshot():
+    out = render_text(make_result(), "es", color=False)
+    lines = out.splitlines()
+    assert "\x1b[" not in out
+    assert lines[0] == "Transformers desde cero"
+    assert (
+        "Lección 03 · Self-attention causal | multi-cabeza  7.5/25.5 puntos · XP 0/50 · sin completar"
+        in lines
+    )
+    check_lines = [line for line in lines if line[:3] in ("  ✔", "  ✘", "  !", "  –")]
+    assert check_lines[:6] == [
+        "  ✔ np-mask · TODO [np-mask]                  6/6",
+        "  ✘ future-leak · TODO [mask]                 0/6  fallida",
+        "  ✘ scaling · TODO [scaling]                  0/6  fallida",
+        "  ! heads-merge · TODO [contiguous-view]      0/6  no se pudo terminar",
+        "  ✔ quiz-1                                1.5/1.5",
+        "  – gpu-parity                                0/0  omitida",
+    ]
+    assert "      CUDA no disponible" in lines
+    assert "Lección 04 · El bloque  5/5 puntos · XP 60/60 · completada" in lines
+    assert lines[-2:] == [
+        "Total: 12.5/30.5 puntos · XP 60/110",
+        "Semilla de esta corrección: 1234 (sirve para repetirla tal cual)",
+    ]
+    # The message sits indented under the failed check, blocks keep their layout.
+    i = lines.index(check_lines[1])
+    assert lines[i + 1].startswith("      Los valores de los pesos de atención")
+    assert "      i\\j 0 1 2 3" in lines
+    assert "        attention.py:57 en forward" in lines
+    assert all(not line.endswith(" ") for line in lines)
+    # Plain output is stable.
+    assert render_text(make_result(), "es", color=False) == out
+
+
+def test_text_wraps_messages_to_the_width():
+    out = render_text(make_result(), "es", color=False, width=60)
+    pending = [
+        line for line in out.splitlines() if "NotImplementedError" in line or "TODO [scaling] pend" in line
+    ]
+    assert pending and all(len(line) <= 60 for line in pending)
+
+
+def test_text_in_color_uses_ansi():
+    assert "\x1b[" in render_text(make_result(), "es", color=True)
+
+
+def test_english_labels():
+    result = make_result()
+    text = render_text(result, "en", color=False)
+    assert "Lesson 03 · Causal multi-head self-attention  7.5/25.5 points · XP 0/50 · not completed" in text
+    assert "0/6  failed" in text and "completed" in text
+    assert "Total: 12.5/30.5 points · XP 60/110" in text
+    assert "attention.py:57 in forward" not in text  # blocks are made at check time, in Spanish here
+    md = render_markdown(result, "en")
+    assert "| Lesson | Status | Points | XP |" in md
+    assert "✅ completed" in md and "Skipped checks" in md
+    for spanish in ("Lección", "puntos", "fallida", "sin completar", "Semilla"):
+        assert spanish not in text and spanish not in md
+
+
+# --- catalogs -------------------------------------------------------------------------------
+
+
+def catalog_files(lang: str) -> dict[str, dict]:
+    out = {}
+    for path in sorted((MESSAGES / lang).glob("*.yml")):
+        out[path.name] = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    return out
+
+
+def test_catalogs_have_same_keys():
+    es, en = catalog_files("es"), catalog_files("en")
+    assert set(es) == set(en), "every catalog file exists in both languages"
+    assert {"feedback.yml", "render.yml"} <= set(es)
+    for name in es:
+        assert set(es[name]) == set(en[name]), f"{name}: keys differ between es and en"
+        for key in es[name]:
+            assert isinstance(es[name][key], str) and isinstance(en[name][key], str), (name, key)
+    # And the merged catalogs load (no key defined twice across files).
+    assert set(i18n.catalog("es")) == set(i18n.catalog("en"))
+
+
+def test_catalog_placeholders_match_between_languages():
+    import string
+
+    def fields(template: str) -> set[str]:
+        return {name for _, name, _, _ in string.Formatter().parse(template) if name}
+
+    es, en = i18n.catalog("es"), i18n.catalog("en")
+    for key in es:
+        if key.startswith(("feedback.", "render.")):
+            assert fields(es[key]) == fields(en[key]), key
