@@ -1,0 +1,77 @@
+"""Shared fixtures: the real course, and grading real submissions through the real engine."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from autograder.engine import grade
+from autograder.manifest import load_course
+from autograder.results import LessonResult, Status
+from autograder.stubs import strip_markers
+
+ROOT = Path(__file__).resolve().parent.parent
+SEED = 20261202  # fixed so a failing test can be replayed; the graders draw inputs from it
+
+
+@pytest.fixture(scope="session")
+def course():
+    return load_course(ROOT / "course.yml")
+
+
+@pytest.fixture(scope="session")
+def lesson03(course):
+    return course.lesson("03")
+
+
+def solution_files(lesson) -> dict[str, str]:
+    """The finished files of a lesson: its solutions without region markers."""
+    folder = ROOT / "solutions" / lesson.folder
+    names = [*lesson.files] + ([lesson.quiz] if lesson.quiz else [])
+    return {name: strip_markers((folder / name).read_text(encoding="utf-8"), name) for name in names}
+
+
+def write_submission(folder: Path, files: dict[str, str]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    return folder
+
+
+def grade_folder(course, lesson, folder: Path, seed: int = SEED) -> LessonResult:
+    """Grade one lesson's folder with the real engine (real worker processes)."""
+    return grade(course, [lesson], folder, seed=seed).lessons[0]
+
+
+def failed(result: LessonResult) -> list:
+    return [c for c in result.checks if c.status in (Status.FAILED, Status.ERROR)]
+
+
+@pytest.fixture
+def grade_files(course, lesson03, tmp_path):
+    """grade_files({"attention.py": text, ...}) -> LessonResult; unspecified files are the solution's."""
+
+    def run(overrides: dict[str, str | None], lesson=None, seed: int = SEED) -> LessonResult:
+        lesson = lesson or lesson03
+        files = solution_files(lesson)
+        for name, text in overrides.items():
+            if text is None:
+                files.pop(name, None)
+            else:
+                files[name] = text
+        folder = tmp_path / f"submission-{len(list(tmp_path.iterdir()))}"
+        return grade_folder(course, lesson, write_submission(folder, files), seed)
+
+    return run
+
+
+@pytest.fixture
+def copy_of(tmp_path):
+    def run(src: Path) -> Path:
+        dest = tmp_path / src.name
+        shutil.copytree(src, dest)
+        return dest
+
+    return run

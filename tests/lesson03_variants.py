@@ -1,0 +1,291 @@
+"""Lesson 03's catalog of variant submissions, used to prove its hidden graders.
+
+Each variant is one exact text substitution on a finished solution file (the file in
+solutions/03-atencion-causal/ with its region markers stripped):
+
+- BUGGY: a realistic learner mistake. The graders must catch it: the lesson is not completed
+  and at least one failed check names the TODO where the mistake lives (`todo`; None when the
+  mistake is outside every TODO region, and then any failed check will do).
+- CORRECT: a different but correct way to write the same thing. It must get full marks.
+
+`find` must occur exactly once in the file, so that an edit of the solution cannot silently
+disarm a variant (`Variant.apply` asserts it, naming the variant). A `find` may span several
+lines, which is how a variant replaces a whole function body.
+
+A plain module (no tests here): tests/test_lesson03_variants.py grades every variant.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ATTN = "attention.py"
+NP = "attention_numpy.py"
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    file: str
+    find: str
+    replace: str
+    todo: str | None = None  # the TODO a failing check must name (None: any failed check)
+    note: str = ""  # what the learner did, in a few words
+    also: tuple[tuple[str, str], ...] = ()  # further (find, replace) pairs in the same file
+
+    @property
+    def substitutions(self) -> tuple[tuple[str, str], ...]:
+        return ((self.find, self.replace), *self.also)
+
+    def occurrences(self, files: dict[str, str]) -> list[int]:
+        """How many times each `find` occurs in the untouched file (each must be 1)."""
+        return [files[self.file].count(find) for find, _ in self.substitutions]
+
+    def apply(self, files: dict[str, str]) -> dict[str, str]:
+        """{file: text} with this variant's substitutions made; only the changed file."""
+        text = files[self.file]
+        for find, replace in self.substitutions:
+            count = text.count(find)
+            assert count == 1, (
+                f"variant {self.name!r}: its `find` text occurs {count} times in {self.file} "
+                f"(it must occur exactly once; did the solution change?):\n{find}"
+            )
+            text = text.replace(find, replace)
+        return {self.file: text}
+
+
+# --------------------------------------------------------------------------- fragments
+# Exact lines of the marker-stripped solution that several variants edit.
+
+MASK_BUILD = "tril = torch.tril(torch.ones(bs, bs, dtype=torch.bool))"
+MASK_REGISTER = 'self.register_buffer("mask", tril.view(1, 1, bs, bs), persistent=False)'
+MASK_APPLY = 'att = att.masked_fill(self.mask[:, :, :T, :T] == 0, float("-inf"))'
+SCORES = "att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))"
+SPLIT = "q, k, v = qkv.split(C, dim=2)"
+HEADS = """\
+        q = q.view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)
+        k = k.view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)
+        v = v.view(B, T, self.n_head, hs).transpose(1, 2)  # (B, nh, T, hs)
+"""
+MERGE = "y = y.transpose(1, 2).contiguous().view(B, T, C)"
+SOFTMAX = "att = F.softmax(att, dim=-1)"
+ATTN_DROP = "att = self.attn_drop(att)"
+SDPA_CALL = """\
+        return F.scaled_dot_product_attention(
+            q, k, v,
+            attn_mask=None,
+            dropout_p=self.dropout if self.training else 0.0,
+            is_causal=True,
+        )
+"""
+FUSED_DROPOUT = "dropout_p=self.dropout if self.training else 0.0,"
+
+NP_FUTURE = "future = np.triu(np.ones((T, T), dtype=bool), k=1)"
+NP_WHERE = "return np.where(future, -1e9, 0.0)"
+NP_SOFTMAX = """\
+    z = x - np.max(x, axis=axis, keepdims=True)  # el mayor exponente pasa a ser 0
+    e = np.exp(z)
+    return e / np.sum(e, axis=axis, keepdims=True)
+"""
+NP_SCORES = "scores = Q @ K.T / np.sqrt(d_k) + causal_mask(X.shape[0])"
+NP_WEIGHTS = "weights = softmax(scores, axis=-1)"
+NP_EDGES = "return T * (T + 1) // 2 if causal else T * T"
+
+
+# --------------------------------------------------------------------------- buggy
+
+BUGGY: list[Variant] = [
+    # ---- TODO [mask]
+    Variant("mask-not-cropped", ATTN, MASK_APPLY,
+            'att = att.masked_fill(self.mask == 0, float("-inf"))',
+            "mask", "applies the whole (block_size, block_size) mask instead of [:T, :T]"),
+    Variant("mask-tril-diagonal-minus-1", ATTN, MASK_BUILD,
+            "tril = torch.tril(torch.ones(bs, bs, dtype=torch.bool), diagonal=-1)",
+            "mask", "masks the diagonal too: token 0 sees nothing"),
+    Variant("mask-triu", ATTN, MASK_BUILD,
+            "tril = torch.triu(torch.ones(bs, bs, dtype=torch.bool))",
+            "mask", "upper instead of lower triangle: looks only at the future"),
+    Variant("mask-result-discarded", ATTN, MASK_APPLY,
+            'att.masked_fill(self.mask[:, :, :T, :T] == 0, float("-inf"))',
+            "mask", "masked_fill is not in place; its result is thrown away"),
+    Variant("mask-inverted", ATTN, MASK_APPLY,
+            'att = att.masked_fill(self.mask[:, :, :T, :T] == 1, float("-inf"))',
+            "mask", "fills where the mask is 1 (the allowed cells)"),
+    Variant("mask-fill-zero", ATTN, MASK_APPLY,
+            "att = att.masked_fill(self.mask[:, :, :T, :T] == 0, 0)",
+            "mask", "puts 0 instead of -inf: exp(0) = 1, the future still gets weight"),
+    Variant("mask-after-softmax", ATTN, f"{MASK_APPLY}\n", "",
+            "mask", "zeroes the future after the softmax: rows no longer sum to 1",
+            also=((SOFTMAX, SOFTMAX + "\n            att = att.masked_fill(self.mask[:, :, :T, :T] == 0, 0.0)"),)),
+    Variant("mask-persistent", ATTN, MASK_REGISTER,
+            'self.register_buffer("mask", tril.view(1, 1, bs, bs), persistent=True)',
+            "mask", "persistent buffer: the mask ends up in state_dict"),
+    Variant("mask-plain-attribute", ATTN, MASK_REGISTER,
+            "self.mask = tril.view(1, 1, bs, bs)",
+            "mask", "a plain attribute does not follow .to(device)"),
+    Variant("mask-no-view", ATTN, MASK_REGISTER,
+            'self.register_buffer("mask", tril, persistent=False)',
+            "mask", "buffer of shape (bs, bs) and cropped with [:T, :T] only"),
+    # ---- TODO [scaling]
+    Variant("scale-sqrt-C", ATTN, SCORES,
+            "att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(C))",
+            "scaling", "divides by sqrt(n_embd) instead of sqrt(head size)"),
+    Variant("scale-none", ATTN, SCORES, "att = q @ k.transpose(-2, -1)",
+            "scaling", "no 1/sqrt(hs)"),
+    Variant("scale-hs", ATTN, SCORES, "att = (q @ k.transpose(-2, -1)) * (1.0 / hs)",
+            "scaling", "divides by hs instead of sqrt(hs)"),
+    Variant("scale-times-sqrt-hs", ATTN, SCORES, "att = (q @ k.transpose(-2, -1)) * math.sqrt(hs)",
+            "scaling", "multiplies by sqrt(hs)"),
+    Variant("scale-sqrt-T", ATTN, SCORES,
+            "att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-2)))",
+            "scaling", "size(-2) of k is T, not hs"),
+    Variant("scores-wrong-transpose", ATTN, SCORES,
+            "att = (q @ k.transpose(1, 2)) * (1.0 / math.sqrt(hs))",
+            "scaling", "transposes heads and time of k instead of its last two dims"),
+    # ---- TODO [head-reshape]
+    Variant("heads-interleaved", ATTN, HEADS, """\
+        q = q.view(B, T, hs, self.n_head).transpose(2, 3).transpose(1, 2)
+        k = k.view(B, T, hs, self.n_head).transpose(2, 3).transpose(1, 2)
+        v = v.view(B, T, hs, self.n_head).transpose(2, 3).transpose(1, 2)
+""", "head-reshape", "view(B, T, hs, nh): head h gets channels h, h+nh, ..."),
+    Variant("heads-view-without-transpose", ATTN, HEADS, """\
+        q = q.view(B, self.n_head, T, hs)
+        k = k.view(B, self.n_head, T, hs)
+        v = v.view(B, self.n_head, T, hs)
+""", "head-reshape", "views (B, T, C) directly as (B, nh, T, hs): tokens get mixed"),
+    Variant("heads-transpose-forgotten", ATTN, HEADS, """\
+        q = q.view(B, T, self.n_head, hs)
+        k = k.view(B, T, self.n_head, hs)
+        v = v.view(B, T, self.n_head, hs)
+""", "head-reshape", "(B, T, nh, hs): attention runs over heads, not tokens"),
+    Variant("qk-swapped", ATTN, SPLIT, "k, q, v = qkv.split(C, dim=2)",
+            "head-reshape", "splits in the order k, q, v"),
+    # ---- TODO [contiguous-view]
+    Variant("merge-no-transpose", ATTN, MERGE, "y = y.contiguous().view(B, T, C)",
+            "contiguous-view", "views (B, nh, T, hs) as (B, T, C) without moving T first"),
+    Variant("merge-view-not-contiguous", ATTN, MERGE, "y = y.transpose(1, 2).view(B, T, C)",
+            "contiguous-view", "view after transpose raises: not contiguous"),
+    # ---- outside the TODO regions
+    Variant("softmax-dim-minus-2", ATTN, SOFTMAX, "att = F.softmax(att, dim=-2)",
+            None, "normalises over the queries"),
+    Variant("dropout-functional", ATTN, ATTN_DROP, "att = F.dropout(att, self.dropout)",
+            None, "F.dropout defaults to training=True: dropout also in eval"),
+    Variant("attn-drop-twice", ATTN, ATTN_DROP, "att = self.attn_drop(self.attn_drop(att))",
+            None, "dropout applied twice to the weights"),
+    Variant("proj-forgotten", ATTN, "return self.resid_drop(self.proj(y))",
+            "return self.resid_drop(y)", None, "output projection not applied"),
+    # ---- TODO [fused]
+    Variant("fused-not-causal", ATTN, "            is_causal=True,\n", "",
+            "fused", "scaled_dot_product_attention without is_causal=True"),
+    Variant("fused-explicit-code", ATTN, SDPA_CALL, """\
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(q.size(-1))
+        T = q.size(-2)
+        att = att.masked_fill(self.mask[:, :, :T, :T] == 0, float("-inf"))
+        att = F.dropout(F.softmax(att, dim=-1), self.dropout, self.training)
+        return att @ v
+""", "fused", "the fused path recomputes the explicit attention instead of calling SDPA"),
+    Variant("fused-dropout-always", ATTN, FUSED_DROPOUT, "dropout_p=self.dropout,",
+            "fused", "dropout also in eval"),
+    Variant("fused-dropout-zero", ATTN, FUSED_DROPOUT, "dropout_p=0.0,",
+            "fused", "no dropout in training"),
+    Variant("fused-scaled-twice", ATTN, SDPA_CALL, """\
+        q = q / math.sqrt(q.size(-1))  # SDPA already scales: this is a second scale
+        return F.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0,
+                                              is_causal=True)
+""", "fused", "scales q by 1/sqrt(hs) before SDPA, which scales again"),
+    # ---- TODO [np-mask]
+    Variant("np-mask-multiplicative", NP, NP_WHERE, "return np.where(future, 0.0, 1.0)",
+            "np-mask", "a 0/1 keep-mask instead of an additive one"),
+    Variant("np-mask-diagonal", NP, NP_FUTURE, "future = np.triu(np.ones((T, T), dtype=bool), k=0)",
+            "np-mask", "k=0 masks the diagonal too"),
+    # ---- TODO [np-softmax]
+    Variant("np-softmax-no-max", NP, NP_SOFTMAX, """\
+    e = np.exp(x)
+    return e / np.sum(e, axis=axis, keepdims=True)
+""", "np-softmax", "overflows for inputs around 1000"),
+    Variant("np-softmax-ignores-axis", NP, NP_SOFTMAX, """\
+    z = x - np.max(x, axis=-1, keepdims=True)
+    e = np.exp(z)
+    return e / np.sum(e, axis=-1, keepdims=True)
+""", "np-softmax", "always normalises the last axis"),
+    Variant("np-softmax-no-keepdims", NP, NP_SOFTMAX, """\
+    z = x - np.max(x, axis=axis, keepdims=True)
+    e = np.exp(z)
+    return e / np.sum(e, axis=axis)
+""", "np-softmax", "the sum loses its axis and broadcasts along the wrong one"),
+    # ---- TODO [np-attention]
+    Variant("np-attention-sqrt-dmodel", NP, NP_SCORES,
+            "scores = Q @ K.T / np.sqrt(X.shape[1]) + causal_mask(X.shape[0])",
+            "np-attention", "scales by sqrt(d_model)"),
+    Variant("np-attention-no-mask", NP, NP_SCORES, "scores = Q @ K.T / np.sqrt(d_k)",
+            "np-attention", "forgets to add the mask"),
+    Variant("np-attention-softmax-axis-0", NP, NP_WEIGHTS, "weights = softmax(scores, axis=0)",
+            "np-attention", "normalises the columns"),
+    # ---- TODO [np-edges]
+    Variant("np-edges-no-diagonal", NP, NP_EDGES, "return T * (T - 1) // 2 if causal else T * T",
+            "np-edges", "forgets that each token attends to itself"),
+    Variant("np-edges-float", NP, NP_EDGES, "return T * (T + 1) / 2 if causal else T * T",
+            "np-edges", "true division returns a float"),
+    Variant("np-edges-ignores-causal", NP, NP_EDGES, "return T * (T + 1) // 2",
+            "np-edges", "returns the causal count also for causal=False"),
+]
+
+
+# --------------------------------------------------------------------------- correct
+
+CORRECT: list[Variant] = [
+    Variant("reshape", ATTN, MERGE, "y = y.transpose(1, 2).reshape(B, T, C)",
+            note="reshape instead of contiguous().view"),
+    Variant("fill-minus-1e9", ATTN, MASK_APPLY,
+            "att = att.masked_fill(self.mask[:, :, :T, :T] == 0, -1e9)",
+            note="a very negative number instead of -inf"),
+    Variant("einsum-scores", ATTN, SCORES,
+            'att = torch.einsum("bhqd,bhkd->bhqk", q, k) / math.sqrt(q.size(-1))',
+            note="einsum, and hs read from q"),
+    Variant("torch-where", ATTN, MASK_APPLY,
+            'att = torch.where(self.mask[:, :, :T, :T], att, float("-inf"))',
+            note="torch.where on the boolean keep-mask"),
+    Variant("additive-float-mask", ATTN, f"""\
+        {MASK_BUILD}
+        # Un buffer sigue a .to(device) como los parámetros, pero no se entrena; no
+        # persistente porque se recalcula aquí y no tiene nada que guardar en el state_dict.
+        {MASK_REGISTER}
+""", """\
+        future = torch.triu(torch.ones(bs, bs, dtype=torch.bool), diagonal=1)
+        additive = torch.zeros(bs, bs).masked_fill(future, float("-inf"))
+        self.register_buffer("mask", additive.view(1, 1, bs, bs), persistent=False)
+""", note="a float 0/-inf buffer added to the scores",
+            also=((MASK_APPLY, "att = att + self.mask[:, :, :T, :T]"),)),
+    Variant("float-tril-ones", ATTN, MASK_BUILD, "tril = torch.tril(torch.ones(bs, bs))",
+            note="float tril of ones, compared with == 0"),
+    Variant("chunk", ATTN, SPLIT, "q, k, v = qkv.chunk(3, dim=-1)", note="chunk instead of split"),
+    Variant("qkv-view-permute", ATTN, f"""\
+        {SPLIT}  # 3 x (B, T, C)
+{HEADS}""", """\
+        qkv = qkv.view(B, T, 3, self.n_head, hs).permute(2, 0, 3, 1, 4)  # (3, B, nh, T, hs)
+        q, k, v = qkv.unbind(0)
+""", note="one view + permute for q, k, v together"),
+    Variant("scale-q-and-k", ATTN, SCORES,
+            "att = (q * hs ** -0.25) @ (k * hs ** -0.25).transpose(-2, -1)",
+            note="scales q and k by hs**-0.25 each"),
+    Variant("fused-explicit-arguments", ATTN, SDPA_CALL, """\
+        p = self.attn_drop.p if self.training else 0.0
+        return F.scaled_dot_product_attention(q, k, v, None, p, True, scale=None)
+""", note="positional arguments, scale=None, dropout_p from attn_drop.p"),
+    Variant("fused-attn-mask", ATTN, SDPA_CALL, """\
+        T = q.size(-2)
+        return F.scaled_dot_product_attention(
+            q, k, v, attn_mask=self.mask[:, :, :T, :T],
+            dropout_p=self.dropout if self.training else 0.0)
+""", note="the cropped boolean mask as attn_mask instead of is_causal"),
+    Variant("np-softmax-logsumexp", NP, NP_SOFTMAX, """\
+    m = np.max(x, axis=axis, keepdims=True)
+    lse = m + np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True))
+    return np.exp(x - lse)
+""", note="exp(x - logsumexp(x))"),
+    Variant("np-mask-minus-inf", NP, NP_WHERE, "return np.where(future, -np.inf, 0.0)",
+            note="-inf instead of -1e9"),
+    Variant("np-edges-sum-range", NP, NP_EDGES, "return sum(range(1, T + 1)) if causal else T * T",
+            note="sum(range(1, T + 1))"),
+]
+

@@ -1,0 +1,118 @@
+"""The command line as other tools call it: real `python -m autograder` processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from conftest import ROOT
+
+STATUSES = {"passed", "failed", "error", "skipped"}
+
+
+def run_cli(*args, cwd=ROOT, env=None):
+    return subprocess.run([sys.executable, "-m", "autograder", *map(str, args)], cwd=cwd,
+                          capture_output=True, text=True, timeout=300, env=env)
+
+
+def assert_contract(data: dict) -> None:
+    """The JSON result contract of `autograder grade --format json` (issue #2)."""
+    assert {"course", "language", "xp", "xp_max", "score", "max_score", "lessons"} <= set(data)
+    assert isinstance(data["course"], str) and data["language"] in ("es", "en")
+    assert isinstance(data["xp"], int) and isinstance(data["xp_max"], int)
+    for lesson in data["lessons"]:
+        assert set(lesson) == {"id", "slug", "title", "score", "max_score", "xp", "completed", "checks"}
+        assert isinstance(lesson["completed"], bool) and isinstance(lesson["xp"], int)
+        for check in lesson["checks"]:
+            assert set(check) == {"id", "todo", "status", "score", "max_score", "message"}
+            assert check["status"] in STATUSES
+            assert check["todo"] is None or isinstance(check["todo"], str)
+            assert isinstance(check["message"], str)
+            assert 0 <= check["score"] <= check["max_score"]
+        assert lesson["score"] == sum(c["score"] for c in lesson["checks"])
+    assert data["xp"] == sum(lesson["xp"] for lesson in data["lessons"])
+
+
+def test_grade_solution_json_to_file(tmp_path):
+    out = tmp_path / "deep" / "results.json"
+    proc = run_cli("grade", "03", "--submission", ROOT / "solutions" / "03-atencion-causal",
+                   "--format", "json", "--output", out, "--seed", "7")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ""
+    data = json.loads(out.read_text(encoding="utf-8"))
+    assert_contract(data)
+    assert data["seed"] == 7
+    (lesson,) = data["lessons"]
+    assert lesson["id"] == "03" and lesson["slug"] == "atencion-causal"
+    assert lesson["completed"] is True and lesson["xp"] == 50 and data["xp"] == data["xp_max"] == 50
+    assert lesson["score"] == lesson["max_score"] == data["score"]
+
+
+def test_grade_default_exercises_by_slug_in_english():
+    proc = run_cli("grade", "atencion-causal", "--format", "json", "--lang", "en")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert_contract(data)
+    assert data["language"] == "en" and data["xp"] == 0 and data["score"] == 0
+    messages = {c["id"]: c["message"] for c in data["lessons"][0]["checks"]}
+    assert messages["np-mask"].startswith("TODO [np-mask] pending")
+    assert "unanswered" in messages["quiz-1"]
+
+
+def test_grade_all_lessons_from_a_root_folder_as_markdown(tmp_path):
+    root = tmp_path / "work"
+    shutil.copytree(ROOT / "solutions", root)
+    proc = run_cli("grade", "--submission", root, "--format", "markdown")
+    assert proc.returncode == 0, proc.stderr
+    assert "| " in proc.stdout and "50/50" in proc.stdout
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["grade", "99"], "unknown lesson"),
+    (["grade", "03", "--submission", "/nonexistent/folder"], "not a folder"),
+    (["grade", "03", "--format", "pdf"], "invalid choice"),
+    (["grade", "03", "--lang", "fr"], "invalid choice"),
+])
+def test_usage_errors_exit_2_with_a_message(args, needle):
+    proc = run_cli(*args)
+    assert proc.returncode == 2
+    assert needle in proc.stderr
+
+
+def test_malformed_course_yml_names_the_field(tmp_path):
+    data = yaml.safe_load((ROOT / "course.yml").read_text(encoding="utf-8"))
+    data["lessons"][0]["checks"][2]["points"] = "muchos"
+    bad = tmp_path / "course.yml"
+    bad.write_text(yaml.safe_dump(data, allow_unicode=True), encoding="utf-8")
+    proc = run_cli("--course", bad, "grade", "03")
+    assert proc.returncode == 2
+    assert "lessons[0].checks[2].points" in proc.stderr
+
+
+def test_stubs_check_reports_drift_and_regenerates(tmp_path):
+    work = tmp_path / "course"
+    work.mkdir()
+    shutil.copy(ROOT / "course.yml", work / "course.yml")
+    for name in ("solutions", "exercises"):
+        shutil.copytree(ROOT / name, work / name, ignore=shutil.ignore_patterns("__pycache__"))
+    assert run_cli("--course", work / "course.yml", "stubs", "--check").returncode == 0
+    stub = work / "exercises" / "03-atencion-causal" / "attention.py"
+    stub.write_text(stub.read_text(encoding="utf-8") + "\n# edited by hand\n", encoding="utf-8")
+    proc = run_cli("--course", work / "course.yml", "stubs", "--check")
+    assert proc.returncode == 1 and "attention.py" in proc.stdout
+    assert run_cli("--course", work / "course.yml", "stubs").returncode == 0
+    assert run_cli("--course", work / "course.yml", "stubs", "--check").returncode == 0
+    assert "edited by hand" not in stub.read_text(encoding="utf-8")
+
+
+def test_console_script_is_installed():
+    exe = shutil.which("autograder")
+    assert exe, "pip install -e . should put the `autograder` console script on PATH"
+    proc = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "autograder" in proc.stdout
