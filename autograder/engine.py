@@ -106,6 +106,8 @@ def _run_pytest(folder: Path, plugin: "GradingPlugin") -> None:
             os.environ.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
         else:
             os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = previous
+    if plugin.interrupted:
+        raise KeyboardInterrupt  # pytest swallowed the learner's Ctrl-C; the CLI reports it
     if code not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) and not plugin.records:
         plugin.internal_error = Feedback.of(message("engine.graders_broken", detail=sink.getvalue()[-1500:]))
 
@@ -118,7 +120,10 @@ class GradingPlugin:
         self.records: dict[str, CheckResult] = {}
         self.internal_error: Feedback | None = None
         self._todo_titles = {todo.id: dict(todo.title) for todo in lesson.todos}
-        self._started: dict[str, float] = {}
+        self.interrupted = False
+
+    def pytest_keyboard_interrupt(self) -> None:
+        self.interrupted = True
 
     # ---------------------------------------------------------------- collection
     def pytest_configure(self, config: pytest.Config) -> None:

@@ -282,7 +282,8 @@ def heatmap(
 
     Values are clipped to 0..1 (attention weights are probabilities). Cells where `leaks` is True
     show 'X', NaN shows '?'. Larger matrices are cropped to their top-left max_size x max_size.
-    The legend is in `lang`, since a Block is shown verbatim.
+    The block is language-neutral (it is shown verbatim); put `heatmap_legend()` after it.
+    `lang` is accepted for compatibility and unused.
     """
     w = _to_float64(weights)
     if w.ndim != 2:
@@ -301,9 +302,13 @@ def heatmap(
         cells = (_heat_char(w[i, j], marks[i, j]).rjust(cell_width) for j in range(shown_cols))
         lines.append(str(i).rjust(label_width) + "".join(cells))
     if (shown_rows, shown_cols) != (rows, cols):
-        lines.append(i18n.translate("feedback.heatmap_cropped", lang, shown=max_size, rows=rows, cols=cols))
-    lines.append(i18n.translate("feedback.heatmap_legend", lang))
+        lines.append(f"… {shown_rows}×{shown_cols} / {rows}×{cols}")
     return Block("\n".join(lines) + "\n", kind="heatmap")
+
+
+def heatmap_legend() -> Text:
+    """The legend to put after a heatmap; a separate Text so it follows the output language."""
+    return Text("feedback.heatmap_legend")
 
 
 def _heat_char(value: float, leak: bool) -> str:

@@ -6,6 +6,12 @@ resource limits, in a session of its own. Requests and answers are data only (pr
 The learner's code never runs in this process: if the worker crashes, hangs, or answers
 nonsense, the sandbox kills it and everything it spawned, reports why, and a later request
 starts a fresh worker.
+
+When the grader runs as root on Linux (a grading service, a container), the worker does not:
+it runs as the unprivileged user `nobody` (see `worker_user`), so it cannot read this process's
+environment through /proc, signal or trace it or the supervisor, or write outside its own
+folder (the repository, the hidden graders, the result file). As any other user, the worker
+can at best be denied privileges it does not have yet (no_new_privs: no sudo, no setuid).
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import functools
 import os
 import select
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -39,13 +46,19 @@ INHERITED_ENV = ("CUDA_VISIBLE_DEVICES", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"
 MAX_FILE_BYTES = 8 * 1024 * 1024
 MAX_FILES = 500
 STARTUP_TIMEOUT = 120.0
+# Linux capability numbers (linux/capability.h) and the user a root grader's worker runs as.
+CAP_DAC_READ_SEARCH, CAP_SETGID, CAP_SETUID = 2, 6, 7
+UNPRIVILEGED_USER = "nobody"
 
 
 @dataclass(frozen=True)
 class Limits:
     memory_bytes: int | None = 4 << 30  # address space; torch itself maps ~0.7 GiB
     cpu_seconds: int | None = 300
-    processes: int | None = 256  # ignored for root by the kernel; see the supervisor's subreaper
+    # Processes (threads, on Linux) the worker may create beyond those its user already has:
+    # RLIMIT_NPROC counts every task of the user, so a fixed number would starve a learner
+    # whose desktop already runs hundreds of threads. Root ignores it: see `worker_user`.
+    processes: int | None = 256
     file_bytes: int | None = 64 << 20
 
 
@@ -80,6 +93,136 @@ class WorkerDied(Exception):
 def _limits_warning() -> None:
     warnings.warn("resource limits and process groups are only enforced on Linux/macOS; "
                   "the learner's code runs without them here", RuntimeWarning, stacklevel=3)
+
+
+def _status_field(pid: int | str, name: str) -> list[str] | None:
+    try:
+        with open(f"/proc/{pid}/status", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if line.startswith(name + ":"):
+                    return line.split(":", 1)[1].split()
+    except OSError:
+        pass
+    return None
+
+
+def _effective_caps() -> int:
+    field = _status_field("self", "CapEff")
+    try:
+        return int(field[0], 16) if field else 0
+    except ValueError:
+        return 0
+
+
+def _id_mapped(map_file: str, ident: int) -> bool:
+    """Whether `ident` exists in this user namespace (/proc/self/uid_map or gid_map)."""
+    try:
+        with open(map_file, encoding="utf-8") as fh:
+            for line in fh:
+                inside, _outside, count = (int(x) for x in line.split())
+                if inside <= ident < inside + count:
+                    return True
+    except (OSError, ValueError):
+        return True  # no user namespaces here: every id exists
+    return False
+
+
+def _others_can_reach(path: Path, *, execute: bool = False) -> bool:
+    """Whether any user can traverse to `path` and read it (and execute it, if asked)."""
+    try:
+        path = path.resolve()
+        for parent in reversed(path.parents):
+            if not os.stat(parent).st_mode & stat.S_IXOTH:
+                return False
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    need = stat.S_IROTH | (stat.S_IXOTH if execute or stat.S_ISDIR(mode) else 0)
+    return mode & need == need
+
+
+def _worker_needs() -> list[Path]:
+    """What a worker reads before any learner code runs: interpreter, stdlib, packages, us."""
+    import importlib.util
+
+    paths = [Path(os.__file__).parent, PACKAGE_PARENT / "autograder", Path(tempfile.gettempdir())]
+    for name in ("torch", "numpy"):
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.origin:
+            paths.append(Path(spec.origin).parent)
+    return paths
+
+
+@functools.cache
+def worker_user() -> tuple[int, int, bool] | None:
+    """(uid, gid, read_search) the worker runs as, or None when it runs as this process's user.
+
+    Only when this process is root on Linux: the worker then runs as `nobody`, without
+    supplementary groups. If the interpreter or the packages are not readable by other users
+    (a Python under /root, say), the worker keeps one capability, CAP_DAC_READ_SEARCH (read any
+    file, no writing, no /proc/PID/environ of other users, no signals). Where the drop is
+    impossible (no CAP_SETUID, `nobody` not mapped in a user namespace) the worker stays root,
+    with a warning.
+    """
+    if not sys.platform.startswith("linux") or os.geteuid() != 0:
+        return None
+    try:
+        import pwd
+
+        entry = pwd.getpwnam(UNPRIVILEGED_USER)
+        uid, gid = entry.pw_uid, entry.pw_gid
+    except (ImportError, KeyError):
+        uid = gid = 65534
+    caps = _effective_caps()
+    problem = None
+    if not (caps >> CAP_SETUID & 1 and caps >> CAP_SETGID & 1):
+        problem = "no CAP_SETUID/CAP_SETGID"
+    elif not (_id_mapped("/proc/self/uid_map", uid) and _id_mapped("/proc/self/gid_map", gid)):
+        problem = f"uid/gid {uid} is not mapped in this user namespace"
+    read_search = not (_others_can_reach(Path(sys.executable), execute=True)
+                       and all(_others_can_reach(p) for p in _worker_needs()))
+    if problem is None and read_search and not caps >> CAP_DAC_READ_SEARCH & 1:
+        problem = "Python is not readable by other users and there is no CAP_DAC_READ_SEARCH"
+    if problem is not None:
+        warnings.warn(f"the grader runs as root but the learner's code cannot be run as "
+                      f"{UNPRIVILEGED_USER} ({problem}); it runs as root", RuntimeWarning, stacklevel=2)
+        return None
+    if not _others_can_reach(Path(sys.executable), execute=True):
+        # CAP_DAC_READ_SEARCH grants reading, never executing.
+        warnings.warn(f"{sys.executable} is not executable by other users; the learner's code "
+                      f"runs as root", RuntimeWarning, stacklevel=2)
+        return None
+    return uid, gid, read_search
+
+
+def _tasks_of(uid: int) -> int | None:
+    """How many tasks (threads included: what RLIMIT_NPROC counts on Linux) `uid` has now."""
+    if not sys.platform.startswith("linux"):
+        return None
+    count = 0
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return None
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        fields = _status_field(entry, "Uid"), _status_field(entry, "Threads")
+        if fields[0] and fields[1] and fields[0][0] == str(uid):
+            count += int(fields[1][0]) if fields[1][0].isdigit() else 1
+    return count
+
+
+def _process_limit(allowance: int | None, user: tuple[int, int, bool] | None) -> int | None:
+    """RLIMIT_NPROC for the worker: `allowance` tasks beyond what its user already runs."""
+    if allowance is None or os.name != "posix":
+        return None
+    if os.geteuid() == 0 and user is None:
+        return None  # root ignores it anyway; the supervisor's subreaper still cleans up
+    if not sys.platform.startswith("linux"):
+        return None  # macOS counts a user's processes too, and we cannot count them cheaply
+    current = _tasks_of(user[0] if user else os.getuid())
+    return None if current is None else current + allowance
 
 
 def _clean_env(home: Path) -> dict[str, str]:
@@ -123,6 +266,9 @@ class Sandbox:
         self.root = self._tmp / "submission"
         copy_submission(self.submission, self.root)
         (self._tmp / "home").mkdir()
+        self.user = worker_user()
+        if self.user is not None:
+            _hand_over(self._tmp, self.root, self._tmp / "home", self.user)
         self.generation = 0
         self.deadline: float | None = None  # set per check by the grading plugin
         self._proc: subprocess.Popen | None = None
@@ -148,18 +294,22 @@ class Sandbox:
         limits = {
             "memory_bytes": None if _cuda_present() else self.limits.memory_bytes,
             "cpu_seconds": self.limits.cpu_seconds,
-            "processes": None if os.name != "posix" or os.geteuid() == 0 else self.limits.processes,
+            "processes": _process_limit(self.limits.processes, self.user),
             "file_bytes": self.limits.file_bytes,
         }
         argv = [sys.executable, "-I", "-c", WORKER_BOOT, str(req_r), str(resp_w), str(PACKAGE_PARENT)]
-        config = {"argv": argv, "cwd": str(self.root), "env": _clean_env(self._tmp / "home"),
-                  "pass_fds": [req_r, resp_w], "log_fd": log_fd, "limits": limits}
+        env = _clean_env(self._tmp / "home")
+        user = None if self.user is None else dict(zip(("uid", "gid", "read_search"), self.user))
+        config = {"argv": argv, "cwd": str(self.root), "env": env,
+                  "pass_fds": [req_r, resp_w], "log_fd": log_fd, "limits": limits, "user": user}
         import json
 
+        # The supervisor gets the clean environment too: the worker can read its parent's
+        # /proc/PID/environ, so this process's secrets must not be there either.
         self._proc = subprocess.Popen(
             [sys.executable, "-I", "-S", str(SUPERVISOR), json.dumps(config)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            pass_fds=[req_r, resp_w, log_fd], start_new_session=True,
+            pass_fds=[req_r, resp_w, log_fd], start_new_session=True, env=env,
         )
         for fd in (req_r, resp_w, log_fd):
             os.close(fd)
@@ -197,13 +347,14 @@ class Sandbox:
         try:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            pass
-        for target in (self.worker_pid, proc.pid):
-            if target:
-                try:
-                    os.killpg(target, 9)
-                except (OSError, AttributeError):
-                    pass
+            # The supervisor is stuck: kill the groups ourselves. Only now, while it is alive and
+            # has not reaped the worker, are these ids sure not to name someone else's group.
+            for target in (self.worker_pid, proc.pid):
+                if target:
+                    try:
+                        os.killpg(target, 9)
+                    except (OSError, AttributeError):
+                        pass
         if proc.poll() is None:
             proc.kill()
             proc.wait()
@@ -227,13 +378,12 @@ class Sandbox:
             raise self._dead
         self.ensure_ready()
         self._next_id += 1
-        payload = {k: v for k, v in payload.items()}
         tree, buffers = encode(payload)
-        message = {"op": op, "id": self._next_id, **tree_items(tree)}
+        envelope = {"op": op, "id": self._next_id, **tree_items(tree)}
         deadline = self.deadline if self.deadline is not None else time.monotonic() + 60
         completed = False
         try:
-            self._send(message, buffers, deadline)
+            self._send(envelope, buffers, deadline)
             while True:
                 msg, bufs = self._receive(deadline)
                 if isinstance(msg, dict) and msg.get("id") == self._next_id:
@@ -246,17 +396,18 @@ class Sandbox:
                 self.kill()
         if "error" in msg:
             err = msg["error"] if isinstance(msg["error"], dict) else {}
-            raise StudentError(str(err.get("type", "Error")), str(err.get("message", "")),
-                               [f for f in err.get("frames", []) if isinstance(f, dict)],
-                               str(self.root))
+            raise StudentError(str(err.get("type", "Error"))[:100], str(err.get("message", ""))[:4000],
+                               _frames(err.get("frames")), str(self.root))
         try:
             return decode(msg.get("ok"), bufs, self._handle)
         except ProtocolError as exc:
             self._die(message("engine.worker_garbage_detail", detail=str(exc)))
 
     def _handle(self, v: dict) -> Handle:
-        return Handle(int(v.get("id", 0)), str(v.get("type", "?"))[:80], str(v.get("repr", ""))[:200],
-                      self.generation)
+        hid = v.get("id", 0)
+        if not isinstance(hid, int) or isinstance(hid, bool):
+            raise ProtocolError("malformed handle")
+        return Handle(hid, str(v.get("type", "?"))[:80], str(v.get("repr", ""))[:200], self.generation)
 
     def _send(self, message: dict, buffers: list[bytes], deadline: float) -> None:
         import json
@@ -387,6 +538,33 @@ class Sandbox:
         return self.request("vjp", target=target, input=x, cotangents=cotangents)
 
 
+def _frames(raw: Any) -> list[dict]:
+    """A worker's traceback frames, reduced to plain, bounded values."""
+    if not isinstance(raw, list):
+        return []
+    frames = []
+    for f in raw[-30:]:
+        if isinstance(f, dict):
+            lineno = f.get("lineno")
+            frames.append({"filename": str(f.get("filename", "?"))[:500],
+                           "lineno": lineno if isinstance(lineno, int) and not isinstance(lineno, bool) else 0,
+                           "name": str(f.get("name", "?"))[:200], "line": str(f.get("line") or "")[:300]})
+    return frames
+
+
+def _hand_over(tmp: Path, root: Path, home: Path, user: tuple[int, int, bool]) -> None:
+    """Let an unprivileged worker in: its home is its own; the submission copy it can read
+    but not change (so it cannot plant files, or links, for the trusted side to read)."""
+    uid, gid, _ = user
+    os.chmod(tmp, 0o711)
+    for dirpath, dirnames, filenames in os.walk(root):
+        os.chmod(dirpath, 0o755)
+        for name in filenames:
+            os.chmod(os.path.join(dirpath, name), 0o644)
+    os.chown(home, uid, gid)
+    os.chmod(home, 0o700)
+
+
 def tree_items(tree: Any) -> dict:
     """The encoded payload dict as plain JSON keys (the request's top level is not tagged)."""
     assert isinstance(tree, dict) and tree.get("$t") == "dict"
@@ -398,11 +576,11 @@ def tree_items(tree: Any) -> dict:
 
 @functools.cache
 def _cuda_present() -> bool:
-    # CUDA reserves far more address space than RLIMIT_AS would allow; on a GPU machine the
-    # memory limit is left to the GPU driver and the machine.
-    try:
-        import torch
+    """Whether an NVIDIA GPU may be used, decided without importing torch (which costs seconds).
 
-        return torch.cuda.is_available()
-    except Exception:
+    CUDA reserves far more address space than RLIMIT_AS would allow, so on a GPU machine the
+    memory limit is left to the driver and the machine.
+    """
+    if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
         return False
+    return os.path.exists("/dev/nvidiactl") or os.path.exists("/proc/driver/nvidia/version")

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from autograder import feedback as F
-from autograder.i18n import feedback_text
+from autograder.i18n import localize, feedback_text
 from autograder.results import Block, Feedback, Text
 
 
@@ -210,8 +210,10 @@ def test_heatmap_marks_leaks_and_nan():
     assert lines[0] == "i\\j 0 1 2 3"
     assert lines[1] == "  0 @   X  "  # weight 1 on the diagonal, a leak at j=2
     assert lines[4][-7:] == "- ? - -"
-    assert "X = fuga" in block.text
-    assert "X = leak" in F.heatmap(w, lang="en").text
+    # The grid is language-neutral; its legend is a catalog message that follows --lang.
+    assert block.text == F.heatmap(w, leaks=F.leaking_cells(w), lang="en").text
+    legend = F.heatmap_legend()
+    assert "X = fuga" in localize(legend, "es") and "X = leak" in localize(legend, "en")
 
 
 def test_heatmap_without_leaks_has_no_marks():

@@ -211,6 +211,14 @@ def _describe_exception(exc: BaseException) -> dict:
     return {"type": type(exc).__name__, "message": message[:4000], "frames": frames}
 
 
+def _warm_up(torch) -> None:
+    # Autograd and scaled_dot_product_attention initialise lazily (~0.5 s on first use); pay
+    # that now, while the trusted process is still starting, rather than inside a check.
+    x = torch.randn(1, 2, 3, 4, requires_grad=True)
+    torch.nn.functional.scaled_dot_product_attention(x, x, x, is_causal=True).sum().backward()
+    torch.nn.functional.softmax(x.detach(), dim=-1)
+
+
 def main() -> None:
     req_fd, resp_fd = int(sys.argv[1]), int(sys.argv[2])
     root = Path.cwd().resolve()
@@ -222,6 +230,7 @@ def main() -> None:
     torch.set_num_threads(1)
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
+    _warm_up(torch)
     sys.path.insert(0, str(root))
     sys.dont_write_bytecode = True
     Worker(root, req_fd, resp_fd).serve()
