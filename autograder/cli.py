@@ -74,8 +74,10 @@ def _grade(course, args, parser) -> int:
     lessons = [course.lesson(key) for key in args.lessons] if args.lessons else list(course.lessons)
     if args.submission is not None and not args.submission.is_dir():
         parser.error(f"--submission {args.submission}: not a folder")
+    if args.output is not None and args.output.is_dir():
+        parser.error(f"--output {args.output}: is a folder; give a file name")
     lang = args.lang or course.language
-    progress = _Progress(enabled=sys.stderr.isatty() and args.output is None or sys.stderr.isatty() and args.format != "text")
+    progress = _Progress(enabled=sys.stderr.isatty())
     progress.start(len(lessons))
     result = grade(course, lessons, args.submission, lang=lang, seed=args.seed, on_lesson=progress.advance)
     progress.stop()

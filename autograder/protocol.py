@@ -11,10 +11,12 @@ The header is {"msg": <tree>, "buffers": [length, ...]}.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import struct
+import sys
 from dataclasses import dataclass
 from types import SimpleNamespace
 from typing import Any, Callable
@@ -23,6 +25,9 @@ MAGIC = b"AGW1"
 MAX_HEADER = 32 * 1024 * 1024
 MAX_BUFFERS = 512 * 1024 * 1024
 MAX_DEPTH = 48
+MAX_BIGINT_DIGITS = 4000
+# Devices a tensor may claim to be on; anything else is garbage, not a device to initialise.
+DEVICE_TYPES = ("cpu", "cuda", "meta", "mps")
 
 # The only dtypes that can cross the boundary (name -> itemsize).
 DTYPES = {
@@ -57,8 +62,8 @@ def encode(value: Any, make_handle: Callable[[Any], dict] | None = None) -> tupl
             return v
         if isinstance(v, int):
             return v if abs(v) < 2**62 else {"$t": "bigint", "v": str(v)}
-        if isinstance(v, float):
-            return v if math.isfinite(v) else {"$t": "float", "v": repr(v)}
+        if isinstance(v, float):  # NumPy's float64 is a float too: its repr is "np.float64(nan)"
+            return v if math.isfinite(v) else {"$t": "float", "v": float.__repr__(v)}
         if isinstance(v, list):
             return [enc(x, depth + 1) for x in v]
         if isinstance(v, tuple):
@@ -69,10 +74,12 @@ def encode(value: Any, make_handle: Callable[[Any], dict] | None = None) -> tupl
             return {"$t": "namespace", "attrs": {str(k): enc(x, depth + 1) for k, x in vars(v).items()}}
         if isinstance(v, Handle):
             return {"$t": "handle", "id": v.id}
-        kind = type(v).__module__.split(".")[0]
-        if kind == "torch":
+        # By isinstance, not by module: a Parameter or a learner's own Tensor/ndarray subclass is
+        # still data (sent as a plain tensor or array, whatever the subclass overrides).
+        torch, numpy = sys.modules.get("torch"), sys.modules.get("numpy")
+        if torch is not None and isinstance(v, (torch.Tensor, torch.dtype, torch.device)):
             return _encode_torch(v, buffers, make_handle)
-        if kind == "numpy":
+        if numpy is not None and isinstance(v, (numpy.ndarray, numpy.generic)):
             return _encode_numpy(v, buffers, make_handle)
         if make_handle is None:
             raise ProtocolError(f"cannot send a {type(v).__name__}")
@@ -85,19 +92,10 @@ def _encode_torch(v: Any, buffers: list[bytes], make_handle) -> Any:
     import torch
 
     if isinstance(v, torch.Tensor):
-        t = v.detach()
-        name = str(t.dtype).removeprefix("torch.")
-        meta = {"$t": "tensor", "dtype": name, "shape": list(t.shape),
-                "device": t.device.type, "buf": None}
-        if name not in DTYPES:
-            raise ProtocolError(f"unsupported tensor dtype {name}")
-        if t.device.type == "meta":
-            return meta
-        t = t.to("cpu").contiguous()
-        raw = t.view(torch.uint8) if t.numel() else t
-        meta["buf"] = len(buffers)
-        buffers.append(raw.numpy().tobytes() if t.numel() else b"")
-        return meta
+        # A subclass's __torch_function__ must not decide what its data looks like on the wire.
+        no_subclass = getattr(torch._C, "DisableTorchFunctionSubclass", contextlib.nullcontext)
+        with no_subclass():
+            return _encode_tensor(torch.Tensor.detach(v), buffers)
     if isinstance(v, torch.dtype):
         return {"$t": "dtype", "name": str(v).removeprefix("torch.")}
     if isinstance(v, torch.device):
@@ -109,15 +107,34 @@ def _encode_torch(v: Any, buffers: list[bytes], make_handle) -> Any:
     return make_handle(v)
 
 
+def _encode_tensor(t: Any, buffers: list[bytes]) -> dict:
+    import torch
+
+    if type(t) is not torch.Tensor:
+        t = t.as_subclass(torch.Tensor)
+    name = str(t.dtype).removeprefix("torch.")
+    meta = {"$t": "tensor", "dtype": name, "shape": list(t.shape), "device": t.device.type, "buf": None}
+    if name not in DTYPES:
+        raise ProtocolError(f"unsupported tensor dtype {name}")
+    if t.device.type == "meta":
+        return meta
+    t = t.to("cpu").resolve_conj().resolve_neg().contiguous()
+    meta["buf"] = len(buffers)
+    # As bytes (NumPy has no bfloat16); flattened first, as a 0-d tensor has no bytes view.
+    buffers.append(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return meta
+
+
 def _encode_numpy(v: Any, buffers: list[bytes], make_handle) -> Any:
     import numpy as np
 
     if isinstance(v, np.ndarray):
+        v = np.asarray(v.view(np.ndarray), order="C")  # a subclass's overrides play no part
         name = str(v.dtype)
         if name not in DTYPES:
             raise ProtocolError(f"unsupported array dtype {name}")
         meta = {"$t": "ndarray", "dtype": name, "shape": list(v.shape), "buf": len(buffers)}
-        buffers.append(np.ascontiguousarray(v).tobytes())
+        buffers.append(v.tobytes())
         return meta
     if isinstance(v, np.generic):
         item = v.item()
@@ -131,7 +148,20 @@ def _encode_numpy(v: Any, buffers: list[bytes], make_handle) -> Any:
 # ---------------------------------------------------------------- decoding
 
 def decode(tree: Any, buffers: list[bytes], resolve_handle: Callable[[dict], Any]) -> Any:
-    """Rebuild a value; `resolve_handle` turns {"$t": "handle", ...} into something local."""
+    """Rebuild a value; `resolve_handle` turns {"$t": "handle", ...} into something local.
+
+    Whatever the tree holds, this raises ProtocolError and nothing else for a malformed one
+    (a peer's garbage must never look like a bug of the grader), and runs no code of the peer's.
+    """
+    try:
+        return _decode(tree, buffers, resolve_handle)
+    except ProtocolError:
+        raise
+    except (ValueError, TypeError, OverflowError, RuntimeError, RecursionError, MemoryError) as exc:
+        raise ProtocolError(f"malformed value ({type(exc).__name__}: {str(exc)[:200]})") from None
+
+
+def _decode(tree: Any, buffers: list[bytes], resolve_handle: Callable[[dict], Any]) -> Any:
 
     def dec(v: Any, depth: int) -> Any:
         if depth > MAX_DEPTH:
@@ -165,7 +195,10 @@ def decode(tree: Any, buffers: list[bytes], resolve_handle: Callable[[dict], Any
                 raise ProtocolError("malformed float")
             return float(v["v"])
         if tag == "bigint":
-            return int(str(v.get("v")))
+            digits = v.get("v")
+            if not isinstance(digits, str) or len(digits) > MAX_BIGINT_DIGITS:
+                raise ProtocolError("malformed bigint")
+            return int(digits)
         if tag == "tensor":
             return _decode_tensor(v, buffers)
         if tag == "ndarray":
@@ -180,12 +213,21 @@ def decode(tree: Any, buffers: list[bytes], resolve_handle: Callable[[dict], Any
         if tag == "device":
             import torch
 
-            return torch.device(str(v.get("name")))
+            return torch.device(_device_name(v.get("name")))
         if tag == "handle":
             return resolve_handle(v)
         raise ProtocolError(f"unknown tag {tag!r}")
 
     return dec(tree, 0)
+
+
+def _device_name(name: Any) -> str:
+    if not isinstance(name, str):
+        raise ProtocolError("malformed device")
+    kind, _, index = name.partition(":")
+    if kind not in DEVICE_TYPES or (index and not (index.isdigit() and len(index) <= 4)):
+        raise ProtocolError(f"unknown device {name[:40]!r}")
+    return name
 
 
 def _list(v: dict, key: str) -> list:
@@ -199,7 +241,8 @@ def _shape_and_buffer(v: dict, buffers: list[bytes]) -> tuple[str, list[int], by
     dtype, shape, index = v.get("dtype"), v.get("shape"), v.get("buf")
     if dtype not in DTYPES:
         raise ProtocolError(f"unsupported dtype {dtype!r}")
-    if not isinstance(shape, list) or not all(isinstance(s, int) and s >= 0 for s in shape):
+    if (not isinstance(shape, list) or len(shape) > 64
+            or not all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s < 2**48 for s in shape)):
         raise ProtocolError("malformed shape")
     if index is None:
         return dtype, shape, None
@@ -215,8 +258,10 @@ def _decode_tensor(v: dict, buffers: list[bytes]) -> Any:
     import torch
 
     dtype, shape, raw = _shape_and_buffer(v, buffers)
-    device = str(v.get("device", "cpu"))
+    device = _device_name(v.get("device", "cpu"))
     if raw is None:  # a meta tensor: only its shape and dtype exist
+        if device != "meta":
+            raise ProtocolError("tensor without data")
         return torch.empty(shape, dtype=getattr(torch, dtype), device="meta")
     if not raw:
         t = torch.empty(shape, dtype=getattr(torch, dtype))
@@ -267,10 +312,11 @@ class FrameReader:
             return None
         try:
             header = json.loads(bytes(self._buf[8:8 + hlen]))
-        except ValueError as exc:
-            raise ProtocolError(f"bad header: {exc}") from None
+        except (ValueError, RecursionError) as exc:  # RecursionError: "[[[[..." nested too deep
+            raise ProtocolError(f"bad header: {str(exc)[:200]}") from None
         sizes = header.get("buffers") if isinstance(header, dict) else None
-        if not isinstance(sizes, list) or not all(isinstance(s, int) and s >= 0 for s in sizes):
+        if not isinstance(sizes, list) or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0
+                                                  for s in sizes):
             raise ProtocolError("bad buffer list")
         if sum(sizes) > MAX_BUFFERS:
             raise ProtocolError("buffers too large")

@@ -175,22 +175,23 @@ def worker_user() -> tuple[int, int, bool] | None:
         uid = gid = 65534
     caps = _effective_caps()
     problem = None
+    try:  # CAP_DAC_READ_SEARCH lets it reach and read files, never execute them
+        executable = os.stat(Path(sys.executable).resolve()).st_mode & stat.S_IXOTH
+    except OSError:
+        executable = 0
+    read_search = not (_others_can_reach(Path(sys.executable), execute=True)
+                       and all(_others_can_reach(p) for p in _worker_needs()))
     if not (caps >> CAP_SETUID & 1 and caps >> CAP_SETGID & 1):
         problem = "no CAP_SETUID/CAP_SETGID"
     elif not (_id_mapped("/proc/self/uid_map", uid) and _id_mapped("/proc/self/gid_map", gid)):
         problem = f"uid/gid {uid} is not mapped in this user namespace"
-    read_search = not (_others_can_reach(Path(sys.executable), execute=True)
-                       and all(_others_can_reach(p) for p in _worker_needs()))
-    if problem is None and read_search and not caps >> CAP_DAC_READ_SEARCH & 1:
+    elif not executable:
+        problem = f"{sys.executable} is not executable by other users"
+    elif read_search and not caps >> CAP_DAC_READ_SEARCH & 1:
         problem = "Python is not readable by other users and there is no CAP_DAC_READ_SEARCH"
     if problem is not None:
         warnings.warn(f"the grader runs as root but the learner's code cannot be run as "
                       f"{UNPRIVILEGED_USER} ({problem}); it runs as root", RuntimeWarning, stacklevel=2)
-        return None
-    if not _others_can_reach(Path(sys.executable), execute=True):
-        # CAP_DAC_READ_SEARCH grants reading, never executing.
-        warnings.warn(f"{sys.executable} is not executable by other users; the learner's code "
-                      f"runs as root", RuntimeWarning, stacklevel=2)
         return None
     return uid, gid, read_search
 
@@ -220,7 +221,7 @@ def _process_limit(allowance: int | None, user: tuple[int, int, bool] | None) ->
     if os.geteuid() == 0 and user is None:
         return None  # root ignores it anyway; the supervisor's subreaper still cleans up
     if not sys.platform.startswith("linux"):
-        return None  # macOS counts a user's processes too, and we cannot count them cheaply
+        return allowance  # macOS counts processes, not threads: the worker itself needs none
     current = _tasks_of(user[0] if user else os.getuid())
     return None if current is None else current + allowance
 
@@ -375,7 +376,9 @@ class Sandbox:
     # ------------------------------------------------------------ requests
     def request(self, op: str, **payload: Any) -> Any:
         if self._dead is not None:
-            raise self._dead
+            # Re-raised by every later request: without a reset its traceback would grow by
+            # each raise, and pytest's failure report with it (seconds per check).
+            raise self._dead.with_traceback(None)
         self.ensure_ready()
         self._next_id += 1
         tree, buffers = encode(payload)
@@ -504,7 +507,7 @@ class Sandbox:
         """Import the learner's module `name` (once); a failed import fails every later use."""
         cached = self._modules.get(name)
         if isinstance(cached, BaseException):
-            raise cached
+            raise cached.with_traceback(None)  # see request()
         if isinstance(cached, Handle) and cached.generation == self.generation:
             return cached
         try:

@@ -32,6 +32,10 @@ class Variant:
     todo: str | None = None  # the TODO a failing check must name (None: any failed check)
     note: str = ""  # what the learner did, in a few words
     also: tuple[tuple[str, str], ...] = ()  # further (find, replace) pairs in the same file
+    # Attribution: None makes no claim (a crash fails every check alike); a tuple lists the
+    # other TODOs whose checks may fail too, and then a failed check naming any TODO not in
+    # (todo, *collateral) is a misattribution (checks of no TODO may always fail).
+    collateral: tuple[str, ...] | None = None
 
     @property
     def substitutions(self) -> tuple[tuple[str, str], ...]:
@@ -69,6 +73,7 @@ HEADS = """\
 """
 MERGE = "y = y.transpose(1, 2).contiguous().view(B, T, C)"
 SOFTMAX = "att = F.softmax(att, dim=-1)"
+ZERO_FUTURE = "att = att.masked_fill(self.mask[:, :, :T, :T] == 0, 0.0)"
 ATTN_DROP = "att = self.attn_drop(att)"
 SDPA_CALL = """\
         return F.scaled_dot_product_attention(
@@ -101,133 +106,165 @@ BUGGY: list[Variant] = [
             "mask", "applies the whole (block_size, block_size) mask instead of [:T, :T]"),
     Variant("mask-tril-diagonal-minus-1", ATTN, MASK_BUILD,
             "tril = torch.tril(torch.ones(bs, bs, dtype=torch.bool), diagonal=-1)",
-            "mask", "masks the diagonal too: token 0 sees nothing"),
+            "mask", "masks the diagonal too: token 0 sees nothing",
+            collateral=()),
     Variant("mask-triu", ATTN, MASK_BUILD,
             "tril = torch.triu(torch.ones(bs, bs, dtype=torch.bool))",
-            "mask", "upper instead of lower triangle: looks only at the future"),
+            "mask", "upper instead of lower triangle: looks only at the future",
+            collateral=()),
     Variant("mask-result-discarded", ATTN, MASK_APPLY,
             'att.masked_fill(self.mask[:, :, :T, :T] == 0, float("-inf"))',
-            "mask", "masked_fill is not in place; its result is thrown away"),
+            "mask", "masked_fill is not in place; its result is thrown away",
+            collateral=()),
     Variant("mask-inverted", ATTN, MASK_APPLY,
             'att = att.masked_fill(self.mask[:, :, :T, :T] == 1, float("-inf"))',
-            "mask", "fills where the mask is 1 (the allowed cells)"),
+            "mask", "fills where the mask is 1 (the allowed cells)",
+            collateral=()),
     Variant("mask-fill-zero", ATTN, MASK_APPLY,
             "att = att.masked_fill(self.mask[:, :, :T, :T] == 0, 0)",
-            "mask", "puts 0 instead of -inf: exp(0) = 1, the future still gets weight"),
-    Variant("mask-after-softmax", ATTN, f"{MASK_APPLY}\n", "",
+            "mask", "puts 0 instead of -inf: exp(0) = 1, the future still gets weight",
+            collateral=()),
+    Variant("mask-after-softmax", ATTN, f"            {MASK_APPLY}\n", "",
             "mask", "zeroes the future after the softmax: rows no longer sum to 1",
-            also=((SOFTMAX, SOFTMAX + "\n            att = att.masked_fill(self.mask[:, :, :T, :T] == 0, 0.0)"),)),
+            also=((SOFTMAX, f"{SOFTMAX}\n            {ZERO_FUTURE}"),),
+            collateral=()),
     Variant("mask-persistent", ATTN, MASK_REGISTER,
             'self.register_buffer("mask", tril.view(1, 1, bs, bs), persistent=True)',
-            "mask", "persistent buffer: the mask ends up in state_dict"),
+            "mask", "persistent buffer: the mask ends up in state_dict",
+            collateral=()),
     Variant("mask-plain-attribute", ATTN, MASK_REGISTER,
             "self.mask = tril.view(1, 1, bs, bs)",
-            "mask", "a plain attribute does not follow .to(device)"),
-    Variant("mask-no-view", ATTN, MASK_REGISTER,
-            'self.register_buffer("mask", tril, persistent=False)',
-            "mask", "buffer of shape (bs, bs) and cropped with [:T, :T] only"),
+            "mask", "a plain attribute does not follow .to(device)",
+            collateral=()),
     # ---- TODO [scaling]
     Variant("scale-sqrt-C", ATTN, SCORES,
             "att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(C))",
-            "scaling", "divides by sqrt(n_embd) instead of sqrt(head size)"),
+            "scaling", "divides by sqrt(n_embd) instead of sqrt(head size)",
+            collateral=()),
     Variant("scale-none", ATTN, SCORES, "att = q @ k.transpose(-2, -1)",
-            "scaling", "no 1/sqrt(hs)"),
+            "scaling", "no 1/sqrt(hs)",
+            collateral=()),
     Variant("scale-hs", ATTN, SCORES, "att = (q @ k.transpose(-2, -1)) * (1.0 / hs)",
-            "scaling", "divides by hs instead of sqrt(hs)"),
+            "scaling", "divides by hs instead of sqrt(hs)",
+            collateral=()),
     Variant("scale-times-sqrt-hs", ATTN, SCORES, "att = (q @ k.transpose(-2, -1)) * math.sqrt(hs)",
-            "scaling", "multiplies by sqrt(hs)"),
+            "scaling", "multiplies by sqrt(hs)",
+            collateral=()),
+    # its output depends on T: short-sequences [mask] fails and names the scale
     Variant("scale-sqrt-T", ATTN, SCORES,
             "att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-2)))",
-            "scaling", "size(-2) of k is T, not hs"),
-    Variant("scores-wrong-transpose", ATTN, SCORES,
-            "att = (q @ k.transpose(1, 2)) * (1.0 / math.sqrt(hs))",
-            "scaling", "transposes heads and time of k instead of its last two dims"),
+            "scaling", "size(-2) of k is T, not hs",
+            collateral=("mask",)),
     # ---- TODO [head-reshape]
     Variant("heads-interleaved", ATTN, HEADS, """\
         q = q.view(B, T, hs, self.n_head).transpose(2, 3).transpose(1, 2)
         k = k.view(B, T, hs, self.n_head).transpose(2, 3).transpose(1, 2)
         v = v.view(B, T, hs, self.n_head).transpose(2, 3).transpose(1, 2)
-""", "head-reshape", "view(B, T, hs, nh): head h gets channels h, h+nh, ..."),
-    Variant("heads-view-without-transpose", ATTN, HEADS, """\
-        q = q.view(B, self.n_head, T, hs)
-        k = k.view(B, self.n_head, T, hs)
-        v = v.view(B, self.n_head, T, hs)
-""", "head-reshape", "views (B, T, C) directly as (B, nh, T, hs): tokens get mixed"),
-    Variant("heads-transpose-forgotten", ATTN, HEADS, """\
-        q = q.view(B, T, self.n_head, hs)
-        k = k.view(B, T, self.n_head, hs)
-        v = v.view(B, T, self.n_head, hs)
-""", "head-reshape", "(B, T, nh, hs): attention runs over heads, not tokens"),
+""", "head-reshape", "view(B, T, hs, nh): head h gets channels h, h+nh, ...",
+            collateral=()),
+    # mixes tokens, a real leak: the leak checks [mask] fail, saying it is not the mask
+    Variant("heads-reshape-without-transpose", ATTN, HEADS, """\
+        q = q.reshape(B, self.n_head, T, hs)
+        k = k.reshape(B, self.n_head, T, hs)
+        v = v.reshape(B, self.n_head, T, hs)
+""", "head-reshape", "reshapes (B, T, C) straight to (B, nh, T, hs): tokens get mixed",
+            collateral=("mask",)),
     Variant("qk-swapped", ATTN, SPLIT, "k, q, v = qkv.split(C, dim=2)",
-            "head-reshape", "splits in the order k, q, v"),
+            "head-reshape", "splits in the order k, q, v",
+            collateral=()),
     # ---- TODO [contiguous-view]
+    # mixes tokens, a real leak: the leak checks [mask] fail, saying it is not the mask
     Variant("merge-no-transpose", ATTN, MERGE, "y = y.contiguous().view(B, T, C)",
-            "contiguous-view", "views (B, nh, T, hs) as (B, T, C) without moving T first"),
+            "contiguous-view", "views (B, nh, T, hs) as (B, T, C) without moving T first",
+            collateral=("mask",)),
     Variant("merge-view-not-contiguous", ATTN, MERGE, "y = y.transpose(1, 2).view(B, T, C)",
             "contiguous-view", "view after transpose raises: not contiguous"),
     # ---- outside the TODO regions
+    # outside the TODOs; the weights are no row softmax, so weight checks cannot judge
     Variant("softmax-dim-minus-2", ATTN, SOFTMAX, "att = F.softmax(att, dim=-2)",
-            None, "normalises over the queries"),
+            None, "normalises over the queries",
+            collateral=("mask", "head-reshape", "scaling")),
     Variant("dropout-functional", ATTN, ATTN_DROP, "att = F.dropout(att, self.dropout)",
             None, "F.dropout defaults to training=True: dropout also in eval"),
     Variant("attn-drop-twice", ATTN, ATTN_DROP, "att = self.attn_drop(self.attn_drop(att))",
-            None, "dropout applied twice to the weights"),
+            None, "dropout applied twice to the weights",
+            collateral=()),
     Variant("proj-forgotten", ATTN, "return self.resid_drop(self.proj(y))",
-            "return self.resid_drop(y)", None, "output projection not applied"),
+            "return self.resid_drop(y)", None, "output projection not applied",
+            collateral=()),
     # ---- TODO [fused]
     Variant("fused-not-causal", ATTN, "            is_causal=True,\n", "",
-            "fused", "scaled_dot_product_attention without is_causal=True"),
+            "fused", "scaled_dot_product_attention without is_causal=True",
+            collateral=()),
     Variant("fused-explicit-code", ATTN, SDPA_CALL, """\
         att = (q @ k.transpose(-2, -1)) / math.sqrt(q.size(-1))
         T = q.size(-2)
         att = att.masked_fill(self.mask[:, :, :T, :T] == 0, float("-inf"))
         att = F.dropout(F.softmax(att, dim=-1), self.dropout, self.training)
         return att @ v
-""", "fused", "the fused path recomputes the explicit attention instead of calling SDPA"),
+""", "fused", "the fused path recomputes the explicit attention instead of calling SDPA",
+            collateral=()),
     Variant("fused-dropout-always", ATTN, FUSED_DROPOUT, "dropout_p=self.dropout,",
-            "fused", "dropout also in eval"),
+            "fused", "dropout also in eval",
+            collateral=()),
     Variant("fused-dropout-zero", ATTN, FUSED_DROPOUT, "dropout_p=0.0,",
-            "fused", "no dropout in training"),
+            "fused", "no dropout in training",
+            collateral=()),
     Variant("fused-scaled-twice", ATTN, SDPA_CALL, """\
         q = q / math.sqrt(q.size(-1))  # SDPA already scales: this is a second scale
         return F.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0,
                                               is_causal=True)
-""", "fused", "scales q by 1/sqrt(hs) before SDPA, which scales again"),
+""", "fused", "scales q by 1/sqrt(hs) before SDPA, which scales again",
+            collateral=()),
     # ---- TODO [np-mask]
+    # the learner's attention uses the mask and leaks: np-attention-causal names np-mask
     Variant("np-mask-multiplicative", NP, NP_WHERE, "return np.where(future, 0.0, 1.0)",
-            "np-mask", "a 0/1 keep-mask instead of an additive one"),
+            "np-mask", "a 0/1 keep-mask instead of an additive one",
+            collateral=("np-attention",)),
+    # the learner's attention uses the mask and leaks: np-attention-causal names np-mask
     Variant("np-mask-diagonal", NP, NP_FUTURE, "future = np.triu(np.ones((T, T), dtype=bool), k=0)",
-            "np-mask", "k=0 masks the diagonal too"),
+            "np-mask", "k=0 masks the diagonal too",
+            collateral=("np-attention",)),
     # ---- TODO [np-softmax]
     Variant("np-softmax-no-max", NP, NP_SOFTMAX, """\
     e = np.exp(x)
     return e / np.sum(e, axis=axis, keepdims=True)
-""", "np-softmax", "overflows for inputs around 1000"),
+""", "np-softmax", "overflows for inputs around 1000",
+            collateral=()),
     Variant("np-softmax-ignores-axis", NP, NP_SOFTMAX, """\
     z = x - np.max(x, axis=-1, keepdims=True)
     e = np.exp(z)
     return e / np.sum(e, axis=-1, keepdims=True)
-""", "np-softmax", "always normalises the last axis"),
+""", "np-softmax", "always normalises the last axis",
+            collateral=()),
+    # rows do not sum to 1: np-attention-causal names np-softmax
     Variant("np-softmax-no-keepdims", NP, NP_SOFTMAX, """\
     z = x - np.max(x, axis=axis, keepdims=True)
     e = np.exp(z)
     return e / np.sum(e, axis=axis)
-""", "np-softmax", "the sum loses its axis and broadcasts along the wrong one"),
+""", "np-softmax", "the sum loses its axis and broadcasts along the wrong one",
+            collateral=("np-attention",)),
     # ---- TODO [np-attention]
     Variant("np-attention-sqrt-dmodel", NP, NP_SCORES,
             "scores = Q @ K.T / np.sqrt(X.shape[1]) + causal_mask(X.shape[0])",
-            "np-attention", "scales by sqrt(d_model)"),
+            "np-attention", "scales by sqrt(d_model)",
+            collateral=()),
     Variant("np-attention-no-mask", NP, NP_SCORES, "scores = Q @ K.T / np.sqrt(d_k)",
-            "np-attention", "forgets to add the mask"),
+            "np-attention", "forgets to add the mask",
+            collateral=()),
     Variant("np-attention-softmax-axis-0", NP, NP_WEIGHTS, "weights = softmax(scores, axis=0)",
-            "np-attention", "normalises the columns"),
+            "np-attention", "normalises the columns",
+            collateral=()),
     # ---- TODO [np-edges]
     Variant("np-edges-no-diagonal", NP, NP_EDGES, "return T * (T - 1) // 2 if causal else T * T",
-            "np-edges", "forgets that each token attends to itself"),
+            "np-edges", "forgets that each token attends to itself",
+            collateral=()),
     Variant("np-edges-float", NP, NP_EDGES, "return T * (T + 1) / 2 if causal else T * T",
-            "np-edges", "true division returns a float"),
+            "np-edges", "true division returns a float",
+            collateral=()),
     Variant("np-edges-ignores-causal", NP, NP_EDGES, "return T * (T + 1) // 2",
-            "np-edges", "returns the causal count also for causal=False"),
+            "np-edges", "returns the causal count also for causal=False",
+            collateral=()),
 ]
 
 

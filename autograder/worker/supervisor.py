@@ -6,6 +6,12 @@ process the learner's code spawns, even one that double-forks or calls setsid() 
 is re-parented to it when its parent dies; when the worker ends, or when the trusted side
 closes our stdin, every remaining descendant is killed and reaped.
 
+Between fork and exec the worker is put in a process group of its own, given its resource
+limits and, when the config names a user (the grader runs as root), switched to that user
+with no supplementary groups, optionally keeping CAP_DAC_READ_SEARCH alone (so it can read a
+Python installed under /root) as an ambient capability. On Linux it also gets no_new_privs
+(no sudo, no setuid programs) and SIGKILL when the supervisor dies.
+
 Stdout carries short status lines to the trusted side: "started PID" and "exit CODE".
 """
 
@@ -20,22 +26,84 @@ import subprocess
 import sys
 import time
 
+PR_SET_PDEATHSIG = 1
+PR_SET_KEEPCAPS = 8
 PR_SET_CHILD_SUBREAPER = 36
+PR_SET_NO_NEW_PRIVS = 38
+PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE = 47, 2
+CAP_DAC_READ_SEARCH = 2
+LINUX_CAPABILITY_VERSION_3 = 0x20080522
+
+
+def _libc():
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
 
 
 def become_subreaper() -> bool:
-    if not sys.platform.startswith("linux"):
-        return False
+    libc = _libc()
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
-    except (OSError, AttributeError):
+        return libc is not None and libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except AttributeError:
         return False
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                ("inheritable", ctypes.c_uint32)]
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+
+
+def drop_privileges(user: dict) -> None:
+    """Become `user` (uid, gid; no supplementary groups), keeping at most CAP_DAC_READ_SEARCH."""
+    libc = _libc()
+    keep = bool(user.get("read_search")) and libc is not None
+    if keep:
+        _check(libc.prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0), "PR_SET_KEEPCAPS")
+    os.setgroups([])
+    os.setresgid(user["gid"], user["gid"], user["gid"])
+    os.setresuid(user["uid"], user["uid"], user["uid"])
+    if keep:
+        header = _CapHeader(LINUX_CAPABILITY_VERSION_3, 0)
+        data = (_CapData * 2)()
+        bit = 1 << CAP_DAC_READ_SEARCH
+        data[0].effective = data[0].permitted = data[0].inheritable = bit
+        _check(libc.capset(ctypes.byref(header), data), "capset")
+        # Ambient: kept across the exec of the (not setuid) interpreter, and nothing else is.
+        _check(libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_DAC_READ_SEARCH, 0, 0), "ambient")
+    if os.getuid() != user["uid"] or os.geteuid() != user["uid"]:
+        raise OSError("the user did not change")
+
+
+def prepare_worker(limits: dict, user: dict | None) -> None:
+    """Runs in the worker between fork and exec."""
+    os.setpgid(0, 0)
+    apply_limits(limits)
+    if user is not None:
+        drop_privileges(user)
+    libc = _libc()
+    if libc is not None:
+        libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+        # After the user change, which clears it: the worker dies with its supervisor.
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() == 1:
+            os._exit(70)
 
 
 def apply_limits(limits: dict) -> None:
-    """Runs in the worker between fork and exec."""
-    os.setpgid(0, 0)
     try:
         import resource
     except ImportError:  # not on this platform: the trusted side already warned
@@ -111,11 +179,25 @@ def main() -> None:
     config = json.loads(sys.argv[1])
     become_subreaper()
     fds = config["pass_fds"]
-    worker = subprocess.Popen(
-        config["argv"], cwd=config["cwd"], env=config["env"], pass_fds=fds,
-        stdin=subprocess.DEVNULL, stdout=config["log_fd"], stderr=config["log_fd"],
-        preexec_fn=lambda: apply_limits(config["limits"]),
-    )
+    user = config.get("user")
+
+    def spawn(user: dict | None) -> subprocess.Popen:
+        return subprocess.Popen(
+            config["argv"], cwd=config["cwd"], env=config["env"], pass_fds=fds,
+            stdin=subprocess.DEVNULL, stdout=config["log_fd"], stderr=config["log_fd"],
+            preexec_fn=lambda: prepare_worker(config["limits"], user),
+        )
+
+    try:
+        worker = spawn(user)
+    except (OSError, subprocess.SubprocessError) as exc:
+        if user is None:
+            raise
+        # The trusted side checked that the switch should work; if it still fails (a seccomp
+        # filter, an odd user namespace), grade anyway, and say so in the worker's log.
+        os.write(config["log_fd"], f"autograder: could not run as uid {user['uid']} ({exc}); "
+                                   f"running as root\n".encode())
+        worker = spawn(None)
     for fd in [*fds, config["log_fd"]]:
         os.close(fd)  # only the worker keeps them: its death must show as EOF to the trusted side
     out = sys.stdout

@@ -3,23 +3,27 @@ sandbox with trusted weights loaded, and the diagnoses that name a recognisable 
 
 from __future__ import annotations
 
+import contextlib
+import math
+import re
+from dataclasses import dataclass
 from types import SimpleNamespace
 
 import numpy as np
 import torch
 
-from autograder.checks import fail
+from autograder.checks import describe_student_error, fail
 from autograder.feedback import compare
 from autograder.results import Block, message
-from autograder.sandbox import Sandbox
+from autograder.sandbox import Sandbox, StudentError
 
 from . import reference as ref
 
 # T, nh, hs and C all different, nh >= 2, T < block_size: shape bugs cannot hide.
-MAIN = dict(n_embd=24, n_head=3, block_size=11, dropout=0.0)
+MAIN = {"n_embd": 24, "n_head": 3, "block_size": 11, "dropout": 0.0}
 MAIN_T = 7
 # A second shape family, used at T = 1 and T = block_size.
-SMALL = dict(n_embd=20, n_head=4, block_size=6, dropout=0.0)
+SMALL = {"n_embd": 20, "n_head": 4, "block_size": 6, "dropout": 0.0}
 ATOL = RTOL = 1e-5
 SDPA = "torch.nn.functional.scaled_dot_product_attention"
 
@@ -37,11 +41,11 @@ class LearnerAttention:
     """A learner's CausalSelfAttention in the worker, holding weights drawn by the grader."""
 
     def __init__(self, sub: Sandbox, cfg: dict, gen: torch.Generator, *, fused: bool = False,
-                 train: bool = False) -> None:
+                 train: bool = False, weights: dict | None = None) -> None:
         self.sub, self.cfg, self.fused = sub, cfg, fused
         cls = sub.getattr(sub.module("attention"), "CausalSelfAttention")
         self.handle = sub.call(cls, SimpleNamespace(**cfg), fused=fused)
-        self.sd = ref.random_weights(cfg["n_embd"], gen)
+        self.sd = weights if weights is not None else ref.random_weights(cfg["n_embd"], gen)
         missing, _unexpected = sub.call(self.handle, self.sd, method="load_state_dict", strict=False)
         absent = [key for key in self.sd if key in missing]
         if absent:
@@ -53,8 +57,9 @@ class LearnerAttention:
     def call_text(self) -> str:
         return describe_call(self.cfg, self.fused)
 
-    def called(self, x: torch.Tensor):
-        return message("lesson03.called", call=self.call_text, shape=tuple(x.shape))
+    def called(self, x: torch.Tensor, *, train: bool = False):
+        return message("lesson03.called_train" if train else "lesson03.called", call=self.call_text,
+                       shape=tuple(x.shape))
 
     def forward(self, x: torch.Tensor, seed: int | None = None) -> torch.Tensor:
         y = self.traced(x, seed=seed)["value"]
@@ -62,8 +67,9 @@ class LearnerAttention:
 
     def traced(self, x: torch.Tensor, *, seed: int | None = None, spy: bool = False) -> dict:
         """forward(x), with the attention weights captured where they enter attn_drop."""
-        result = self.sub.call_traced(self.handle, x, capture=("attn_drop",),
-                                      spy=(SDPA,) if spy else (), seed=seed, no_grad=True)
+        with mask_crop_hint(self.cfg, x.shape[1]):
+            result = self.sub.call_traced(self.handle, x, capture=("attn_drop",),
+                                          spy=(SDPA,) if spy else (), seed=seed, no_grad=True)
         if not isinstance(result.get("value"), torch.Tensor):
             fail(self.called(x), message("lesson03.not_a_tensor", got=type(result.get("value")).__name__))
         return result
@@ -75,6 +81,114 @@ class LearnerAttention:
         if problem:
             fail(self.called(x), problem, *diagnose(y, diagnoses))
         return y
+
+
+# Errors a whole (block_size, block_size) mask applied to (T, T) scores gives, e.g. "The size of
+# tensor a (11) must match the size of tensor b (7) at non-singleton dimension 3", or with T = 1
+# (where masked_fill broadcasts) "Expected size for first two dimensions of batch2 tensor to be:
+# [6, 11] but got: [6, 1]."
+_SIZE_MISMATCH = (re.compile(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)"),
+                  re.compile(r"batch2 tensor to be: \[\d+, (\d+)\] but got: \[\d+, (\d+)\]"))
+
+
+@contextlib.contextmanager
+def mask_crop_hint(cfg: dict, T: int):
+    """Adds a hint to a learner's error that comes from applying the whole (block_size,
+    block_size) mask to (T, T) scores: the most common way to break forward for T < block_size."""
+    try:
+        yield
+    except StudentError as err:
+        found = [m for m in (p.search(err.message) for p in _SIZE_MISMATCH) if m]
+        bs = cfg["block_size"]
+        if err.todo_pending is None and found and T != bs and {int(found[0][1]), int(found[0][2])} == {bs, T}:
+            fail(describe_student_error(err, None, {}), message("lesson03.hint_mask_not_cropped", T=T, bs=bs))
+        raise
+
+
+@dataclass(frozen=True)
+class ScoreFit:
+    """How well attention weights are explained as softmax(scores / divisor) row by row."""
+
+    divisor: float  # the fitted divisor (inf when the weights ignore the scores)
+    residual: float  # worst mismatch of log-weight differences, in nats
+    spread: float  # largest log-weight difference, in nats: how much the weights vary
+    pairs: int  # how many (row, key) differences the fit rests on
+
+    # Relative to the spread: float32 weights give ~1e-6 of it, a wrong split ~0.5 or more.
+    FITS = 1e-3
+    MIN_SPREAD = 1e-2  # nats; weights flatter than this carry no evidence
+    MIN_PAIRS = 10
+
+    @property
+    def fits(self) -> bool:
+        # Weights that ignore the scores (divisor inf) or flee them (< 0) explain nothing.
+        return (self.pairs >= self.MIN_PAIRS and self.spread >= self.MIN_SPREAD
+                and self.residual <= self.FITS * self.spread and 0 < self.divisor < math.inf)
+
+
+def fit_scores(weights: torch.Tensor, raw: torch.Tensor) -> ScoreFit:
+    """Whether `weights` (B, nh, T, T) are, in every row, a softmax of raw / d for one d > 0
+    over the keys the row lets through, whatever the mask did to the other keys.
+
+    Within a row, log w_ij - log w_ik = (raw_ij - raw_ik) / d for any two keys that both got
+    a weight: that holds with no mask, with -inf or -1e9 masks of any pattern, with masked
+    scores set to 0, and with weights zeroed after the softmax. So this judges how q and k are
+    formed (which `raw` fits) and the scale (d) without depending on the mask. It uses the
+    causal keys (j <= i) when they are enough, else every key with a weight.
+    """
+    w = weights.detach().double()
+    T = w.shape[-1]
+    rows_ok = torch.isfinite(w).all(dim=-1, keepdim=True)
+    visible = (w > 1e-30) & rows_ok
+
+    def pairs(use):
+        return int((use.sum(dim=-1) - 1).clamp_min(0).sum())
+
+    use = visible & torch.ones(T, T, dtype=torch.bool).tril()
+    if pairs(use) < ScoreFit.MIN_PAIRS:
+        use = visible
+    n = pairs(use)
+    if n < ScoreFit.MIN_PAIRS or w.shape != raw.shape:
+        return ScoreFit(math.nan, math.inf, 0.0, n)
+    log_w = torch.where(use, w.clamp_min(1e-300).log(), torch.zeros_like(w))
+    anchor = torch.where(use, w, torch.full_like(w, -1.0)).argmax(dim=-1, keepdim=True)
+    L = (log_w - log_w.gather(-1, anchor))[use]
+    D = (raw - raw.gather(-1, anchor))[use]
+    denominator = float((D * D).sum())
+    spread = float(L.abs().max())
+    if denominator == 0:
+        return ScoreFit(math.nan, math.inf, spread, n)
+    a = float((L * D).sum()) / denominator
+    residual = float((L - a * D).abs().max())
+    return ScoreFit(1.0 / a if a else math.inf, residual, spread, n)
+
+
+def explain_weights(weights: torch.Tensor, x: torch.Tensor, sd: dict, n_head: int) -> tuple[str, ScoreFit] | None:
+    """The first split of ref.SPLITS under which the weights are a row softmax of q k^T / d."""
+    for split in ref.SPLITS:
+        fit = fit_scores(weights, ref.raw_scores(x, sd, n_head, split))
+        if fit.fits:
+            return split, fit
+    return None
+
+
+def rows_sum_to_one(weights: torch.Tensor) -> bool:
+    sums = weights.double().sum(dim=-1)
+    finite = torch.isfinite(sums)
+    return bool(torch.allclose(sums[finite], torch.ones_like(sums[finite]), atol=1e-5))
+
+
+def expect_finite(value: torch.Tensor, called) -> None:
+    """Fail when `value` holds NaN or inf: a check must not pass on values it cannot judge."""
+    bad = ~torch.isfinite(value)
+    if bad.any():
+        fail(called, message("lesson03.not_finite", count=int(bad.sum()), total=value.numel()))
+
+
+def expect_some_finite_weights(weights: torch.Tensor, called) -> None:
+    """Fail when no attention row is finite: nothing left to judge."""
+    if not torch.isfinite(weights).all(dim=-1).any():
+        fail(called, message("lesson03.weights_nan"), *attention_heatmap(weights))
 
 
 def diagnose(actual, candidates) -> list:

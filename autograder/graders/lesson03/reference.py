@@ -21,7 +21,7 @@ def np_softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     return e / e.sum(axis=axis, keepdims=True)
 
 
-def np_attention(X, W_Q, W_K, W_V, *, scale: str = "sqrt_dk", causal: bool = True):
+def np_attention(X, W_Q, W_K, W_V, *, scale: str = "sqrt_dk", causal: bool = True, axis: int = -1):
     Q, K, V = X @ W_Q, X @ W_K, X @ W_V
     T, d_k = Q.shape
     divisor = {"sqrt_dk": math.sqrt(d_k), "none": 1.0, "dk": float(d_k),
@@ -29,7 +29,7 @@ def np_attention(X, W_Q, W_K, W_V, *, scale: str = "sqrt_dk", causal: bool = Tru
     scores = Q @ K.T / divisor
     if causal:
         scores = np.where(np.tri(T, dtype=bool), scores, -np.inf)
-    weights = np_softmax(scores, axis=-1)
+    weights = np_softmax(scores, axis=axis)
     return weights @ V, weights
 
 
@@ -41,6 +41,14 @@ def np_edges(T: int, causal: bool) -> int:
 
 SCALES = ("sqrt_hs", "sqrt_C", "none", "hs", "times_sqrt_hs")
 MASKS = ("causal", "none", "inverted", "strict")
+# How q, k, v can be cut into heads: right, and three recognisable bugs.
+SPLITS = ("contiguous", "interleaved", "no_transpose", "qk_swapped")
+
+
+def divisor(scale: str, hs: int, C: int) -> float:
+    """What the scores are divided by under each SCALES entry."""
+    return {"sqrt_hs": math.sqrt(hs), "sqrt_C": math.sqrt(C), "none": 1.0, "hs": float(hs),
+            "times_sqrt_hs": 1.0 / math.sqrt(hs)}[scale]
 
 
 def random_weights(C: int, generator: torch.Generator, std: float = 0.35) -> dict[str, torch.Tensor]:
@@ -62,18 +70,10 @@ def _allowed(T: int, mask: str) -> torch.Tensor:
 def attention_weights(x: torch.Tensor, sd: dict, n_head: int, *, scale: str = "sqrt_hs",
                       mask: str = "causal", split: str = "contiguous") -> torch.Tensor:
     """The attention matrix (B, nh, T, T) the reference computes, head by head."""
-    q, k, _ = _project(x, sd, n_head, split)
-    B, T, C = x.shape
-    hs = C // n_head
-    divisor = {"sqrt_hs": math.sqrt(hs), "sqrt_C": math.sqrt(C), "none": 1.0, "hs": float(hs),
-               "times_sqrt_hs": 1.0 / math.sqrt(hs)}[scale]
-    allowed = _allowed(T, mask)
-    out = torch.empty(B, n_head, T, T, dtype=torch.float64)
-    for h in range(n_head):
-        scores = torch.einsum("btd,bsd->bts", q[h], k[h]) / divisor
-        scores = scores.masked_fill(~allowed, float("-inf"))
-        out[:, h] = torch.softmax(scores, dim=-1)
-    return out
+    _, T, C = x.shape
+    scores = raw_scores(x, sd, n_head, split) / divisor(scale, C // n_head, C)
+    scores = scores.masked_fill(~_allowed(T, mask), float("-inf"))
+    return torch.softmax(scores, dim=-1)
 
 
 def values(x: torch.Tensor, sd: dict, n_head: int, split: str = "contiguous") -> list[torch.Tensor]:
@@ -81,34 +81,48 @@ def values(x: torch.Tensor, sd: dict, n_head: int, split: str = "contiguous") ->
 
 
 def merge_and_project(weights: torch.Tensor, v_heads: list[torch.Tensor], sd: dict,
-                      merge: str = "concat") -> torch.Tensor:
-    """Given attention weights (B, nh, T, T) and per-head values, the module's output (B, T, C)."""
+                      merge: str = "concat", proj: bool = True) -> torch.Tensor:
+    """Given attention weights (B, nh, T, T) and per-head values, the module's output (B, T, C)
+    (without the output projection when `proj` is False: a bug)."""
     B, nh, T, _ = weights.shape
     heads = [weights[:, h].to(torch.float64) @ v_heads[h] for h in range(nh)]  # nh x (B, T, hs)
     if merge == "concat":
         y = torch.cat(heads, dim=-1)
     else:  # "no_transpose": (B, nh, T, hs) viewed directly as (B, T, C)
         y = torch.stack(heads, dim=1).reshape(B, T, -1)
+    if not proj:
+        return y
     W, b = sd["proj.weight"].double(), sd["proj.bias"].double()
     return y @ W.T + b
 
 
 def attention_forward(x: torch.Tensor, sd: dict, n_head: int, **variant) -> torch.Tensor:
     """The module's output in float64 (dropout off)."""
-    merge = variant.pop("merge", "concat")
+    merge, proj = variant.pop("merge", "concat"), variant.pop("proj", True)
     weights = attention_weights(x, sd, n_head, **variant)
-    return merge_and_project(weights, values(x, sd, n_head, variant.get("split", "contiguous")), sd, merge)
+    return merge_and_project(weights, values(x, sd, n_head, variant.get("split", "contiguous")), sd, merge, proj)
 
 
 def _project(x: torch.Tensor, sd: dict, n_head: int, split: str):
-    """q, k, v as lists of per-head (B, T, hs) tensors, in float64."""
+    """q, k, v as lists of per-head (B, T, hs) tensors, in float64, split as `split` says."""
     x = x.double()
     W, b = sd["qkv.weight"].double(), sd["qkv.bias"].double()
-    C = x.shape[-1]
+    B, T, C = x.shape
     hs = C // n_head
     qkv = x @ W.T + b  # (B, T, 3C)
     parts = [qkv[..., i * C:(i + 1) * C] for i in range(3)]
-    if split == "contiguous":  # head h owns channels [h*hs, (h+1)*hs)
+    if split == "qk_swapped":  # k, q, v = qkv.split(C, dim=2)
+        parts = [parts[1], parts[0], parts[2]]
+    if split in ("contiguous", "qk_swapped"):  # head h owns channels [h*hs, (h+1)*hs)
         return [[p[..., h * hs:(h + 1) * hs] for h in range(n_head)] for p in parts]
-    # "interleaved": a view(B, T, hs, nh) bug, head h gets channels h, h+nh, h+2nh, ...
-    return [[p[..., h::n_head] for h in range(n_head)] for p in parts]
+    if split == "interleaved":  # a view(B, T, hs, nh) bug: head h gets channels h, h+nh, ...
+        return [[p[..., h::n_head] for h in range(n_head)] for p in parts]
+    if split == "no_transpose":  # (B, T, C) reshaped straight to (B, nh, T, hs): tokens mixed
+        return [[p.reshape(B, n_head, T, hs)[:, h] for h in range(n_head)] for p in parts]
+    raise ValueError(f"unknown split {split!r}")
+
+
+def raw_scores(x: torch.Tensor, sd: dict, n_head: int, split: str = "contiguous") -> torch.Tensor:
+    """q @ k^T per head, (B, nh, T, T) in float64, neither scaled nor masked."""
+    q, k, _ = _project(x, sd, n_head, split)
+    return torch.stack([torch.einsum("btd,bsd->bts", q[h], k[h]) for h in range(n_head)], dim=1)
