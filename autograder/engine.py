@@ -122,8 +122,10 @@ class GradingPlugin:
         self._todo_titles = {todo.id: dict(todo.title) for todo in lesson.todos}
         self.interrupted = False
 
-    def pytest_keyboard_interrupt(self) -> None:
-        self.interrupted = True
+    def pytest_keyboard_interrupt(self, excinfo) -> None:
+        # pytest also calls this for its own Interrupted (e.g. a collection error): only a
+        # real Ctrl-C stops the whole grading run.
+        self.interrupted = excinfo.errisinstance(KeyboardInterrupt)
 
     # ---------------------------------------------------------------- collection
     def pytest_configure(self, config: pytest.Config) -> None:

@@ -20,7 +20,7 @@ def leak_feedback() -> Feedback:
     w /= w.sum(-1, keepdims=True)
     w[0, 3] = 0.4
     what = {"es": "los pesos de atención", "en": "the attention weights"}
-    return F.compare(w, np.tril(w), what=what) + Feedback((F.heatmap(w, leaks=F.leaking_cells(w)),))
+    return F.compare(w, np.tril(w), what=what) + Feedback((F.heatmap(w, leaks=F.leaking_cells(w)), F.heatmap_legend()))
 
 
 def make_result() -> CourseResult:

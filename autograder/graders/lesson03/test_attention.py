@@ -112,6 +112,19 @@ def test_future_leak(submission, check_seed):
                                       count=int(leaks.sum())),
              message("lesson03.influence_title"), heatmap((influence / influence.max().clamp_min(1e-12)).numpy(), leaks=leaks),
              message("lesson03.heatmap_legend"), *_leak_not_from_mask(attn, x))
+    _expect_past_flows(influence, 1e-6, attn.called(x))
+
+
+def _expect_past_flows(matrix: torch.Tensor, tol: float, called) -> None:
+    """Not leaking is only half the story: output i must also depend on some input j < i.
+
+    Without this, an output that ignores its input (zeros, proj(x) alone) would pass as causal.
+    """
+    T = matrix.shape[0]
+    starved = [i for i in range(1, T) if not bool((matrix[i, :i] > tol).any())]
+    if starved:
+        fail(called, message("lesson03.no_past_flow", i=starved[0], count=len(starved)),
+             heatmap((matrix / matrix.max().clamp_min(1e-12)).numpy()), message("lesson03.heatmap_legend"))
 
 
 @pytest.mark.check("future-leak-grad")
@@ -136,6 +149,7 @@ def test_future_leak_grad(submission, check_seed):
         fail(attn.called(x), message("lesson03.grad_leak", i=int(first[0][0]), j=int(first[1][0])),
              message("lesson03.grad_title"), heatmap((g / g.max().clamp_min(1e-12)).numpy(), leaks=leaks),
              message("lesson03.heatmap_legend"), *_leak_not_from_mask(attn, x))
+    _expect_past_flows(g, 0.0, attn.called(x))
 
 
 @pytest.mark.check("weights-causal")
@@ -193,6 +207,9 @@ def test_short_sequences(submission, check_seed):
             weights_seen = weights_seen and bool(captured)
             if full is None:
                 full, full_w = y, (captured[0] if captured else None)
+                # An output that ignores its input is trivially the same for every length.
+                other = attn.forward(random_input(cfg, bs, gen))
+                expect(not torch.allclose(other, full), attn.called(xt), message("lesson03.output_ignores_input"))
                 continue
             problem = compare(y, full[:, :T], what=message("lesson03.what_prefix", T=T), atol=ATOL, rtol=RTOL)
             if problem:
