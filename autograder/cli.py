@@ -72,6 +72,7 @@ def _grade(course, args, parser) -> int:
     from .render import render_json, render_markdown, render_text
 
     lessons = [course.lesson(key) for key in args.lessons] if args.lessons else list(course.lessons)
+    _hide_environment()
     if args.submission is not None and not args.submission.is_dir():
         parser.error(f"--submission {args.submission}: not a folder")
     if args.output is not None and args.output.is_dir():
@@ -99,6 +100,19 @@ def _grade(course, args, parser) -> int:
         sys.stdout.write(text)
         sys.stdout.flush()
     return 0
+
+
+def _hide_environment() -> None:
+    """Linux: make this process non-dumpable, so its /proc files (environ included) belong to
+    root and a learner's worker running as our own user cannot read our secrets there."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
+    except (OSError, AttributeError):
+        pass
 
 
 def _stubs(course, args) -> int:

@@ -503,6 +503,34 @@ class Sandbox:
         raise self._dead
 
     # ------------------------------------------------------------ conveniences for graders
+    def read_file(self, name: str, max_bytes: int) -> bytes | None:
+        """A learner's data file (e.g. quiz answers) as bytes, for the trusted side to parse.
+
+        The worker may rewrite its copy at any time, so the file is opened without following
+        links, must be a regular file, and at most max_bytes + 1 bytes are read (so a caller
+        can tell "too big"). None when it is missing or not a regular file.
+        """
+        import stat
+
+        flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+        try:
+            fd = os.open(self.root / name, flags)
+        except OSError:
+            return None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return None
+            chunks, size = [], 0
+            while size <= max_bytes:
+                chunk = os.read(fd, max_bytes + 1 - size)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+            return b"".join(chunks)
+        finally:
+            os.close(fd)
+
     def module(self, name: str) -> Handle:
         """Import the learner's module `name` (once); a failed import fails every later use."""
         cached = self._modules.get(name)

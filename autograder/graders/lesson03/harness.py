@@ -72,6 +72,10 @@ class LearnerAttention:
                                           spy=(SDPA,) if spy else (), seed=seed, no_grad=True)
         if not isinstance(result.get("value"), torch.Tensor):
             fail(self.called(x), message("lesson03.not_a_tensor", got=type(result.get("value")).__name__))
+        if result["value"].device.type == "meta" or result["value"].is_complex():
+            # A tensor without values (or of a kind attention never produces) cannot be judged.
+            fail(self.called(x), message("lesson03.not_a_tensor",
+                                         got=f"Tensor(device={result['value'].device.type}, dtype={result['value'].dtype})"))
         return result
 
     def expect_output(self, x: torch.Tensor, expected: torch.Tensor, what, *diagnoses) -> torch.Tensor:

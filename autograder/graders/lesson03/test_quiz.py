@@ -15,13 +15,13 @@ ANSWERS = {1: "c", 2: "a", 3: "b"}
 
 
 def read_answers(submission) -> dict:
-    path = submission.root / QUIZ_FILE
-    if not path.is_file():
+    raw = submission.read_file(QUIZ_FILE, MAX_BYTES)
+    if raw is None:
         fail(message("engine.missing_file", file=QUIZ_FILE))
-    if path.stat().st_size > MAX_BYTES:
+    if len(raw) > MAX_BYTES:
         fail(message("lesson03.quiz_too_big"))
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8", errors="replace"))
+        data = yaml.safe_load(raw.decode("utf-8", errors="replace"))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         fail(message("lesson03.quiz_unreadable", line=mark.line + 1 if mark else "?"))
