@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -47,6 +48,23 @@ def grade_folder(course, lesson, folder: Path, seed: int = SEED) -> LessonResult
 
 def failed(result: LessonResult) -> list:
     return [c for c in result.checks if c.status in (Status.FAILED, Status.ERROR)]
+
+
+def tagged_processes(marker: str, name_prefix: str | None = None) -> list[str]:
+    """Live processes whose command line holds `marker` (or whose name starts with
+    `name_prefix`): how the trust-boundary tests find anything a submission left behind."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+            comm = Path(f"/proc/{entry}/comm").read_bytes() if name_prefix else b""
+        except OSError:
+            continue
+        if marker.encode() in cmdline or (name_prefix and name_prefix.encode() in comm):
+            found.append(entry + ": " + cmdline.replace(b"\0", b" ").decode(errors="replace")[:200])
+    return found
 
 
 @pytest.fixture

@@ -30,7 +30,7 @@ from autograder.render import render_json, render_markdown, render_text
 from autograder.results import CourseResult, Status
 from autograder.sandbox import PACKAGE_PARENT, worker_user
 
-from conftest import ROOT, SEED, grade_folder, solution_files, write_submission
+from conftest import ROOT, SEED, grade_folder, solution_files, tagged_processes, write_submission
 
 GUARD_SECONDS = 180
 SECRET = "ghp_FAKE_SECRET_1234567890"
@@ -173,18 +173,7 @@ def outer_guard(seconds: float = GUARD_SECONDS):
 
 def survivors() -> list[str]:
     """Processes tagged with this run's mark, in their command line or their name."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
-            comm = Path(f"/proc/{entry}/comm").read_bytes()
-        except OSError:
-            continue
-        if DIGITS.encode() in cmdline or DIGITS[:8].encode() in comm:
-            found.append(entry + ": " + cmdline.replace(b"\0", b" ").decode(errors="replace")[:200])
-    return found
+    return tagged_processes(DIGITS, name_prefix=DIGITS[:8])
 
 
 @pytest.fixture(autouse=True)

@@ -26,6 +26,7 @@ from autograder import protocol
 from autograder.i18n import feedback_text
 from autograder.protocol import (DTYPES, MAGIC, MAX_HEADER, FrameReader, Handle, ProtocolError, decode,
                                  encode, write_frame)
+from conftest import tagged_processes
 from autograder.sandbox import (PACKAGE_PARENT, Limits, Sandbox, StudentError, WorkerDied,
                                 _process_limit, _tasks_of, copy_submission, worker_user)
 
@@ -518,17 +519,7 @@ def fork_many(n, marker):
 
 
 def survivors(marker: str) -> list[str]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if marker.encode() in cmdline:
-            found.append(entry + ": " + cmdline.replace(b"\0", b" ").decode(errors="replace"))
-    return found
+    return tagged_processes(marker)
 
 
 def wait_no_survivors(marker: str, grace: float = 2.0) -> list[str]:
