@@ -696,7 +696,7 @@ def test_memory_is_limited(box):
 def test_nothing_the_worker_spawned_survives_a_kill(box):
     marker = f"agmark-{random.SystemRandom().randrange(10**12)}"
     pids = box.call(tiny(box, "spawn"), marker)
-    end = time.monotonic() + 10  # the grandchild may not have exec'd its command line yet
+    end = time.monotonic() + 30  # the grandchild may not have exec'd its command line yet
     while len(survivors(marker)) < 3 and time.monotonic() < end:
         time.sleep(0.05)
     assert len(pids) == 3 and len(survivors(marker)) == 3
