@@ -281,11 +281,16 @@ def _decode_ndarray(v: dict, buffers: list[bytes]) -> Any:
 
 # ---------------------------------------------------------------- framing
 
-def write_frame(fd: int, msg: Any, buffers: list[bytes] = ()) -> None:
+def frame_bytes(msg: Any, buffers: list[bytes] = ()) -> bytes:
+    """One whole frame: magic, header length, JSON header, buffers."""
     header = json.dumps({"msg": msg, "buffers": [len(b) for b in buffers]},
                         allow_nan=False, separators=(",", ":")).encode()
-    data = b"".join([MAGIC, struct.pack(">I", len(header)), header, *buffers])
-    view = memoryview(data)
+    return b"".join([MAGIC, struct.pack(">I", len(header)), header, *buffers])
+
+
+def write_frame(fd: int, msg: Any, buffers: list[bytes] = ()) -> None:
+    """Write a frame to a blocking fd (the worker's side)."""
+    view = memoryview(frame_bytes(msg, buffers))
     while view:
         n = os.write(fd, view)
         view = view[n:]

@@ -652,6 +652,25 @@ def test_exit_is_reported_and_the_next_request_gets_a_fresh_worker(box):
     assert box.generation == generation + 1 and box.worker_pid != pid
 
 
+def test_a_worker_that_stops_reading_cannot_block_a_send(box):
+    """A stopped worker never drains its pipe: sending a large tensor must give up at the deadline."""
+    box.ensure_ready()
+    stop_soon = box.request("call", target=box.module("tiny"), method="__getattribute__", args=["add"])
+    assert box.call(stop_soon, 1, 1) == 2
+    pid = box.worker_pid
+    os.kill(pid, signal.SIGSTOP)  # from outside: the worker is alive but reads nothing
+    box.deadline = time.monotonic() + 1.5
+    try:
+        with pytest.raises(WorkerDied) as info:
+            box.call(stop_soon, torch.zeros(4_000_000), 1)  # 16 MB, far beyond a pipe's buffer
+    finally:
+        box.deadline = None
+    assert "Tiempo agotado" in feedback_text(info.value.feedback, "es")
+    assert not Path(f"/proc/{pid}").exists()
+    box.ensure_ready()
+    assert box.call(tiny(box, "add"), 2, 2) == 4
+
+
 def test_a_hang_that_ignores_signals_is_killed_at_the_deadline(box):
     box.ensure_ready()
     fn = tiny(box, "hang")
