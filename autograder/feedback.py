@@ -379,25 +379,6 @@ def format_traceback(
     return Block("\n".join(lines) + "\n", kind="traceback")
 
 
-def todo_pending(todo: str) -> Feedback:
-    """A TODO still raising NotImplementedError: said plainly, never as a traceback."""
-    return Feedback.of(Text("feedback.todo_pending", {"todo": todo}))
-
-
-def raised(
-    what: str | Text,
-    frames: Iterable[Mapping[str, Any]],
-    exc_type: str,
-    message: str,
-    *,
-    root: str,
-    lang: str = i18n.DEFAULT_LANGUAGE,
-) -> Feedback:
-    """`what` raised: the sentence, then the traceback trimmed to the learner's files."""
-    block = format_traceback(student_frames(frames, root), exc_type, message, lang=lang)
-    return Feedback.of(Text("feedback.raised", {"what": what}), block)
-
-
 # --- text hygiene ---------------------------------------------------------------------------
 
 

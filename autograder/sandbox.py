@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import autograder
-from .protocol import frame_bytes, FrameReader, Handle, ProtocolError, decode, encode, write_frame
+from .protocol import frame_bytes, FrameReader, Handle, ProtocolError, decode, encode
 from .results import Feedback, Text, message
 
 PACKAGE_PARENT = Path(autograder.__file__).resolve().parent.parent

@@ -293,11 +293,16 @@ def test_format_traceback_truncates_long_messages():
     assert len(last) <= len("ValueError: ") + F.TRACEBACK_MESSAGE_LIMIT
 
 
-def test_raised_and_todo_pending():
-    fb = F.raised("la salida de forward(x)", FRAMES, "RuntimeError", "boom", root="/tmp/sub-x1")
-    assert keys(fb) == ["feedback.raised"]
+def test_student_errors_are_trimmed_and_pending_todos_named():
+    from autograder.checks import describe_student_error
+    from autograder.sandbox import StudentError
+
+    fb = describe_student_error(StudentError("RuntimeError", "boom", FRAMES, "/tmp/sub-x1"), "mask", {})
+    assert keys(fb) == ["engine.student_raised"]
     assert "/srv/autograder" not in es(fb) and "attention.py:57" in es(fb)
-    assert es(F.todo_pending("mask")).startswith("TODO [mask] pendiente")
+    pending = StudentError("NotImplementedError", "TODO [mask] pendiente: x", FRAMES, "/tmp/sub-x1")
+    assert es(describe_student_error(pending, "mask", {"mask": {"es": "la máscara"}})).startswith(
+        "TODO [mask] pendiente: la máscara")
 
 
 # --- text hygiene ---------------------------------------------------------------------------

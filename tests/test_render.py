@@ -9,7 +9,9 @@ import yaml
 
 from autograder import feedback as F
 from autograder import i18n
+from autograder.checks import describe_student_error
 from autograder.render import render_json, render_markdown, render_text, to_json_dict
+from autograder.sandbox import StudentError
 from autograder.results import Block, CheckResult, CourseResult, Feedback, LessonResult, Status, Text
 
 MESSAGES = Path(i18n.__file__).with_name("messages")
@@ -23,6 +25,9 @@ def leak_feedback() -> Feedback:
     return F.compare(w, np.tril(w), what=what) + Feedback((F.heatmap(w, leaks=F.leaking_cells(w)), F.heatmap_legend()))
 
 
+TITLES = {"scaling": {"es": "escala las puntuaciones por 1/sqrt(hs)", "en": "scale the scores by 1/sqrt(hs)"}}
+
+
 def make_result() -> CourseResult:
     lesson03 = LessonResult(
         id="03",
@@ -32,27 +37,17 @@ def make_result() -> CourseResult:
         checks=[
             CheckResult("np-mask", "np-mask", Status.PASSED, 6.0, 6.0),
             CheckResult("future-leak", "mask", Status.FAILED, 0.0, 6.0, leak_feedback()),
-            CheckResult("scaling", "scaling", Status.FAILED, 0.0, 6.0, F.todo_pending("scaling")),
+            CheckResult("scaling", "scaling", Status.FAILED, 0.0, 6.0, describe_student_error(
+                StudentError("NotImplementedError", "TODO [scaling] pendiente: …", [], "/sb"), "scaling", TITLES)),
             CheckResult(
                 "heads-merge",
                 "contiguous-view",
                 Status.ERROR,
                 0.0,
                 6.0,
-                F.raised(
-                    "la salida de forward(x)",
-                    [
-                        {
-                            "filename": "/sb/attention.py",
-                            "lineno": 57,
-                            "name": "forward",
-                            "line": "y = q @ k  # ```",
-                        }
-                    ],
-                    "RuntimeError",
-                    "boom ``` | <b>",
-                    root="/sb",
-                ),
+                describe_student_error(StudentError("RuntimeError", "boom ``` | <b>", [
+                    {"filename": "/sb/attention.py", "lineno": 57, "name": "forward", "line": "y = q @ k  # ```"},
+                ], "/sb"), "contiguous-view", TITLES),
             ),
             CheckResult("quiz-1", None, Status.PASSED, 1.5, 1.5),
             CheckResult("gpu-parity", None, Status.SKIPPED, 0, 0, Feedback((Block("CUDA no disponible"),))),

@@ -22,7 +22,6 @@ import numpy as np
 import pytest
 import torch
 
-from autograder import protocol
 from autograder.i18n import feedback_text
 from autograder.protocol import (DTYPES, MAGIC, MAX_HEADER, FrameReader, Handle, ProtocolError, decode,
                                  encode, write_frame)
