@@ -82,6 +82,7 @@ def to_json_dict(result: CourseResult, lang: str) -> dict[str, Any]:
         "score": _num(result.score),
         "max_score": _num(result.max_score),
         "seed": int(result.seed),
+        "practice": bool(result.practice),
         "lessons": [
             {
                 "id": str(lesson.id),
@@ -90,7 +91,9 @@ def to_json_dict(result: CourseResult, lang: str) -> dict[str, Any]:
                 "score": _num(lesson.score),
                 "max_score": _num(lesson.max_score),
                 "xp": int(lesson.xp),
+                "xp_max": int(lesson.xp_max),
                 "completed": bool(lesson.completed),
+                "mode": lesson.mode,
                 "checks": [
                     {
                         "id": check.id,

@@ -78,6 +78,9 @@ class LessonResult:
     title: dict[str, str]
     xp_max: int
     checks: list[CheckResult]
+    # "hidden": the course's hidden graders; "practice": only the learner-visible practice
+    # tests could run (a student release without the graders' token). Every renderer says so.
+    mode: str = "hidden"
 
     @property
     def score(self) -> float:
@@ -108,6 +111,11 @@ class CourseResult:
     @property
     def xp(self) -> int:
         return sum(lesson.xp for lesson in self.lessons)
+
+    @property
+    def practice(self) -> bool:
+        """True when any lesson was graded with the practice tests only ("nota de práctica")."""
+        return any(lesson.mode == "practice" for lesson in self.lessons)
 
     @property
     def xp_max(self) -> int:

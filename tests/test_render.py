@@ -73,7 +73,8 @@ def make_result() -> CourseResult:
 
 def test_json_contract_types_and_values():
     data = json.loads(render_json(make_result(), "es"))
-    assert set(data) == {"course", "language", "xp", "xp_max", "score", "max_score", "seed", "lessons"}
+    assert set(data) == {"course", "language", "xp", "xp_max", "score", "max_score", "seed",
+                         "practice", "lessons"}
     assert data["course"] == "Transformers desde cero" and data["language"] == "es"
     assert (data["xp"], data["xp_max"], data["seed"]) == (60, 110, 1234)
     assert data["score"] == 12.5 and data["max_score"] == 30.5
@@ -81,7 +82,8 @@ def test_json_contract_types_and_values():
         assert type(data[key]) is int
 
     l03, l04 = data["lessons"]
-    lesson_keys = {"id", "slug", "title", "score", "max_score", "xp", "completed", "checks"}
+    assert data["practice"] is False
+    lesson_keys = {"id", "slug", "title", "score", "max_score", "xp", "xp_max", "completed", "mode", "checks"}
     assert set(l03) == set(l04) == lesson_keys
     assert (l03["id"], l03["slug"], l03["title"]) == (
         "03",
@@ -92,6 +94,7 @@ def test_json_contract_types_and_values():
     assert (l04["completed"], l04["xp"]) == (True, 60)  # the skipped check does not count against it
     assert type(l04["score"]) is int and l04["score"] == 5  # 5, not 5.0
     assert type(l04["xp"]) is int and type(l04["completed"]) is bool
+    assert (l03["xp_max"], l04["xp_max"], l03["mode"]) == (50, 60, "hidden")
 
     check_keys = {"id", "todo", "status", "score", "max_score", "message"}
     for lesson in data["lessons"]:
