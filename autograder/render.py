@@ -52,11 +52,12 @@ def _title(lesson: LessonResult, lang: str) -> str:
 
 def _lesson_state(lesson: LessonResult, lang: str) -> tuple[Status, str]:
     """The lesson's state as the status whose symbol shows it, and its label."""
+    tag = f" ({_t('render.practice_tag', lang)})" if lesson.mode == "practice" else ""
     if lesson.completed:
-        return Status.PASSED, _t("render.completed", lang)
+        return Status.PASSED, _t("render.completed", lang) + tag
     if all(c.status is Status.SKIPPED for c in lesson.checks):
-        return Status.SKIPPED, _t("render.not_graded", lang)
-    return Status.FAILED, _t("render.not_completed", lang)
+        return Status.SKIPPED, _t("render.not_graded", lang) + tag
+    return Status.FAILED, _t("render.not_completed", lang) + tag
 
 
 def _check_label(check: CheckResult, lang: str) -> str:
@@ -157,6 +158,7 @@ def render_markdown(result: CourseResult, lang: str) -> str:
         "",
         f"**{_t('render.xp', lang, xp=result.xp, xp_max=result.xp_max)}** · {points}",
         "",
+        *([f"> [!WARNING]\n> {_md_text(_t('render.practice_note', lang))}", ""] if result.practice else []),
         "| "
         + " | ".join(_t(f"render.md_col_{c}", lang) for c in ("lesson", "status", "points", "xp"))
         + " |",
@@ -230,6 +232,8 @@ def render_text(result: CourseResult, lang: str, *, color: bool | None = None, w
     _check_lang(lang)
     console, buffer = _console(color, width)
     console.print(RichText(result.course, style="bold"))
+    if result.practice:
+        console.print(RichText(_t("render.practice_note", lang), style="yellow"))
     for lesson in result.lessons:
         console.print()
         points = _t("render.points", lang, score=_num(lesson.score), max_score=_num(lesson.max_score))
@@ -268,5 +272,7 @@ def render_text(result: CourseResult, lang: str, *, color: bool | None = None, w
         "render.total", lang, points=points, xp=_t("render.xp", lang, xp=result.xp, xp_max=result.xp_max)
     )
     console.print(RichText(total, style="bold"))
+    if result.practice:
+        console.print(RichText(_t("render.practice_tag", lang).capitalize(), style="yellow"))
     console.print(RichText(_t("render.seed", lang, seed=result.seed), style="dim"))
     return "\n".join(line.rstrip() for line in buffer.getvalue().split("\n"))

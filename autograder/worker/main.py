@@ -4,7 +4,8 @@ This process is untrusted by design: the learner's code runs here and may do any
 It only ever answers with data (see autograder.protocol); verdicts are made elsewhere.
 Requests are small generic operations on an object table: import a module, get an attribute,
 call something (optionally capturing what passes through a submodule or spying on a torch
-function), or compute vector-Jacobian products for the autograd leak check.
+function), compute vector-Jacobian products for the autograd leak check, or (practice mode
+only) run the lesson's own practice tests.
 """
 
 from __future__ import annotations
@@ -100,6 +101,11 @@ class Worker:
             (g,) = torch.autograd.grad(y, x, cot, retain_graph=True, allow_unused=True)
             grads.append(torch.zeros_like(x) if g is None else g)
         return grads
+
+    def op_practice(self, req: dict) -> Any:
+        from autograder.worker import practice
+
+        return practice.run(self.root)
 
     def op_release(self, req: dict) -> Any:
         for hid in req.get("ids", []):
