@@ -1,8 +1,11 @@
 """The `autograder` command line: a contract that the CI workflow and other tools call.
 
-    autograder grade [LESSON ...] [--submission DIR] [--format text|json|markdown]
+    autograder grade [LESSON ...] [--submission DIR]
+                     [--format text|json|markdown|gradescope|classroom]
                      [--output FILE] [--lang es|en] [--seed N]
     autograder stubs [--check]
+    autograder release --out DIR [--graders-ref REF] [--force]
+    autograder ci record|report ...   (steps of .github/workflows/grade.yml)
 
 `grade` exits 0 whenever grading ran, whatever the score; 2 for usage errors (an unknown
 lesson, a malformed course.yml); 1 for an internal failure, always with a message.
@@ -18,7 +21,7 @@ from pathlib import Path
 from . import __version__
 from .manifest import ManifestError, load_course
 
-FORMATS = ("text", "json", "markdown")
+FORMATS = ("text", "json", "markdown", "gradescope", "classroom")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,6 +44,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     stubs = sub.add_parser("stubs", help="regenerate exercises/ from the solutions' TODO regions")
     stubs.add_argument("--check", action="store_true", help="only report drift; exit 1 if any")
+
+    release = sub.add_parser("release", help="build the learners' template repository (no solutions, "
+                                             "no hidden graders)")
+    release.add_argument("--out", type=Path, required=True, metavar="DIR")
+    release.add_argument("--graders-ref", default=None, metavar="REF",
+                         help="commit of this repository whose hidden graders the release fetches "
+                              "(default: the current HEAD)")
+    release.add_argument("--force", action="store_true", help="replace a previous release in DIR")
+
+    from .ci import add_parser as add_ci_parser
+
+    add_ci_parser(sub)
     return parser
 
 
@@ -51,6 +66,12 @@ def main(argv: list[str] | None = None) -> int:
         course = load_course(args.course)
         if args.command == "grade":
             return _grade(course, args, parser)
+        if args.command == "release":
+            return _release(course, args)
+        if args.command == "ci":
+            from .ci import main as ci_main
+
+            return ci_main(course, args)
         return _stubs(course, args)
     except ManifestError as exc:
         print(f"autograder: {exc}", file=sys.stderr)
@@ -86,6 +107,14 @@ def _grade(course, args, parser) -> int:
         text = render_json(result, lang)
     elif args.format == "markdown":
         text = render_markdown(result, lang)
+    elif args.format == "gradescope":
+        from .formats import render_gradescope
+
+        text = render_gradescope(result, lang)
+    elif args.format == "classroom":
+        from .formats import render_classroom
+
+        text = render_classroom(result, lang)
     else:
         color = None if args.output is None else False
         text = render_text(result, lang, color=color)
@@ -113,6 +142,21 @@ def _hide_environment() -> None:
         ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
     except (OSError, AttributeError):
         pass
+
+
+def _release(course, args) -> int:
+    from .release import ReleaseError, build_release
+
+    try:
+        report = build_release(course, args.out, graders_ref=args.graders_ref, force=args.force)
+    except ReleaseError as exc:
+        print(f"autograder release: {exc}", file=sys.stderr)
+        return 2
+    for warning in report.warnings:
+        print(f"autograder release: warning: {warning}", file=sys.stderr)
+    print(f"release written to {args.out} ({len(report.files)} files; hidden graders fetched at "
+          f"{report.graders_ref})")
+    return 0
 
 
 def _stubs(course, args) -> int:

@@ -21,7 +21,7 @@ from rich.padding import Padding
 from rich.text import Text as RichText
 
 from . import i18n
-from .results import CheckResult, CourseResult, LessonResult, Status
+from .results import Block, CheckResult, CourseResult, Feedback, LessonResult, Status
 
 # A check message longer than this many lines is folded into <details> in Markdown.
 MARKDOWN_FOLD_LINES = 15
@@ -103,6 +103,10 @@ def to_json_dict(result: CourseResult, lang: str) -> dict[str, Any]:
                         "score": _num(check.score),
                         "max_score": _num(check.max_score),
                         "message": i18n.feedback_text(check.feedback, lang),
+                        # The same message in parts, so that a renderer reading this file
+                        # (the workflow's report step) can fence heatmaps and tracebacks.
+                        "feedback": [{"kind": kind, "text": text}
+                                     for kind, text in i18n.render_parts(check.feedback, lang)],
                     }
                     for check in lesson.checks
                 ],
@@ -114,6 +118,28 @@ def to_json_dict(result: CourseResult, lang: str) -> dict[str, Any]:
 
 def render_json(result: CourseResult, lang: str) -> str:
     return json.dumps(to_json_dict(result, lang), indent=2, ensure_ascii=False) + "\n"
+
+
+def from_json_dict(data: dict[str, Any]) -> CourseResult:
+    """The inverse of `to_json_dict`, already localised: messages come back as blocks of their
+    kind, so every renderer gives the same output as from the original result. Raises
+    ValueError on a file that does not follow the contract."""
+    try:
+        lessons = []
+        for lesson in data["lessons"]:
+            checks = []
+            for check in lesson["checks"]:
+                parts = check.get("feedback")
+                if parts is None:  # an older results.json: the message as one paragraph
+                    parts = [{"kind": "text", "text": check["message"]}] if check["message"] else []
+                feedback = Feedback(tuple(Block(str(p["text"]), str(p["kind"])) for p in parts))
+                checks.append(CheckResult(str(check["id"]), check["todo"], Status(check["status"]),
+                                          float(check["score"]), float(check["max_score"]), feedback))
+            lessons.append(LessonResult(str(lesson["id"]), str(lesson["slug"]), {data["language"]: str(lesson["title"])},
+                                        int(lesson["xp_max"]), checks, mode=str(lesson.get("mode", "hidden"))))
+        return CourseResult(str(data["course"]), str(data["language"]), int(data["seed"]), lessons)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"not a results.json of this autograder: {type(exc).__name__}: {exc}") from None
 
 
 # --- Markdown -------------------------------------------------------------------------------
@@ -149,16 +175,27 @@ def _md_message(check: CheckResult, lang: str) -> str:
     return body
 
 
-def render_markdown(result: CourseResult, lang: str) -> str:
-    """A job summary: totals, a table of lessons, then what to fix in each unfinished lesson."""
+def render_markdown(result: CourseResult, lang: str, *, progress: Any = None, run_url: str | None = None,
+                    compact: bool = False) -> str:
+    """A job summary: totals, a table of lessons, then what to fix in each unfinished lesson.
+
+    With `progress` (autograder.history.Progress: the learner's history including this run)
+    the top shows the XP earned so far and the streak, and a lesson earned before but failing
+    now keeps its XP and says it is failing now. `compact` (a commit or pull request comment)
+    keeps only each unfinished lesson's first failed check and links to `run_url` for the rest.
+    """
     _check_lang(lang)
     points = _t("render.points", lang, score=_num(result.score), max_score=_num(result.max_score))
-    out = [
-        f"# {_md_cell(result.course)}",
-        "",
-        f"**{_t('render.xp', lang, xp=result.xp, xp_max=result.xp_max)}** · {points}",
-        "",
-        *([f"> [!WARNING]\n> {_md_text(_t('render.practice_note', lang))}", ""] if result.practice else []),
+    earned = {lp.id: lp for lp in progress.lessons} if progress is not None else {}
+    if progress is not None:
+        headline = [f"**{_t('render.xp', lang, xp=progress.xp, xp_max=progress.xp_max)}**",
+                    _streak_label(progress.streak, lang), points]
+    else:
+        headline = [f"**{_t('render.xp', lang, xp=result.xp, xp_max=result.xp_max)}**", points]
+    out = [f"# {_md_cell(result.course)}", "", " · ".join(headline), ""]
+    if result.practice:
+        out += [f"> [!WARNING]\n> {_md_text(_t('render.practice_note', lang))}", ""]
+    out += [
         "| "
         + " | ".join(_t(f"render.md_col_{c}", lang) for c in ("lesson", "status", "points", "xp"))
         + " |",
@@ -166,11 +203,16 @@ def render_markdown(result: CourseResult, lang: str) -> str:
     ]
     for lesson in result.lessons:
         state, label = _lesson_state(lesson, lang)
+        kept = earned.get(lesson.id)
+        xp = lesson.xp
+        if kept is not None and kept.earned and not lesson.completed:
+            xp = lesson.xp_max  # earned XP is kept; the status says it is failing now
+            label += " · " + _t("render.earned_failing_now", lang)
         cells = [
             _t("render.lesson", lang, id=lesson.id, title=_title(lesson, lang)),
             f"{_MD_EMOJI[state]} {label}",
             f"{_num(lesson.score)}/{_num(lesson.max_score)}",
-            f"{lesson.xp}/{lesson.xp_max}",
+            f"{xp}/{lesson.xp_max}",
         ]
         out.append("| " + " | ".join(_md_cell(c) for c in cells) + " |")
 
@@ -179,12 +221,17 @@ def render_markdown(result: CourseResult, lang: str) -> str:
             continue
         out += ["", f"## {_md_cell(_t('render.lesson', lang, id=lesson.id, title=_title(lesson, lang)))}"]
         skipped = []
+        shown = 0
+        unpassed = [c for c in lesson.checks if c.status not in (Status.PASSED, Status.SKIPPED)]
         for check in lesson.checks:
             if check.status is Status.PASSED:
                 continue
             if check.status is Status.SKIPPED:
                 skipped.append(check)
                 continue
+            if compact and shown:
+                continue
+            shown += 1
             heading = (
                 f"### {_MD_EMOJI[check.status]} `{check.id}`"
                 + (f" · {_t('render.todo', lang, todo=check.todo)}" if check.todo else "")
@@ -193,14 +240,28 @@ def render_markdown(result: CourseResult, lang: str) -> str:
             )
             out += ["", _md_cell(heading), ""]
             out.append(_md_message(check, lang) or _t("render.no_message", lang))
+        if compact:
+            if len(unpassed) > shown:
+                more = _t("render.md_more", lang, n=len(unpassed) - shown)
+                out += ["", f"[{_md_cell(more)}]({run_url})" if run_url else _md_cell(more)]
+            continue
         if skipped:
             out += ["", f"**{_t('render.md_skipped', lang)}**", ""]
             for check in skipped:
                 reason = " ".join(i18n.feedback_text(check.feedback, lang).split())
                 line = f"- {_MD_EMOJI[Status.SKIPPED]} `{check.id}`"
                 out.append(line + (f": {html.escape(reason, quote=False)}" if reason else ""))
-    out += ["", f"<sub>{html.escape(_t('render.seed', lang, seed=result.seed), quote=False)}</sub>"]
+    footer = html.escape(_t("render.seed", lang, seed=result.seed), quote=False)
+    if run_url:
+        footer += f" · [{html.escape(_t('render.md_run_link', lang), quote=False)}]({run_url})"
+    out += ["", f"<sub>{footer}</sub>"]
     return "\n".join(out) + "\n"
+
+
+def _streak_label(days: int, lang: str) -> str:
+    if days <= 0:
+        return _t("render.streak_none", lang)
+    return _t("render.streak_one" if days == 1 else "render.streak", lang, days=days)
 
 
 # --- terminal -------------------------------------------------------------------------------

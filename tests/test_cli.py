@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -26,10 +27,12 @@ def assert_contract(data: dict) -> None:
     assert isinstance(data["course"], str) and data["language"] in ("es", "en")
     assert isinstance(data["xp"], int) and isinstance(data["xp_max"], int)
     for lesson in data["lessons"]:
-        assert set(lesson) == {"id", "slug", "title", "score", "max_score", "xp", "completed", "checks"}
+        # The contract's fields, plus additions of issue #3 (xp_max, mode; feedback per check).
+        assert set(lesson) == {"id", "slug", "title", "score", "max_score", "xp", "completed", "checks",
+                               "xp_max", "mode"}
         assert isinstance(lesson["completed"], bool) and isinstance(lesson["xp"], int)
         for check in lesson["checks"]:
-            assert set(check) == {"id", "todo", "status", "score", "max_score", "message"}
+            assert set(check) == {"id", "todo", "status", "score", "max_score", "message", "feedback"}
             assert check["status"] in STATUSES
             assert check["todo"] is None or isinstance(check["todo"], str)
             assert isinstance(check["message"], str)
@@ -115,3 +118,36 @@ def test_console_script_is_installed():
     assert exe, "pip install -e . should put the `autograder` console script on PATH"
     proc = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and "autograder" in proc.stdout
+
+
+def test_gradescope_and_classroom_formats_from_one_real_grading(tmp_path):
+    stub = ROOT / "exercises" / "03-atencion-causal"
+    gs = run_cli("grade", "03", "--submission", stub, "--format", "gradescope", "--seed", "3")
+    assert gs.returncode == 0, gs.stderr
+    data = json.loads(gs.stdout)
+    assert data["score"] == 0 and len(data["tests"]) == 24
+    assert {t["status"] for t in data["tests"] if "status" in t} == {"failed"}
+    assert sum(t["max_score"] for t in data["tests"]) == 100
+    assert [t for t in data["tests"] if "status" not in t][0]["name"].endswith("gpu-parity")  # skipped, not passed
+    cl = run_cli("grade", "03", "--submission", ROOT / "solutions" / "03-atencion-causal", "--format", "classroom")
+    assert cl.returncode == 0, cl.stderr
+    classroom = json.loads(cl.stdout)
+    assert classroom["status"] == "pass" and classroom["max_score"] == 100
+    assert sum(t["score"] for t in classroom["tests"]) == 100 and len(classroom["tests"]) == 23
+    assert classroom["version"] == 1
+
+
+def test_release_refuses_a_folder_that_is_not_a_release(tmp_path):
+    (tmp_path / "mine.txt").write_text("my notes", encoding="utf-8")
+    proc = run_cli("release", "--out", tmp_path, "--graders-ref", "a" * 40)
+    assert proc.returncode == 2 and "autograder release:" in proc.stderr
+    assert (tmp_path / "mine.txt").read_text(encoding="utf-8") == "my notes"  # nothing lost
+
+
+def test_ci_steps_explain_a_missing_results_file(tmp_path):
+    env = {**os.environ, "GITHUB_SHA": "0" * 40}
+    proc = run_cli("ci", "report", "--results", tmp_path / "nope.json", "--out", tmp_path, env=env)
+    assert proc.returncode == 2 and "no results file" in proc.stderr
+    (tmp_path / "bad.json").write_text("{", encoding="utf-8")
+    proc = run_cli("ci", "record", "--results", tmp_path / "bad.json", env=env)
+    assert proc.returncode == 2 and "not JSON" in proc.stderr

@@ -96,7 +96,7 @@ def test_json_contract_types_and_values():
     assert type(l04["xp"]) is int and type(l04["completed"]) is bool
     assert (l03["xp_max"], l04["xp_max"], l03["mode"]) == (50, 60, "hidden")
 
-    check_keys = {"id", "todo", "status", "score", "max_score", "message"}
+    check_keys = {"id", "todo", "status", "score", "max_score", "message", "feedback"}
     for lesson in data["lessons"]:
         for check in lesson["checks"]:
             assert set(check) == check_keys
@@ -113,6 +113,7 @@ def test_json_contract_types_and_values():
         "score": 6,
         "max_score": 6,
         "message": "",
+        "feedback": [],
     }
     assert type(checks["np-mask"]["score"]) is int
     assert checks["quiz-1"]["todo"] is None and checks["quiz-1"]["score"] == 1.5
@@ -291,3 +292,21 @@ def test_catalog_placeholders_match_between_languages():
     for key in es:
         if key.startswith(("feedback.", "render.")):
             assert fields(es[key]) == fields(en[key]), key
+
+
+def test_json_round_trip_renders_the_same_markdown_and_text():
+    from autograder.render import from_json_dict
+
+    original = make_result()
+    for lang in ("es", "en"):
+        loaded = from_json_dict(json.loads(render_json(original, lang)))
+        assert render_markdown(loaded, lang) == render_markdown(original, lang)
+        assert render_text(loaded, lang, color=False) == render_text(original, lang, color=False)
+        assert to_json_dict(loaded, lang) == to_json_dict(original, lang)
+
+
+def test_from_json_rejects_a_file_that_is_not_a_result():
+    from autograder.render import from_json_dict
+
+    with pytest.raises(ValueError, match="not a results.json"):
+        from_json_dict({"course": "x", "lessons": [{"id": "03"}]})

@@ -1,0 +1,457 @@
+"""autograder.release: the learner template repository, built from the real course.
+
+What goes in and what stays out, the pinned graders' ref, the adapted pyproject, the output
+folder's safety rules, a leak check of every solution line and every hidden grader line
+against every text file of the release (proved on planted leaks), and grading inside the
+release with its own engine, which has no hidden graders and so grades in practice mode.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from autograder.manifest import load_course
+from autograder.release import MARKER, ReleaseError, ReleaseReport, build_release
+from autograder.stubs import REGION_SUFFIXES, generate_lesson, parse_regions, strip_markers
+from conftest import ROOT
+
+REF = "0123456789abcdef0123456789abcdef01234567"
+REF_LINE = re.compile(r"^  AUTOGRADER_GRADERS_REF: .*$")
+CACHES = {"__pycache__", ".pytest_cache"}
+TOP_LEVEL = {MARKER, ".github", ".gitignore", "README.md", "autograder", "course.yml", "exercises",
+             "pyproject.toml"}
+
+
+def files_under(folder: Path, skip=frozenset({".git"})) -> list[str]:
+    """Every file under folder as a sorted posix path, caches included (they must not be there)."""
+    found = []
+    for dirpath, dirnames, filenames in os.walk(folder):
+        dirnames[:] = [d for d in dirnames if d not in skip]
+        found += [(Path(dirpath) / name).relative_to(folder).as_posix() for name in filenames]
+    return sorted(found)
+
+
+def source_files(folder: Path) -> list[str]:
+    return [rel for rel in files_under(folder, CACHES) if not rel.endswith(".pyc")]
+
+
+@pytest.fixture(scope="module")
+def release(course, tmp_path_factory) -> tuple[Path, ReleaseReport]:
+    out = tmp_path_factory.mktemp("release") / "learner-template"
+    return out, build_release(course, out, graders_ref=REF)
+
+
+# --- what goes in, what stays out ------------------------------------------------------------------
+
+
+def test_release_holds_exactly_the_learner_files(course, release):
+    out, report = release
+    assert {entry.name for entry in out.iterdir()} == TOP_LEVEL
+    on_disk = files_under(out)
+    assert list(report.files) == on_disk and report.graders_ref == REF
+    for lesson in course.lessons:
+        repo_folder = ROOT / "exercises" / lesson.folder
+        expected = source_files(repo_folder)
+        assert expected and [rel for rel in on_disk if rel.startswith(f"exercises/{lesson.folder}/")] == [
+            f"exercises/{lesson.folder}/{rel}" for rel in expected]
+        for rel in expected:
+            assert (out / "exercises" / lesson.folder / rel).read_bytes() == (repo_folder / rel).read_bytes()
+    assert {rel.split("/")[1] for rel in on_disk if rel.startswith("exercises/")} == {
+        lesson.folder for lesson in course.lessons}
+    # The engine is all there, byte for byte, but of autograder/graders/ only its two engine files.
+    engine = [rel for rel in source_files(ROOT / "autograder") if not rel.startswith("graders/")]
+    assert engine and [rel for rel in on_disk if rel.startswith("autograder/") and "/graders/" not in rel] == [
+        f"autograder/{rel}" for rel in engine]
+    for rel in engine:
+        assert (out / "autograder" / rel).read_bytes() == (ROOT / "autograder" / rel).read_bytes()
+    assert [rel for rel in on_disk if rel.startswith("autograder/graders/")] == [
+        "autograder/graders/__init__.py", "autograder/graders/pytest.ini"]
+    for lesson in course.lessons:
+        assert (ROOT / "autograder" / "graders" / lesson.graders).is_dir()
+        assert not (out / "autograder" / "graders" / lesson.graders).exists()
+    assert not any(part in CACHES or part.endswith(".pyc") for rel in on_disk for part in rel.split("/"))
+    assert (out / "course.yml").read_bytes() == (ROOT / "course.yml").read_bytes()
+    assert (out / ".gitignore").read_bytes() == (ROOT / ".gitignore").read_bytes()
+    assert files_under(out / ".github") == ["workflows/grade-comment.yml", "workflows/grade.yml"]
+    assert (out / ".github/workflows/grade-comment.yml").read_bytes() == (
+        ROOT / ".github/workflows/grade-comment.yml").read_bytes()
+    for absent in ("solutions", "tests", "bench", ".ci", ".github/workflows/ci.yml"):
+        assert (ROOT / absent).exists() and not (out / absent).exists()
+
+
+def test_graders_ref_is_pinned_and_nothing_else_of_grade_yml_changes(release):
+    out, _ = release
+    original = (ROOT / ".github/workflows/grade.yml").read_text(encoding="utf-8").split("\n")
+    pinned = (out / ".github/workflows/grade.yml").read_text(encoding="utf-8").split("\n")
+    assert len(pinned) == len(original)
+    changed = [(a, b) for a, b in zip(original, pinned) if a != b]
+    assert len(changed) == 1
+    before, after = changed[0]
+    assert REF_LINE.match(before) and REF_LINE.match(after) and REF in after
+    assert yaml.safe_load("\n".join(pinned))["env"]["AUTOGRADER_GRADERS_REF"] == REF
+
+
+def test_default_graders_ref_is_the_course_repository_head(course, tmp_path):
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    report = build_release(course, tmp_path / "out")
+    assert report.graders_ref == head
+    assert json.loads((tmp_path / "out" / MARKER).read_text(encoding="utf-8"))["graders_ref"] == head
+
+
+def test_pyproject_points_pytest_at_the_exercises(release):
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    out, _ = release
+    original = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    adapted = (out / "pyproject.toml").read_text(encoding="utf-8")
+    expected = tomllib.loads(original)
+    options = expected["tool"]["pytest"]["ini_options"]
+    assert options["testpaths"] == ["tests"] and options.pop("pythonpath") == ["tests"]
+    options["testpaths"] = ["exercises"]
+    assert tomllib.loads(adapted) == expected
+    # Only those two lines changed: everything else is the instructor's text.
+    removed = [line for line in original.split("\n") if line not in adapted.split("\n")]
+    added = [line for line in adapted.split("\n") if line not in original.split("\n")]
+    assert removed == ['testpaths = ["tests"]', 'pythonpath = ["tests"]'] and added == ['testpaths = ["exercises"]']
+
+
+def test_learner_readme_and_marker(course, release):
+    out, _ = release
+    readme = (out / "README.md").read_text(encoding="utf-8")
+    assert "{{" not in readme and "}}" not in readme
+    assert readme.startswith(f"# {course.name}\n")
+    for lesson in course.lessons:
+        row = next(line for line in readme.splitlines() if line.startswith(f"| {lesson.id} |"))
+        assert lesson.title["es"] in row and f"| {lesson.xp} |" in row
+        for name in lesson.files:
+            assert f"`{name}`" in row
+    for target in re.findall(r"\]\(((?!https?:)[^)]+)\)", readme):
+        assert (out / target).is_file(), f"README links to {target}, which the release lacks"
+    for needle in ("Actions", "Run workflow", "Corregir", "grades/badge.json", "history.jsonl",
+                   "nota de práctica", "AUTOGRADER_GRADERS_REPO", "AUTOGRADER_GRADERS_TOKEN",
+                   "python -m pip install -e .", f"python -m pytest exercises/{course.lessons[0].folder}",
+                   "## In English"):
+        assert needle in readme
+    assert readme != (ROOT / "README.md").read_text(encoding="utf-8")
+    assert json.loads((out / MARKER).read_text(encoding="utf-8")) == {
+        "graders_ref": REF, "version": __import__("autograder").__version__}
+
+
+# --- the output folder -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_refuses_a_non_empty_folder_that_is_not_a_release(course_copy, tmp_path, force):
+    course = load_course(course_copy / "course.yml")
+    out = tmp_path / "mine"
+    (out / "notes").mkdir(parents=True)
+    (out / "notes" / "todo.txt").write_text("mine", encoding="utf-8")
+    with pytest.raises(ReleaseError, match="not empty and holds no previous release"):
+        build_release(course, out, graders_ref=REF, force=force)
+    assert files_under(out) == ["notes/todo.txt"]
+
+
+def test_force_replaces_a_previous_release_but_keeps_git(course_copy, tmp_path):
+    course = load_course(course_copy / "course.yml")
+    out = tmp_path / "template"
+    first = build_release(course, out, graders_ref=REF)
+    (out / ".git").mkdir()
+    (out / ".git" / "HEAD").write_text("ref: refs/heads/main\n", encoding="utf-8")
+    (out / "stale.txt").write_text("from an older release", encoding="utf-8")
+    (out / "README.md").write_text("edited", encoding="utf-8")
+    with pytest.raises(ReleaseError, match="--force"):
+        build_release(course, out, graders_ref="f" * 40)
+    assert (out / "stale.txt").exists()
+    second = build_release(course, out, graders_ref="f" * 40, force=True)
+    assert (out / ".git" / "HEAD").read_text(encoding="utf-8") == "ref: refs/heads/main\n"
+    assert not (out / "stale.txt").exists()
+    assert files_under(out) == list(second.files) == list(first.files)
+    assert json.loads((out / MARKER).read_text(encoding="utf-8"))["graders_ref"] == "f" * 40
+    assert "{{" not in (out / "README.md").read_text(encoding="utf-8")
+
+
+def test_a_folder_holding_only_git_counts_as_empty(course_copy, tmp_path):
+    course = load_course(course_copy / "course.yml")
+    out = tmp_path / "clone"
+    (out / ".git").mkdir(parents=True)
+    (out / ".git" / "config").write_text("[core]\n", encoding="utf-8")
+    build_release(course, out, graders_ref=REF)
+    assert (out / ".git" / "config").read_text(encoding="utf-8") == "[core]\n"
+    assert (out / MARKER).is_file()
+
+
+@pytest.mark.parametrize("where", [".", "exercises", "solutions", "autograder/out", ".."])
+def test_refuses_to_write_over_the_course_it_reads(course, where):
+    with pytest.raises(ReleaseError, match="--out"):
+        build_release(course, ROOT / where, graders_ref=REF)
+
+
+@pytest.mark.parametrize("ref", ["", "has space", "-x", '"q"', "a..b", "main\n  EVIL: 1"])
+def test_rejects_a_ref_that_is_not_a_git_ref(course, tmp_path, ref):
+    with pytest.raises(ReleaseError, match="graders-ref"):
+        build_release(course, tmp_path / "out", graders_ref=ref)
+    assert not (tmp_path / "out").exists()
+
+
+# --- clear errors on a course that lacks what the release needs ------------------------------------
+
+GRADE_YML = """\
+name: Corregir
+on: [push, workflow_dispatch]
+env:
+  AUTOGRADER_GRADERS_REF: main  # pinned by autograder release
+jobs:
+  grade:
+    runs-on: ubuntu-latest
+    steps:
+      - run: echo grading
+"""
+
+
+@pytest.fixture
+def course_copy(tmp_path, monkeypatch):
+    """A copy of the course outside any git repository, with minimal learner workflows."""
+    root = tmp_path / "course"
+    root.mkdir()
+    for name in ("course.yml", "pyproject.toml", ".gitignore"):
+        shutil.copy(ROOT / name, root / name)
+    shutil.copytree(ROOT / "exercises", root / "exercises", ignore=shutil.ignore_patterns(*CACHES))
+    workflows = root / ".github" / "workflows"
+    workflows.mkdir(parents=True)
+    (workflows / "grade.yml").write_text(GRADE_YML, encoding="utf-8")
+    (workflows / "grade-comment.yml").write_text("name: Comentar\n", encoding="utf-8")
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
+    return root
+
+
+def test_the_course_copy_builds(course_copy, tmp_path):
+    report = build_release(load_course(course_copy / "course.yml"), tmp_path / "out", graders_ref="v1.0")
+    assert report.graders_ref == "v1.0" and any("not a full commit SHA" in w for w in report.warnings)
+    assert 'AUTOGRADER_GRADERS_REF: "v1.0"  # pinned by autograder release' in (
+        tmp_path / "out/.github/workflows/grade.yml").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("breakage, needle", [
+    (lambda root: (root / ".github/workflows/grade.yml").unlink(), "grade.yml: not found"),
+    (lambda root: (root / ".github/workflows/grade-comment.yml").unlink(), "grade-comment.yml: not found"),
+    (lambda root: (root / ".github/workflows/grade.yml").write_text(
+        GRADE_YML.replace("  AUTOGRADER_GRADERS_REF", "  GRADERS_REF"), encoding="utf-8"), "found 0"),
+    (lambda root: (root / ".github/workflows/grade.yml").write_text(
+        GRADE_YML.replace("env:\n", "env:\n  AUTOGRADER_GRADERS_REF: x\n"), encoding="utf-8"), "found 2"),
+    (lambda root: (root / ".github/workflows/grade.yml").write_text(
+        GRADE_YML.replace("jobs:", "jobs:\n  AUTOGRADER_GRADERS_REF: x\n"), encoding="utf-8"), "found 2"),
+    (lambda root: (root / "pyproject.toml").write_text((root / "pyproject.toml").read_text(
+        encoding="utf-8").replace('pythonpath = ["tests"]\n', ""), encoding="utf-8"), 'pythonpath = \\["tests"\\]'),
+    (lambda root: (root / "pyproject.toml").write_text((root / "pyproject.toml").read_text(
+        encoding="utf-8").replace('testpaths = ["tests"]', 'testpaths = ["t"]'), encoding="utf-8"), "testpaths"),
+    (lambda root: shutil.rmtree(root / "exercises"), "autograder stubs"),
+])
+def test_missing_or_unexpected_inputs_are_clear_errors(course_copy, tmp_path, breakage, needle):
+    breakage(course_copy)
+    with pytest.raises(ReleaseError, match=needle):
+        build_release(load_course(course_copy / "course.yml"), tmp_path / "out", graders_ref=REF)
+    assert not (tmp_path / "out").exists()
+
+
+def test_without_a_ref_outside_git_says_to_pass_one(course_copy, tmp_path):
+    with pytest.raises(ReleaseError, match="--graders-ref"):
+        build_release(load_course(course_copy / "course.yml"), tmp_path / "out")
+
+
+def test_exercises_that_drifted_from_the_solutions_are_refused(course_copy, tmp_path):
+    shutil.copytree(ROOT / "solutions", course_copy / "solutions", ignore=shutil.ignore_patterns(*CACHES))
+    lesson = load_course(course_copy / "course.yml").lessons[0]
+    name = lesson.todos[0].file
+    # An instructor who tried a lesson in exercises/ would otherwise ship the answer.
+    (course_copy / "exercises" / lesson.folder / name).write_text(
+        strip_markers((ROOT / "solutions" / lesson.folder / name).read_text(encoding="utf-8"), name),
+        encoding="utf-8")
+    with pytest.raises(ReleaseError, match="autograder stubs"):
+        build_release(load_course(course_copy / "course.yml"), tmp_path / "out", graders_ref=REF)
+
+
+# --- the leak check --------------------------------------------------------------------------------
+#
+# Secret lines, compared stripped of surrounding whitespace:
+#   * every line of the body of every solution region (the code a learner writes; the `#:`
+#     hints and `#=` stub lines are not body: they are the stub's public text);
+#   * every line of every hidden grader source, autograder/graders/<lesson.graders>/**/*.py.
+# A line is exempt only when it is also public for another reason, or carries nothing:
+#   * no content: no letter or digit at all (blank, or only punctuation/brackets such as `)`,
+#     `],`, `"""`), so it says nothing about the answer;
+#   * a solution line that occurs in the stub the same solution file generates: it is written
+#     outside the regions (or is a `#=` line) and learners see it anyway;
+#   * a grader line that occurs in a public engine file (autograder/ without any grader lesson
+#     folder) or a public exercise file (exercises/<lesson>/) of the course repository,
+#     such as `import torch`. These public files are read from the repository, never from
+#     the release, so a grader line copied into a release file is still caught.
+# Known limit: a grader line pasted into the repository's own engine would count as public;
+# solution lines have no such exemption, so a copied reference implementation is still
+# caught wherever it matches the solution.
+
+
+def _has_content(line: str) -> bool:
+    return any(ch.isalnum() for ch in line)
+
+
+def _stripped_lines(text: str) -> set[str]:
+    return {line.strip() for line in text.splitlines()}
+
+
+def public_lines() -> set[str]:
+    """Stripped lines of the repository's public engine and exercise files."""
+    course = load_course(ROOT / "course.yml")
+    hidden = {lesson.graders for lesson in course.lessons}
+    paths = [ROOT / "autograder" / rel for rel in source_files(ROOT / "autograder")
+             if not (rel.startswith("graders/") and rel.split("/")[1] in hidden)]
+    for lesson in course.lessons:
+        folder = ROOT / "exercises" / lesson.folder
+        paths += [folder / rel for rel in source_files(folder)]
+    lines: set[str] = set()
+    for path in paths:
+        try:
+            lines |= _stripped_lines(path.read_text(encoding="utf-8"))
+        except UnicodeDecodeError:
+            continue
+    return lines
+
+
+def secret_lines(course) -> dict[str, str]:
+    """Every non-exempt secret line (stripped) -> where it comes from."""
+    secrets: dict[str, str] = {}
+    for lesson in course.lessons:
+        stubs = generate_lesson(lesson, ROOT / "solutions", ROOT / "exercises")
+        for rel, stub in stubs.items():
+            if not rel.endswith(REGION_SUFFIXES):
+                continue
+            path = ROOT / "solutions" / lesson.folder / rel
+            public = _stripped_lines(stub)
+            for region in parse_regions(path.read_text(encoding="utf-8"), rel):
+                for line in region.body:
+                    line = line.strip()
+                    if _has_content(line) and line not in public:
+                        secrets.setdefault(line, f"solutions/{lesson.folder}/{rel} (region {region.id})")
+    public = public_lines()
+    for lesson in course.lessons:
+        folder = ROOT / "autograder" / "graders" / lesson.graders
+        for path in sorted(folder.rglob("*.py")):
+            if CACHES & set(path.parts):
+                continue
+            for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+                line = line.strip()
+                if _has_content(line) and line not in public:
+                    secrets.setdefault(line, f"{path.relative_to(ROOT).as_posix()}:{number}")
+    return secrets
+
+
+def find_leaks(release_dir: Path, secrets: dict[str, str]) -> list[str]:
+    """`file:line: origin` for every line of a release text file that is a secret line."""
+    leaks = []
+    for rel in files_under(release_dir):
+        try:
+            text = (release_dir / rel).read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            continue  # not text
+        for number, line in enumerate(text.splitlines(), start=1):
+            origin = secrets.get(line.strip())
+            if origin is not None:
+                leaks.append(f"{rel}:{number}: {line.strip()!r} from {origin}")
+    return leaks
+
+
+@pytest.fixture(scope="module")
+def secrets(course) -> dict[str, str]:
+    found = secret_lines(course)
+    # Not vacuous: both kinds of secret are there to look for.
+    assert sum(origin.startswith("solutions/") for origin in found.values()) >= 20
+    assert sum(origin.startswith("autograder/graders/") for origin in found.values()) >= 100
+    return found
+
+
+def test_no_solution_or_grader_line_leaks_into_the_release(release, secrets):
+    out, _ = release
+    assert find_leaks(out, secrets) == []
+
+
+def test_the_leak_check_finds_planted_leaks(course, release, secrets, tmp_path):
+    out = tmp_path / "release"
+    shutil.copytree(release[0], out)
+    lesson = course.lessons[0]
+    solution_line, solution_origin = max(
+        ((line, origin) for line, origin in secrets.items() if origin.startswith(f"solutions/{lesson.folder}/")),
+        key=lambda item: len(item[0]))
+    grader_line, grader_origin = max(
+        ((line, origin) for line, origin in secrets.items() if origin.startswith("autograder/graders/")),
+        key=lambda item: len(item[0]))
+    stub = out / "exercises" / lesson.folder / lesson.todos[0].file
+    stub.write_text(stub.read_text(encoding="utf-8") + f"\n    {solution_line}\n", encoding="utf-8")
+    engine = out / "autograder" / "engine.py"
+    engine.write_text(f"{grader_line}\n" + engine.read_text(encoding="utf-8"), encoding="utf-8")
+    leaks = find_leaks(out, secrets)
+    assert len(leaks) == 2, leaks
+    stub_rel = stub.relative_to(out).as_posix()
+    assert any(leak.startswith(f"{stub_rel}:") and solution_origin in leak for leak in leaks), leaks
+    assert any(leak.startswith("autograder/engine.py:1:") and grader_origin in leak for leak in leaks), leaks
+
+
+# --- grading inside the release: its own engine, no hidden graders, practice mode -------------------
+
+
+def grade_in(release_dir: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {key: value for key, value in os.environ.items()
+           if key not in ("AUTOGRADER_GRADERS", "AUTOGRADER_COURSE", "PYTHONPATH")}
+    env["PYTHONPATH"] = str(release_dir)  # the release's engine, not this repository's
+    proc = subprocess.run([sys.executable, "-m", "autograder", "grade", *args], cwd=release_dir, env=env,
+                          capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def practice_test_names(folder: Path) -> set[str]:
+    names = set()
+    for path in folder.glob("test_*.py"):
+        names |= set(re.findall(r"^def (test_\w+)", path.read_text(encoding="utf-8"), re.MULTILINE))
+    return names
+
+
+def test_the_release_grades_the_stubs_with_the_practice_tests(course, tmp_path):
+    out = tmp_path / "release"
+    build_release(course, out, graders_ref=REF)
+    data = json.loads(grade_in(out, "--format", "json").stdout)
+    assert data["practice"] is True and data["xp"] == 0
+    assert [lesson["id"] for lesson in data["lessons"]] == [lesson.id for lesson in course.lessons]
+    for lesson, result in zip(course.lessons, data["lessons"]):
+        assert result["mode"] == "practice" and result["xp"] == 0 and not result["completed"]
+        names = practice_test_names(out / "exercises" / lesson.folder)
+        assert result["checks"] and {check["id"].split("[")[0] for check in result["checks"]} <= names
+        assert not {check["id"] for check in result["checks"]} & {spec.id for spec in lesson.checks}
+
+
+def test_the_release_grades_finished_lessons_in_practice_mode(course, tmp_path):
+    out = tmp_path / "release"
+    build_release(course, out, graders_ref=REF)
+    for lesson in course.lessons:
+        source, target = ROOT / "solutions" / lesson.folder, out / "exercises" / lesson.folder
+        for rel in source_files(source):
+            text = (source / rel).read_text(encoding="utf-8")
+            (target / rel).write_text(strip_markers(text, rel) if rel.endswith(REGION_SUFFIXES) else text,
+                                      encoding="utf-8")
+    data = json.loads(grade_in(out, "--format", "json").stdout)
+    assert data["practice"] is True
+    for lesson, result in zip(course.lessons, data["lessons"]):
+        assert result["mode"] == "practice"
+        assert result["checks"] and all(check["status"] in ("passed", "skipped") for check in result["checks"])
+        assert any(check["status"] == "passed" for check in result["checks"])
+        assert result["completed"] and result["xp"] == lesson.xp
+    assert data["xp"] == data["xp_max"] == sum(lesson.xp for lesson in course.lessons)
+    text = grade_in(out).stdout
+    assert "nota de práctica" in " ".join(text.split()).lower()
