@@ -134,6 +134,11 @@ def report(course: Course, results: Path, out_dir: Path, repo: Path, env=os.envi
         out.write(line + "\n")
     for problem in problems:
         out.write(github.annotation("warning", problem, title="autograder: history") + "\n")
+    if result.practice:
+        from .i18n import translate
+
+        out.write(github.annotation("warning", translate("render.practice_note", lang),
+                                    title=translate("render.practice_tag", lang)) + "\n")
 
     out_dir.mkdir(parents=True, exist_ok=True)
     comment = render_markdown(result, lang, progress=progress, run_url=url, compact=True)

@@ -1,122 +1,166 @@
-"""A stand-in for the few GitHub REST endpoints the workflows call, served over real HTTP on
-127.0.0.1, so autograder.github's real client code runs in the tests: commit and issue
-comments (listed in pages with Link headers, created, updated), commit statuses, and pull
-requests. State lives in plain lists and dicts that the tests inspect."""
+"""A stand-in for the few GitHub REST endpoints the autograder calls, served over real HTTP on
+127.0.0.1 so that autograder.github's real client code runs in the tests: commit and issue
+comments (paginated with Link headers, created, updated), commit statuses and pull requests,
+with GitHub's validation errors (422) and 401/404 answers. State lives in plain dicts and
+lists that the tests inspect.
+
+    with FakeGitHub() as fake:          # fake.url is the API's base URL
+        ...
+"""
 
 from __future__ import annotations
 
 import json
 import re
 import threading
+import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-PAGE_SIZE = 2  # small, so that a handful of comments already spans several pages
+TOKEN = "ghs_TESTtoken0123456789abcdefSECRET"
+REPO = "curso/transformers"
+HEAD_SHA = "fedcba9876543210fedcba9876543210fedcba98"
+BOT = {"login": "github-actions[bot]", "type": "Bot"}
 
 
 class FakeGitHub:
-    def __init__(self, repository: str = "learner/curso", token: str = "test-token-0123456789") -> None:
+    def __init__(self, repository: str = REPO, token: str = TOKEN, page_size: int = 2):
         self.repository, self.token = repository, token
-        self.comments: list[dict[str, Any]] = []  # each: id, kind, target, body, user
-        self.statuses: list[dict[str, Any]] = []
-        self.pulls: dict[int, dict[str, Any]] = {}
-        self.requests: list[tuple[str, str]] = []
-        self._next_id = 100
-        self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self.page_size = page_size
+        self.comments: dict[tuple[str, str], list[dict]] = {}
+        self.statuses: list[dict] = []
+        self.issues = {7}  # pull request #7 exists
+        self.pulls = {7: {"number": 7, "head": {"sha": HEAD_SHA}}}
+        self.requests: list[tuple[str, str, Any]] = []
+        self.next_id = 1000
+        self.foreign_next = False
+        self.lock = threading.Lock()
+        self.base = ""
+
+    def add_comment(self, kind: str, target: str, body: str, user: dict) -> dict:
+        self.next_id += 1
+        comment = {
+            "id": self.next_id,
+            "body": body,
+            "user": dict(user),
+            "html_url": f"https://github.example/{self.repository}/{kind}/{target}#comment-{self.next_id}",
+            "url": f"{self.base}/repos/{self.repository}/comments/{self.next_id}",
+        }
+        self.comments.setdefault((kind, str(target)), []).append(comment)
+        return comment
+
+    def all_comments(self) -> list[dict]:
+        return [c for thread in self.comments.values() for c in thread]
+
+    def comments_on(self, kind: str, target: str) -> list[dict]:
+        return list(self.comments.get((kind, str(target)), []))
+
+    @property
+    def url(self) -> str:
+        return self.base
 
     def __enter__(self) -> "FakeGitHub":
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        handle = self.handle
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):
+                handle(self, "GET")
+
+            def do_POST(self):
+                handle(self, "POST")
+
+            def do_PATCH(self):
+                handle(self, "PATCH")
+
+            def log_message(self, *args):
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base = f"http://127.0.0.1:{self._server.server_address[1]}"
+        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._server.shutdown()
         self._server.server_close()
 
-    def add_comment(self, kind: str, target: str, body: str, user_type: str = "Bot") -> dict:
-        with self._lock:
-            self._next_id += 1
-            comment = {"id": self._next_id, "kind": kind, "target": str(target), "body": body,
-                       "user": {"login": "github-actions[bot]" if user_type == "Bot" else "learner",
-                                "type": user_type}}
-            self.comments.append(comment)
-            return comment
+    def handle(self, h: BaseHTTPRequestHandler, method: str) -> None:
+        split = urllib.parse.urlsplit(h.path)
+        query = dict(urllib.parse.parse_qsl(split.query))
+        length = int(h.headers.get("Content-Length") or 0)
+        raw = h.rfile.read(length) if length else b""
+        with self.lock:
+            self.requests.append((method, h.path, h.headers))
+            if h.headers.get("Authorization") != f"Bearer {self.token}":
+                return self.send(h, 401, {"message": "Bad credentials"})
+            body = json.loads(raw) if raw else None
+            return self.route(h, method, split.path, query, body)
 
-    def comments_on(self, kind: str, target: str) -> list[dict]:
-        return [c for c in self.comments if c["kind"] == kind and c["target"] == str(target)]
+    def route(self, h, method, path, query, body):
+        repo = f"/repos/{self.repository}"
+        if m := re.fullmatch(rf"{repo}/commits/([0-9a-f]{{40}})/comments", path):
+            key = ("commit", m.group(1))
+        elif m := re.fullmatch(rf"{repo}/issues/(\d+)/comments", path):
+            if int(m.group(1)) not in self.issues and int(m.group(1)) not in self.pulls:
+                return self.not_found(h)
+            key = ("issue", m.group(1))
+        else:
+            key = None
+        if key is not None and method == "GET":
+            return self.page(h, path, query, self.comments.get(key, []))
+        if key is not None and method == "POST":
+            if len(body.get("body", "")) > 65536:
+                return self.invalid(h, "Body is too long (maximum is 65536 characters)")
+            return self.send(h, 201, self.add_comment(key[0], key[1], body["body"], BOT))
+        if method == "PATCH" and (m := re.fullmatch(rf"{repo}/(issues/)?comments/(\d+)", path)):
+            kind = "issue" if m.group(1) else "commit"
+            for (k, _), thread in self.comments.items():
+                for comment in thread:
+                    if k == kind and comment["id"] == int(m.group(2)):
+                        comment["body"] = body["body"]
+                        return self.send(h, 200, comment)
+            return self.not_found(h)
+        if method == "POST" and (m := re.fullmatch(rf"{repo}/statuses/([0-9a-f]{{40}})", path)):
+            if body.get("state") not in ("error", "failure", "pending", "success"):
+                return self.invalid(h, "state is not included in the list")
+            if len(body.get("description") or "") > 140:
+                return self.invalid(h, "description is too long (maximum is 140 characters)")
+            status = {**body, "sha": m.group(1), "url": f"{self.base}{path}"}
+            self.statuses.append(status)
+            return self.send(h, 201, status)
+        if method == "GET" and (m := re.fullmatch(rf"{repo}/pulls/(\d+)", path)):
+            pull = self.pulls.get(int(m.group(1)))
+            return self.send(h, 200, pull) if pull else self.not_found(h)
+        return self.not_found(h)
 
-    # ------------------------------------------------------------------ HTTP
-    def _handler(self):
-        fake = self
+    def page(self, h, path, query, items):
+        per_page = min(int(query.get("per_page", 30)), self.page_size)
+        page = int(query.get("page", 1))
+        chunk = items[(page - 1) * per_page : page * per_page]
+        links = []
+        if page * per_page < len(items):
+            host = "http://evil.example:9" if self.foreign_next else self.base
+            links.append(f'<{host}{path}?per_page={per_page}&page={page + 1}>; rel="next"')
+            last = (len(items) + per_page - 1) // per_page
+            links.append(f'<{self.base}{path}?per_page={per_page}&page={last}>; rel="last"')
+        return self.send(h, 200, chunk, {"Link": ", ".join(links)} if links else {})
 
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
+    def not_found(self, h):
+        return self.send(h, 404, {"message": "Not Found", "documentation_url": "https://docs.github.com/rest"})
 
-            def _reply(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                for key, value in (headers or {}).items():
-                    self.send_header(key, value)
-                self.end_headers()
-                self.wfile.write(data)
+    def invalid(self, h, detail):
+        return self.send(h, 422, {"message": "Validation Failed",
+                                  "errors": [{"resource": "Thing", "code": "custom", "message": detail}]})
 
-            def _body(self) -> Any:
-                length = int(self.headers.get("Content-Length") or 0)
-                return json.loads(self.rfile.read(length) or b"null")
+    def send(self, h, status, data, headers=None):
+        raw = json.dumps(data).encode("utf-8")
+        h.send_response(status)
+        h.send_header("Content-Type", "application/json; charset=utf-8")
+        h.send_header("Content-Length", str(len(raw)))
+        for name, value in (headers or {}).items():
+            h.send_header(name, value)
+        h.end_headers()
+        h.wfile.write(raw)
 
-            def _route(self, method: str) -> None:
-                fake.requests.append((method, self.path))
-                if self.headers.get("Authorization") != f"Bearer {fake.token}":
-                    return self._reply(401, {"message": "Bad credentials"})
-                path, _, query = self.path.partition("?")
-                prefix = f"/repos/{fake.repository}"
-                if not path.startswith(prefix):
-                    return self._reply(404, {"message": "Not Found"})
-                rest = path[len(prefix):]
-                page = int(dict(p.split("=", 1) for p in query.split("&") if "=" in p).get("page", 1))
-                if m := re.fullmatch(r"/(commits|issues)/(\w+)/comments", rest):
-                    kind = "commit" if m.group(1) == "commits" else "issue"
-                    if method == "GET":
-                        items = fake.comments_on(kind, m.group(2))
-                        chunk = items[(page - 1) * PAGE_SIZE: page * PAGE_SIZE]
-                        headers = {}
-                        if page * PAGE_SIZE < len(items):
-                            headers["Link"] = f'<{fake.url}{path}?page={page + 1}>; rel="next"'
-                        return self._reply(200, [_public(c) for c in chunk], headers)
-                    comment = fake.add_comment(kind, m.group(2), self._body()["body"])
-                    return self._reply(201, _public(comment))
-                if m := re.fullmatch(r"/(issues/)?comments/(\d+)", rest):
-                    kind = "issue" if m.group(1) else "commit"
-                    for comment in fake.comments:
-                        if comment["id"] == int(m.group(2)) and comment["kind"] == kind and method == "PATCH":
-                            comment["body"] = self._body()["body"]
-                            return self._reply(200, _public(comment))
-                    return self._reply(404, {"message": "Not Found"})
-                if m := re.fullmatch(r"/statuses/([0-9a-f]{40})", rest):
-                    status = {"sha": m.group(1), **self._body()}
-                    fake.statuses.append(status)
-                    return self._reply(201, status)
-                if m := re.fullmatch(r"/pulls/(\d+)", rest):
-                    pull = fake.pulls.get(int(m.group(1)))
-                    return self._reply(200, pull) if pull else self._reply(404, {"message": "Not Found"})
-                return self._reply(404, {"message": "Not Found"})
-
-            def do_GET(self) -> None:
-                self._route("GET")
-
-            def do_POST(self) -> None:
-                self._route("POST")
-
-            def do_PATCH(self) -> None:
-                self._route("PATCH")
-
-        return Handler
-
-
-def _public(comment: dict) -> dict:
-    return {"id": comment["id"], "body": comment["body"], "user": comment["user"],
-            "html_url": f"https://github.example/comment/{comment['id']}"}
+    def count(self, method: str | None = None) -> int:
+        return sum(1 for m, _, _ in self.requests if method in (None, m))

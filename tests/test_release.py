@@ -455,3 +455,23 @@ def test_the_release_grades_finished_lessons_in_practice_mode(course, tmp_path):
     assert data["xp"] == data["xp_max"] == sum(lesson.xp for lesson in course.lessons)
     text = grade_in(out).stdout
     assert "nota de práctica" in " ".join(text.split()).lower()
+
+
+def test_the_release_grades_with_hidden_graders_fetched_elsewhere(course, tmp_path):
+    """What the release's workflow does with the token: the instructor's graders checked out
+    into another folder (AUTOGRADER_GRADERS), run by the release's own engine."""
+    out = tmp_path / "release"
+    build_release(course, out, graders_ref=REF)
+    fetched = tmp_path / "private-checkout" / "autograder" / "graders"
+    shutil.copytree(ROOT / "autograder" / "graders", fetched, ignore=shutil.ignore_patterns("__pycache__"))
+    lesson = course.lessons[0]
+    env = {key: value for key, value in os.environ.items() if key not in ("AUTOGRADER_COURSE", "PYTHONPATH")}
+    env.update(PYTHONPATH=str(out), AUTOGRADER_GRADERS=str(fetched))
+    proc = subprocess.run([sys.executable, "-m", "autograder", "grade", lesson.id, "--format", "json",
+                           "--submission", str(ROOT / "solutions" / lesson.folder)],
+                          cwd=out, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["practice"] is False and data["lessons"][0]["mode"] == "hidden"
+    assert {c["id"] for c in data["lessons"][0]["checks"]} == {spec.id for spec in lesson.checks}
+    assert data["score"] == data["max_score"] and data["xp"] == lesson.xp

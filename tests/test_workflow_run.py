@@ -46,16 +46,23 @@ def git(cwd: Path, *args: str, env: dict | None = None) -> str:
 class LearnerRepo:
     """The learner's repository on "GitHub" (a bare repo) and their own working copy."""
 
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, release: Path | None = None) -> None:
         self.tmp = tmp
         self.origin = tmp / "origin.git"
         git(tmp, "init", "--bare", "-b", "main", str(self.origin))
         self.work = tmp / "work"
-        self.work.mkdir()
-        for name in ("course.yml", "pyproject.toml"):
-            shutil.copy(ROOT / name, self.work / name)
-        shutil.copytree(ROOT / "exercises", self.work / "exercises", ignore=shutil.ignore_patterns("__pycache__"))
-        shutil.copytree(ROOT / ".github", self.work / ".github")
+        # The instructor's repository (graders inside the installed engine), or a student
+        # release (its own engine, no hidden graders) run with that engine.
+        self.release = release is not None
+        if release is not None:
+            shutil.copytree(release, self.work)
+        else:
+            self.work.mkdir()
+            for name in ("course.yml", "pyproject.toml"):
+                shutil.copy(ROOT / name, self.work / name)
+            shutil.copytree(ROOT / "exercises", self.work / "exercises",
+                            ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(ROOT / ".github", self.work / ".github")
         git(self.work, "init", "-b", "main")
         git(self.work, "remote", "add", "origin", str(self.origin))
         self.commit("Curso inicial", date=day(-3))
@@ -103,7 +110,9 @@ class LearnerRepo:
                   "repository": api.repository, "server_url": "https://github.example", "api_url": api.url,
                   "run_id": str(1000 + self.runs), "event_path": str(event_path), "token": api.token,
                   "workspace": str(workspace), "event": event or {}}
-        return LocalRunner(WORKFLOW, "grade", workspace, temp, github=github), workspace
+        # A release's `pip install -e .` would install its own engine: PYTHONPATH stands in.
+        extra = {"PYTHONPATH": str(workspace)} if self.release else {}
+        return LocalRunner(WORKFLOW, "grade", workspace, temp, github=github, extra_env=extra), workspace
 
 
 @pytest.fixture
@@ -237,7 +246,7 @@ def test_a_pull_request_is_graded_but_writes_nothing(repo, api, lesson03):
     skipped = {s.name for s in job.steps if s.outcome == "skipped"}
     assert {"Record the grade in the history (grades branch)", "Comment on the commit",
             "Show the XP as a commit status"} <= skipped
-    assert repo.history() == [] and api.comments == [] and api.statuses == []
+    assert repo.history() == [] and api.all_comments() == [] and api.statuses == []
     assert json.loads((job.artifacts / "autograder-results" / "pr.json").read_text()) == {"number": 7, "head_sha": head}
     assert "**XP 50/50**" in job.summary
 
@@ -290,4 +299,24 @@ def test_a_forged_pull_request_number_is_refused(repo, api, lesson03, tmp_path):
     job = _comment_runner(repo, api, forged, head).run()
     step = [s for s in job.steps if s.kind == "run"][0]
     assert step.outcome == "failure" and "not the graded commit" in step.stderr
-    assert api.comments == [] and api.statuses == []
+    assert api.all_comments() == [] and api.statuses == []
+
+
+def test_a_release_without_the_graders_token_says_practice_grade_everywhere(tmp_path, api, course):
+    from autograder.release import build_release
+
+    release = tmp_path / "release"
+    build_release(course, release, graders_ref="0123456789abcdef0123456789abcdef01234567")
+    (tmp_path / "learner").mkdir()
+    learner = LearnerRepo(tmp_path / "learner", release=release)
+    sha = learner.commit("Primer push", date=day(-1, 10))
+    job, _ = learner.run(sha, api)
+    assert all(s.outcome != "failure" for s in job.steps), [s.stderr[-1500:] for s in job.steps]
+    assert job.step("Fetch the hidden graders").outcome == "skipped"  # no variable, no secret
+    results = json.loads((job.artifacts / "autograder-results" / "results.json").read_text(encoding="utf-8"))
+    assert results["practice"] is True
+    assert "Nota de práctica" in job.summary
+    assert any("nota de práctica" in w for w in job.annotations("warning"))
+    assert "Nota de práctica" in api.comments_on("commit", sha)[0]["body"]
+    assert api.statuses[0]["description"] == "XP 0/50 (nota de práctica)"
+    assert [r["lessons"][0]["mode"] for r in learner.history()] == ["practice"]

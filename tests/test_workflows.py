@@ -90,3 +90,14 @@ def test_comment_workflow_never_runs_the_pull_requests_code():
     assert "ref" not in (checkout.get("with") or {}) and "repository" not in (checkout.get("with") or {})
     runs = [s["run"] for s in job["steps"] if "run" in s]
     assert runs and all(not re.search(r"\bpip install\b|\bautograder grade\b|\bpytest\b", r) for r in runs)
+
+
+def test_the_release_workflows_pass_actionlint(course, tmp_path):
+    from autograder.release import build_release
+
+    out = tmp_path / "release"
+    build_release(course, out, graders_ref="0123456789abcdef0123456789abcdef01234567")
+    workflows = sorted((out / ".github" / "workflows").glob("*.yml"))
+    assert [p.name for p in workflows] == ["grade-comment.yml", "grade.yml"]
+    proc = _actionlint(workflows, out)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
