@@ -545,6 +545,12 @@ class Sandbox:
         self._modules[name] = handle
         return handle
 
+    def library(self, name: str) -> Handle:
+        """A handle to a library module in the worker ("torch", "numpy" or "math"), e.g. to
+        build a torch.Generator there: sandbox.call(sandbox.getattr(sandbox.library("torch"),
+        "Generator"))."""
+        return self.request("library", module=name)
+
     def getattr(self, target: Handle, name: str) -> Any:
         return self.request("getattr", target=target, name=name)
 

@@ -1,61 +1,14 @@
-"""Lesson 03's catalog of variant submissions, used to prove its hidden graders.
-
-Each variant is one exact text substitution on a finished solution file (the file in
-solutions/03-atencion-causal/ with its region markers stripped):
-
-- BUGGY: a realistic learner mistake. The graders must catch it: the lesson is not completed
-  and at least one failed check names the TODO where the mistake lives (`todo`; None when the
-  mistake is outside every TODO region, and then any failed check will do).
-- CORRECT: a different but correct way to write the same thing. It must get full marks.
-
-`find` must occur exactly once in the file, so that an edit of the solution cannot silently
-disarm a variant (`Variant.apply` asserts it, naming the variant). A `find` may span several
-lines, which is how a variant replaces a whole function body.
-
-A plain module (no tests here): tests/test_lesson03_variants.py grades every variant.
+"""Lesson 03's catalog of variant submissions (see tests/variants.py for the rules), used to
+prove its hidden graders. Each variant edits a file of solutions/03-atencion-causal/ with its
+region markers stripped. A plain module: tests/test_variants.py grades every variant.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from variants import Variant
 
 ATTN = "attention.py"
 NP = "attention_numpy.py"
-
-
-@dataclass(frozen=True)
-class Variant:
-    name: str
-    file: str
-    find: str
-    replace: str
-    todo: str | None = None  # the TODO a failing check must name (None: any failed check)
-    note: str = ""  # what the learner did, in a few words
-    also: tuple[tuple[str, str], ...] = ()  # further (find, replace) pairs in the same file
-    # Attribution: None makes no claim (a crash fails every check alike); a tuple lists the
-    # other TODOs whose checks may fail too, and then a failed check naming any TODO not in
-    # (todo, *collateral) is a misattribution (checks of no TODO may always fail).
-    collateral: tuple[str, ...] | None = None
-
-    @property
-    def substitutions(self) -> tuple[tuple[str, str], ...]:
-        return ((self.find, self.replace), *self.also)
-
-    def occurrences(self, files: dict[str, str]) -> list[int]:
-        """How many times each `find` occurs in the untouched file (each must be 1)."""
-        return [files[self.file].count(find) for find, _ in self.substitutions]
-
-    def apply(self, files: dict[str, str]) -> dict[str, str]:
-        """{file: text} with this variant's substitutions made; only the changed file."""
-        text = files[self.file]
-        for find, replace in self.substitutions:
-            count = text.count(find)
-            assert count == 1, (
-                f"variant {self.name!r}: its `find` text occurs {count} times in {self.file} "
-                f"(it must occur exactly once; did the solution change?):\n{find}"
-            )
-            text = text.replace(find, replace)
-        return {self.file: text}
 
 
 # --------------------------------------------------------------------------- fragments

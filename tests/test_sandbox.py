@@ -741,3 +741,22 @@ def test_process_limit_counts_from_what_the_user_already_runs(tmp_path):
         started, failed = sandbox.call(sandbox.getattr(sandbox.module("tiny"), "fork_many"), 40, marker)
         assert started <= 8 + 64 and failed >= 40 - 8 - 64 and failed > 0
     assert wait_no_survivors(marker) == []
+
+
+def test_a_grader_can_build_a_library_object_in_the_worker_but_import_nothing_else(tmp_path):
+    """sandbox.library: a torch.Generator made in the worker, passed to the learner's function."""
+    folder = tmp_path / "sub"
+    folder.mkdir()
+    (folder / "data.py").write_text(
+        "import torch\n\ndef draw(generator):\n    return torch.randint(0, 1000, (3,), generator=generator)\n",
+        encoding="utf-8")
+    with Sandbox(folder) as sandbox:
+        torch_handle = sandbox.library("torch")
+        first = sandbox.call(sandbox.getattr(torch_handle, "Generator"))
+        second = sandbox.call(sandbox.getattr(torch_handle, "Generator"))
+        sandbox.call(first, 1234, method="manual_seed")
+        sandbox.call(second, 1234, method="manual_seed")
+        draw = sandbox.getattr(sandbox.module("data"), "draw")
+        assert sandbox.call(draw, first).tolist() == sandbox.call(draw, second).tolist()
+        with pytest.raises(StudentError, match="not available to graders"):
+            sandbox.library("os")

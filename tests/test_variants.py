@@ -1,6 +1,6 @@
-"""Prove lesson 03's hidden graders against a catalog of variant submissions.
+"""Prove every lesson's hidden graders against its catalog of variant submissions.
 
-Every buggy variant (tests/lesson03_variants.py) must be caught by a check of the TODO where
+Every buggy variant (tests/lessonNN_variants.py, one module per lesson in course.yml) must be caught by a check of the TODO where
 the mistake lives, with a message a learner can read (no raw Python traceback), and where the
 catalog says so, without failing checks of unrelated TODOs; every correct-but-different
 variant must get full marks. Each grading runs the real engine with real worker processes
@@ -9,12 +9,24 @@ variant must get full marks. Each grading runs the real engine with real worker 
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
-from conftest import failed, solution_files
-from lesson03_variants import BUGGY, CORRECT, Variant
+from conftest import ROOT, failed, solution_files
+from variants import Variant
 
 from autograder.i18n import feedback_text
+from autograder.manifest import load_course
 from autograder.results import Status
+
+LESSONS = load_course(ROOT / "course.yml").lessons
+# Each lesson's catalog: tests/lesson<id>_variants.py with BUGGY and CORRECT lists.
+CATALOGS = {lesson.id: importlib.import_module(f"lesson{lesson.id}_variants") for lesson in LESSONS}
+BUGGY = [pytest.param(lesson, v, id=f"{lesson.id}:{v.name}") for lesson in LESSONS for v in CATALOGS[lesson.id].BUGGY]
+CORRECT = [pytest.param(lesson, v, id=f"{lesson.id}:{v.name}") for lesson in LESSONS
+           for v in CATALOGS[lesson.id].CORRECT]
+# The issue's floor for every lesson's catalog.
+MIN_BUGGY, MIN_CORRECT = 12, 3
 
 TRACEBACK_HEADER = "Traceback (most recent call last)"
 
@@ -27,13 +39,16 @@ def _report(result) -> str:
     return "\n".join(lines) or "(no failed checks)"
 
 
-def test_catalog_is_well_formed(lesson03):
-    files = solution_files(lesson03)
-    names = [v.name for v in BUGGY + CORRECT]
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda lesson: lesson.id)
+def test_catalog_is_well_formed(lesson):
+    catalog = CATALOGS[lesson.id]
+    assert len(catalog.BUGGY) >= MIN_BUGGY and len(catalog.CORRECT) >= MIN_CORRECT
+    files = solution_files(lesson)
+    names = [v.name for v in catalog.BUGGY + catalog.CORRECT]
     assert len(names) == len(set(names)), "variant names must be unique"
-    todos = {todo.id for todo in lesson03.todos}
+    todos = {todo.id for todo in lesson.todos}
     problems = []
-    for variant in BUGGY + CORRECT:
+    for variant in catalog.BUGGY + catalog.CORRECT:
         assert variant.file in files, f"variant {variant.name!r}: unknown file {variant.file}"
         counts = variant.occurrences(files)
         if variant.todo is not None and variant.todo not in todos:
@@ -45,9 +60,9 @@ def test_catalog_is_well_formed(lesson03):
     assert not problems, "\n".join(problems)
 
 
-@pytest.mark.parametrize("variant", BUGGY, ids=lambda v: v.name)
-def test_buggy_variant_is_caught(variant: Variant, lesson03, grade_files):
-    result = grade_files(variant.apply(solution_files(lesson03)))
+@pytest.mark.parametrize("lesson, variant", BUGGY)
+def test_buggy_variant_is_caught(lesson, variant: Variant, grade_files):
+    result = grade_files(variant.apply(solution_files(lesson)), lesson=lesson)
     assert not result.completed, f"{variant.name} ({variant.note}) escaped: the lesson was completed"
     caught = [c for c in failed(result) if variant.todo is None or c.todo == variant.todo]
     assert caught, (f"{variant.name} ({variant.note}): no failed check names TODO [{variant.todo}]; "
@@ -64,9 +79,9 @@ def test_buggy_variant_is_caught(variant: Variant, lesson03, grade_files):
             f"({', '.join(f'{c.id} [{c.todo}]' for c in misattributed)}):\n{_report(result)}")
 
 
-@pytest.mark.parametrize("variant", CORRECT, ids=lambda v: v.name)
-def test_correct_variant_gets_full_marks(variant: Variant, lesson03, grade_files):
-    result = grade_files(variant.apply(solution_files(lesson03)))
+@pytest.mark.parametrize("lesson, variant", CORRECT)
+def test_correct_variant_gets_full_marks(lesson, variant: Variant, grade_files):
+    result = grade_files(variant.apply(solution_files(lesson)), lesson=lesson)
     assert result.completed and result.score == result.max_score, (
         f"{variant.name} ({variant.note}) lost points "
         f"({result.score}/{result.max_score}):\n{_report(result)}")
