@@ -546,7 +546,7 @@ class Sandbox:
         return handle
 
     def library(self, name: str) -> Handle:
-        """A handle to a library module in the worker ("torch", "numpy" or "math"), e.g. to
+        """A handle to a library module in the worker (torch, numpy, math, functools), e.g. to
         build a torch.Generator there: sandbox.call(sandbox.getattr(sandbox.library("torch"),
         "Generator"))."""
         return self.request("library", module=name)

@@ -1,14 +1,18 @@
-"""Benchmark: wall time of `autograder grade 03` against `python -c "import torch"`.
+"""Benchmark: wall time of `autograder grade` per lesson and for the whole course, against
+`python -c "import torch"`.
 
 Run from the repository root:  python bench/bench_grade.py [--repeat N]
 Each command runs as a fresh process, alternating, so machine noise hits all of them alike;
-the medians are reported with their ratio to the torch import (goal: at most 2.5x).
+the medians are reported with their ratio to the torch import (goal for one lesson: at most
+2.5x). Every lesson in course.yml is graded on its solution; lesson 03 also on its stub; and
+the whole course on the solutions (a folder of NN-slug/ copies with the markers stripped).
 This is a measurement, never a test: shared machines are too noisy for timed assertions.
 """
 
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
 import subprocess
 import sys
@@ -29,13 +33,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
-    out = Path(tempfile.mkdtemp()) / "r.json"
-    grade = [sys.executable, "-m", "autograder", "grade", "03", "--format", "json", "--output", str(out)]
-    commands = {
-        "python -c 'import torch'": [sys.executable, "-c", "import torch"],
-        "grade 03 (solution)": grade + ["--submission", str(ROOT / "solutions" / "03-atencion-causal")],
-        "grade 03 (stub)": grade + ["--submission", str(ROOT / "exercises" / "03-atencion-causal")],
-    }
+    sys.path.insert(0, str(ROOT))
+    from autograder.manifest import load_course
+    from autograder.stubs import strip_markers
+
+    course = load_course(ROOT / "course.yml")
+    tmp = Path(tempfile.mkdtemp())
+    out = tmp / "r.json"
+    grade = [sys.executable, "-m", "autograder", "grade", "--format", "json", "--output", str(out)]
+    solved = tmp / "solved"
+    for lesson in course.lessons:
+        shutil.copytree(ROOT / "solutions" / lesson.folder, solved / lesson.folder)
+        for path in (solved / lesson.folder).glob("*"):
+            if path.suffix in (".py", ".yml"):
+                path.write_text(strip_markers(path.read_text(encoding="utf-8"), path.name), encoding="utf-8")
+    commands = {"python -c 'import torch'": [sys.executable, "-c", "import torch"]}
+    for lesson in course.lessons:
+        commands[f"grade {lesson.id} (solution)"] = grade + [lesson.id, "--submission", str(solved / lesson.folder)]
+    commands["grade 03 (stub)"] = grade + ["03", "--submission", str(ROOT / "exercises" / "03-atencion-causal")]
+    commands[f"grade all {len(course.lessons)} (solutions)"] = grade + ["--submission", str(solved)]
     wall(commands["python -c 'import torch'"])  # warm the file cache
     times: dict[str, list[float]] = {name: [] for name in commands}
     for _ in range(args.repeat):

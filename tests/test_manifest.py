@@ -34,6 +34,12 @@ def real_data() -> dict:
     return yaml.safe_load(REAL.read_text(encoding="utf-8"))
 
 
+# The malformed copies below break lesson 03 (the flagship, whose ids they name) wherever it
+# sits in the list, and a duplicate of it is appended after the last lesson.
+L03 = next(i for i, lesson in enumerate(real_data()["lessons"]) if lesson["id"] == "03")
+LAST = len(real_data()["lessons"])
+
+
 def write_manifest(tmp_path: Path, data: dict) -> Path:
     path = tmp_path / "course.yml"
     path.write_text(yaml.safe_dump(data, allow_unicode=True, sort_keys=False), encoding="utf-8")
@@ -113,62 +119,62 @@ def _delete(path: list):
 
 
 def _duplicate_check_id(data):
-    checks = data["lessons"][0]["checks"]
+    checks = data["lessons"][L03]["checks"]
     checks[1]["id"] = checks[0]["id"]
 
 
 def _duplicate_todo_id(data):
-    todos = data["lessons"][0]["todos"]
+    todos = data["lessons"][L03]["todos"]
     todos[1]["id"] = todos[0]["id"]
 
 
 def _duplicate_lesson(data):
-    data["lessons"].append(copy.deepcopy(data["lessons"][0]))
+    data["lessons"].append(copy.deepcopy(data["lessons"][L03]))
 
 
 MALFORMED = {
     "points-not-a-number": (
-        _set(["lessons", 0, "checks", 3, "points"], "x"),
-        r"lessons\[0\]\.checks\[3\]\.points: 'x' is not of type 'number'",
+        _set(["lessons", L03, "checks", 3, "points"], "x"),
+        rf"lessons\[{L03}\]\.checks\[3\]\.points: 'x' is not of type 'number'",
     ),
     "lesson-id-unquoted": (
-        _set(["lessons", 0, "id"], 3),
-        r"""lessons\[0\]\.id: 3 is not of type 'string'; write it quoted, with two digits: id: "03\"""",
+        _set(["lessons", L03, "id"], 3),
+        rf"""lessons\[{L03}\]\.id: 3 is not of type 'string'; write it quoted, with two digits: id: "03\"""",
     ),
     "lesson-id-three-digits": (
-        _set(["lessons", 0, "id"], "003"),
-        r"lessons\[0\]\.id: '003' is not valid here: Two digits",
+        _set(["lessons", L03, "id"], "003"),
+        rf"lessons\[{L03}\]\.id: '003' is not valid here: Two digits",
     ),
     "unknown-field": (
-        _set(["lessons", 0, "colour"], "red"),
-        r"lessons\[0\]: Additional properties are not allowed \('colour' was unexpected\); "
+        _set(["lessons", L03, "colour"], "red"),
+        rf"lessons\[{L03}\]: Additional properties are not allowed \('colour' was unexpected\); "
         r"allowed fields: id, slug",
     ),
     "unknown-top-level-field": (_set(["author"], "yo"), r"course\.yml: Additional properties .*'author'"),
     "missing-title-en": (
-        _delete(["lessons", 0, "title", "en"]),
-        r"lessons\[0\]\.title: 'en' is a required property",
+        _delete(["lessons", L03, "title", "en"]),
+        rf"lessons\[{L03}\]\.title: 'en' is a required property",
     ),
     "check-todo-unknown": (
-        _set(["lessons", 0, "checks", 0, "todo"], "nope"),
-        r"lessons\[0\]\.checks\[0\]\.todo: 'nope' is not a todo of this lesson; use null or one of np-mask,",
+        _set(["lessons", L03, "checks", 0, "todo"], "nope"),
+        rf"lessons\[{L03}\]\.checks\[0\]\.todo: 'nope' is not a todo of this lesson; use null or one of np-mask,",
     ),
     "duplicate-check-id": (
         _duplicate_check_id,
-        r"lessons\[0\]\.checks\[1\]\.id: 'np-mask' is already the id of lessons\[0\]\.checks\[0\]",
+        rf"lessons\[{L03}\]\.checks\[1\]\.id: 'np-mask' is already the id of lessons\[{L03}\]\.checks\[0\]",
     ),
     "duplicate-todo-id": (
         _duplicate_todo_id,
-        r"lessons\[0\]\.todos\[1\]\.id: 'np-mask' is already the id of lessons\[0\]\.todos\[0\]",
+        rf"lessons\[{L03}\]\.todos\[1\]\.id: 'np-mask' is already the id of lessons\[{L03}\]\.todos\[0\]",
     ),
-    "duplicate-lesson": (_duplicate_lesson, r"lessons\[1\]\.id: '03' is already the id of lessons\[0\]"),
+    "duplicate-lesson": (_duplicate_lesson, rf"lessons\[{LAST}\]\.id: '03' is already the id of lessons\[{L03}\]"),
     "todo-file-not-in-files": (
-        _set(["lessons", 0, "todos", 0, "file"], "other.py"),
-        r"lessons\[0\]\.todos\[0\]\.file: 'other\.py' is not one of lessons\[0\]\.files",
+        _set(["lessons", L03, "todos", 0, "file"], "other.py"),
+        rf"lessons\[{L03}\]\.todos\[0\]\.file: 'other\.py' is not one of lessons\[{L03}\]\.files",
     ),
     "todo-id-quiz-reserved": (
-        _set(["lessons", 0, "todos", 0, "id"], "quiz"),
-        r"lessons\[0\]\.todos\[0\]\.id: 'quiz' is reserved",
+        _set(["lessons", L03, "todos", 0, "id"], "quiz"),
+        rf"lessons\[{L03}\]\.todos\[0\]\.id: 'quiz' is reserved",
     ),
     "bad-timezone": (
         _set(["timezone"], "Europe/Madird"),
@@ -176,35 +182,35 @@ MALFORMED = {
     ),
     "bad-language": (_set(["language"], "fr"), r"language: 'fr' is not one of \['es', 'en'\]"),
     "slug-not-kebab": (
-        _set(["lessons", 0, "slug"], "Atencion_Causal"),
-        r"lessons\[0\]\.slug: 'Atencion_Causal' is not valid here: .*kebab-case",
+        _set(["lessons", L03, "slug"], "Atencion_Causal"),
+        rf"lessons\[{L03}\]\.slug: 'Atencion_Causal' is not valid here: .*kebab-case",
     ),
     "file-with-slash": (
-        _set(["lessons", 0, "files", 0], "sub/a.py"),
-        r"lessons\[0\]\.files\[0\]: 'sub/a\.py' is not valid here: A \.py file name without directories",
+        _set(["lessons", L03, "files", 0], "sub/a.py"),
+        rf"lessons\[{L03}\]\.files\[0\]: 'sub/a\.py' is not valid here: A \.py file name without directories",
     ),
     "file-not-python": (
-        _set(["lessons", 0, "files", 0], "a.txt"),
-        r"lessons\[0\]\.files\[0\]: 'a\.txt' is not valid here",
+        _set(["lessons", L03, "files", 0], "a.txt"),
+        rf"lessons\[{L03}\]\.files\[0\]: 'a\.txt' is not valid here",
     ),
     "graders-not-identifier": (
-        _set(["lessons", 0, "graders"], "lesson-03"),
-        r"lessons\[0\]\.graders: 'lesson-03' is not valid here: .*Python identifier",
+        _set(["lessons", L03, "graders"], "lesson-03"),
+        rf"lessons\[{L03}\]\.graders: 'lesson-03' is not valid here: .*Python identifier",
     ),
     "timeout-zero": (
-        _set(["lessons", 0, "checks", 2, "timeout"], 0),
-        r"lessons\[0\]\.checks\[2\]\.timeout: 0 is less than or equal to the minimum of 0",
+        _set(["lessons", L03, "checks", 2, "timeout"], 0),
+        rf"lessons\[{L03}\]\.checks\[2\]\.timeout: 0 is less than or equal to the minimum of 0",
     ),
     "negative-points": (
-        _set(["lessons", 0, "checks", 2, "points"], -1),
-        r"lessons\[0\]\.checks\[2\]\.points: -1 is less than the minimum of 0",
+        _set(["lessons", L03, "checks", 2, "points"], -1),
+        rf"lessons\[{L03}\]\.checks\[2\]\.points: -1 is less than the minimum of 0",
     ),
     "minutes-zero": (
-        _set(["lessons", 0, "minutes"], 0),
-        r"lessons\[0\]\.minutes: 0 is less than or equal to the minimum of 0",
+        _set(["lessons", L03, "minutes"], 0),
+        rf"lessons\[{L03}\]\.minutes: 0 is less than or equal to the minimum of 0",
     ),
     "no-lessons": (_set(["lessons"], []), r"lessons: \[\] should be non-empty"),
-    "missing-checks": (_delete(["lessons", 0, "checks"]), r"lessons\[0\]: 'checks' is a required property"),
+    "missing-checks": (_delete(["lessons", L03, "checks"]), rf"lessons\[{L03}\]: 'checks' is a required property"),
 }
 
 
@@ -223,11 +229,11 @@ def test_malformed_manifest_names_file_and_field(tmp_path, name):
 
 def test_every_problem_is_reported_at_once(tmp_path):
     data = real_data()
-    data["lessons"][0]["checks"][3]["points"] = "x"
-    data["lessons"][0]["title"].pop("en")
+    data["lessons"][L03]["checks"][3]["points"] = "x"
+    data["lessons"][L03]["title"].pop("en")
     message = str(pytest.raises(ManifestError, load_course, write_manifest(tmp_path, data)).value)
-    assert "lessons[0].checks[3].points" in message
-    assert "lessons[0].title: 'en' is a required property" in message
+    assert f"lessons[{L03}].checks[3].points" in message
+    assert f"lessons[{L03}].title: 'en' is a required property" in message
     assert len(message.splitlines()) == 2
 
 
@@ -247,7 +253,7 @@ def test_unquoted_lesson_id_in_yaml_text(tmp_path):
     path = tmp_path / "course.yml"
     path.write_text(REAL.read_text(encoding="utf-8").replace('id: "03"', "id: 03"), encoding="utf-8")
     message = str(pytest.raises(ManifestError, load_course, path).value)
-    assert "lessons[0].id: 3 is not of type 'string'; write it quoted, with two digits: id: \"03\"" in message
+    assert f"lessons[{L03}].id: 3 is not of type 'string'; write it quoted, with two digits: id: \"03\"" in message
 
 
 def test_missing_file(tmp_path):

@@ -290,13 +290,16 @@ def test_exercises_that_drifted_from_the_solutions_are_refused(course_copy, tmp_
 #     `],`, `"""`), so it says nothing about the answer;
 #   * a solution line that occurs in the stub the same solution file generates: it is written
 #     outside the regions (or is a `#=` line) and learners see it anyway;
+#   * a solution line that occurs in the repository's public engine code (autograder/ without
+#     the grader lesson folders): generic Python such as `else:` or `return out`, which says
+#     nothing about the answer (the same rule as for grader lines below, engine files only);
 #   * a grader line that occurs in a public engine file (autograder/ without any grader lesson
 #     folder) or a public exercise file (exercises/<lesson>/) of the course repository,
 #     such as `import torch`. These public files are read from the repository, never from
 #     the release, so a grader line copied into a release file is still caught.
-# Known limit: a grader line pasted into the repository's own engine would count as public;
-# solution lines have no such exemption, so a copied reference implementation is still
-# caught wherever it matches the solution.
+# Known limit: a secret line pasted into the repository's own engine would count as public;
+# the test reads those public files from the repository, so a leak into an exercise, a README
+# or a workflow is always caught.
 
 
 def _has_content(line: str) -> bool:
@@ -307,13 +310,13 @@ def _stripped_lines(text: str) -> set[str]:
     return {line.strip() for line in text.splitlines()}
 
 
-def public_lines() -> set[str]:
-    """Stripped lines of the repository's public engine and exercise files."""
+def public_lines(*, exercises: bool = True) -> set[str]:
+    """Stripped lines of the repository's public engine files (and exercise files)."""
     course = load_course(ROOT / "course.yml")
     hidden = {lesson.graders for lesson in course.lessons}
     paths = [ROOT / "autograder" / rel for rel in source_files(ROOT / "autograder")
              if not (rel.startswith("graders/") and rel.split("/")[1] in hidden)]
-    for lesson in course.lessons:
+    for lesson in course.lessons if exercises else ():
         folder = ROOT / "exercises" / lesson.folder
         paths += [folder / rel for rel in source_files(folder)]
     lines: set[str] = set()
@@ -328,6 +331,7 @@ def public_lines() -> set[str]:
 def secret_lines(course) -> dict[str, str]:
     """Every non-exempt secret line (stripped) -> where it comes from."""
     secrets: dict[str, str] = {}
+    engine = public_lines(exercises=False)
     for lesson in course.lessons:
         stubs = generate_lesson(lesson, ROOT / "solutions", ROOT / "exercises")
         for rel, stub in stubs.items():
@@ -338,7 +342,7 @@ def secret_lines(course) -> dict[str, str]:
             for region in parse_regions(path.read_text(encoding="utf-8"), rel):
                 for line in region.body:
                     line = line.strip()
-                    if _has_content(line) and line not in public:
+                    if _has_content(line) and line not in public and line not in engine:
                         secrets.setdefault(line, f"solutions/{lesson.folder}/{rel} (region {region.id})")
     public = public_lines()
     for lesson in course.lessons:

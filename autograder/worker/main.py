@@ -22,7 +22,7 @@ from typing import Any
 from autograder.protocol import FrameReader, ProtocolError, decode, encode, write_frame
 
 
-LIBRARIES = ("torch", "numpy", "math")
+LIBRARIES = ("torch", "numpy", "math", "functools")
 
 
 class Worker:

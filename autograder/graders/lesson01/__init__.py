@@ -1,0 +1,1 @@
+"""Hidden graders of lesson 01 (a character tokenizer, the train/validation split, batches)."""

@@ -1,0 +1,145 @@
+"""Helpers shared by lesson 01's graders: the learner's data.py behind the sandbox, short
+descriptions of what was called, and the hints that name a recognisable mistake."""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+from autograder.checks import describe_student_error, fail
+from autograder.feedback import truncate
+from autograder.protocol import Handle
+from autograder.results import message
+from autograder.sandbox import Sandbox, StudentError
+
+from . import reference as ref
+
+FILE = "data"
+SHOWN_CHARS = 240  # longer reprs are cut: a learner needs the start, not all 50 KB
+
+
+def function(sub: Sandbox, name: str):
+    return sub.getattr(sub.module(FILE), name)
+
+
+def show(value) -> str:
+    """A value as a learner would write it in Python, cut to a readable length."""
+    if isinstance(value, torch.Tensor):
+        value = value.tolist()
+    if isinstance(value, Handle):
+        return f"<{value.type}>"
+    return truncate(repr(value), SHOWN_CHARS)
+
+
+def type_name(value) -> str:
+    if isinstance(value, torch.Tensor) and value.device.type == "meta":
+        return "Tensor(device='meta')"
+    return value.type if isinstance(value, Handle) else type(value).__name__
+
+
+# ---------------------------------------------------------------- the tokenizer
+
+def construct(sub: Sandbox, text: str) -> Handle:
+    """The learner's CharTokenizer(text)."""
+    return sub.call(function(sub, "CharTokenizer"), text)
+
+
+def attribute(sub: Sandbox, tok: Handle, name: str, called):
+    """tok.<name>, failing with a clear message when the attribute does not exist."""
+    try:
+        return sub.getattr(tok, name)
+    except StudentError as err:
+        if err.type_name == "AttributeError" and err.todo_pending is None:
+            fail(called, message("lesson01.missing_attribute", name=name))
+        raise
+
+
+def with_vocabulary(sub: Sandbox, text: str) -> Handle:
+    """CharTokenizer(text) with the correct vocabulary put in place by the grader, so that
+    encode and decode are judged on their own: a bug in TODO [vocab] has checks of its own."""
+    tok = construct(sub, text)
+    chars = ref.vocabulary(text)
+    for name, value in (("chars", chars), ("vocab_size", len(chars)),
+                        ("stoi", {ch: i for i, ch in enumerate(chars)}),
+                        ("itos", {i: ch for i, ch in enumerate(chars)})):
+        sub.request("setattr", target=tok, name=name, value=value)
+    return tok
+
+
+def text_call(text: str) -> str:
+    return f"CharTokenizer({show(text)})"
+
+
+# ---------------------------------------------------------------- batches
+
+def worker_generator(sub: Sandbox, seed: int) -> Handle:
+    """A torch.Generator seeded with `seed`, built in the worker to hand to get_batch."""
+    generator = sub.call(sub.getattr(sub.library("torch"), "Generator"))
+    sub.call(generator, seed, method="manual_seed")
+    return generator
+
+
+def batch_call(n: int, block_size: int, batch_size: int, seed) -> dict:
+    """What get_batch was called with, in both languages (a message parameter)."""
+    return {
+        "es": (f"get_batch(data, block_size={block_size}, batch_size={batch_size}, generator) con data un "
+               f"tensor int64 de {n} valores distintos y generator un torch.Generator con semilla {seed}"),
+        "en": (f"get_batch(data, block_size={block_size}, batch_size={batch_size}, generator) with data an "
+               f"int64 tensor of {n} distinct values and generator a torch.Generator seeded with {seed}"),
+    }
+
+
+@contextlib.contextmanager
+def batch_hints(n: int, block_size: int):
+    """A learner's error from get_batch that says which mistake it is: a row shorter than the
+    others (a start past the end, or a slice of the wrong length), or randint with no room."""
+    try:
+        yield
+    except StudentError as err:
+        if err.todo_pending is None:
+            text = err.message
+            if "random_ expects 'from' to be less than 'to'" in text:
+                fail(describe_student_error(err, None, {}),
+                     message("lesson01.hint_randint_empty", n=n, T=block_size, high=n - block_size))
+            if "stack expects each tensor to be equal size" in text or "out of bounds" in text:
+                fail(describe_student_error(err, None, {}),
+                     message("lesson01.hint_short_row", n=n, T=block_size, last=n - block_size - 1))
+        raise
+
+
+def get_batch(sub: Sandbox, data: torch.Tensor, block_size: int, batch_size: int, seed: int,
+              *, global_seed: int | None = None):
+    """(called, x, y): what was called (a message) and the learner's get_batch result, with a
+    fresh worker generator seeded with `seed`; `global_seed` also reseeds torch's global
+    generator first (to catch code that draws from it)."""
+    called = message("lesson01.called", call=batch_call(len(data), block_size, batch_size, seed))
+    generator = worker_generator(sub, seed)
+    with batch_hints(len(data), block_size):
+        result = sub.call_traced(function(sub, "get_batch"), data, block_size, batch_size, generator,
+                                 seed=global_seed)["value"]
+    if not (isinstance(result, (tuple, list)) and len(result) == 2):
+        fail(called, message("lesson01.batch_not_pair", got=type_name(result)))
+    for name, value in zip("xy", result):
+        if not has_values(value):
+            fail(called, message("lesson01.batch_not_tensor", name=name, got=type_name(value)))
+    return called, result[0].cpu(), result[1].cpu()
+
+
+def has_values(value) -> bool:
+    """A tensor whose values came back (not a meta tensor, which has only a shape)."""
+    return isinstance(value, torch.Tensor) and value.device.type != "meta"
+
+
+def as_rows(t: torch.Tensor, batch_size: int, block_size: int) -> torch.Tensor | None:
+    """t as (B, T) rows: as it is, or transposed when it came back (T, B) (a shape bug that
+    checks of TODO [targets-shift] report); None when it is neither."""
+    if tuple(t.shape) == (batch_size, block_size):
+        return t
+    if t.ndim == 2 and tuple(t.shape) == (block_size, batch_size):
+        return t.T
+    return None
+
+
+def positions(data: torch.Tensor) -> dict[int, int]:
+    return {int(v): i for i, v in enumerate(data.tolist())}

@@ -1,0 +1,86 @@
+"""Hidden checks of split (TODO [split]): the order of the text is kept, train first, and
+val holds val_fraction of the tokens (rounded either way)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from autograder.checks import fail
+from autograder.results import message
+
+from . import reference as ref
+from .harness import function, has_values, show, type_name
+
+# (n, val_fraction); None: the default, 0.1. Each exact n * fraction is also checked by
+# ref.val_sizes, so both usual roundings (int(n * (1 - f)) for train, int(n * f) for val) pass.
+ORDER_CASES = ((40, 0.25), (37, 0.3))
+SIZE_CASES = ((1000, None), (40, 0.25), (7, 0.5), (200, 0.05), (37, 0.3))
+
+
+def _split(submission, data: torch.Tensor, fraction):
+    args = (data,) if fraction is None else (data, fraction)
+    shown = "split(data)" if fraction is None else f"split(data, {fraction})"
+    called = message("lesson01.called", call={
+        "es": f"{shown} con data un tensor int64 de {len(data)} valores distintos",
+        "en": f"{shown} with data an int64 tensor of {len(data)} distinct values"})
+    result = submission.call(function(submission, "split"), *args)
+    if not (isinstance(result, (tuple, list)) and len(result) == 2):
+        fail(called, message("lesson01.split_not_pair", got=type_name(result)))
+    return called, result[0], result[1]
+
+
+@pytest.mark.check("split-order")
+def test_split_order(submission, check_seed):
+    gen = torch.Generator().manual_seed(check_seed)
+    for n, fraction in ORDER_CASES:
+        data = ref.distinct_data(n, gen)
+        called, train, val = _split(submission, data, fraction)
+        for name, part in (("train", train), ("val", val)):
+            if not has_values(part):
+                fail(called, message("lesson01.split_not_tensor", name=name, got=type_name(part)))
+        train, val = train.cpu().reshape(-1), val.cpu().reshape(-1)
+        joined = torch.cat([train, val.to(train.dtype)])
+        if torch.equal(joined, data):
+            continue
+        got = message("lesson01.split_got", train=show(train), val=show(val), data=show(data))
+        if len(joined) != n:
+            fail(called, got, message("lesson01.split_lost", count=len(joined), n=n))
+        if torch.equal(torch.cat([val, train.to(val.dtype)]), data):
+            fail(called, got, message("lesson01.split_swapped"))
+        if torch.equal(joined.sort().values, data.sort().values):
+            fail(called, got, message("lesson01.split_shuffled"))
+        fail(called, got, message("lesson01.split_not_pieces"))
+
+
+@pytest.mark.check("split-fraction")
+def test_split_fraction(submission, check_seed):
+    gen = torch.Generator().manual_seed(check_seed)
+    for n, fraction in SIZE_CASES:
+        data = ref.distinct_data(n, gen)
+        called, train, val = _split(submission, data, fraction)
+        f = 0.1 if fraction is None else fraction
+        sizes = sorted(ref.val_sizes(n, f))
+        n_train, n_val = _length(train, called, "train"), _length(val, called, "val")
+        if n_train + n_val != n:
+            fail(called, message("lesson01.split_lost", count=n_train + n_val, n=n))
+        if n_val in sizes:
+            continue
+        expected = ", ".join(str(s) for s in sizes)
+        hint = None
+        if n_val in ref.val_sizes(n, 1 - f):
+            hint = message("lesson01.split_inverted", f=f)
+        elif fraction is not None and n_val in ref.val_sizes(n, 0.1):
+            hint = message("lesson01.split_ignores_fraction", f=f)
+        elif fraction is None:
+            hint = message("lesson01.split_default")
+        fail(called, message("lesson01.split_sizes", train=n_train, val=n_val, n=n, f=f,
+                             exact=f"{n * f:g}", expected=expected), hint)
+
+
+def _length(part, called, name: str) -> int:
+    if isinstance(part, torch.Tensor) and part.ndim >= 1:
+        return int(part.shape[0])
+    if isinstance(part, (list, tuple)):
+        return len(part)
+    fail(called, message("lesson01.split_not_tensor", name=name, got=type_name(part)))

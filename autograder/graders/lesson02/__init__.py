@@ -1,0 +1,1 @@
+"""Hidden graders of lesson 02 (embeddings and the bigram model)."""

@@ -1,0 +1,273 @@
+"""Helpers shared by lesson 02's graders: the learner's modules behind the sandbox with
+trusted weights loaded, a bigram model built from torch parts for generate, and the hints
+that name a recognisable mistake from the error it raises."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+
+import torch
+
+from autograder.checks import describe_student_error, fail
+from autograder.results import message
+from autograder.sandbox import Sandbox, StudentError
+
+FILE = "bigram"
+MULTINOMIAL = "torch.multinomial"
+# B, T, V and C all different (and T < block_size), so that an axis mixed up cannot hide.
+BIGRAM = {"V": 13, "B": 3, "T": 7}
+EMBED = {"V": 13, "C": 10, "block_size": 9, "B": 2, "T": 6}
+ATOL = RTOL = 1e-5
+
+
+def generator(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def tokens(B: int, T: int, V: int, gen: torch.Generator) -> torch.Tensor:
+    return torch.randint(0, V, (B, T), generator=gen)
+
+
+def function(sub: Sandbox, name: str):
+    return sub.getattr(sub.module(FILE), name)
+
+
+def load_weights(sub: Sandbox, handle, weights: dict, call: str) -> None:
+    missing, _unexpected = sub.call(handle, weights, method="load_state_dict", strict=False)
+    absent = [key for key in weights if key in missing]
+    if absent:
+        fail(message("lesson02.weights_missing", keys=", ".join(absent), call=call))
+
+
+class LearnerBigram:
+    """A learner's BigramLanguageModel in the worker, holding a table drawn by the grader."""
+
+    def __init__(self, sub: Sandbox, V: int, table: torch.Tensor) -> None:
+        self.sub, self.V, self.table = sub, V, table
+        self.handle = sub.call(function(sub, "BigramLanguageModel"), V)
+        load_weights(sub, self.handle, {"token_embedding_table.weight": table}, self.call_text)
+        sub.call(self.handle, method="eval")
+
+    @property
+    def call_text(self) -> str:
+        return f"BigramLanguageModel({self.V})"
+
+    def called(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
+        if targets is None:
+            return message("lesson02.called_bigram", call=self.call_text, shape=tuple(idx.shape))
+        return message("lesson02.called_bigram_targets", call=self.call_text, shape=tuple(idx.shape))
+
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, *, with_targets: bool = True,
+                pair: bool = True):
+        """(logits, loss) as the learner's forward returns them; fails unless it is a pair.
+
+        With pair=False a bare tensor is taken as the logits (loss None): returning only the
+        logits without targets is the loss code's mistake, which loss-none reports."""
+        with loss_hints(idx.shape, self.V):
+            if targets is None and not with_targets:
+                result = self.sub.call(self.handle, idx)
+            else:
+                result = self.sub.call(self.handle, idx, targets)
+        if not pair and isinstance(result, torch.Tensor):
+            return result, None
+        if not (isinstance(result, tuple) and len(result) == 2):
+            got = type(result).__name__ if not isinstance(result, torch.Tensor) else f"Tensor{tuple(result.shape)}"
+            fail(self.called(idx, targets), message("lesson02.not_a_pair", got=got))
+        return result
+
+    def logits(self, idx: torch.Tensor, targets: torch.Tensor | None = None, *, with_targets: bool = True,
+               pair: bool = True):
+        logits, loss = self.forward(idx, targets, with_targets=with_targets, pair=pair)
+        expect_tensor(logits, self.called(idx, targets), "lesson02.what_logits")
+        return logits, loss
+
+
+def expect_tensor(value, called, what_key: str) -> None:
+    if not isinstance(value, torch.Tensor) or value.device.type == "meta" or value.is_complex():
+        got = type(value).__name__ if not isinstance(value, torch.Tensor) else f"Tensor(device={value.device.type})"
+        fail(called, message("lesson02.not_a_tensor", what=message(what_key), got=got))
+
+
+class LearnerEmbedding:
+    """A learner's TokenPositionEmbedding in the worker, holding tables drawn by the grader."""
+
+    def __init__(self, sub: Sandbox, cfg: dict, gen: torch.Generator) -> None:
+        self.sub, self.cfg = sub, cfg
+        V, C, bs = cfg["V"], cfg["C"], cfg["block_size"]
+        self.tok = torch.randn(V, C, generator=gen)
+        self.pos = torch.randn(bs, C, generator=gen)
+        self.handle = sub.call(function(sub, "TokenPositionEmbedding"), V, C, bs)
+        load_weights(sub, self.handle, {"token_embedding_table.weight": self.tok,
+                                        "position_embedding_table.weight": self.pos}, self.call_text)
+        sub.call(self.handle, method="eval")
+
+    @property
+    def call_text(self) -> str:
+        c = self.cfg
+        return f"TokenPositionEmbedding({c['V']}, {c['C']}, {c['block_size']})"
+
+    def called(self, idx: torch.Tensor, device: str = "cpu"):
+        key = "lesson02.called_embedding" if device == "cpu" else "lesson02.called_embedding_device"
+        return message(key, call=self.call_text, shape=tuple(idx.shape), device=device)
+
+    def forward(self, idx: torch.Tensor, handle=None, *, capture: bool = False) -> dict:
+        with position_hints(idx.shape[1], self.cfg):
+            return self.sub.call_traced(handle or self.handle, idx, capture=("position_embedding_table",) if capture else (),
+                                        no_grad=True)
+
+
+# ---------------------------------------------------------------- a model for generate
+
+
+class TableModel:
+    """A position-wise bigram model built in the worker from torch parts only, so that
+    generate's checks depend on no other TODO: an Embedding whose row i is the logits of the
+    token after i (shifted to be positive), then a ReLU RNN with identity input weights and no
+    recurrence, which passes each row through unchanged. Called as model(idx) it returns the
+    tuple (logits (B, T, V), h_n), as the learner's models return (logits, loss).
+
+    `table` holds the exact float32 logits; the trusted side replays generate with it.
+    """
+
+    SHIFT = 20.0  # softmax does not change; ReLU keeps every (now positive) logit
+
+    def __init__(self, sub: Sandbox, table: torch.Tensor) -> None:
+        self.V = table.shape[0]
+        self.table = (table + self.SHIFT).float()
+        assert bool((self.table > 0).all())
+        torch_h = sub.library("torch")
+        nn = sub.getattr(torch_h, "nn")
+        emb = sub.call(sub.getattr(nn, "Embedding"), self.V, self.V)
+        rnn = sub.call(sub.getattr(nn, "RNN"), self.V, self.V, nonlinearity="relu", bias=False, batch_first=True)
+        self.handle = sub.call(sub.getattr(nn, "Sequential"), emb, rnn)
+        sub.call(self.handle, {"0.weight": self.table, "1.weight_ih_l0": torch.eye(self.V),
+                               "1.weight_hh_l0": torch.zeros(self.V, self.V)}, method="load_state_dict")
+        sub.call(self.handle, method="eval")
+
+
+class Generate:
+    """The learner's generate(model, idx, max_new_tokens, generator=g), g a torch.Generator
+    built in the worker with a seed the grader knows."""
+
+    def __init__(self, sub: Sandbox, model: TableModel) -> None:
+        self.sub, self.model = sub, model
+        self.fn = function(sub, "generate")
+        self._torch = sub.library("torch")
+
+    def worker_generator(self, seed: int):
+        gen = self.sub.call(self.sub.getattr(self._torch, "Generator"))
+        return self.sub.call(gen, seed, method="manual_seed")
+
+    def called(self, idx: torch.Tensor, steps: int, seed: int, global_seed: int | None = None):
+        key = "lesson02.called_generate" if global_seed is None else "lesson02.called_generate_global"
+        return message(key, shape=tuple(idx.shape), steps=steps, V=self.model.V, seed=seed, global_seed=global_seed)
+
+    def run(self, idx: torch.Tensor, steps: int, seed: int, *, global_seed: int = 0, spy: bool = False) -> dict:
+        """{"value": the output, "spied": torch.multinomial's calls} with torch's global seed
+        set to `global_seed` first (so that a learner who ignores `generator` is
+        reproducible too, and can be told apart)."""
+        gen = self.worker_generator(seed)
+        with generate_hints(idx.shape, self.model.V):
+            result = self.sub.call_traced(self.fn, self.model.handle, idx, steps, generator=gen,
+                                          spy=(MULTINOMIAL,) if spy else (), seed=global_seed)
+        return result
+
+    def run_keeping_input(self, idx: torch.Tensor, steps: int, seed: int) -> tuple:
+        """(output, idx as the worker holds it after the call): generate is called through a
+        functools.partial built in the worker, which keeps its own reference to idx, so an
+        in-place change of the input can be seen."""
+        gen = self.worker_generator(seed)
+        partial = self.sub.getattr(self.sub.library("functools"), "partial")
+        with generate_hints(idx.shape, self.model.V):
+            bound = self.sub.call(partial, self.fn, self.model.handle, idx)
+            value = self.sub.call_traced(bound, steps, generator=gen, seed=0)["value"]
+        args = self.sub.getattr(bound, "args")
+        after = args[1] if isinstance(args, tuple) and len(args) == 2 else None
+        return value, after if isinstance(after, torch.Tensor) else None
+
+
+def expect_generated(out, idx: torch.Tensor, steps: int, called) -> torch.Tensor:
+    """The output must be a (B, T + steps) int64 tensor; a wrong length is diagnosed."""
+    B, T = idx.shape
+    if not isinstance(out, torch.Tensor) or out.device.type == "meta":
+        got = type(out).__name__ if not isinstance(out, torch.Tensor) else f"Tensor(device={out.device.type})"
+        fail(called, message("lesson02.generate_not_tensor", got=got))
+    expected = (B, T + steps)
+    if tuple(out.shape) != expected:
+        got = tuple(out.shape)
+        hint = None
+        if len(got) == 2 and got[0] == B:
+            if got[1] == T and steps > 0:
+                hint = message("lesson02.generate_no_growth")
+            elif got[1] in (steps, 1) and T != got[1]:
+                hint = message("lesson02.generate_only_new")
+            elif got[1] == T + 1 and steps > 1:
+                hint = message("lesson02.generate_one_step")
+        fail(called, message("lesson02.generate_shape", got=got, expected=expected), hint)
+    if out.dtype != torch.int64:
+        fail(called, message("lesson02.generate_dtype", got=str(out.dtype)))
+    return out
+
+
+# ---------------------------------------------------------------- errors with a known cause
+
+
+def _hint_for(err: StudentError, patterns) -> object | None:
+    if err.todo_pending is not None:
+        return None
+    text = err.message + "\n" + "\n".join(str(f.get("line", "")) for f in err.frames)
+    for pattern, make in patterns:
+        found = re.search(pattern, text)
+        if found:
+            hint = make(found)
+            if hint is not None:
+                return hint
+    return None
+
+
+@contextlib.contextmanager
+def _hinted(patterns):
+    try:
+        yield
+    except StudentError as err:
+        hint = _hint_for(err, patterns)
+        if hint is not None:
+            fail(describe_student_error(err, None, {}), hint)
+        raise
+
+
+def loss_hints(shape, V: int):
+    B, T = shape
+    return _hinted((
+        # F.cross_entropy on (B, T, V) logits: the classes are dim 1, so it wants targets (B, V).
+        (r"Expected target size \[\d+, \d+\], got \[\d+, \d+\]",
+         lambda m: message("lesson02.hint_ce_unflattened", T=T, V=V)),
+        (r"Expected input batch_size \((\d+)\) to match target batch_size \((\d+)\)",
+         lambda m: message("lesson02.hint_ce_batch", got_in=m[1], got_t=m[2], N=B * T)),
+        (r"one_hot", lambda m: message("lesson02.hint_one_hot", V=V)),
+        (r"'NoneType' object has no attribute|NoneType", lambda m: message("lesson02.hint_targets_none")),
+        (r"local variable 'loss'|cannot access local variable 'loss'|name 'loss' is not defined",
+         lambda m: message("lesson02.hint_loss_undefined")),
+    ))
+
+
+def position_hints(T: int, cfg: dict):
+    bs = cfg["block_size"]
+    return _hinted((
+        (r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)|"
+         r"broadcast a dimension of length (\d+)",
+         lambda m: message("lesson02.hint_positions_block_size", T=T, bs=bs) if T != bs else None),
+        (r"index out of range", lambda m: message("lesson02.hint_positions_index", bs=bs, top=cfg["V"] - 1)),
+        (r"Expected all tensors to be on the same device|on device|device type", lambda m: message("lesson02.hint_positions_device")),
+    ))
+
+
+def generate_hints(shape, V: int):
+    B, T = shape
+    return _hinted((
+        (r"prob_dist must be 1 or 2 dim", lambda m: message("lesson02.hint_probs_3d")),
+        (r"Sizes of tensors must match except in dimension 1", lambda m: message("lesson02.hint_cat_sizes", B=B)),
+        (r"invalid multinomial distribution|probability tensor contains", lambda m: message("lesson02.hint_probs_negative")),
+        (r"Tensors must have same number of dimensions", lambda m: message("lesson02.hint_cat_dims")),
+    ))

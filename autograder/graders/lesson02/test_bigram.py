@@ -1,0 +1,182 @@
+"""Hidden checks of BigramLanguageModel (TODOs embedding-lookup and loss-reshape).
+
+The model holds a table drawn by the grader (loaded with load_state_dict); the logits are
+judged against a one-hot reference on that table, and the loss against a float64
+cross-entropy of the learner's own logits, so that a lookup bug is not reported as a loss bug.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from autograder.checks import fail
+from autograder.feedback import compare
+from autograder.results import message
+
+from . import reference as ref
+from .harness import ATOL, BIGRAM, RTOL, LearnerBigram, generator, tokens
+
+
+def _model(submission, gen, V=BIGRAM["V"]):
+    return LearnerBigram(submission, V, ref.random_table(V, V, gen))
+
+
+def _matches(actual: torch.Tensor, expected: torch.Tensor) -> bool:
+    return (isinstance(actual, torch.Tensor) and tuple(actual.shape) == tuple(expected.shape)
+            and bool(torch.allclose(actual.double(), expected.double(), atol=1e-5, rtol=1e-5)))
+
+
+def _lookup_diagnoses(logits, W, idx):
+    """Messages for the lookups `logits` matches (shape-wise or value-wise)."""
+    B, T = idx.shape
+    V = W.shape[0]
+    right = ref.bigram_logits(W, idx)
+    candidates = [
+        (ref.bigram_logits(W, idx, lookup="columns"), "lesson02.diag_lookup_transposed"),
+        (W.double()[:, idx], "lesson02.diag_lookup_columns"),
+        (torch.softmax(right, dim=-1), "lesson02.diag_lookup_softmax"),
+        (torch.log_softmax(right, dim=-1), "lesson02.diag_lookup_softmax"),
+        (W.double(), "lesson02.diag_lookup_whole_table"),
+    ]
+    for expected, key in candidates:
+        if _matches(logits, expected):
+            return [message(key, V=V, B=B, T=T)]
+    return []
+
+
+def _unflatten_if_loss_did_it(logits, B, T, V):
+    """(B*T, V) logits come from the loss code flattening them (loss-reshape's business, see
+    loss-none); for the lookup, judge them as (B, T, V)."""
+    if isinstance(logits, torch.Tensor) and tuple(logits.shape) == (B * T, V):
+        return logits.reshape(B, T, V)
+    return logits
+
+
+# ---------------------------------------------------------------- TODO [embedding-lookup]
+
+@pytest.mark.check("logits-shape")
+def test_logits_shape(submission, check_seed):
+    gen = generator(check_seed)
+    V = BIGRAM["V"]
+    model = _model(submission, gen)
+    # The last case uses only the lower half of the vocabulary: a lookup that sizes the
+    # one-hot from the tokens it sees (F.one_hot without num_classes) shows up there.
+    for B, T, high in ((BIGRAM["B"], BIGRAM["T"], V), (1, 1, V), (4, 2, V // 2)):
+        idx = tokens(B, T, high, gen)
+        logits, _ = model.logits(idx, with_targets=False, pair=False)
+        called = model.called(idx)
+        shaped = _unflatten_if_loss_did_it(logits, B, T, V)
+        if tuple(shaped.shape) != (B, T, V):
+            fail(called, message("lesson02.logits_shape", got=tuple(logits.shape), expected=(B, T, V)),
+                 *_lookup_diagnoses(logits, model.table, idx), message("lesson02.lookup_hint"))
+        if logits.dtype != torch.float32:
+            fail(called, message("lesson02.logits_dtype", got=str(logits.dtype)))
+
+
+@pytest.mark.check("logits-lookup")
+def test_logits_lookup(submission, check_seed):
+    gen = generator(check_seed)
+    V, B, T = BIGRAM["V"], BIGRAM["B"], BIGRAM["T"]
+    model = _model(submission, gen)
+    idx = tokens(B, T, V, gen)
+    logits, _ = model.logits(idx, with_targets=False, pair=False)
+    expected = ref.bigram_logits(model.table, idx)
+    shaped = _unflatten_if_loss_did_it(logits, B, T, V)
+    if tuple(shaped.shape) != (B, T, V):
+        fail(model.called(idx), message("lesson02.logits_shape", got=tuple(logits.shape), expected=(B, T, V)),
+             *_lookup_diagnoses(logits, model.table, idx), message("lesson02.lookup_hint"))
+    problem = compare(shaped, expected.float(),
+                      what=message("lesson02.what_logits"), atol=ATOL, rtol=RTOL)
+    if problem:
+        fail(model.called(idx), problem, *_lookup_diagnoses(logits, model.table, idx), message("lesson02.lookup_hint"))
+
+
+# ---------------------------------------------------------------- TODO [loss-reshape]
+
+def _expect_unflattened_logits(logits, B, T, V, called, with_targets: bool) -> None:
+    """forward returns (B, T, V) logits with or without targets; flattened ones are the loss
+    code's doing. Any other shape is embedding-lookup's business: the loss cannot be judged."""
+    if tuple(logits.shape) == (B, T, V):
+        return
+    if tuple(logits.shape) == (B * T, V):
+        fail(called, message("lesson02.logits_flattened", got=tuple(logits.shape), expected=(B, T, V)))
+    if with_targets:
+        fail(called, message("lesson02.logits_shape", got=tuple(logits.shape), expected=(B, T, V)),
+             message("lesson02.loss_waits_for_lookup"))
+
+
+def _expect_scalar_loss(loss, called, B: int, T: int) -> None:
+    if loss is None:
+        fail(called, message("lesson02.loss_none_with_targets"))
+    if not isinstance(loss, torch.Tensor):
+        hint = "lesson02.loss_is_number" if isinstance(loss, (int, float)) else None
+        fail(called, message("lesson02.not_a_tensor", what=message("lesson02.what_loss"), got=type(loss).__name__),
+             message(hint) if hint else None)
+    if loss.device.type == "meta":
+        fail(called, message("lesson02.not_a_tensor", what=message("lesson02.what_loss"), got="Tensor(device=meta)"))
+    if loss.dim() != 0:
+        hint = "lesson02.loss_not_reduced" if loss.numel() in (B * T, B) else None
+        fail(called, message("lesson02.loss_shape", got=tuple(loss.shape)), message(hint) if hint else None)
+
+
+def _loss_check(submission, gen, V: int, B: int, T: int) -> None:
+    model = _model(submission, gen, V)
+    idx, targets = tokens(B, T, V, gen), tokens(B, T, V, gen)
+    called = model.called(idx, targets)
+    logits, loss = model.logits(idx, targets)
+    _expect_unflattened_logits(logits, B, T, V, called, with_targets=True)
+    _expect_scalar_loss(loss, called, B, T)
+    # Judged on the learner's own logits: only how the loss is formed counts here.
+    expected = ref.cross_entropy(logits, targets)
+    problem = compare(loss, expected.float(), what=message("lesson02.what_loss"), atol=ATOL, rtol=RTOL)
+    if problem is None:
+        return
+    variants = [(ref.cross_entropy(logits, targets, pairing="targets_transposed"), "lesson02.diag_loss_targets_transposed"),
+                (_time_major_logits(logits, targets), "lesson02.diag_loss_logits_transposed"),
+                (ref.cross_entropy(logits, targets, reduction="sum"), "lesson02.diag_loss_sum"),
+                (ref.cross_entropy(logits, targets, log_probs=False), "lesson02.diag_loss_no_log_softmax")]
+    if T == V:
+        variants.insert(0, (ref.cross_entropy(logits, targets, pairing="classes_T"), "lesson02.diag_loss_classes_T"))
+    diagnoses = [message(key, T=T, V=V, B=B) for value, key in variants
+                 if math.isclose(float(loss), float(value), rel_tol=1e-5, abs_tol=1e-6)]
+    fail(called, problem, *diagnoses[:1], message("lesson02.loss_hint", N=B * T, V=V))
+
+
+def _time_major_logits(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """The loss of logits flattened time-major ((T, B, V) -> (T*B, V)) against targets
+    flattened batch-major: each row meets the target of another position."""
+    B, T, V = logits.shape
+    shuffled = logits.double().transpose(0, 1).reshape(B * T, V).reshape(B, T, V)
+    return ref.cross_entropy(shuffled, targets)
+
+
+@pytest.mark.check("loss-value")
+def test_loss_value(submission, check_seed):
+    _loss_check(submission, generator(check_seed), BIGRAM["V"], BIGRAM["B"], BIGRAM["T"])
+
+
+@pytest.mark.check("loss-classes")
+def test_loss_classes(submission, check_seed):
+    """T == V: F.cross_entropy on unflattened (B, T, V) logits then runs without an error,
+    taking the T positions as the classes; only the value shows the mistake."""
+    _loss_check(submission, generator(check_seed), 5, 3, 5)
+
+
+@pytest.mark.check("loss-none")
+def test_loss_none(submission, check_seed):
+    gen = generator(check_seed)
+    V, B, T = BIGRAM["V"], BIGRAM["B"], BIGRAM["T"]
+    model = _model(submission, gen)
+    idx = tokens(B, T, V, gen)
+    for with_targets in (False, True):  # forward(idx), then forward(idx, None)
+        called = model.called(idx) if not with_targets else message("lesson02.called_bigram_none",
+                                                                    call=model.call_text, shape=(B, T))
+        logits, loss = model.logits(idx, None, with_targets=with_targets)
+        if loss is not None:
+            shown = f"{float(loss):.4g}" if isinstance(loss, torch.Tensor) and loss.numel() == 1 \
+                and loss.device.type != "meta" else type(loss).__name__
+            fail(called, message("lesson02.loss_without_targets", got=shown))
+        _expect_unflattened_logits(logits, B, T, V, called, with_targets=False)

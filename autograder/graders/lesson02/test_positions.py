@@ -1,0 +1,115 @@
+"""Hidden checks of TokenPositionEmbedding (TODO positions).
+
+The module holds tables drawn by the grader. Where positions are created is seen on the
+"meta" device (shapes without data, available on every machine): the module and idx move
+there, and the tensor that enters position_embedding_table must be on meta too. A tensor made
+with torch.arange(T) alone is born on the CPU, which on a GPU is an error.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from autograder.checks import fail
+from autograder.feedback import compare
+from autograder.results import message
+
+from . import reference as ref
+from .harness import ATOL, EMBED, RTOL, LearnerEmbedding, expect_tensor, generator, tokens
+
+
+def _output(emb: LearnerEmbedding, idx: torch.Tensor, called) -> torch.Tensor:
+    x = emb.forward(idx)["value"]
+    expect_tensor(x, called, "lesson02.what_x")
+    return x
+
+
+def _diagnoses(x, emb: LearnerEmbedding, idx: torch.Tensor) -> list:
+    B, T = idx.shape
+    C = emb.cfg["C"]
+    if tuple(x.shape) == (B, T, 2 * C):
+        return [message("lesson02.diag_positions_concat", C=C, twoC=2 * C)]
+    if tuple(x.shape) != (B, T, C):
+        return []
+    candidates = [(ref.token_position(emb.tok, emb.pos, idx, positions="none"), "lesson02.diag_positions_missing"),
+                  (ref.token_position(emb.tok, emb.pos, idx, positions="reversed"), "lesson02.diag_positions_reversed")]
+    if int(idx.max()) < emb.cfg["block_size"]:
+        candidates.append((ref.bigram_logits(emb.tok, idx) + ref.bigram_logits(emb.pos, idx),
+                           "lesson02.diag_positions_from_tokens"))
+    for expected, key in candidates:
+        if torch.allclose(x.double(), expected, atol=1e-5, rtol=1e-5):
+            return [message(key)]
+    return []
+
+
+@pytest.mark.check("positions-shape")
+def test_positions_shape(submission, check_seed):
+    gen = generator(check_seed)
+    cfg = EMBED
+    emb = LearnerEmbedding(submission, cfg, gen)
+    # T < block_size first: positions made for block_size instead of T show up there.
+    for B, T in ((cfg["B"], cfg["T"]), (cfg["B"], cfg["block_size"]), (3, 1)):
+        idx = tokens(B, T, cfg["V"], gen)
+        called = emb.called(idx)
+        x = _output(emb, idx, called)
+        expected = (B, T, cfg["C"])
+        if tuple(x.shape) != expected:
+            hint = None
+            if tuple(x.shape) == (B, cfg["block_size"], cfg["C"]) and T != cfg["block_size"]:
+                hint = message("lesson02.hint_positions_block_size", T=T, bs=cfg["block_size"])
+            fail(called, message("lesson02.x_shape", got=tuple(x.shape), expected=expected),
+                 hint, *([] if hint else _diagnoses(x, emb, idx)))
+        if x.dtype != torch.float32:
+            fail(called, message("lesson02.x_dtype", got=str(x.dtype)))
+
+
+@pytest.mark.check("positions-value")
+def test_positions_value(submission, check_seed):
+    gen = generator(check_seed)
+    cfg = EMBED
+    emb = LearnerEmbedding(submission, cfg, gen)
+    # Token ids below block_size in the second case, so that a position table indexed with
+    # the tokens runs (and can be named) instead of failing.
+    for B, T, high in ((cfg["B"], cfg["T"], cfg["V"]), (3, 4, cfg["block_size"])):
+        idx = tokens(B, T, high, gen)
+        called = emb.called(idx)
+        x = _output(emb, idx, called)
+        expected = ref.token_position(emb.tok, emb.pos, idx)
+        problem = compare(x, expected.float(), what=message("lesson02.what_x"), atol=ATOL, rtol=RTOL)
+        if problem:
+            fail(called, problem, *_diagnoses(x, emb, idx), message("lesson02.positions_hint"))
+
+
+@pytest.mark.check("positions-device")
+def test_positions_device(submission, check_seed):
+    gen = generator(check_seed)
+    cfg = EMBED
+    B, T = cfg["B"], cfg["T"]
+    devices = ["meta"] + (["cuda"] if torch.cuda.is_available() else [])
+    for device in devices:
+        emb = LearnerEmbedding(submission, cfg, gen)
+        moved = submission.call(emb.handle, device, method="to")
+        if device == "meta":
+            idx = torch.empty(B, T, dtype=torch.long, device="meta")
+            reference = None
+        else:
+            cpu_idx = tokens(B, T, cfg["V"], gen)
+            idx, reference = cpu_idx.to(device), ref.token_position(emb.tok, emb.pos, cpu_idx)
+        called = emb.called(idx, device=device)
+        traced = emb.forward(idx, moved, capture=True)
+        x = traced["value"]
+        if not isinstance(x, torch.Tensor):
+            fail(called, message("lesson02.not_a_tensor", what=message("lesson02.what_x"), got=type(x).__name__))
+        # What entered the position table: positions made on another device than idx.
+        for seen in traced["captured"]:
+            if seen.device.type != device:
+                fail(called, message("lesson02.positions_wrong_device", got=seen.device.type, device=device))
+        if x.device.type != device:
+            fail(called, message("lesson02.x_wrong_device", got=x.device.type, device=device))
+        if tuple(x.shape) != (B, T, cfg["C"]):
+            fail(called, message("lesson02.x_shape", got=tuple(x.shape), expected=(B, T, cfg["C"])))
+        if reference is not None:
+            problem = compare(x.cpu(), reference.float(), what=message("lesson02.what_x"), atol=ATOL, rtol=RTOL)
+            if problem:
+                fail(called, problem)

@@ -1,0 +1,174 @@
+"""Lesson 01's catalog of variant submissions (see tests/variants.py for the rules), used to
+prove its hidden graders. Each variant edits solutions/01-tokens-y-lotes/data.py with its
+region markers stripped. A plain module: tests/test_variants.py grades every variant.
+"""
+
+from __future__ import annotations
+
+from variants import Variant
+
+DATA = "data.py"
+
+
+# --------------------------------------------------------------------------- fragments
+# Exact lines of the marker-stripped solution that several variants edit.
+
+CHARS = "self.chars = sorted(set(text))"
+SIZE = "self.vocab_size = len(self.chars)"
+STOI = "self.stoi = {ch: i for i, ch in enumerate(self.chars)}"
+ITOS = "self.itos = {i: ch for i, ch in enumerate(self.chars)}"
+ENCODE = """\
+        ids = []
+        for pos, ch in enumerate(s):
+            if ch not in self.stoi:
+                msg = f"carácter desconocido {ch!r} en la posición {pos}: no está en el vocabulario"
+                raise ValueError(msg)
+            ids.append(self.stoi[ch])
+        return ids
+"""
+ERROR_TEXT = 'f"carácter desconocido {ch!r} en la posición {pos}: no está en el vocabulario"'
+DECODE = 'return "".join(self.itos[int(i)] for i in ids)'
+N_TRAIN = "n_train = int(len(data) * (1 - val_fraction))"
+SPLIT_RETURN = "return data[:n_train], data[n_train:]"
+IX = "ix = torch.randint(len(data) - block_size, (batch_size,), generator=generator)"
+X = "x = torch.stack([data[i : i + block_size] for i in ix])"
+Y = "y = torch.stack([data[i + 1 : i + 1 + block_size] for i in ix])"
+XY = f"""\
+    {X}  # (B, T)
+    {Y}  # (B, T)
+"""
+
+
+# --------------------------------------------------------------------------- buggy
+
+BUGGY: list[Variant] = [
+    # ---- TODO [vocab]
+    Variant("vocab-appearance-order", DATA, CHARS, "self.chars = list(dict.fromkeys(text))",
+            "vocab", "characters in order of appearance, not sorted", collateral=()),
+    Variant("vocab-reverse-sorted", DATA, CHARS, "self.chars = sorted(set(text), reverse=True)",
+            "vocab", "sorted in decreasing order", collateral=()),
+    Variant("vocab-duplicates", DATA, CHARS, "self.chars = sorted(text)",
+            "vocab", "sorted(text) keeps every repeated character", collateral=()),
+    Variant("vocab-lowercased", DATA, CHARS, "self.chars = sorted(set(text.lower()))",
+            "vocab", "vocabulary of the lowercased text: capitals are missing", collateral=()),
+    Variant("vocab-words", DATA, CHARS, "self.chars = sorted(set(text.split()))",
+            "vocab", "a vocabulary of words, not characters", collateral=()),
+    Variant("vocab-size-of-text", DATA, SIZE, "self.vocab_size = len(text)",
+            "vocab", "vocab_size counts the text, not the distinct characters", collateral=()),
+    Variant("stoi-from-set", DATA, STOI, "self.stoi = {ch: i for i, ch in enumerate(set(text))}",
+            "vocab", "stoi numbered in set order: stoi and itos are not inverses", collateral=()),
+    Variant("itos-copy-of-stoi", DATA, ITOS, "self.itos = {ch: i for i, ch in enumerate(self.chars)}",
+            "vocab", "itos copied from stoi: character -> id again", collateral=()),
+    # ---- TODO [encode-decode]
+    Variant("decode-joins-with-spaces", DATA, DECODE, 'return " ".join(self.itos[int(i)] for i in ids)',
+            "encode-decode", "decode puts a space between characters", collateral=()),
+    Variant("decode-returns-list", DATA, DECODE, "return [self.itos[int(i)] for i in ids]",
+            "encode-decode", "decode returns the list of characters", collateral=()),
+    Variant("encode-skips-unknown", DATA, ENCODE, "        return [self.stoi[ch] for ch in s if ch in self.stoi]\n",
+            "encode-decode", "unknown characters silently dropped", collateral=()),
+    Variant("encode-unknown-to-zero", DATA, ENCODE, "        return [self.stoi.get(ch, 0) for ch in s]\n",
+            "encode-decode", "unknown characters silently mapped to id 0", collateral=()),
+    Variant("encode-keyerror", DATA, ENCODE, "        return [self.stoi[ch] for ch in s]\n",
+            "encode-decode", "the dictionary's bare KeyError escapes", collateral=()),
+    Variant("encode-error-without-char", DATA, ERROR_TEXT, 'f"carácter desconocido en la posición {pos}"',
+            "encode-decode", "the error does not name the character", collateral=()),
+    Variant("encode-error-without-position", DATA, ERROR_TEXT, 'f"carácter desconocido {ch!r}"',
+            "encode-decode", "the error does not say where the character is", collateral=()),
+    Variant("encode-error-one-based", DATA, ERROR_TEXT,
+            'f"carácter desconocido {ch!r} en la posición {pos + 1}"',
+            "encode-decode", "the position counted from 1", collateral=()),
+    # ---- TODO [split]
+    Variant("split-shuffles", DATA, N_TRAIN,
+            f"data = data[torch.randperm(len(data))]\n    {N_TRAIN}",
+            "split", "shuffles the tokens before cutting", collateral=()),
+    Variant("split-fraction-inverted", DATA, N_TRAIN, "n_train = int(len(data) * val_fraction)",
+            "split", "val_fraction taken as the training fraction", collateral=()),
+    Variant("split-ignores-fraction", DATA, N_TRAIN, "n_train = int(len(data) * 0.9)",
+            "split", "always 10 % validation", collateral=()),
+    Variant("split-swapped", DATA, SPLIT_RETURN, "return data[n_train:], data[:n_train]",
+            "split", "returns (val, train)", collateral=()),
+    Variant("split-overlap", DATA, SPLIT_RETURN, "return data[:n_train + 1], data[n_train:]",
+            "split", "one token in both parts", collateral=()),
+    # ---- TODO [batch-offsets]
+    Variant("offsets-off-by-one", DATA, IX,
+            "ix = torch.randint(len(data) - block_size - 1, (batch_size,), generator=generator)",
+            "batch-offsets", "the last valid window can never come out", collateral=()),
+    # a start past the end breaks every get_batch call that draws it, rarely in targets-shift's
+    Variant("offsets-overflow", DATA, IX,
+            "ix = torch.randint(len(data) - block_size + 1, (batch_size,), generator=generator)",
+            "batch-offsets", "a start one past the last valid one: y comes out short",
+            collateral=("targets-shift",)),
+    Variant("offsets-whole-length", DATA, IX, "ix = torch.randint(len(data), (batch_size,), generator=generator)",
+            "batch-offsets", "starts anywhere in data: windows run past the end",
+            collateral=("targets-shift",)),
+    Variant("offsets-global-rng", DATA, IX, "ix = torch.randint(len(data) - block_size, (batch_size,))",
+            "batch-offsets", "ignores generator: draws from torch's global generator", collateral=()),
+    Variant("offsets-own-generator", DATA, IX,
+            "ix = torch.randint(len(data) - block_size, (batch_size,), generator=torch.Generator().manual_seed(0))",
+            "batch-offsets", "a fixed generator of its own", collateral=()),
+    Variant("offsets-constant", DATA, IX, "ix = torch.zeros(batch_size, dtype=torch.long)",
+            "batch-offsets", "every window starts at 0", collateral=()),
+    # ---- TODO [targets-shift]
+    Variant("targets-not-shifted", DATA, Y, "y = torch.stack([data[i : i + block_size] for i in ix])",
+            "targets-shift", "y equals x", collateral=()),
+    # data[i - 1 : ...] with i = 0 is empty: batch-range [batch-offsets] sees the error too
+    Variant("targets-shifted-left", DATA, Y, "y = torch.stack([data[i - 1 : i - 1 + block_size] for i in ix])",
+            "targets-shift", "y shifted the wrong way", collateral=("batch-offsets",)),
+    # y runs one past the end at the last window: batch-range [batch-offsets] sees the error too
+    Variant("targets-shifted-by-two", DATA, Y, "y = torch.stack([data[i + 2 : i + 2 + block_size] for i in ix])",
+            "targets-shift", "y shifted two positions", collateral=("batch-offsets",)),
+    Variant("targets-x-y-swapped", DATA, XY, """\
+    x = torch.stack([data[i + 1 : i + 1 + block_size] for i in ix])  # (B, T)
+    y = torch.stack([data[i : i + block_size] for i in ix])  # (B, T)
+""", "targets-shift", "x is the shifted one", collateral=()),
+    Variant("batch-returns-y-x", DATA, "    return x, y\n", "    return y, x\n",
+            "targets-shift", "returns (y, x)", collateral=()),
+    Variant("batch-float", DATA, X, "x = torch.stack([data[i : i + block_size] for i in ix]).float()",
+            "targets-shift", "x as float32: no longer ids", collateral=()),
+    Variant("batch-stacked-on-dim-1", DATA, XY, """\
+    x = torch.stack([data[i : i + block_size] for i in ix], dim=1)  # (T, B)
+    y = torch.stack([data[i + 1 : i + 1 + block_size] for i in ix], dim=1)  # (T, B)
+""", "targets-shift", "stacked along dim 1: (T, B)", collateral=()),
+]
+
+
+# --------------------------------------------------------------------------- correct
+
+CORRECT: list[Variant] = [
+    Variant("chars-dict-fromkeys", DATA, CHARS, "self.chars = sorted(list(dict.fromkeys(text)))",
+            note="sorted(dict.fromkeys(text)) instead of sorted(set(text))"),
+    Variant("stoi-zip", DATA, STOI, "self.stoi = dict(zip(self.chars, range(len(self.chars))))",
+            note="dict(zip(...)) instead of a comprehension"),
+    Variant("itos-from-stoi", DATA, ITOS, "self.itos = {i: ch for ch, i in self.stoi.items()}",
+            note="itos inverted from stoi"),
+    Variant("itos-list", DATA, ITOS, "self.itos = list(self.chars)",
+            note="itos as a list: itos[i] is still chars[i]"),
+    Variant("encode-try-except", DATA, ENCODE, """\
+        try:
+            return [self.stoi[ch] for ch in s]
+        except KeyError as err:
+            ch = err.args[0]
+            raise ValueError(f"{ch!r} (posición {s.index(ch)}) no está en el vocabulario") from None
+""", note="a comprehension, and the KeyError turned into a ValueError"),
+    Variant("decode-through-chars", DATA, DECODE, 'return "".join(self.chars[i] for i in ids)',
+            note="decode indexes chars"),
+    Variant("split-val-count-first", DATA, N_TRAIN, "n_train = len(data) - int(len(data) * val_fraction)",
+            note="rounds val down instead of train"),
+    Variant("split-round", DATA, N_TRAIN, "n_train = round(len(data) * (1 - val_fraction))",
+            note="round() instead of int()"),
+    Variant("offsets-low-and-high", DATA, IX,
+            "ix = torch.randint(0, len(data) - block_size, (batch_size,), generator=generator)",
+            note="randint(low, high, ...)"),
+    Variant("offsets-rand-floor", DATA, IX,
+            "ix = (torch.rand(batch_size, generator=generator) * (len(data) - block_size)).long()",
+            note="uniform floats scaled and floored: another random stream, same distribution"),
+    Variant("batch-index-matrix", DATA, XY, """\
+    pos = ix[:, None] + torch.arange(block_size)  # (B, T)
+    x = data[pos]  # (B, T)
+    y = data[pos + 1]  # (B, T)
+""", note="one index matrix instead of torch.stack"),
+    Variant("batch-unfold", DATA, XY, """\
+    windows = data.unfold(0, block_size + 1, 1)[ix]  # (B, T + 1)
+    x, y = windows[:, :-1], windows[:, 1:]  # (B, T), (B, T)
+""", note="windows of T + 1 tokens with unfold, then x and y from each"),
+]

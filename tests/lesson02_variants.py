@@ -1,0 +1,171 @@
+"""Lesson 02's catalog of variant submissions (see tests/variants.py for the rules), used to
+prove its hidden graders. Each variant edits solutions/02-bigrama/bigram.py with its region
+markers stripped. A plain module: tests/test_variants.py grades every variant.
+"""
+
+from __future__ import annotations
+
+from variants import Variant
+
+BG = "bigram.py"
+
+
+# --------------------------------------------------------------------------- fragments
+# Exact lines of the marker-stripped solution that several variants edit.
+
+LOOKUP = "logits = self.token_embedding_table(idx)  # (B, T, V)"
+LOSS_NONE = "            loss = None\n"
+LOSS_CALL = "loss = F.cross_entropy(logits.view(B * T, V), targets.view(B * T))"
+POS = "pos = torch.arange(T, dtype=torch.long, device=idx.device)  # (T,)"
+POS_ADD = "x = tok + self.position_embedding_table(pos)  # (B, T, C) + (T, C) -> (B, T, C)"
+LAST = "logits = logits[:, -1, :]  # (B, V)"
+PROBS = "probs = F.softmax(logits, dim=-1)  # (B, V)"
+DRAW = "idx_next = torch.multinomial(probs, num_samples=1, generator=generator)  # (B, 1)"
+CAT = "idx = torch.cat((idx, idx_next), dim=1)  # (B, T + 1)"
+
+
+# --------------------------------------------------------------------------- buggy
+
+BUGGY: list[Variant] = [
+    # ---- TODO [embedding-lookup]
+    Variant("lookup-transposed", BG, LOOKUP, "logits = self.token_embedding_table.weight.T[idx]",
+            "embedding-lookup", "looks up the columns of the table (its transpose)",
+            collateral=()),
+    # logits (V, B, T): the loss cannot be judged, loss-value says to fix the lookup first
+    Variant("lookup-columns", BG, LOOKUP, "logits = self.token_embedding_table.weight[:, idx]",
+            "embedding-lookup", "indexes the second axis of the table: (V, B, T)",
+            collateral=("loss-reshape",)),
+    Variant("lookup-one-hot-no-classes", BG, LOOKUP,
+            "logits = F.one_hot(idx).float() @ self.token_embedding_table.weight",
+            "embedding-lookup", "F.one_hot without num_classes: too few columns when idx misses the last tokens"),
+    Variant("lookup-softmax", BG, LOOKUP, "logits = F.softmax(self.token_embedding_table(idx), dim=-1)",
+            "embedding-lookup", "returns probabilities instead of logits",
+            collateral=()),
+    # ---- TODO [loss-reshape]
+    Variant("loss-unflattened", BG, LOSS_CALL, "loss = F.cross_entropy(logits, targets)",
+            "loss-reshape", "F.cross_entropy on (B, T, V): dim 1 (T) taken as the classes",
+            collateral=()),
+    Variant("loss-targets-transposed", BG, LOSS_CALL,
+            "loss = F.cross_entropy(logits.view(B * T, V), targets.transpose(0, 1).reshape(B * T))",
+            "loss-reshape", "targets flattened time-major, logits batch-major",
+            collateral=()),
+    Variant("loss-logits-time-major", BG, LOSS_CALL,
+            "loss = F.cross_entropy(logits.transpose(0, 1).reshape(B * T, V), targets.view(B * T))",
+            "loss-reshape", "logits flattened time-major, targets batch-major",
+            collateral=()),
+    Variant("loss-sum", BG, LOSS_CALL,
+            'loss = F.cross_entropy(logits.view(B * T, V), targets.view(B * T), reduction="sum")',
+            "loss-reshape", "sums the per-position losses instead of averaging them",
+            collateral=()),
+    Variant("loss-item", BG, LOSS_CALL,
+            "loss = F.cross_entropy(logits.view(B * T, V), targets.view(B * T)).item()",
+            "loss-reshape", "returns a Python float: no backward possible",
+            collateral=()),
+    Variant("loss-returns-flat-logits", BG, LOSS_CALL, """\
+logits = logits.view(B * T, V)
+            loss = F.cross_entropy(logits, targets.view(B * T))""",
+            "loss-reshape", "flattens logits in place and returns them (B*T, V)",
+            collateral=()),
+    Variant("loss-without-targets", BG, LOSS_NONE,
+            "            loss = F.cross_entropy(logits.view(-1, logits.size(-1)), idx.view(-1))\n",
+            "loss-reshape", "makes up targets (idx) and computes a loss without targets",
+            collateral=()),
+    Variant("loss-none-returns-logits-only", BG, LOSS_NONE, "            return logits\n",
+            "loss-reshape", "returns only the logits when there are no targets",
+            collateral=()),
+    # ---- TODO [positions]
+    Variant("positions-on-cpu", BG, POS, "pos = torch.arange(T, dtype=torch.long)  # (T,)",
+            "positions", "positions created on the CPU, not on idx's device",
+            collateral=()),
+    Variant("positions-block-size", BG, POS,
+            "pos = torch.arange(self.block_size, dtype=torch.long, device=idx.device)",
+            "positions", "block_size positions instead of T",
+            collateral=()),
+    Variant("positions-not-added", BG, POS_ADD, "x = tok",
+            "positions", "only the token embeddings",
+            collateral=()),
+    Variant("positions-from-tokens", BG, POS_ADD, "x = tok + self.position_embedding_table(idx)",
+            "positions", "looks up the token ids in the position table",
+            collateral=()),
+    Variant("positions-concatenated", BG, POS_ADD,
+            "x = torch.cat((tok, self.position_embedding_table(pos).expand(B, T, -1)), dim=-1)",
+            "positions", "concatenates token and position embeddings: (B, T, 2C)",
+            collateral=()),
+    # ---- TODO [last-step]
+    Variant("last-step-first", BG, LAST, "logits = logits[:, 0, :]",
+            "last-step", "samples from the first position's logits",
+            collateral=()),
+    Variant("last-step-mean", BG, LAST, "logits = logits.mean(dim=1)",
+            "last-step", "averages the logits of all positions",
+            collateral=()),
+    # multinomial draws B*T tokens: torch.cat fails, every generate check reports it
+    Variant("last-step-all-positions", BG, LAST, "logits = logits.reshape(-1, logits.size(-1))",
+            "last-step", "samples from every position: (B*T, V)"),
+    # (B, 1, V) probabilities: torch.multinomial fails, every generate check reports it
+    Variant("last-step-keepdim", BG, LAST, "logits = logits[:, -1:, :]",
+            "last-step", "keeps a time axis of length 1: (B, 1, V)"),
+    # (T, V) logits of the last sequence: T tokens drawn, torch.cat fails
+    Variant("last-step-batch-axis", BG, LAST, "logits = logits[-1]",
+            "last-step", "indexes the batch axis: the last sequence's (T, V) logits"),
+    # ---- TODO [sampling]
+    Variant("sampling-argmax", BG, DRAW, "idx_next = torch.argmax(probs, dim=-1, keepdim=True)",
+            "sampling", "greedy argmax instead of a random draw",
+            collateral=()),
+    Variant("sampling-global-rng", BG, DRAW, "idx_next = torch.multinomial(probs, num_samples=1)",
+            "sampling", "ignores the generator it receives",
+            collateral=()),
+    Variant("sampling-softmax-batch", BG, PROBS, "probs = F.softmax(logits, dim=0)",
+            "sampling", "softmax over the batch axis",
+            collateral=()),
+    Variant("sampling-no-softmax", BG, PROBS, "probs = logits",
+            "sampling", "draws with the logits as weights",
+            collateral=()),
+    # the output keeps the input's length: last-position cannot judge it either
+    Variant("sampling-no-concat", BG, CAT, "out = torch.cat((idx, idx_next), dim=1)",
+            "sampling", "concatenates into a new name and returns idx unchanged",
+            collateral=("last-step",)),
+    Variant("sampling-mutates-input", BG, CAT, "idx.data = torch.cat((idx, idx_next), dim=1)",
+            "sampling", "grows the caller's idx in place through .data",
+            collateral=()),
+]
+
+
+# --------------------------------------------------------------------------- correct
+
+CORRECT: list[Variant] = [
+    Variant("last-step-two-indices", BG, LAST, "logits = logits[:, -1]",
+            note="logits[:, -1] instead of logits[:, -1, :]"),
+    Variant("loss-reshape-minus-one", BG, LOSS_CALL,
+            "loss = F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1))",
+            note="reshape(-1, V) instead of view(B*T, V)"),
+    Variant("loss-classes-transposed", BG, LOSS_CALL,
+            "loss = F.cross_entropy(logits.transpose(1, 2), targets)",
+            note="(B, V, T) logits: F.cross_entropy's K-dimensional form, classes in dim 1"),
+    Variant("lookup-weight-index", BG, LOOKUP, "logits = self.token_embedding_table.weight[idx]",
+            note="indexes the weight directly"),
+    Variant("lookup-one-hot", BG, LOOKUP,
+            "logits = F.one_hot(idx, self.vocab_size).float() @ self.token_embedding_table.weight",
+            note="one-hot rows times the table"),
+    Variant("positions-to-device", BG, POS, "pos = torch.arange(T).to(idx.device)",
+            note="created on the CPU, then moved to idx's device"),
+    Variant("positions-weight-device", BG, POS,
+            "pos = torch.arange(T, device=self.position_embedding_table.weight.device)",
+            note="the device of the position table"),
+    Variant("positions-weight-slice", BG, POS_ADD, "x = tok + self.position_embedding_table.weight[:T]",
+            note="the first T rows of the position table, no arange"),
+    Variant("loss-nll-log-softmax", BG, LOSS_CALL,
+            "loss = F.nll_loss(F.log_softmax(logits.view(B * T, V), dim=-1), targets.view(B * T))",
+            note="log_softmax + nll_loss, what cross_entropy does in one call"),
+    Variant("softmax-by-hand", BG, PROBS, """\
+probs = torch.exp(logits - logits.max(dim=-1, keepdim=True).values)
+        probs = probs / probs.sum(dim=-1, keepdim=True)""",
+            note="a stable softmax written out"),
+    Variant("softmax-method", BG, PROBS, "probs = logits.softmax(-1)", note="Tensor.softmax"),
+    Variant("torch-softmax-dim-1", BG, PROBS, "probs = torch.softmax(logits, dim=1)",
+            note="torch.softmax over dim 1, the vocabulary of a (B, V) tensor"),
+    Variant("multinomial-replacement", BG, DRAW,
+            "idx_next = torch.multinomial(probs, 1, replacement=True, generator=generator)",
+            note="with replacement: the same distribution for one draw"),
+    Variant("cat-list-last-dim", BG, CAT, "idx = torch.cat([idx, idx_next], dim=-1)",
+            note="a list and dim=-1"),
+]
