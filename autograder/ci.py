@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from . import github
-from .manifest import Course, Lesson
+from .manifest import Course, Lesson, ManifestError
 
 _SHA = re.compile(r"[0-9a-f]{40}")
 # GitHub shows at most 10 error annotations per step; the summary has the rest.
@@ -113,6 +113,7 @@ def report(course: Course, results: Path, out_dir: Path, repo: Path, env=os.envi
     """Job summary, annotations, the comment body, and step outputs, from one results.json."""
     from .gitstore import GitStoreError, read_history
     from .history import compute_progress
+    from .i18n import translate
     from .render import from_json_dict, render_markdown
 
     data = load_results(results)
@@ -135,8 +136,6 @@ def report(course: Course, results: Path, out_dir: Path, repo: Path, env=os.envi
     for problem in problems:
         out.write(github.annotation("warning", problem, title="autograder: history") + "\n")
     if result.practice:
-        from .i18n import translate
-
         out.write(github.annotation("warning", translate("render.practice_note", lang),
                                     title=translate("render.practice_tag", lang)) + "\n")
 
@@ -145,7 +144,7 @@ def report(course: Course, results: Path, out_dir: Path, repo: Path, env=os.envi
     (out_dir / "comment.md").write_text(comment, encoding="utf-8")
     title = f"XP {progress.xp}/{progress.xp_max}"
     if result.practice:
-        title += " (" + ("nota de práctica" if lang == "es" else "practice grade") + ")"
+        title += f" ({translate('render.practice_tag', lang)})"
     (out_dir / "status.json").write_text(json.dumps({"description": title, "target_url": url}) + "\n",
                                          encoding="utf-8")
     pull = _event(env).get("pull_request") or {}
@@ -173,7 +172,7 @@ def annotations(course: Course, result, lang: str, repo: Path) -> list[str]:
     for lesson_result in result.lessons:
         try:
             lesson = course.lesson(lesson_result.id)
-        except Exception:  # a results.json from another course.yml: nothing to point at
+        except ManifestError:  # a results.json from another course.yml: nothing to point at
             continue
         for check in lesson_result.checks:
             if check.status not in (Status.FAILED, Status.ERROR):

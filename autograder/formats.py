@@ -56,32 +56,16 @@ import json
 from typing import Any
 
 from . import i18n
+# The same score, language and label conventions as every other rendering.
+from .render import _check_label, _check_lang, _num, _t
 from .results import CheckResult, CourseResult, LessonResult, Status
 
 CLASSROOM_VERSION = 1
 
 
-def _num(x: float) -> int | float:
-    """A score for output: 5 rather than 5.0, else rounded to 2 decimals."""
-    x = float(x)
-    return int(x) if x.is_integer() else round(x, 2)
-
-
-def _check_lang(lang: str) -> None:
-    if lang not in i18n.LANGUAGES:
-        raise ValueError(f"unknown language {lang!r}; expected one of {', '.join(i18n.LANGUAGES)}")
-
-
-def _t(key: str, lang: str, **params: Any) -> str:
-    return i18n.translate(key, lang, **params)
-
-
 def _check_name(lesson: LessonResult, check: CheckResult, lang: str) -> str:
     """ "03 · future-leak · TODO [mask]" """
-    name = f"{lesson.id} · {check.id}"
-    if check.todo:
-        name += " · " + _t("render.todo", lang, todo=check.todo)
-    return name
+    return f"{lesson.id} · {_check_label(check, lang)}"
 
 
 def _skipped_text(check: CheckResult, lang: str) -> str:

@@ -29,7 +29,6 @@ def has_practice_tests(lesson_dir) -> bool:
 
 def grade_practice(lesson: Lesson, sandbox: Sandbox) -> LessonResult:
     titles = {todo.id: dict(todo.title) for todo in lesson.todos}
-    started = time.monotonic()
     try:
         sandbox.ensure_ready()
         sandbox.deadline = time.monotonic() + PRACTICE_TIMEOUT
@@ -44,8 +43,6 @@ def grade_practice(lesson: Lesson, sandbox: Sandbox) -> LessonResult:
             _whole_run_failed(Status.ERROR, Feedback.of(message("engine.practice_empty")))]
     finally:
         sandbox.deadline = None
-    if checks and checks[0].duration == 0.0:
-        checks[0].duration = time.monotonic() - started
     return LessonResult(lesson.id, lesson.slug, dict(lesson.title), lesson.xp, checks, mode="practice")
 
 
@@ -57,11 +54,14 @@ def _check(outcome: dict, titles: dict) -> CheckResult:
     status = _STATUS.get(str(outcome.get("outcome")), Status.ERROR)
     todo = outcome.get("todo") if isinstance(outcome.get("todo"), str) else None
     name = str(outcome.get("name", "?"))[:120]
+    duration = outcome.get("duration")
+    duration = float(duration) if isinstance(duration, (int, float)) else 0.0
     if status is Status.PASSED:
-        return CheckResult(name, todo, status, 1.0, 1.0)
+        return CheckResult(name, todo, status, 1.0, 1.0, duration=duration)
     if status is Status.SKIPPED:
         return CheckResult(name, todo, status, 0.0, 0.0,
-                           Feedback.of(message("engine.skipped", reason=str(outcome.get("message", ""))[:300])))
+                           Feedback.of(message("engine.skipped", reason=str(outcome.get("message", ""))[:300])),
+                           duration)
     detail = str(outcome.get("message", ""))
     pending = _PENDING.search(detail)
     parts = []
@@ -73,4 +73,4 @@ def _check(outcome: dict, titles: dict) -> CheckResult:
         parts.append(message("engine.practice_failed", detail=detail))
         if outcome.get("trace"):
             parts.append(Block(str(outcome["trace"]), kind="traceback"))
-    return CheckResult(name, todo, status, 0.0, 1.0, Feedback(tuple(parts)))
+    return CheckResult(name, todo, status, 0.0, 1.0, Feedback(tuple(parts)), duration)

@@ -32,13 +32,14 @@ class _Collector:
             doc = (getattr(item.obj, "__doc__", None) or "").strip().split("\n")[0]
             self.outcomes[item.nodeid] = {
                 "name": item.name, "todo": str(marker.args[0]) if marker and marker.args else None,
-                "doc": doc[:300], "outcome": "error", "message": "", "trace": "",
+                "doc": doc[:300], "outcome": "error", "message": "", "trace": "", "duration": 0.0,
             }
 
     def pytest_runtest_logreport(self, report) -> None:
         entry = self.outcomes.get(report.nodeid)
         if entry is None:
             return
+        entry["duration"] += float(report.duration)  # setup, call and teardown
         if report.when == "call" and report.passed:
             entry["outcome"] = "passed"
         elif report.skipped:
