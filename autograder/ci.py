@@ -90,16 +90,15 @@ def record(course: Course, results: Path, repo: Path, env=os.environ, out=sys.st
     from .gitstore import GitStoreError, append_record
 
     data = load_results(results)
+    lang = data.get("language", course.language)
     rec = _record(data, repo, env)
     try:
-        outcome = append_record(repo, rec, tz=course.timezone, lang=data.get("language", course.language),
-                                course=course.name)
+        outcome = append_record(repo, rec, tz=course.timezone, lang=lang, course=course.name)
     except GitStoreError as exc:
-        out.write(github.annotation("warning", f"The grade was not recorded in the grades branch: {exc}",
-                                    title="autograder: history") + "\n")
+        _history_warning(out, "ci.history_not_recorded", lang, exc)
         return 0
     for problem in outcome.problems:
-        out.write(github.annotation("warning", problem, title="autograder: grades/history.jsonl") + "\n")
+        _history_warning(out, "ci.history_line_skipped", lang, problem)
     state = "recorded" if outcome.added else "already recorded (same commit)"
     out.write(f"autograder: commit {rec.commit[:12]} {state}; XP {outcome.progress.xp}/{outcome.progress.xp_max}, "
               f"streak {outcome.progress.streak}\n")
@@ -126,7 +125,8 @@ def report(course: Course, results: Path, out_dir: Path, repo: Path, env=os.envi
     try:
         records, problems = read_history(repo)
     except GitStoreError as exc:
-        records, problems = [], [f"the grades branch could not be read: {exc}"]
+        records, problems = [], []
+        _history_warning(out, "ci.history_unreadable", lang, exc)
     progress = compute_progress(records, course.timezone, current=rec)
     url = run_url(env)
 
@@ -134,7 +134,7 @@ def report(course: Course, results: Path, out_dir: Path, repo: Path, env=os.envi
     for line in annotations(course, result, lang, repo):
         out.write(line + "\n")
     for problem in problems:
-        out.write(github.annotation("warning", problem, title="autograder: history") + "\n")
+        _history_warning(out, "ci.history_line_skipped", lang, problem)
     if result.practice:
         out.write(github.annotation("warning", translate("render.practice_note", lang),
                                     title=translate("render.practice_tag", lang)) + "\n")
@@ -160,6 +160,14 @@ def report(course: Course, results: Path, out_dir: Path, repo: Path, env=os.envi
         github.set_output(name, value, env)
     out.write(f"autograder: {title}\n")
     return 0
+
+
+def _history_warning(out, key: str, lang: str, detail: object) -> None:
+    """A warning annotation about the learner's history, in their language."""
+    from .i18n import translate
+
+    text = translate(key, lang, detail=str(detail)[:ANNOTATION_CHARS])
+    out.write(github.annotation("warning", text, title=translate("ci.history_title", lang)) + "\n")
 
 
 def annotations(course: Course, result, lang: str, repo: Path) -> list[str]:

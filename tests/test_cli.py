@@ -151,3 +151,25 @@ def test_ci_steps_explain_a_missing_results_file(tmp_path):
     (tmp_path / "bad.json").write_text("{", encoding="utf-8")
     proc = run_cli("ci", "record", "--results", tmp_path / "bad.json", env=env)
     assert proc.returncode == 2 and "not JSON" in proc.stderr
+
+
+def test_ci_record_without_a_remote_warns_the_learner_in_spanish_and_loses_nothing(tmp_path):
+    from autograder.render import render_json
+    from autograder.results import CheckResult, CourseResult, LessonResult, Status
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = ["git", "-c", "user.name=a", "-c", "user.email=a@b"]
+    subprocess.run([*git, "init", "-q"], cwd=repo, check=True)
+    subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "x"], cwd=repo, check=True)
+    sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, check=True, capture_output=True,
+                         text=True).stdout.strip()
+    result = CourseResult("Transformers desde cero", "es", 1, [LessonResult(
+        "03", "atencion-causal", {"es": "t"}, 50, [CheckResult("a", None, Status.PASSED, 1.0, 1.0)])])
+    results = tmp_path / "results.json"
+    results.write_text(render_json(result, "es"), encoding="utf-8")
+    env = {**os.environ, "GITHUB_SHA": sha, "GITHUB_WORKSPACE": str(repo)}
+    proc = run_cli("ci", "record", "--results", results, env=env)
+    assert proc.returncode == 0, proc.stderr  # the job goes on: the grade's feedback still comes
+    assert proc.stdout.startswith("::warning title=autograder%3A tu historial::Esta corrección no se pudo guardar")
+    assert json.loads(results.read_text(encoding="utf-8"))["xp"] == 50
