@@ -194,7 +194,9 @@ def annotations(course: Course, result, lang: str, repo: Path) -> list[str]:
             file, line = locate(course, lesson, check.todo, check.id, repo)
             text = " ".join(i18n.feedback_text(check.feedback, lang).split())[:ANNOTATION_CHARS]
             title = f"{lesson.id} · {check.id}" + (f" · TODO [{check.todo}]" if check.todo else "")
-            lines.append(github.annotation("error", text or title, file=file, line=line, title=title))
+            # An informational check (own-pieces) never costs points: a warning, not an error.
+            level = "warning" if check.informational else "error"
+            lines.append(github.annotation(level, text or title, file=file, line=line, title=title))
     return lines
 
 

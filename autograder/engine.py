@@ -4,6 +4,12 @@ against a submission served by a sandboxed worker, and turns pytest's outcomes i
 The graders never import the learner's code; each check talks to it through the `submission`
 fixture. A check's TODO, points and timeout come from course.yml; pytest-timeout enforces the
 timeout, and the sandbox kills the worker of an interrupted check so the next one starts clean.
+
+A lesson that `uses` earlier lessons (course.yml) imports their files: its worker's folder holds
+the REFERENCE files of those lessons (<graders>/reference/, written by `autograder stubs`, shipped
+with the hidden graders) next to the learner's, so a mistake in lesson 03 never fails lesson 04.
+The `own_submission` fixture serves the learner's OWN files of those lessons instead, for the
+informational check that says whether their pieces fit together.
 """
 
 from __future__ import annotations
@@ -27,12 +33,33 @@ from .results import CheckResult, CourseResult, Feedback, LessonResult, Status, 
 from .sandbox import Limits, Sandbox, StudentError, WorkerDied
 
 GRADERS_ROOT = Path(__file__).with_name("graders")
+REFERENCE_FOLDER = "reference"  # inside the graders' root: <folder of a lesson>/<its files>
 _CHECK_KEY = pytest.StashKey[str]()
 
 
 def graders_root() -> Path:
     """Where the hidden graders live: $AUTOGRADER_GRADERS, else the package's own folder."""
     return Path(os.environ.get("AUTOGRADER_GRADERS") or GRADERS_ROOT)
+
+
+def reference_files(course: Course, lesson: Lesson) -> dict[str, Path]:
+    """The reference files of the lessons `lesson` uses: {file name: path in the graders}."""
+    root = graders_root() / REFERENCE_FOLDER
+    return {name: root / used.folder / name
+            for used in (course.lesson(u) for u in lesson.uses) for name in used.files}
+
+
+def own_files(course: Course, lesson: Lesson, lesson_dir: Path) -> dict[str, Path] | None:
+    """The learner's own files of the lessons `lesson` uses, found beside its folder (as in the
+    repository: exercises/03-.../ next to exercises/04-.../); None when any is missing."""
+    files = {}
+    for used in (course.lesson(u) for u in lesson.uses):
+        for name in used.files:
+            path = Path(lesson_dir).parent / used.folder / name
+            if not path.is_file():
+                return None
+            files[name] = path
+    return files
 
 
 def lesson_submission_dir(course: Course, lesson: Lesson, submission: Path | None, single: bool) -> Path:
@@ -53,8 +80,9 @@ def grade(course: Course, lessons: Iterable[Lesson], submission: Path | None = N
     seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
     single = len(lessons) == 1
     # Start every worker first: their torch imports overlap ours and each other's.
-    sandboxes = [Sandbox(lesson_submission_dir(course, lesson, submission, single), limits)
-                 for lesson in lessons]
+    folders = [lesson_submission_dir(course, lesson, submission, single) for lesson in lessons]
+    provided = [_provided_files(course, lesson, folder) for lesson, folder in zip(lessons, folders)]
+    sandboxes = [Sandbox(folder, limits, provided=files) for folder, files in zip(folders, provided)]
     results = []
     try:
         for sandbox in sandboxes[:2]:
@@ -62,7 +90,7 @@ def grade(course: Course, lessons: Iterable[Lesson], submission: Path | None = N
         for index, (lesson, sandbox) in enumerate(zip(lessons, sandboxes)):
             if index + 2 < len(sandboxes):
                 sandboxes[index + 2].start()
-            result = grade_lesson(lesson, sandbox, seed)
+            result = grade_lesson(lesson, sandbox, seed, own=own_files(course, lesson, sandbox.submission))
             sandbox.close()
             results.append(result)
             if on_lesson is not None:
@@ -73,22 +101,47 @@ def grade(course: Course, lessons: Iterable[Lesson], submission: Path | None = N
     return CourseResult(course=course.name, language=lang, seed=seed, lessons=results)
 
 
-def grade_lesson(lesson: Lesson, sandbox: Sandbox, seed: int) -> LessonResult:
-    plugin = GradingPlugin(lesson, sandbox, seed)
+def _provided_files(course: Course, lesson: Lesson, folder: Path) -> dict[str, Path]:
+    """What joins the learner's files in the worker's folder: the reference files of the
+    lessons this one uses or, in a student release without hidden graders (practice mode), the
+    learner's own, which are all there is."""
+    if not lesson.uses:
+        return {}
+    if (graders_root() / lesson.graders).is_dir():
+        return reference_files(course, lesson)
+    return own_files(course, lesson, folder) or {}
+
+
+def grade_lesson(lesson: Lesson, sandbox: Sandbox, seed: int, *,
+                 own: dict[str, Path] | None = None) -> LessonResult:
+    """Grade one lesson in `sandbox`; `own` are the learner's own files of the lessons it uses
+    (for the `own_submission` fixture), None when they are not there."""
+    plugin = GradingPlugin(lesson, sandbox, seed, own)
     folder = graders_root() / lesson.graders
     if not folder.is_dir() and has_practice_tests(sandbox.submission):
         # A student release graded without the instructor's hidden graders: say so, and grade
         # with what the learner has, rather than giving nothing.
         return grade_practice(lesson, sandbox)
+    missing = sandbox.provided_missing
     if not folder.is_dir():
         error = Feedback.of(message("engine.graders_missing", lesson=lesson.id, folder=str(folder)))
         plugin.internal_error = error
+    elif missing:
+        # Hidden graders without the reference pieces they grade against: an instructor's
+        # setup problem (run `autograder stubs`), never a learner's mistake.
+        plugin.internal_error = Feedback.of(message("engine.reference_missing", lesson=lesson.id,
+                                                    files=", ".join(missing)))
     else:
-        _run_pytest(folder, plugin)
+        try:
+            _run_pytest(folder, plugin)
+        finally:
+            plugin.close()
     checks = [plugin.records.get(spec.id) or CheckResult(
         spec.id, spec.todo, Status.ERROR, 0.0, float(spec.points),
         plugin.internal_error or Feedback.of(message("engine.check_missing", check=spec.id)))
         for spec in lesson.checks]
+    for spec, check in zip(lesson.checks, checks):
+        check.informational = spec.informational
     return LessonResult(lesson.id, lesson.slug, dict(lesson.title), lesson.xp, checks)
 
 
@@ -120,8 +173,10 @@ def _run_pytest(folder: Path, plugin: "GradingPlugin") -> None:
 class GradingPlugin:
     """pytest plugin: provides the graders' fixtures and records each check's outcome."""
 
-    def __init__(self, lesson: Lesson, sandbox: Sandbox, seed: int) -> None:
+    def __init__(self, lesson: Lesson, sandbox: Sandbox, seed: int,
+                 own: dict[str, Path] | None = None) -> None:
         self.lesson, self.sandbox, self.seed = lesson, sandbox, seed
+        self.own, self._own_sandbox = own, None
         self.records: dict[str, CheckResult] = {}
         self.internal_error: Feedback | None = None
         self._todo_titles = {todo.id: dict(todo.title) for todo in lesson.todos}
@@ -160,6 +215,27 @@ class GradingPlugin:
         return self.sandbox
 
     @pytest.fixture
+    def own_submission(self, request: pytest.FixtureRequest) -> Sandbox:
+        """The learner's files of this lesson with THEIR OWN files of the lessons it uses (not
+        the reference ones): for the informational check of how their pieces fit together."""
+        if self.own is None:
+            pytest.skip("engine.own_pieces_missing")
+        if self._own_sandbox is None:
+            self._own_sandbox = Sandbox(self.sandbox.submission, self.sandbox.limits, provided=self.own)
+        box = self._own_sandbox
+        box.deadline = None
+        try:
+            box.ensure_ready()
+        except WorkerDied:
+            box.kill()
+            box.ensure_ready()
+        return box
+
+    def close(self) -> None:
+        if self._own_sandbox is not None:
+            self._own_sandbox.close()
+
+    @pytest.fixture
     def check_seed(self, request: pytest.FixtureRequest) -> int:
         """A per-check seed derived from the run's seed, so one failing check can be replayed."""
         return zlib.crc32(f"{self.seed}:{request.node.stash.get(_CHECK_KEY, '')}".encode())
@@ -169,11 +245,14 @@ class GradingPlugin:
     def pytest_runtest_call(self, item: pytest.Item):
         spec = self.lesson.check(item.stash[_CHECK_KEY])
         # A backstop for platforms without SIGALRM; pytest-timeout normally fires first.
-        self.sandbox.deadline = time.monotonic() + spec.timeout + 1.0
+        boxes = [box for box in (self.sandbox, self._own_sandbox) if box is not None]
+        for box in boxes:
+            box.deadline = time.monotonic() + spec.timeout + 1.0
         try:
             return (yield)
         finally:
-            self.sandbox.deadline = None
+            for box in boxes:
+                box.deadline = None
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):

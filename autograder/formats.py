@@ -164,7 +164,7 @@ _CLASSROOM_STATUS = {Status.PASSED: "pass", Status.FAILED: "fail", Status.ERROR:
 
 
 def _classroom_status(result: CourseResult) -> str:
-    statuses = {c.status for lesson in result.lessons for c in lesson.checks}
+    statuses = {c.status for lesson in result.lessons for c in lesson.checks if not c.informational}
     if Status.ERROR in statuses:
         return "error"
     if Status.FAILED in statuses:

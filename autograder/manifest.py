@@ -15,7 +15,8 @@ Which course.yml (first match wins):
 Validation: YAML (safe_load only), then autograder/course.schema.json (where every field is
 documented), then what a schema cannot say: the time zone exists; lesson ids and slugs,
 todo ids and check ids are unique; a check's todo is one of its lesson's todos; a todo's
-file is one of its lesson's files.
+file is one of its lesson's files; an informational check is worth 0 points; a lesson `uses`
+only earlier lessons.
 """
 
 from __future__ import annotations
@@ -23,14 +24,20 @@ from __future__ import annotations
 import functools
 import json
 import os
+import sys
 import zoneinfo
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-import jsonschema.exceptions
+# jsonschema imports every optional format checker it finds at import time; rfc3987-syntax
+# (pulled in by nbgrader's jsonschema[format-nongpl]) compiles a grammar that costs seconds on
+# every `autograder` start. course.yml uses no "iri" format: leave that checker out.
+sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
+
+import jsonschema  # noqa: E402
+import jsonschema.exceptions  # noqa: E402
 import yaml
 
 __all__ = [
@@ -70,6 +77,8 @@ class CheckSpec:
     todo: str | None  # None: a check of the lesson as a whole
     points: float
     timeout: float  # seconds for the check itself, not counting the worker's start
+    # Reports without counting toward completion or XP (always 0 points): e.g. own-pieces.
+    informational: bool = False
 
 
 @dataclass(frozen=True)
@@ -85,6 +94,8 @@ class Lesson:
     graders: str  # package under autograder/graders/
     todos: tuple[Todo, ...]
     checks: tuple[CheckSpec, ...]
+    # Earlier lessons whose files this lesson's files import (graded against their reference).
+    uses: tuple[str, ...] = ()
 
     @property
     def folder(self) -> str:
@@ -272,6 +283,10 @@ def _semantic_problems(data: dict[str, Any]) -> list[tuple[str, str]]:
                 )
             )
         first_slug.setdefault(lesson["slug"], i)
+        for k, used in enumerate(lesson.get("uses", [])):
+            if used not in first_id or first_id[used] >= i:
+                problems.append((f"{at}.uses[{k}]", f"{used!r} is not the id of an earlier lesson; a lesson "
+                                 "can only build on lessons listed before it"))
         problems += _lesson_problems(lesson, at)
     return problems
 
@@ -306,6 +321,8 @@ def _lesson_problems(lesson: dict[str, Any], at: str) -> list[tuple[str, str]]:
                 )
             )
         check_index.setdefault(check["id"], j)
+        if check.get("informational") and check["points"] != 0:
+            problems.append((f"{where}.points", "an informational check never counts: its points must be 0"))
         if check["todo"] is not None and check["todo"] not in todo_index:
             problems.append(
                 (
@@ -347,9 +364,11 @@ def _build(data: dict[str, Any], root: Path) -> Course:
             graders=raw["graders"],
             todos=tuple(Todo(t["id"], t["file"], dict(t["title"])) for t in raw["todos"]),
             checks=tuple(
-                CheckSpec(c["id"], c["todo"], c["points"], c.get("timeout", default_timeout))
+                CheckSpec(c["id"], c["todo"], c["points"], c.get("timeout", default_timeout),
+                          bool(c.get("informational", False)))
                 for c in raw["checks"]
             ),
+            uses=tuple(raw.get("uses", ())),
         )
         for raw in data["lessons"]
     )

@@ -65,6 +65,8 @@ def _check_label(check: CheckResult, lang: str) -> str:
     label = check.id
     if check.todo:
         label += " · " + _t("render.todo", lang, todo=check.todo)
+    if check.informational:
+        label += " · " + _t("render.informational", lang)
     return label
 
 
@@ -102,6 +104,7 @@ def to_json_dict(result: CourseResult, lang: str) -> dict[str, Any]:
                         "status": Status(check.status).value,
                         "score": _num(check.score),
                         "max_score": _num(check.max_score),
+                        "informational": bool(check.informational),
                         "message": i18n.feedback_text(check.feedback, lang),
                         # The same message in parts, so that a renderer reading this file
                         # (the workflow's report step) can fence heatmaps and tracebacks.
@@ -134,7 +137,8 @@ def from_json_dict(data: dict[str, Any]) -> CourseResult:
                     parts = [{"kind": "text", "text": check["message"]}] if check["message"] else []
                 feedback = Feedback(tuple(Block(str(p["text"]), str(p["kind"])) for p in parts))
                 checks.append(CheckResult(str(check["id"]), check["todo"], Status(check["status"]),
-                                          float(check["score"]), float(check["max_score"]), feedback))
+                                          float(check["score"]), float(check["max_score"]), feedback,
+                                          informational=bool(check.get("informational", False))))
             lessons.append(LessonResult(str(lesson["id"]), str(lesson["slug"]), {data["language"]: str(lesson["title"])},
                                         int(lesson["xp_max"]), checks, mode=str(lesson.get("mode", "hidden"))))
         return CourseResult(str(data["course"]), str(data["language"]), int(data["seed"]), lessons)
@@ -223,7 +227,8 @@ def render_markdown(result: CourseResult, lang: str, *, progress: Any = None, ru
         skipped = []
         shown = 0
         unpassed = [c for c in lesson.checks if c.status not in (Status.PASSED, Status.SKIPPED)]
-        for check in lesson.checks:
+        # Informational checks last: a compact comment shows the first failure that counts.
+        for check in sorted(lesson.checks, key=lambda c: c.informational):
             if check.status is Status.PASSED:
                 continue
             if check.status is Status.SKIPPED:
@@ -235,6 +240,7 @@ def render_markdown(result: CourseResult, lang: str, *, progress: Any = None, ru
             heading = (
                 f"### {_MD_EMOJI[check.status]} `{check.id}`"
                 + (f" · {_t('render.todo', lang, todo=check.todo)}" if check.todo else "")
+                + (f" · {_t('render.informational', lang)}" if check.informational else "")
                 + f" · {_t('render.status.' + check.status.value, lang)}"
                 + f" · {_num(check.score)}/{_num(check.max_score)}"
             )

@@ -39,7 +39,7 @@ class Block:
     """Preformatted text shown verbatim: a heatmap, a trimmed traceback, a tensor excerpt."""
 
     text: str
-    kind: str = "text"  # "text" | "heatmap" | "traceback"
+    kind: str = "text"  # "text" | "heatmap" | "traceback" | "table" (every kind but "text" is verbatim)
 
 
 Part = Text | Block
@@ -69,6 +69,8 @@ class CheckResult:
     max_score: float
     feedback: Feedback = field(default_factory=Feedback)
     duration: float = 0.0
+    # An informational check (course.yml) is reported but never counts toward completion.
+    informational: bool = False
 
 
 @dataclass
@@ -92,8 +94,9 @@ class LessonResult:
 
     @property
     def completed(self) -> bool:
-        # Skipped checks (e.g. the GPU check on a CPU machine) do not count against a lesson.
-        graded = [c for c in self.checks if c.status is not Status.SKIPPED]
+        # Skipped checks (e.g. the GPU check on a CPU machine) do not count against a lesson,
+        # nor do informational ones (whether the learner's own earlier pieces fit).
+        graded = [c for c in self.checks if c.status is not Status.SKIPPED and not c.informational]
         return bool(graded) and all(c.status is Status.PASSED for c in graded)
 
     @property

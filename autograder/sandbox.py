@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import autograder
+from .pool import ForkedSupervisor, PoolError, WarmPool
 from .protocol import frame_bytes, FrameReader, Handle, ProtocolError, decode, encode
 from .results import Feedback, Text, message
 
@@ -260,14 +261,25 @@ def copy_submission(src: Path, dest: Path) -> None:
 class Sandbox:
     """One submission folder, served by at most one live worker at a time."""
 
-    def __init__(self, submission: Path, limits: Limits = Limits()) -> None:
+    def __init__(self, submission: Path, limits: Limits = Limits(), *,
+                 provided: dict[str, Path] | None = None) -> None:
+        """`provided`: {file name: path} of trusted files (earlier lessons' reference pieces)
+        put next to the learner's, replacing any learner file of the same name; the names whose
+        path does not exist are listed in `provided_missing`."""
         self.submission = Path(submission)
         self.limits = limits
         self._tmp = Path(tempfile.mkdtemp(prefix="autograder-"))
         self.root = self._tmp / "submission"
         copy_submission(self.submission, self.root)
+        self.provided = dict(provided or {})
+        self.provided_missing = sorted(name for name, path in self.provided.items() if not Path(path).is_file())
+        for name, path in self.provided.items():
+            if name not in self.provided_missing:
+                shutil.copyfile(path, self.root / name)
         (self._tmp / "home").mkdir()
         self.user = worker_user()
+        # Workers forked from the warm pool's zygote (autograder/pool.py) where it can run.
+        self.warm_pool = True
         if self.user is not None:
             _hand_over(self._tmp, self.root, self._tmp / "home", self.user)
         self.generation = 0
@@ -280,9 +292,14 @@ class Sandbox:
         self.worker_pid: int | None = None
 
     # ------------------------------------------------------------ lifecycle
-    def start(self) -> None:
-        """Start a worker without waiting for it (its torch import overlaps ours)."""
+    def start(self, *, wait_for_pool: bool = False) -> None:
+        """Start a worker without waiting for it (its torch import overlaps ours). With the warm
+        pool, a zygote still importing torch is not waited for either: the worker is then
+        forked by `ensure_ready`, which waits (`wait_for_pool`)."""
         if self._proc is not None:
+            return
+        pool = WarmPool.shared(PACKAGE_PARENT, _clean_env, STARTUP_TIMEOUT) if self.warm_pool else None
+        if pool is not None and not pool.ready and not wait_for_pool:
             return
         if os.name == "nt" or not hasattr(os, "killpg"):
             _limits_warning()
@@ -301,17 +318,21 @@ class Sandbox:
         argv = [sys.executable, "-I", "-c", WORKER_BOOT, str(req_r), str(resp_w), str(PACKAGE_PARENT)]
         env = _clean_env(self._tmp / "home")
         user = None if self.user is None else dict(zip(("uid", "gid", "read_search"), self.user))
-        config = {"argv": argv, "cwd": str(self.root), "env": env,
-                  "pass_fds": [req_r, resp_w], "log_fd": log_fd, "limits": limits, "user": user}
-        import json
+        if pool is not None:
+            self._proc = _fork_from_pool(pool, {"cwd": str(self.root), "env": env, "limits": limits,
+                                                "user": user}, req_r, resp_w, log_fd)
+        if self._proc is None:
+            config = {"argv": argv, "cwd": str(self.root), "env": env,
+                      "pass_fds": [req_r, resp_w], "log_fd": log_fd, "limits": limits, "user": user}
+            import json
 
-        # The supervisor gets the clean environment too: the worker can read its parent's
-        # /proc/PID/environ, so this process's secrets must not be there either.
-        self._proc = subprocess.Popen(
-            [sys.executable, "-I", "-S", str(SUPERVISOR), json.dumps(config)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            pass_fds=[req_r, resp_w, log_fd], start_new_session=True, env=env,
-        )
+            # The supervisor gets the clean environment too: the worker can read its parent's
+            # /proc/PID/environ, so this process's secrets must not be there either.
+            self._proc = subprocess.Popen(
+                [sys.executable, "-I", "-S", str(SUPERVISOR), json.dumps(config)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                pass_fds=[req_r, resp_w, log_fd], start_new_session=True, env=env,
+            )
         for fd in (req_r, resp_w, log_fd):
             os.close(fd)
         self._status_fd = self._proc.stdout.fileno()
@@ -323,7 +344,7 @@ class Sandbox:
         """Block until a live worker has imported torch and said hello."""
         if self._proc is not None and self._dead is not None:
             self.kill()
-        self.start()
+        self.start(wait_for_pool=True)
         if self._ready:
             return
         msg, _ = self._receive(time.monotonic() + timeout, starting=True)
@@ -605,6 +626,22 @@ def tree_items(tree: Any) -> dict:
     for key, value in tree["items"]:
         out[key] = value
     return out
+
+
+def _fork_from_pool(pool: WarmPool, config: dict, req_r: int, resp_w: int, log_fd: int) -> ForkedSupervisor | None:
+    """A supervisor and worker forked by the warm pool's zygote, or None (then the caller
+    executes a fresh one: a pool problem must never cost a learner their grade)."""
+    control_r, control_w = os.pipe()
+    status_r, status_w = os.pipe()
+    try:
+        pid = pool.spawn(config, [req_r, resp_w, log_fd, status_w, control_r])
+    except (PoolError, OSError, ValueError):
+        for fd in (control_r, control_w, status_r, status_w):
+            os.close(fd)
+        return None
+    os.close(control_r)
+    os.close(status_w)
+    return ForkedSupervisor(pid, control_w, status_r)
 
 
 @functools.cache

@@ -21,6 +21,10 @@ Every todo of a lesson needs at least one region, in the file course.yml gives i
 may have several regions. `sync` keeps exercises/ equal to what the solutions generate (a
 test fails on drift); `revert_region` lets the project's tests revert one region at a time
 to prove that some check of its todo catches it.
+
+`sync` also writes the reference pieces that later lessons are graded against
+(autograder/graders/reference/NN-slug/<file>: the solution files of every lesson some lesson
+`uses`, without markers). They live with the hidden graders, never in a student release.
 """
 
 from __future__ import annotations
@@ -304,7 +308,9 @@ def sync(course: Course, check_only: bool) -> list[str]:
             f"{_shown(solutions_dir)}: not found; the stubs are generated from the solutions, "
             "which only the course's own repository has"
         )
-    drift: list[str] = []
+    # The reference pieces first: the graders of a later lesson need them even while another
+    # lesson's solution is still being written.
+    drift: list[str] = _sync_references(course, solutions_dir, check_only)
     for lesson in course.lessons:
         expected = generate_lesson(lesson, solutions_dir, exercises_dir)
         target = exercises_dir / lesson.folder
@@ -334,6 +340,54 @@ def sync(course: Course, check_only: bool) -> list[str]:
                 drift.append(
                     f"exercises/{extra.name}/ is not a lesson of course.yml (remove it or add the lesson)"
                 )
+    return drift
+
+
+REFERENCE_DIR = Path("autograder") / "graders" / "reference"
+
+
+def reference_pieces(course: Course, solutions_dir: Path) -> dict[str, str]:
+    """{path under the reference folder: text} for the files of every lesson that a later
+    lesson `uses`: the solution files without region markers."""
+    used = {u for lesson in course.lessons for u in lesson.uses}
+    pieces = {}
+    for lesson in course.lessons:
+        if lesson.id in used:
+            for name in lesson.files:
+                source = solutions_dir / lesson.folder / name
+                if not source.is_file():
+                    raise StubError(f"{_shown(source)}: not found, but course.yml lists it for lesson {lesson.folder}")
+                pieces[f"{lesson.folder}/{name}"] = strip_markers(source.read_text(encoding="utf-8"), _shown(source))
+    return pieces
+
+
+def _sync_references(course: Course, solutions_dir: Path, check_only: bool) -> list[str]:
+    # Only in the course's own repository (the one holding the graders), never in a copy of
+    # exercises/ and solutions/ alone.
+    target = course.root / REFERENCE_DIR
+    if not target.parent.is_dir():
+        return []
+    expected = reference_pieces(course, solutions_dir)
+    present = set(_walk(target)) if target.is_dir() else set()
+    drift = []
+    for rel, text in expected.items():
+        path, label = target / rel, f"{REFERENCE_DIR.as_posix()}/{rel}"
+        if rel not in present:
+            drift.append(f"{label} is missing")
+        elif path.read_bytes() != text.encode("utf-8"):
+            drift.append(f"{label} differs from what `autograder stubs` generates")
+        else:
+            continue
+        if not check_only:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(path, "w", encoding="utf-8", newline="") as fh:
+                fh.write(text)
+    for rel in sorted(present - expected.keys()):
+        drift.append(f"{REFERENCE_DIR.as_posix()}/{rel} should not exist")
+        if not check_only:
+            (target / rel).unlink()
+    if not check_only and target.is_dir():
+        _remove_empty_dirs(target)
     return drift
 
 

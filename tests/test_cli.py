@@ -32,7 +32,7 @@ def assert_contract(data: dict) -> None:
                                "xp_max", "mode"}
         assert isinstance(lesson["completed"], bool) and isinstance(lesson["xp"], int)
         for check in lesson["checks"]:
-            assert set(check) == {"id", "todo", "status", "score", "max_score", "message", "feedback"}
+            assert set(check) == {"id", "todo", "status", "score", "max_score", "informational", "message", "feedback"}
             assert check["status"] in STATUSES
             assert check["todo"] is None or isinstance(check["todo"], str)
             assert isinstance(check["message"], str)

@@ -211,6 +211,22 @@ MALFORMED = {
     ),
     "no-lessons": (_set(["lessons"], []), r"lessons: \[\] should be non-empty"),
     "missing-checks": (_delete(["lessons", L03, "checks"]), rf"lessons\[{L03}\]: 'checks' is a required property"),
+    "uses-a-later-lesson": (
+        _set(["lessons", L03, "uses"], ["01", "04"]),
+        rf"lessons\[{L03}\]\.uses\[1\]: '04' is not the id of an earlier lesson",
+    ),
+    "uses-itself": (
+        _set(["lessons", L03, "uses"], ["03"]),
+        rf"lessons\[{L03}\]\.uses\[0\]: '03' is not the id of an earlier lesson",
+    ),
+    "uses-not-an-id": (
+        _set(["lessons", L03, "uses"], ["tres"]),
+        rf"lessons\[{L03}\]\.uses\[0\]: 'tres' does not match",
+    ),
+    "informational-with-points": (
+        _set(["lessons", L03, "checks", 0, "informational"], True),
+        rf"lessons\[{L03}\]\.checks\[0\]\.points: an informational check never counts: its points must be 0",
+    ),
 }
 
 

@@ -96,7 +96,7 @@ def test_json_contract_types_and_values():
     assert type(l04["xp"]) is int and type(l04["completed"]) is bool
     assert (l03["xp_max"], l04["xp_max"], l03["mode"]) == (50, 60, "hidden")
 
-    check_keys = {"id", "todo", "status", "score", "max_score", "message", "feedback"}
+    check_keys = {"id", "todo", "status", "score", "max_score", "informational", "message", "feedback"}
     for lesson in data["lessons"]:
         for check in lesson["checks"]:
             assert set(check) == check_keys
@@ -112,6 +112,7 @@ def test_json_contract_types_and_values():
         "status": "passed",
         "score": 6,
         "max_score": 6,
+        "informational": False,
         "message": "",
         "feedback": [],
     }

@@ -412,6 +412,17 @@ def env():
     return dict(os.environ)
 
 
+def open_fds():
+    """What each of this process's file descriptors points at (the listing's own fd aside)."""
+    found = {}
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            found[int(name)] = os.readlink(f"/proc/self/fd/{name}")
+        except OSError:
+            pass
+    return found
+
+
 def read(path):
     try:
         with open(path, "rb") as fh:
@@ -533,8 +544,11 @@ def sleep_marker() -> str:
     return f"600.{random.SystemRandom().randrange(10**11, 10**12)}"
 
 
-@pytest.fixture(scope="module")
-def box(tmp_path_factory):
+# Every sandbox test runs against both ways a worker starts: forked from the warm pool's zygote
+# (autograder/pool.py; the default on Linux) and executed as a fresh interpreter (elsewhere, or
+# whenever the pool is unavailable). Both must keep every promise of the trust boundary.
+@pytest.fixture(scope="module", params=["warm-pool", "fresh-worker"])
+def box(tmp_path_factory, request):
     folder = tmp_path_factory.mktemp("tiny")
     (folder / "tiny.py").write_text(TINY)
     (folder / "broken.py").write_text("x = 1 / 0\n")
@@ -542,6 +556,7 @@ def box(tmp_path_factory):
         mp.setenv("GITHUB_TOKEN", SECRET)
         mp.setenv("AWS_SECRET_ACCESS_KEY", SECRET + "_aws")
         sandbox = Sandbox(folder)
+        sandbox.warm_pool = request.param == "warm-pool"
         sandbox.ensure_ready()
         yield sandbox
         sandbox.close()
@@ -760,3 +775,56 @@ def test_a_grader_can_build_a_library_object_in_the_worker_but_import_nothing_el
         assert sandbox.call(draw, first).tolist() == sandbox.call(draw, second).tolist()
         with pytest.raises(StudentError, match="not available to graders"):
             sandbox.library("os")
+
+
+# ================================================================ the warm pool
+
+@pytest.mark.skipif(not LINUX, reason="the warm pool is Linux only")
+def test_the_worker_starts_the_expected_way(box):
+    from autograder.pool import ForkedSupervisor
+
+    assert isinstance(box._proc, ForkedSupervisor) == box.warm_pool
+
+
+@pytest.mark.skipif(not LINUX, reason="the warm pool is Linux only")
+def test_the_worker_holds_only_its_two_pipes_and_its_log(box):
+    fds = box.call(tiny(box, "open_fds"))
+    kinds = sorted(target.split(":")[0] if ":" in target else "file" for target in fds.values())
+    # stdin (/dev/null), stdout and stderr (the log), the request and response pipes, and the
+    # listing's own descriptor: no socket to the zygote, no other sandbox's pipe.
+    assert not any(target.startswith("socket:") for target in fds.values()), fds
+    assert kinds.count("pipe") == 2, fds
+    assert fds[0] == os.devnull and fds[1] == fds[2] and fds[1].endswith(".log")
+
+
+@pytest.mark.skipif(not LINUX, reason="the warm pool is Linux only")
+def test_the_zygote_is_single_threaded_with_a_clean_environment(tmp_path, monkeypatch):
+    from autograder.pool import WarmPool
+
+    monkeypatch.setenv("GITHUB_TOKEN", SECRET)
+    (tmp_path / "m.py").write_text("x = 1\n")
+    with Sandbox(tmp_path) as sandbox:
+        assert sandbox.getattr(sandbox.module("m"), "x") == 1
+        pool = WarmPool._instance
+        assert pool is not None and pool.alive()
+        zygote = pool.proc.pid
+        # fork() copies only the calling thread: a zygote with other threads could hand a
+        # worker a lock held forever. And its memory, the workers', holds no secret.
+        assert len(os.listdir(f"/proc/{zygote}/task")) == 1
+        assert SECRET.encode() not in Path(f"/proc/{zygote}/environ").read_bytes()
+
+
+@pytest.mark.skipif(not LINUX, reason="the warm pool is Linux only")
+def test_a_killed_zygote_costs_nothing_but_time(tmp_path):
+    from autograder.pool import WarmPool
+
+    (tmp_path / "m.py").write_text("x = 2\n")
+    with Sandbox(tmp_path) as sandbox:
+        sandbox.ensure_ready()
+    old = WarmPool._instance
+    assert old is not None
+    os.kill(old.proc.pid, signal.SIGKILL)  # a learner's worker of the same user could do this
+    old.proc.wait()
+    with Sandbox(tmp_path) as sandbox:
+        assert sandbox.getattr(sandbox.module("m"), "x") == 2
+    assert WarmPool._instance is not old and WarmPool._instance.alive()  # a new zygote took over

@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import itertools
 import re
+import shutil
 import sys
 import textwrap
 from pathlib import Path
@@ -346,6 +347,33 @@ def test_sync_checks_writes_and_removes(course_root):
     assert not (exercise / "extra.py").exists() and not (exercise / "old").exists()
     assert (exercise / "__pycache__" / "demo.cpython-311.pyc").exists()  # caches are left alone
     assert (exercise / ".pytest_cache" / "README.md").exists()
+
+
+def test_sync_writes_the_reference_pieces_later_lessons_use(course_root):
+    # A second lesson that imports the first one's demo.py: its graders get the reference copy.
+    manifest = (course_root / "course.yml").read_text(encoding="utf-8")
+    second = MANIFEST.split("lessons:\n", 1)[1].replace('id: "01"', 'id: "02"').replace("slug: demo", "slug: more")
+    (course_root / "course.yml").write_text(manifest + second.replace("graders: lesson01", "graders: lesson02\n    uses: [\"01\"]"),
+                                            encoding="utf-8")
+    shutil.copytree(course_root / "solutions" / "01-demo", course_root / "solutions" / "02-more")
+    reference = course_root / "autograder" / "graders" / "reference"
+    (course_root / "autograder" / "graders").mkdir(parents=True)
+    course = load_course(course_root / "course.yml")
+    assert course.lesson("02").uses == ("01",)
+    assert "autograder/graders/reference/01-demo/demo.py is missing" in sync(course, check_only=True)
+    assert not reference.exists()  # checking writes nothing
+
+    sync(course, check_only=False)
+    assert (reference / "01-demo" / "demo.py").read_text(encoding="utf-8") == FINISHED
+    assert sorted(p.name for p in reference.rglob("*") if p.is_file()) == ["demo.py"]  # only used files
+    assert sync(course, check_only=True) == []
+
+    (reference / "01-demo" / "demo.py").write_text("tampered\n", encoding="utf-8")
+    (reference / "01-demo" / "old.py").write_text("", encoding="utf-8")
+    drift = sync(course, check_only=False)
+    assert drift == ["autograder/graders/reference/01-demo/demo.py differs from what `autograder stubs` generates",
+                     "autograder/graders/reference/01-demo/old.py should not exist"]
+    assert sync(course, check_only=True) == []
 
 
 def test_sync_reports_exercise_folders_of_unknown_lessons(course_root):

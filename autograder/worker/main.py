@@ -236,11 +236,11 @@ def _warm_up(torch) -> None:
     torch.nn.functional.softmax(x.detach(), dim=-1)
 
 
-def main() -> None:
-    req_fd, resp_fd = int(sys.argv[1]), int(sys.argv[2])
-    root = Path.cwd().resolve()
-    # Torch is imported before the learner's code so a failure here is ours, not theirs,
-    # and so TF32 is off for every float32 comparison on a GPU.
+def prepare_libraries() -> None:
+    """Import and warm up what every worker needs, before any learner code: a failure here is
+    ours, not theirs, and TF32 is off for every float32 comparison on a GPU. One thread: the
+    sandbox's limits assume it, and the warm pool (zygote.py) may only fork a single-threaded
+    process."""
     import numpy  # noqa: F401
     import torch
 
@@ -248,9 +248,19 @@ def main() -> None:
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     _warm_up(torch)
+
+
+def serve(root: Path, req_fd: int, resp_fd: int) -> None:
+    """Serve the grader's requests for the learner's files in `root` (the current folder)."""
     sys.path.insert(0, str(root))
     sys.dont_write_bytecode = True
     Worker(root, req_fd, resp_fd).serve()
+
+
+def main() -> None:
+    req_fd, resp_fd = int(sys.argv[1]), int(sys.argv[2])
+    prepare_libraries()
+    serve(Path.cwd().resolve(), req_fd, resp_fd)
 
 
 if __name__ == "__main__":

@@ -94,6 +94,12 @@ def prepare_worker(limits: dict, user: dict | None) -> None:
     apply_limits(limits)
     if user is not None:
         drop_privileges(user)
+    seal_worker()
+
+
+def seal_worker() -> None:
+    """The worker's last steps before learner code can run: no new privileges, and death with
+    its supervisor (after the user change, which clears that setting)."""
     libc = _libc()
     if libc is not None:
         libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
@@ -200,13 +206,19 @@ def main() -> None:
         worker = spawn(None)
     for fd in [*fds, config["log_fd"]]:
         os.close(fd)  # only the worker keeps them: its death must show as EOF to the trusted side
-    out = sys.stdout
-    out.write(f"started {worker.pid}\n")
-    out.flush()
+    sys.stdout.write(f"started {worker.pid}\n")
+    sys.stdout.flush()
+    supervise(worker, sys.stdin, sys.stdout)
+
+
+def supervise(worker, control, out) -> None:
+    """Until `control` reaches EOF (the trusted side is done, or died): report the worker's exit
+    on `out` and kill whatever it left; then kill and reap everything. `worker` is a Popen or
+    anything with its pid, returncode and poll()."""
     reported = False
     while True:
-        ready, _, _ = select.select([sys.stdin], [], [], 0.1)
-        if ready and not os.read(sys.stdin.fileno(), 4096):
+        ready, _, _ = select.select([control], [], [], 0.1)
+        if ready and not os.read(control.fileno(), 4096):
             break  # the trusted side is done with us, or died
         code = worker.poll()
         if code is not None and not reported:
