@@ -1,0 +1,1 @@
+"""Hidden graders of lesson 04 (the Transformer block and the GPT model)."""

@@ -1,0 +1,189 @@
+"""Helpers shared by lesson 04's graders: configurations, the learner's MLP, Block and GPT behind
+the sandbox (with trusted weights loaded, or initialised by their own code under a fixed seed),
+and the small comparisons the diagnoses are made of.
+
+The worker's folder holds the learner's model.py next to the REFERENCE attention of lesson 03
+(course.yml `uses`), so `from attention import CausalSelfAttention` in their file gets ours: a
+lesson-03 mistake never fails these checks (own-pieces runs their own attention instead).
+"""
+
+from __future__ import annotations
+
+import re
+from types import SimpleNamespace
+
+import torch
+
+from autograder.checks import fail
+from autograder.feedback import compare
+from autograder.results import message
+from autograder.sandbox import Sandbox, StudentError
+
+FILE = "model"
+# T, nh, hs, C, V, block_size and n_layer all different, nh >= 2, T < block_size.
+MAIN = {"vocab_size": 29, "block_size": 9, "n_layer": 2, "n_head": 3, "n_embd": 24, "dropout": 0.0}
+MAIN_T = 7
+# A second shape family (hs = 5), used at T = 1 and T = block_size.
+SMALL = {"vocab_size": 17, "block_size": 6, "n_layer": 1, "n_head": 4, "n_embd": 20, "dropout": 0.0}
+# Large enough to measure the initialisation's statistics (every weight tensor has thousands of
+# entries), small enough to build in milliseconds. C = 64 keeps nn.Linear's own init (std
+# 1/sqrt(3 fan_in): 0.072 and 0.036) far from 0.02, and 3 layers make 0.02/sqrt(2*n_layer) =
+# 0.0082 far from 0.02/sqrt(n_layer), 0.02/(2*n_layer) and 0.02/sqrt(2).
+INIT = {"vocab_size": 500, "block_size": 40, "n_layer": 3, "n_head": 4, "n_embd": 64, "dropout": 0.0}
+INIT_SEED = 1234  # fixed: the statistics are measured on one known draw, so they never flake
+ATOL = RTOL = 1e-5
+# The whole model chains 2 blocks in float32 against a float64 reference.
+MODEL_ATOL = MODEL_RTOL = 1e-4
+# load_state_dict's complaint when a learner's layer has another shape than the grader's weights.
+_SIZE_MISMATCH = re.compile(r"size mismatch for ([\w.]+): copying a param with shape torch\.Size\(\[([\d, ]*)\]\) "
+                            r"from checkpoint, the shape in current model is torch\.Size\(\[([\d, ]*)\]\)")
+
+
+def generator(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def describe(cls: str, cfg: dict) -> str:
+    return f"{cls}(GPTConfig({', '.join(f'{k}={v}' for k, v in cfg.items())}))"
+
+
+class Learner:
+    """A learner's MLP, Block or GPT in the worker. With `weights` it holds them (loaded with
+    load_state_dict); with `seed` it is built after torch.manual_seed(seed), keeping its own
+    initialisation."""
+
+    def __init__(self, sub: Sandbox, cls: str, cfg: dict, weights: dict | None = None, *,
+                 seed: int | None = None, train: bool = False) -> None:
+        self.sub, self.cls, self.cfg, self.weights = sub, cls, cfg, weights
+        factory = sub.getattr(sub.module(FILE), cls)
+        if seed is None:
+            self.handle = sub.call(factory, SimpleNamespace(**cfg))
+        else:
+            self.handle = sub.call_traced(factory, SimpleNamespace(**cfg), seed=seed)["value"]
+        if weights is not None:
+            self.load(weights)
+        self.mode(train)
+
+    def load(self, weights: dict) -> None:
+        try:
+            missing, _unexpected = self.sub.call(self.handle, weights, method="load_state_dict", strict=False)
+        except StudentError as err:
+            found = _SIZE_MISMATCH.search(err.message)
+            if err.todo_pending is None and found:
+                fail(message("lesson04.weights_shape", call=self.call_text, name=found[1],
+                             expected=f"({found[2]})", got=f"({found[3]})"))
+            raise
+        absent = [key for key in weights if key in missing]
+        if absent:
+            fail(message("lesson04.weights_missing", keys=", ".join(absent[:6]), call=self.call_text))
+        self.weights = weights
+
+    def state_shapes(self) -> dict[str, tuple]:
+        state = self.sub.call(self.handle, method="state_dict")
+        return {str(k): tuple(v.shape) for k, v in state.items() if isinstance(v, torch.Tensor)}
+
+    @property
+    def call_text(self) -> str:
+        return describe(self.cls, self.cfg)
+
+    def mode(self, train: bool) -> None:
+        self.sub.call(self.handle, method="train" if train else "eval")
+        self.training = train
+
+    def called(self, x: torch.Tensor):
+        key = {("GPT", False): "lesson04.called_gpt", ("GPT", True): "lesson04.called_gpt_train"}.get(
+            (self.cls, self.training), "lesson04.called_train" if self.training else "lesson04.called")
+        how = message("lesson04.how_weights" if self.weights is not None else "lesson04.how_init")
+        return message(key, call=self.call_text, how=how, shape=tuple(x.shape))
+
+    def traced(self, x: torch.Tensor, *, capture: tuple[str, ...] = (), seed: int | None = None) -> dict:
+        """forward(x) with the inputs of the submodules in `capture` (one list for all of them,
+        in call order: capture one submodule per call to know whose they are)."""
+        result = self.sub.call_traced(self.handle, x, capture=capture, seed=seed, no_grad=True)
+        expect_tensor(result.get("value"), self.called(x))
+        return result
+
+    def forward(self, x: torch.Tensor, seed: int | None = None) -> torch.Tensor:
+        return self.traced(x, seed=seed)["value"]
+
+    def inputs_of(self, x: torch.Tensor, submodule: str) -> list[torch.Tensor]:
+        """What reached `submodule` (its first positional argument) during forward(x)."""
+        return self.traced(x, capture=(submodule,))["captured"]
+
+    def logits_loss(self, idx: torch.Tensor, targets: torch.Tensor | None = None, *, seed: int | None = None):
+        """GPT.forward(idx, targets) as the pair (logits, loss) it must return."""
+        args = (idx,) if targets is None else (idx, targets)
+        result = self.sub.call_traced(self.handle, *args, seed=seed, no_grad=True)["value"]
+        called = message("lesson04.called_gpt_targets" if targets is not None else "lesson04.called_gpt",
+                         call=self.call_text, shape=tuple(idx.shape),
+                         how=message("lesson04.how_weights" if self.weights is not None else "lesson04.how_init"))
+        if not (isinstance(result, tuple) and len(result) == 2):
+            fail(called, message("lesson04.not_a_pair", got=type(result).__name__))
+        expect_tensor(result[0], called)
+        return result
+
+    def child(self, path: str):
+        """A handle to the submodule at `path` ("lm_head", "transformer.wte")."""
+        return self.sub.call(self.handle, path, method="get_submodule")
+
+    def sublayer(self, path: str, x: torch.Tensor) -> torch.Tensor:
+        """The learner's submodule at `path` applied to `x` (as it is, in the worker)."""
+        value = self.sub.call_traced(self.child(path), x, no_grad=True)["value"]
+        expect_tensor(value, self.called(x))
+        return value
+
+    def parameters_named(self) -> dict[str, torch.Tensor]:
+        """named_parameters(): each distinct parameter once, as nn.Module lists them."""
+        pairs = self.sub.request("call", target=self.handle, method="named_parameters",
+                                 options={"materialize": True})
+        return {str(name): value for name, value in pairs}
+
+
+def expect_tensor(value, called) -> None:
+    if not isinstance(value, torch.Tensor) or value.device.type == "meta" or value.is_complex():
+        got = type(value).__name__ if not isinstance(value, torch.Tensor) else (
+            f"Tensor(device={value.device.type}, dtype={value.dtype})")
+        fail(called, message("lesson04.not_a_tensor", got=got))
+
+
+def expect_finite(value: torch.Tensor, called) -> None:
+    bad = ~torch.isfinite(value)
+    if bad.any():
+        fail(called, message("lesson04.not_finite", count=int(bad.sum()), total=value.numel()))
+
+
+def expect_shape(value: torch.Tensor, expected: tuple, called, what_key: str = "lesson04.what_output") -> None:
+    if tuple(value.shape) != tuple(expected):
+        fail(called, message("lesson04.shape_wrong", what=message(what_key), got=tuple(value.shape),
+                             expected=tuple(expected)))
+
+
+def close(actual, expected: torch.Tensor, atol: float = 1e-4, rtol: float = 1e-4) -> bool:
+    """Loose equality for diagnoses (is this the variant the learner wrote?)."""
+    return (isinstance(actual, torch.Tensor) and tuple(actual.shape) == tuple(expected.shape)
+            and bool(torch.isfinite(actual).all())
+            and bool(torch.allclose(actual.double(), expected.double(), atol=atol, rtol=rtol)))
+
+
+def first_match(actual, candidates) -> list:
+    """The message of the first (expected_variant, message) pair that `actual` matches."""
+    for expected, text in candidates:
+        if close(actual, expected):
+            return [text]
+    return []
+
+
+def expect_close(actual: torch.Tensor, expected: torch.Tensor, what, called, *diagnoses, atol=ATOL, rtol=RTOL,
+                 hint=None) -> None:
+    problem = compare(actual, expected.to(actual.dtype), what=what, atol=atol, rtol=rtol)
+    if problem:
+        fail(called, problem, *first_match(actual, diagnoses), hint)
+
+
+def random_input(C: int, T: int, gen: torch.Generator, B: int = 2) -> torch.Tensor:
+    """Block inputs with a mean and a scale of their own, so that normalising them shows."""
+    return torch.randn(B, T, C, generator=gen) * 1.7 + torch.randn(B, T, 1, generator=gen)
+
+
+def tokens(B: int, T: int, V: int, gen: torch.Generator) -> torch.Tensor:
+    return torch.randint(0, V, (B, T), generator=gen)

@@ -1,0 +1,192 @@
+"""Hidden checks of GPT: weight tying (TODO [weight-tying]), and three checks of the whole model
+that belong to no single TODO (parameter count, parity with trusted math, no leak from the
+future); their messages say which TODO to look at."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from autograder.checks import CheckFailure, fail
+from autograder.feedback import compare, heatmap, leaking_cells
+from autograder.results import Feedback, message
+
+from . import reference as ref
+from .harness import (
+    MAIN,
+    MAIN_T,
+    MODEL_ATOL,
+    MODEL_RTOL,
+    SMALL,
+    Learner,
+    expect_finite,
+    expect_shape,
+    first_match,
+    generator,
+    tokens,
+)
+
+WTE, HEAD = "transformer.wte.weight", "lm_head.weight"
+
+
+def _own_init(submission, check_seed, cfg=MAIN) -> Learner:
+    return Learner(submission, "GPT", cfg, seed=check_seed % 10_000)
+
+
+def _read(submission, model: Learner, path: str) -> torch.Tensor:
+    return submission.getattr(model.child(path), "weight")
+
+
+def _write(submission, model: Learner, path: str, value: torch.Tensor) -> None:
+    submission.call(model.child(path), {"weight": value}, method="load_state_dict", strict=False)
+
+
+def _shared_through(submission, model: Learner, gen) -> list:
+    """Which of the two directions (write through one, read through the other) fail."""
+    cfg = model.cfg
+    broken = []
+    for source, target in (("lm_head", "transformer.wte"), ("transformer.wte", "lm_head")):
+        before = _read(submission, model, target)
+        value = torch.randn(cfg["vocab_size"], cfg["n_embd"], generator=gen)
+        _write(submission, model, source, value)
+        seen = _read(submission, model, target)
+        if not (isinstance(seen, torch.Tensor) and seen.shape == value.shape and torch.equal(seen, value)):
+            broken.append((source, target, isinstance(seen, torch.Tensor) and isinstance(before, torch.Tensor)
+                           and seen.shape == before.shape and torch.equal(seen, before)))
+    return broken
+
+
+# ---------------------------------------------------------------- TODO [weight-tying]
+
+@pytest.mark.check("tying-shared")
+def test_tying_shared(submission, check_seed):
+    """A change made through lm_head is seen through the token embedding, and the other way."""
+    gen = generator(check_seed)
+    model = _own_init(submission, check_seed)
+    broken = _shared_through(submission, model, gen)
+    if broken:
+        source, target, unchanged = broken[0]
+        fail(message("lesson04.tying_not_shared", source=source, target=target),
+             message("lesson04.diag_tying_copy" if unchanged else "lesson04.diag_tying_other", target=target),
+             message("lesson04.tying_hint"))
+
+
+@pytest.mark.check("tying-once")
+def test_tying_once(submission, check_seed):
+    """The tied matrix is one parameter: it appears once in model.parameters()."""
+    gen = generator(check_seed)
+    model = _own_init(submission, check_seed)
+    params = model.parameters_named()
+    V, C = MAIN["vocab_size"], MAIN["n_embd"]
+    listed = [name for name in (WTE, HEAD) if name in params]
+    same_shape = [name for name, p in params.items() if tuple(p.shape) == (V, C)]
+    if len(listed) == 1 and len(same_shape) == 1:
+        return
+    if len(listed) == 2:
+        shares_memory = not _shared_through(submission, model, gen)
+        fail(message("lesson04.tying_twice", V=V, C=C),
+             message("lesson04.diag_tying_data" if shares_memory else "lesson04.diag_tying_copy", target="transformer.wte"),
+             message("lesson04.tying_hint"))
+    fail(message("lesson04.tying_listed", names=", ".join(same_shape) or "—", V=V, C=C), message("lesson04.tying_hint"))
+
+
+# ---------------------------------------------------------------- the whole model
+
+@pytest.mark.check("num-params")
+def test_num_params(submission, check_seed):
+    for cfg in (MAIN, SMALL):
+        model = _own_init(submission, check_seed, cfg)
+        count = submission.call(model.handle, method="num_params")
+        expected = ref.param_count(cfg)
+        if count == expected:
+            continue
+        V, C, L, bs = cfg["vocab_size"], cfg["n_embd"], cfg["n_layer"], cfg["block_size"]
+        formula = message("lesson04.param_formula", V=V, C=C, L=L, bs=bs, expected=expected)
+        params = model.parameters_named()
+        mlp = sum(p.numel() for name, p in params.items() if name.startswith("transformer.h.0.mlp."))
+        if isinstance(count, int) and count - expected == V * C:
+            hint = message("lesson04.diag_params_untied", extra=V * C)
+        elif mlp != ref.mlp_param_count(C):
+            hint = message("lesson04.diag_params_mlp", got=mlp, expected=ref.mlp_param_count(C), C=C)
+        else:
+            hint = message("lesson04.params_breakdown")
+        fail(message("lesson04.called_num_params", call=model.call_text),
+             message("lesson04.params_wrong", got=count, expected=expected), formula, hint)
+
+
+# Recognisable wirings of the whole model, and what to say when the logits match one.
+_MODEL_VARIANTS = (
+    ({"wiring": "post"}, "lesson04.diag_post_norm"),
+    ({"wiring": "no_norm"}, "lesson04.diag_model_no_norm"),
+    ({"wiring": "swapped_norms"}, "lesson04.diag_model_swapped_norms"),
+    ({"wiring": "no_residual_attn"}, "lesson04.diag_no_residual_attn"),
+    ({"wiring": "no_residual_mlp"}, "lesson04.diag_no_residual_mlp"),
+    ({"wiring": "parallel"}, "lesson04.diag_mlp_sees_old_x"),
+    ({"wiring": "attn_not_added"}, "lesson04.diag_attn_not_added"),
+    ({"wiring": "residual_normed"}, "lesson04.diag_residual_normed"),
+    ({"act": "relu"}, "lesson04.diag_relu"),
+    ({"act": "gelu_tanh"}, "lesson04.diag_gelu_tanh"),
+)
+
+
+@pytest.mark.check("model-parity")
+def test_model_parity(submission, check_seed):
+    gen = generator(check_seed)
+    for cfg, T in ((MAIN, MAIN_T), (MAIN, MAIN["block_size"]), (SMALL, 1)):
+        sd = ref.gpt_weights(cfg, gen)
+        model = Learner(submission, "GPT", cfg, sd)
+        idx, targets = tokens(2, T, cfg["vocab_size"], gen), tokens(2, T, cfg["vocab_size"], gen)
+        try:
+            logits, loss = model.logits_loss(idx, targets)
+            called = message("lesson04.called_gpt_targets", call=model.call_text, shape=tuple(idx.shape),
+                             how=message("lesson04.how_weights"))
+            expect_shape(logits, (2, T, cfg["vocab_size"]), called, "lesson04.what_logits")
+            expected, expected_loss = ref.gpt(idx, sd, cfg, targets)
+            problem = compare(logits, expected.float(), what=message("lesson04.what_logits"),
+                              atol=MODEL_ATOL, rtol=MODEL_RTOL)
+            if problem:
+                fail(called, problem, *first_match(logits, [
+                    (ref.gpt(idx, sd, cfg, **options)[0], message(key)) for options, key in _MODEL_VARIANTS]))
+            if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
+                fail(called, message("lesson04.loss_not_scalar", got=type(loss).__name__ if not isinstance(
+                    loss, torch.Tensor) else f"Tensor{tuple(loss.shape)}"))
+            problem = compare(loss, expected_loss.float(), what=message("lesson04.what_loss"),
+                              atol=MODEL_ATOL, rtol=MODEL_RTOL)
+            if problem:
+                fail(called, problem)
+            _, no_loss = model.logits_loss(idx)
+            if no_loss is not None:
+                fail(model.called(idx), message("lesson04.loss_not_none", got=type(no_loss).__name__))
+        except CheckFailure as failure:
+            # This check belongs to no TODO: point at the ones whose checks say where to look.
+            raise CheckFailure(failure.feedback + Feedback.of(message("lesson04.parity_hint"))) from None
+
+
+@pytest.mark.check("future-leak")
+def test_future_leak(submission, check_seed):
+    """Changing token j may only move the logits of positions i >= j (and must move some later
+    one: the model has to read its past)."""
+    gen = generator(check_seed)
+    cfg = MAIN
+    V, T = cfg["vocab_size"], MAIN_T
+    model = Learner(submission, "GPT", cfg, ref.gpt_weights(cfg, gen))
+    idx = tokens(1, T, V, gen)
+    batch = idx.repeat(T + 1, 1)
+    for j in range(T):
+        batch[j + 1, j] = (batch[j + 1, j] + 1 + int(torch.randint(0, V - 1, (1,), generator=gen))) % V
+    logits, _ = model.logits_loss(batch)
+    expect_shape(logits, (T + 1, T, V), model.called(batch), "lesson04.what_logits")
+    expect_finite(logits, model.called(batch))
+    influence = (logits[1:] - logits[:1]).abs().amax(dim=-1).T  # [i, j]: logits i when token j changes
+    shown = (influence / influence.max().clamp_min(1e-12)).numpy()
+    leaks = leaking_cells(influence.numpy(), tol=1e-5)
+    if leaks.any():
+        first = leaks.nonzero()
+        fail(model.called(batch), message("lesson04.future_leak", i=int(first[0][0]), j=int(first[1][0]),
+                                          count=int(leaks.sum())),
+             message("lesson04.influence_title"), heatmap(shown, leaks=leaks), message("lesson04.heatmap_legend"),
+             message("lesson04.leak_hint"))
+    starved = [i for i in range(1, T) if not bool((influence[i, :i] > 1e-5).any())]
+    if starved:
+        fail(model.called(batch), message("lesson04.no_past_flow", i=starved[0], count=len(starved)),
+             message("lesson04.influence_title"), heatmap(shown), message("lesson04.heatmap_legend"))

@@ -1,0 +1,123 @@
+"""Hidden checks of MLP (TODO [mlp]): its layers, its output against trusted math with the same
+weights, and its dropout."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from autograder.checks import fail
+from autograder.feedback import compare
+from autograder.results import message
+
+from . import reference as ref
+from .harness import (
+    MAIN,
+    MAIN_T,
+    SMALL,
+    Learner,
+    expect_close,
+    expect_finite,
+    expect_shape,
+    generator,
+)
+
+# The layers the interface names (lessons 05 and 06 load weights by these names).
+LAYERS = {"c_fc": "Linear", "gelu": "GELU", "c_proj": "Linear", "dropout": "Dropout"}
+
+
+def _children(submission, handle) -> dict:
+    pairs = submission.request("call", target=handle, method="named_children", options={"materialize": True})
+    return {str(name): child for name, child in pairs}
+
+
+@pytest.mark.check("mlp-structure")
+def test_mlp_structure(submission, check_seed):
+    cfg = {**MAIN, "dropout": 0.3}
+    C = cfg["n_embd"]
+    mlp = Learner(submission, "MLP", cfg)
+    children = _children(submission, mlp.handle)
+    found = ", ".join(f"{name} ({child.type})" for name, child in children.items()) or "—"
+    missing = [name for name in LAYERS if name not in children]
+    if missing:
+        fail(message("lesson04.mlp_missing", names=", ".join(missing), found=found))
+    sd = submission.call(mlp.handle, method="state_dict")
+    expected = {"c_fc.weight": (4 * C, C), "c_fc.bias": (4 * C,), "c_proj.weight": (C, 4 * C), "c_proj.bias": (C,)}
+    for key, shape in expected.items():
+        got = tuple(sd[key].shape) if key in sd else None
+        if got == shape:
+            continue
+        hint = None
+        if key.endswith("weight") and got is not None and len(got) == 2:
+            if got == shape[::-1]:
+                hint = message("lesson04.diag_linear_reversed", name=key.split(".")[0])
+            elif C in got and 4 * C not in got:
+                hint = message("lesson04.diag_no_widening", C=C)
+        fail(message("lesson04.mlp_shape", name=key, got=got if got is not None else "—", expected=shape,
+                     C=C), hint)
+    for name, kind in LAYERS.items():
+        if children[name].type != kind:
+            fail(message("lesson04.mlp_layer_type", name=name, got=children[name].type, expected=kind))
+    p = submission.getattr(children["dropout"], "p")
+    if not isinstance(p, float) or abs(p - cfg["dropout"]) > 1e-12:
+        fail(message("lesson04.mlp_dropout_p", got=p, expected=cfg["dropout"]))
+    x = torch.randn(2, MAIN_T, C, generator=generator(check_seed))
+    y = mlp.forward(x)
+    expect_shape(y, x.shape, mlp.called(x))
+
+
+def _mlp_diagnoses(x, sd):
+    return [(ref.mlp(x, sd, act="relu"), message("lesson04.diag_relu")),
+            (ref.mlp(x, sd, act="gelu_tanh"), message("lesson04.diag_gelu_tanh")),
+            (ref.mlp(x, sd, act="none"), message("lesson04.diag_no_activation")),
+            (ref.mlp(x, sd, order="fc_proj_act"), message("lesson04.diag_gelu_after_proj"))]
+
+
+@pytest.mark.check("mlp-parity")
+def test_mlp_parity(submission, check_seed):
+    gen = generator(check_seed)
+    for cfg, T in ((MAIN, MAIN_T), (SMALL, 1)):
+        C = cfg["n_embd"]
+        sd = ref.mlp_weights(C, gen)
+        mlp = Learner(submission, "MLP", cfg, sd)
+        x = torch.randn(3, T, C, generator=gen)
+        y = mlp.forward(x)
+        expect_shape(y, x.shape, mlp.called(x))
+        expect_close(y, ref.mlp(x, sd), message("lesson04.what_output"), mlp.called(x), *_mlp_diagnoses(x, sd),
+                     hint=message("lesson04.mlp_hint"))
+
+
+@pytest.mark.check("mlp-dropout")
+def test_mlp_dropout(submission, check_seed):
+    """Judged against the learner's own MLP with dropout=0 and the same weights, so that a bug in
+    the layers (mlp-parity's business) is not reported as a dropout bug. Eval: no dropout. Train:
+    every output value is either 0 or the value without dropout / (1 - p), about a fraction p
+    of them 0."""
+    gen = generator(check_seed)
+    p = 0.5
+    cfg = {**MAIN, "dropout": p}
+    C = cfg["n_embd"]
+    sd = ref.mlp_weights(C, gen)
+    mlp = Learner(submission, "MLP", cfg, sd)
+    x = torch.randn(2, MAIN_T, C, generator=gen)
+    plain = Learner(submission, "MLP", MAIN, sd).forward(x)
+    expect_finite(plain, mlp.called(x))
+    first, second = mlp.forward(x, seed=1), mlp.forward(x, seed=2)
+    expect_shape(first, x.shape, mlp.called(x))
+    problem = compare(first, plain, what=message("lesson04.what_output_eval"))
+    if problem or not torch.equal(first, second):
+        fail(mlp.called(x), message("lesson04.dropout_in_eval"), problem)
+    mlp.mode(True)
+    a, b = mlp.forward(x, seed=1), mlp.forward(x, seed=2)
+    expect_finite(a, mlp.called(x))
+    if torch.equal(a, b):
+        fail(mlp.called(x), message("lesson04.dropout_inactive", p=p))
+    kept = a != 0
+    zeros = 1.0 - float(kept.double().mean())
+    scaled_right = tuple(a.shape) == tuple(plain.shape) and torch.allclose(
+        a[kept].double(), plain[kept].double() / (1 - p), atol=1e-4, rtol=1e-4)
+    if scaled_right and 0.3 <= zeros <= 0.7:
+        return
+    before_proj = [t for t in mlp.inputs_of(x, "dropout") if t.shape[-1] == 4 * C]
+    fail(mlp.called(x), message("lesson04.dropout_pattern", p=p, zeros=f"{zeros:.2f}"),
+         message("lesson04.diag_dropout_before_proj") if before_proj else message("lesson04.dropout_hint"))

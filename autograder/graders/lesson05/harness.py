@@ -1,0 +1,189 @@
+"""Helpers shared by lesson 05's graders: the learner's train.py behind the sandbox, next to
+lesson 04's reference GPT, and the worker-side objects the checks hand to it (a model with
+trusted weights, a plain SGD optimizer, batches).
+
+Everything the worker sends back is data; every expected value is computed here, in the trusted
+process, with reference.py on the same weights.
+"""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import torch
+
+from autograder.checks import fail
+from autograder.protocol import Handle
+from autograder.results import message
+from autograder.sandbox import Sandbox, StudentError
+
+from . import reference as ref
+
+# V, C, hs, nh, T and block_size all different, nh >= 2: a tiny GPT that trains in milliseconds.
+CFG = {"vocab_size": 13, "block_size": 8, "n_layer": 2, "n_head": 2, "n_embd": 12, "dropout": 0.0}
+DROPOUT_CFG = {**CFG, "dropout": 0.5}
+B, T = 3, 5
+# A submodule of each kind whose mode matters: the embedding dropout and the attention's.
+MODE_PATHS = ("", "transformer.drop", "transformer.h.0.attn.attn_drop", "transformer.h.1.mlp.dropout")
+
+
+def generator(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def cfg_text(cfg: dict) -> str:
+    return "GPTConfig(" + ", ".join(f"{k}={v}" for k, v in cfg.items()) + ")"
+
+
+def fmt(x: float) -> str:
+    return f"{x:.6g}"
+
+
+class Trainer:
+    """The learner's train.py in the worker; its GPT is lesson 04's reference one."""
+
+    def __init__(self, sub: Sandbox) -> None:
+        self.sub = sub
+        self.module = sub.module("train")
+        self.torch = sub.library("torch")
+        self._functions: dict[str, Handle] = {}
+        # One check's learner code may have switched autograd off for good (estimate_loss
+        # calling torch.set_grad_enabled(False)): that is its check's failure, not the next's.
+        sub.call(sub.getattr(self.torch, "set_grad_enabled"), True)
+
+    # ------------------------------------------------------------ the learner's functions
+    def function(self, name: str) -> Handle:
+        if name not in self._functions:
+            try:
+                self._functions[name] = self.sub.getattr(self.module, name)
+            except StudentError as err:
+                if err.type_name == "AttributeError":
+                    fail(message("lesson05.missing_function", name=name))
+                raise
+        return self._functions[name]
+
+    def call(self, name: str, *args, seed: int | None = None, **kwargs):
+        """train.<name>(*args, **kwargs) in the worker."""
+        if seed is None:
+            return self.sub.call(self.function(name), *args, **kwargs)
+        return self.sub.call_traced(self.function(name), *args, seed=seed, **kwargs)["value"]
+
+    # ------------------------------------------------------------ worker-side objects
+    def _attr(self, target: Handle, dotted: str) -> Handle:
+        for name in dotted.split("."):
+            target = self.sub.getattr(target, name)
+        return target
+
+    def gpt(self, cfg: dict, state: dict, *, double: bool = True, train: bool = True,
+            inference: bool = False) -> Handle:
+        """Lesson 04's reference GPT with `state` loaded, in train or eval mode.
+
+        `inference`: built and loaded inside torch.inference_mode, so that its parameters are
+        inference tensors. A forward with autograd on then fails ("Inference tensors cannot be
+        saved for backward"), and under torch.no_grad it runs: how the graders see, from the
+        outside, whether a loss was computed without gradients.
+        """
+        models = self.sub.module("model")
+        config = self.sub.call(self.sub.getattr(models, "GPTConfig"), **cfg)
+        cls = self.sub.getattr(models, "GPT")
+        if inference:
+            mode = self.sub.call(self._attr(self.torch, "inference_mode"))
+            partial = self._attr(self.sub.library("functools"), "partial")
+            model = self.sub.call(self.sub.call(mode, self.sub.call(partial, cls, config)))
+            load = self.sub.call(mode, self.sub.getattr(model, "load_state_dict"))
+            self.sub.call(load, {k: v.float() for k, v in state.items()})
+        else:
+            model = self.sub.call(cls, config)
+            if double:
+                model = self.sub.call(model, method="double")
+            self.sub.call(model, state, method="load_state_dict")
+        return self.sub.call(model, method="train" if train else "eval")
+
+    def sgd(self, model: Handle, lr: float = 1.0) -> Handle:
+        """torch.optim.SGD(model.parameters(), lr): with lr 1 the update IS the gradient."""
+        params = self.sub.call(model, method="parameters")
+        return self.sub.call(self._attr(self.torch, "optim.SGD"), params, lr=lr)
+
+    def state(self, model: Handle) -> dict:
+        return self.sub.call(model, method="state_dict")
+
+    def submodule(self, model: Handle, path: str) -> Handle:
+        return self.sub.call(model, path, method="get_submodule") if path else model
+
+    def freeze(self, model: Handle, path: str) -> None:
+        self.sub.call(self.submodule(model, path), False, method="requires_grad_")
+
+    def modes(self, model: Handle) -> dict[str, bool]:
+        """{submodule path: its .training} for MODE_PATHS ("" is the model itself)."""
+        return {path: self.sub.getattr(self.submodule(model, path), "training") for path in MODE_PATHS}
+
+    def grad_norm(self, model: Handle) -> float:
+        """The norm of every .grad of the model (0 when no parameter has one), measured with
+        clip_grad_norm_(..., max_norm=inf), which leaves the gradients as they are."""
+        clip = self._attr(self.torch, "nn.utils.clip_grad_norm_")
+        value = self.sub.call(clip, self.sub.call(model, method="parameters"), math.inf)
+        return float(value)
+
+    def dataset(self, xs: torch.Tensor, ys: torch.Tensor) -> Handle:
+        """TensorDataset(xs, ys) in the worker: iterating it yields the pairs (xs[i], ys[i])."""
+        return self.sub.call(self._attr(self.torch, "utils.data.TensorDataset"), xs, ys)
+
+    def batch_source(self, train: tuple, val: tuple) -> Handle:
+        """A get_batch for train(): get_batch("train") -> train, get_batch("val") -> val.
+
+        functools.partial(object.__getattribute__, SimpleNamespace(train=..., val=...)): a
+        callable built in the worker out of data, with no code of ours to run there."""
+        partial = self._attr(self.sub.library("functools"), "partial")
+        lookup = self._attr(partial, "__base__.__getattribute__")  # object.__getattribute__
+        return self.sub.call(partial, lookup, SimpleNamespace(train=train, val=val))
+
+
+# ---------------------------------------------------------------- a step, seen from outside
+
+class Step:
+    """One train_step of the learner's on lesson 04's reference GPT (float64, random weights)
+    with a plain SGD optimizer of lr 1, so that the change of the weights is exactly the
+    gradient the learner's code handed to optimizer.step()."""
+
+    def __init__(self, trainer: Trainer, cfg: dict, state: dict) -> None:
+        self.trainer, self.cfg = trainer, cfg
+        self.names = ref.parameter_names(cfg)
+        self.model = trainer.gpt(cfg, state)
+        self.optimizer = trainer.sgd(self.model)
+        self.state = state
+
+    def run(self, x: torch.Tensor, y: torch.Tensor, grad_clip: float) -> tuple[object, dict, torch.Tensor]:
+        """(what train_step returned, the weights after it, the update: weights before - after)."""
+        loss = self.trainer.call("train_step", self.model, self.optimizer, x, y, grad_clip=grad_clip)
+        after = self.trainer.state(self.model)
+        missing = [name for name in self.names if name not in after]
+        if missing:  # the reference GPT always has them: something replaced the model's modules
+            fail(message("lesson05.state_changed", names=", ".join(missing[:4])))
+        update = ref.flat(self.state, self.names) - ref.flat(after, self.names)
+        self.state = after
+        return loss, after, update
+
+    def called(self, x: torch.Tensor, grad_clip: float, *, again: bool = False):
+        key = "lesson05.called_step_again" if again else "lesson05.called_step"
+        return message(key, cfg=cfg_text(self.cfg), shape=tuple(x.shape), clip=fmt(grad_clip))
+
+
+def expect_finite_update(update: torch.Tensor, *called) -> None:
+    if not torch.isfinite(update).all():
+        fail(*called, message("lesson05.update_not_finite"))
+
+
+def expect_float(value, called, what) -> float:
+    """A learner's returned number: a Python float (an int or a NumPy float also do)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if isinstance(value, torch.Tensor):
+            fail(called, message("lesson05.returned_tensor", what=what, shape=tuple(value.shape)))
+        fail(called, message("lesson05.returned_not_float", what=what, got=type(value).__name__))
+    if not math.isfinite(value):
+        fail(called, message("lesson05.returned_not_finite", what=what, got=value))
+    return float(value)
+
+
+def relative_gap(a: float, b: float) -> float:
+    return abs(a - b) / max(abs(b), 1e-12)

@@ -1,0 +1,110 @@
+"""Hidden checks of estimate_loss (TODO [eval-mode]): the mean loss with dropout off, without
+gradients, and the model left in the mode it was in."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from autograder.checks import fail
+from autograder.results import message
+from autograder.sandbox import StudentError
+
+from . import reference as ref
+from .harness import B, CFG, DROPOUT_CFG, MODE_PATHS, T, Trainer, cfg_text, expect_float, fmt, generator, relative_gap
+
+N_BATCHES = 3
+INFERENCE_ERROR = "Inference tensors cannot be saved for backward"
+
+
+def _setup(submission, check_seed: int, cfg: dict):
+    gen = generator(check_seed)
+    state = ref.random_state(cfg, gen)
+    xs = torch.randint(cfg["vocab_size"], (N_BATCHES, B, T), generator=gen)
+    ys = torch.randint(cfg["vocab_size"], (N_BATCHES, B, T), generator=gen)
+    return Trainer(submission), state, xs, ys
+
+
+def _called(cfg: dict, train: bool, xs: torch.Tensor):
+    return message("lesson05.called_estimate", cfg=cfg_text(cfg), count=xs.shape[0], shape=tuple(xs.shape[1:]),
+                   mode="train" if train else "eval")
+
+
+def _estimate(trainer: Trainer, model, batches, called, seed: int | None = None):
+    """estimate_loss(model, batches); fails when it left autograd switched off for everyone
+    (and switches it back on, so that the next checks are not affected)."""
+    value = trainer.call("estimate_loss", model, batches, seed=seed)
+    enabled = trainer.sub.call(trainer.sub.getattr(trainer.torch, "is_grad_enabled"))
+    if enabled is not True:
+        trainer.sub.call(trainer.sub.getattr(trainer.torch, "set_grad_enabled"), True)
+        fail(called, message("lesson05.grad_left_disabled"))
+    return value
+
+
+@pytest.mark.check("eval-loss")
+def test_eval_loss(submission, check_seed):
+    """The mean of the batches' losses, with dropout (0.5 here) switched off."""
+    trainer, state, xs, ys = _setup(submission, check_seed, DROPOUT_CFG)
+    model = trainer.gpt(DROPOUT_CFG, state, train=True)
+    called = _called(DROPOUT_CFG, True, xs)
+    batches = trainer.dataset(xs, ys)
+    got = expect_float(_estimate(trainer, model, batches, called, seed=1), called, message("lesson05.what_estimate"))
+    each = [ref.loss_at(DROPOUT_CFG, state, xs[i], ys[i]) for i in range(N_BATCHES)]
+    expected = sum(each) / N_BATCHES
+    if relative_gap(got, expected) <= 1e-7:
+        return
+    parts = [called, message("lesson05.estimate_wrong", got=fmt(got), expected=fmt(expected),
+                             losses=", ".join(fmt(v) for v in each))]
+    for value, key in ((sum(each), "lesson05.diag_estimate_sum"), (each[-1], "lesson05.diag_estimate_last"),
+                       (each[0], "lesson05.diag_estimate_first")):
+        if relative_gap(got, value) <= 1e-7:
+            fail(*parts, message(key))
+    trainer.sub.call(model, method="train")
+    again = _estimate(trainer, model, batches, called, seed=2)
+    if again != got:
+        fail(*parts, message("lesson05.diag_estimate_dropout", other=fmt(again) if isinstance(again, float) else again))
+    fail(*parts)
+
+
+@pytest.mark.check("eval-no-grad")
+def test_eval_no_grad(submission, check_seed):
+    """No autograd graph while estimating, and no .grad left behind.
+
+    The first model's weights are inference tensors (made under torch.inference_mode): any
+    forward that builds a graph on them fails, and one under torch.no_grad runs."""
+    trainer, state, xs, ys = _setup(submission, check_seed, CFG)
+    called = _called(CFG, True, xs)
+    batches = trainer.dataset(xs, ys)
+    model = trainer.gpt(CFG, state, inference=True)
+    try:
+        got = _estimate(trainer, model, batches, called)
+    except StudentError as err:
+        if INFERENCE_ERROR in err.message:
+            fail(called, message("lesson05.estimate_with_grad"))
+        raise
+    expect_float(got, called, message("lesson05.what_estimate"))
+    model = trainer.gpt(CFG, state)
+    _estimate(trainer, model, batches, called)
+    left = trainer.grad_norm(model)
+    if left != 0:
+        fail(called, message("lesson05.estimate_left_grads", norm=fmt(left)))
+
+
+@pytest.mark.check("eval-restores-mode")
+def test_eval_restores_mode(submission, check_seed):
+    """After estimate_loss the model (and every submodule) is back in the mode it was in:
+    train if it was training, eval if it already was in eval."""
+    trainer, state, xs, ys = _setup(submission, check_seed, DROPOUT_CFG)
+    batches = trainer.dataset(xs, ys)
+    for train in (True, False):
+        model = trainer.gpt(DROPOUT_CFG, state, train=train)
+        called = _called(DROPOUT_CFG, train, xs)
+        _estimate(trainer, model, batches, called)
+        modes = trainer.modes(model)
+        wrong = [path or "model" for path in MODE_PATHS if modes[path] is not train]
+        if not wrong:
+            continue
+        listing = ", ".join(f"{path or 'model'}.training = {modes[path]}" for path in MODE_PATHS)
+        if len(wrong) < len(MODE_PATHS):
+            fail(called, message("lesson05.mode_partly", modes=listing), message("lesson05.diag_mode_attribute"))
+        fail(called, message("lesson05.mode_left_eval" if train else "lesson05.mode_forced_train", modes=listing))

@@ -1,0 +1,52 @@
+"""The behaviour check of the whole file: train() makes a tiny GPT learn one batch by heart.
+
+A fixed seed and a generous bound, not a timing: with every piece right, 60 steps take the
+loss from about ln(13) = 2.56 to about 0.3 on the reference GPT."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from autograder.checks import fail
+from autograder.results import message
+
+from . import reference as ref
+from .harness import CFG, Trainer, cfg_text, fmt, generator
+
+STEPS = 60
+SETTINGS = {"steps": STEPS, "learning_rate": 1e-2, "min_lr": 1e-3, "warmup_steps": 5, "weight_decay": 0.1,
+            "grad_clip": 1.0, "eval_every": 20, "eval_batches": 2}
+BOUND = 1.2  # the last loss must be below this and below half the first
+
+
+def initial_state(cfg: dict, seed: int) -> dict:
+    """The GPT's own initialisation (lesson 04), drawn here with `seed`."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return ref.gpt(cfg, dtype=torch.float32).state_dict()
+
+
+@pytest.mark.check("overfit")
+def test_overfit(submission, check_seed):
+    trainer = Trainer(submission)
+    gen = generator(check_seed)
+    x, y = ref.random_batch(CFG, 4, CFG["block_size"], gen)
+    model = trainer.gpt(CFG, initial_state(CFG, check_seed), double=False)
+    batches = trainer.batch_source((x, y), (x, y))
+    called = message("lesson05.called_train", cfg=cfg_text(CFG), shape=tuple(x.shape),
+                     settings=", ".join(f"{k}={v}" for k, v in SETTINGS.items()))
+    losses = trainer.call("train", model, batches, seed=check_seed, **SETTINGS)
+    if not isinstance(losses, (list, tuple)) or len(losses) != STEPS:
+        got = len(losses) if isinstance(losses, (list, tuple)) else type(losses).__name__
+        fail(called, message("lesson05.train_losses_shape", got=got, steps=STEPS))
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in losses):
+        fail(called, message("lesson05.train_losses_bad"))
+    first, last = losses[0], losses[-1]
+    if last < BOUND and last < 0.5 * first:
+        return
+    marks = ", ".join(f"{i}: {fmt(losses[i])}" for i in (0, 10, 20, 30, 40, 50, STEPS - 1))
+    fail(called, message("lesson05.no_overfit", first=fmt(first), last=fmt(last), bound=BOUND, losses=marks),
+         message("lesson05.overfit_hint"))

@@ -1,0 +1,60 @@
+"""Hidden checks of crop_context and of generate with a context longer than block_size
+(TODO crop-context). generate runs lesson 04's reference GPT, built in the worker with
+weights the grader draws; greedy decoding is judged token by token against the float64
+reference's argmax on the learner's own prefix (so a near-tie cannot fail a right answer)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from autograder.checks import fail
+from autograder.results import message
+
+from . import reference as ref
+from .harness import GPT_CFG, WorkerGPT, function, generate_greedy, generator, judge_greedy, tokens
+
+
+def _crop_diagnosis(out: torch.Tensor, idx: torch.Tensor, bs: int):
+    T = idx.shape[1]
+    candidates = [(idx[:, :bs], "lesson06.diag_crop_first"),
+                  (idx[-bs:], "lesson06.diag_crop_batch"),
+                  (idx[:, -(bs - 1):] if bs > 1 else idx[:, :0], "lesson06.diag_crop_one_less"),
+                  (idx[:, -(bs + 1):], "lesson06.diag_crop_one_more")]
+    if T < bs:
+        candidates.append((idx[:, T - bs:], "lesson06.diag_crop_negative_start"))
+    for candidate, key in candidates:
+        if tuple(out.shape) == tuple(candidate.shape) and torch.equal(out, candidate):
+            return message(key, bs=bs, T=T)
+    return None
+
+
+@pytest.mark.check("crop-context")
+def test_crop_context(submission, check_seed):
+    gen = generator(check_seed)
+    fn = function(submission, "crop_context")
+    bs, V = 8, 50
+    for T in (13, bs, 5, 1):
+        idx = tokens(3, T, V, gen)
+        called = message("lesson06.called_crop", shape=tuple(idx.shape), bs=bs)
+        out = submission.call(fn, idx, bs)
+        expected = ref.crop(idx, bs)
+        if not isinstance(out, torch.Tensor):
+            fail(called, message("lesson06.not_a_tensor", what=message("lesson06.what_cropped"), got=type(out).__name__))
+        if tuple(out.shape) == tuple(expected.shape) and torch.equal(out, expected):
+            continue
+        fail(called, message("lesson06.crop_wrong", got_shape=tuple(out.shape), expected_shape=tuple(expected.shape),
+                             got=str(out[0].tolist()), expected=str(expected[0].tolist())),
+             _crop_diagnosis(out, idx, bs), message("lesson06.crop_hint"))
+
+
+@pytest.mark.check("crop-generate")
+def test_crop_generate(submission, check_seed):
+    """generate without cache from a prompt longer than block_size, and exactly block_size."""
+    gen = generator(check_seed)
+    model = WorkerGPT(submission, gen)
+    bs = GPT_CFG["block_size"]
+    for T, steps in ((bs + 4, 4), (bs, 3)):
+        idx = tokens(2, T, GPT_CFG["vocab_size"], gen)
+        out, called = generate_greedy(submission, model, idx, steps, use_cache=False)
+        judge_greedy(model, idx, out, called, extra=(message("lesson06.crop_generate_hint", bs=bs),))

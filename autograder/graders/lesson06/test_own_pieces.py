@@ -1,0 +1,129 @@
+"""Informational check (0 points): the learner's generate.py with THEIR OWN lesson 04 model and
+lesson 03 attention (the `own_submission` fixture), instead of the reference pieces the other
+checks use. Their GPT must give the reference logits for the same weights, forward_cached must
+agree with their full forward, and greedy decoding must give the same tokens with and without
+the cache. When something does not fit, the message says which lesson to look at."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from autograder.checks import describe_student_error, fail
+from autograder.feedback import compare
+from autograder.results import message
+from autograder.sandbox import StudentError
+
+from . import reference as ref
+from .harness import ATOL, ATTN_CFG, GPT_CFG, RTOL, TIE, trusted_skeleton, function, generator, tokens
+
+LESSON_OF_FILE = {"attention.py": "03", "model.py": "04", "generate.py": "06"}
+
+
+def _blame(err: StudentError) -> str:
+    """The lesson whose file the error comes from (its innermost frame among the learner's files)."""
+    from pathlib import Path
+
+    for frame in reversed(err.frames):
+        name = str(frame.get("filename", ""))
+        if name.startswith(err.root):
+            return LESSON_OF_FILE.get(Path(name).name, "06")
+    return "06"
+
+
+def _run(what, fn):
+    """fn() in the learner's own pieces; an error fails with the lesson it comes from."""
+    try:
+        return fn()
+    except StudentError as err:
+        lesson = _blame(err)
+        if err.todo_pending is not None:
+            fail(message("lesson06.own_pending", what=message(what), todo=err.todo_pending, lesson=lesson),
+                 message("lesson06.own_not_counted"))
+        fail(message("lesson06.own_raised", what=message(what), lesson=lesson),
+             describe_student_error(err, None, {}), message("lesson06.own_not_counted"))
+
+
+def _their_attention_is_right(own, gen) -> bool:
+    """Whether the learner's own lesson-03 attention alone matches the reference."""
+    cfg = ATTN_CFG
+    try:
+        handle = own.call(own.getattr(own.module("attention"), "CausalSelfAttention"), SimpleNamespace(**cfg))
+        state = ref.random_state(ref.skeleton("attention", tuple(sorted(cfg.items()))), gen)
+        own.call(handle, state, method="load_state_dict", strict=False)
+        own.call(handle, method="eval")
+        x = torch.randn(2, 5, cfg["n_embd"], generator=gen)
+        y = own.call(handle, x)
+    except StudentError:
+        return False
+    expected, _, _ = ref.attend(state, x, None, None, cfg["n_head"])
+    return isinstance(y, torch.Tensor) and compare(y, expected.float(), what="", atol=ATOL, rtol=RTOL) is None
+
+
+@pytest.mark.check("own-pieces")
+def test_own_pieces(own_submission, check_seed):
+    own, gen = own_submission, generator(check_seed)
+    cfg = GPT_CFG
+    V, bs = cfg["vocab_size"], cfg["block_size"]
+    mod = _run("lesson06.own_what_import", lambda: own.module("model"))
+
+    def build():
+        config = own.call(own.getattr(mod, "GPTConfig"), **cfg)
+        return own.call(own.getattr(mod, "GPT"), config)
+
+    handle = _run("lesson06.own_what_build", build)
+    state = ref.random_state(trusted_skeleton(cfg), gen)
+    missing, _ = _run("lesson06.own_what_build", lambda: own.call(handle, state, method="load_state_dict", strict=False))
+    absent = [key for key in state if key in missing]
+    if absent:
+        fail(message("lesson06.own_weights_missing", keys=", ".join(absent[:6])), message("lesson06.own_not_counted"))
+    own.call(handle, method="eval")
+    trusted = ref.gpt(cfg, state)
+
+    # 1. Their GPT (lessons 03 + 04) against the reference with the same weights.
+    idx = tokens(2, bs, V, gen)
+    result = _run("lesson06.own_what_forward", lambda: own.call(handle, idx))
+    logits = result[0] if isinstance(result, tuple) and result else result
+    with torch.no_grad():
+        full = trusted(idx)[0]
+    problem = compare(logits, full.float(), what=message("lesson06.what_logits"), atol=ATOL, rtol=RTOL)
+    if problem:
+        lesson = "04" if _their_attention_is_right(own, gen) else "03"
+        fail(message("lesson06.own_model_differs", lesson=lesson), problem, message("lesson06.own_not_counted"))
+
+    # 2. Their forward_cached on their model, one token at a time and then a chunk.
+    def feed():
+        cache = own.call(function(own, "KVCache"), cfg["n_layer"])
+        outs = [own.call(function(own, "forward_cached"), handle, idx[:, t:t + 1], cache) for t in range(4)]
+        outs.append(own.call(function(own, "forward_cached"), handle, idx[:, 4:], cache))
+        return outs
+
+    outs = _run("lesson06.own_what_cached", feed)
+    if not all(isinstance(o, torch.Tensor) for o in outs) or tuple(torch.cat(outs, dim=1).shape) != tuple(full.shape):
+        fail(message("lesson06.own_cached_differs"), message("lesson06.own_not_counted"))
+    problem = compare(torch.cat(outs, dim=1), full.float(), what=message("lesson06.what_logits"), atol=ATOL, rtol=RTOL)
+    if problem:
+        fail(message("lesson06.own_cached_differs"), problem, message("lesson06.own_not_counted"))
+
+    # 3. generate with their pieces: greedy, with and without the cache, past block_size.
+    prompt = tokens(2, 3, V, gen)
+    steps = bs + 2
+
+    def run(use_cache):
+        return own.call(function(own, "generate"), handle, prompt, steps, temperature=0, use_cache=use_cache)
+
+    without, with_cache = _run("lesson06.own_what_generate", lambda: run(False)), _run("lesson06.own_what_generate", lambda: run(True))
+    if not (isinstance(without, torch.Tensor) and isinstance(with_cache, torch.Tensor)
+            and without.shape == with_cache.shape == (2, 3 + steps)):
+        fail(message("lesson06.own_generate_differs", step="?"), message("lesson06.own_not_counted"))
+    differ = (without != with_cache).any(dim=0).nonzero().view(-1)
+    if len(differ):
+        t = int(differ[0])
+        # A near-tie may be broken differently by the two float32 paths: not a mistake.
+        with torch.no_grad():
+            logits_t = trusted(ref.crop(with_cache[:, :t], bs))[0][:, -1, :]
+        if bool((ref.greedy_margin(logits_t, with_cache[:, t]) > TIE).any() or
+                (ref.greedy_margin(logits_t, without[:, t]) > TIE).any()):
+            fail(message("lesson06.own_generate_differs", step=t - 3), message("lesson06.own_not_counted"))

@@ -1,0 +1,146 @@
+"""Hidden checks of sample_next (TODOs temperature and top-k).
+
+The README fixes the draw: F.softmax over the last dimension and one
+torch.multinomial(probs, num_samples=1, generator=generator) per call (given code). The grader
+builds a torch.Generator in the worker with a seed it knows and replays the draw here on the
+distribution it expects: the same seed gives the same tokens only for the same distribution.
+Top-k is judged by support (which ranks are ever drawn, over hundreds of rows of nearly flat
+logits), then by the replay.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from autograder.checks import fail
+from autograder.results import Block, message
+
+from . import reference as ref
+from .harness import SAMPLING_HINTS, draw_seed, expect_tokens, function, generator, hinted, worker_generator
+
+V = 19
+GREEDY_HINTS = (
+    (r"probability tensor contains either|invalid multinomial distribution|ZeroDivisionError",
+     lambda m: message("lesson06.hint_temperature_zero")),
+    *SAMPLING_HINTS,
+)
+
+
+def _called(shape, temperature, top_k, seed):
+    return message("lesson06.called_sample", shape=tuple(shape), temperature=temperature,
+                   top_k="None" if top_k is None else top_k, seed=seed)
+
+
+def _sample(submission, logits, temperature, top_k, seed, hints=SAMPLING_HINTS):
+    """(tokens (B, 1), the call described) from the learner's sample_next."""
+    called = _called(logits.shape, temperature, top_k, seed)
+    fn = function(submission, "sample_next")
+    with hinted(*hints):
+        out = submission.call(fn, logits, temperature=temperature, top_k=top_k,
+                              generator=worker_generator(submission, seed))
+    return expect_tokens(out, (logits.shape[0], 1), called), called
+
+
+def _differing_rows(got: torch.Tensor, expected: torch.Tensor, limit: int = 4) -> Block:
+    bad = (got != expected).view(-1).nonzero().view(-1).tolist()
+    lines = [f"[{b}] {int(got[b, 0])} ≠ {int(expected[b, 0])}" for b in bad[:limit]]
+    return Block("\n".join(lines) + ("\n…" if len(bad) > limit else "") + "\n")
+
+
+def _diagnosis(out: torch.Tensor, candidates) -> list:
+    return [message(key) for candidate, key in candidates if torch.equal(out, candidate)][:1]
+
+
+# ---------------------------------------------------------------- TODO [temperature]
+
+@pytest.mark.check("greedy")
+def test_greedy(submission, check_seed):
+    """temperature 0: the argmax of each row, (B, 1) int64, also with top_k set; no draw."""
+    gen = generator(check_seed)
+    for temperature, top_k, B in ((0, None, 6), (0.0, 3, 5)):
+        logits = torch.randn(B, V, generator=gen) * 2
+        seed = draw_seed(gen)
+        out, called = _sample(submission, logits, temperature, top_k, seed, GREEDY_HINTS)
+        expected = logits.argmax(dim=-1, keepdim=True)
+        if torch.equal(out, expected):
+            continue
+        diagnoses = [(logits.argmin(dim=-1, keepdim=True), "lesson06.diag_argmin"),
+                     (ref.sample_replay(logits, seed), "lesson06.diag_greedy_sampled")]
+        fail(called, message("lesson06.greedy_wrong", got=str(out.view(-1).tolist()),
+                             expected=str(expected.view(-1).tolist())), *_diagnosis(out, diagnoses))
+
+
+@pytest.mark.check("temperature")
+def test_temperature(submission, check_seed):
+    """temperature T > 0: exactly the draw of softmax(logits / T) with the learner's generator."""
+    gen = generator(check_seed)
+    B = 64
+    for temperature in (0.5, 2.5, 1.0):
+        logits = torch.randn(B, V, generator=gen) * 1.5
+        seed = draw_seed(gen)
+        out, called = _sample(submission, logits, temperature, None, seed)
+        expected = ref.sample_replay(logits, seed, temperature=temperature)
+        if torch.equal(out, expected):
+            continue
+        diagnoses = [(ref.sample_replay(logits, seed), "lesson06.diag_temperature_ignored"),
+                     (ref.sample_replay(logits, seed, temperature=1 / temperature), "lesson06.diag_temperature_multiplied"),
+                     (ref.sample_replay(logits, seed, temperature=temperature ** 2), "lesson06.diag_temperature_twice"),
+                     (logits.argmax(dim=-1, keepdim=True), "lesson06.diag_always_greedy")]
+        if temperature == 1.0:
+            diagnoses = diagnoses[3:]
+        count = int((out != expected).sum())
+        fail(called, message("lesson06.samples_differ", count=count, B=B, expected=message(
+            "lesson06.expected_temperature", temperature=temperature)),
+            _differing_rows(out, expected), *_diagnosis(out, diagnoses), message("lesson06.temperature_hint"))
+
+
+# ---------------------------------------------------------------- TODO [top-k]
+
+@pytest.mark.check("top-k-support")
+def test_top_k_support(submission, check_seed):
+    """Over 300 rows of nearly flat logits at temperature 2, only the k best of each row are
+    ever drawn, and each of the k ranks is drawn at least once (k = 1 and k = 4)."""
+    gen = generator(check_seed)
+    B = 300
+    for k in (4, 1):
+        logits = torch.randn(B, V, generator=gen) * 0.3
+        seed = draw_seed(gen)
+        out, called = _sample(submission, logits, 2.0, k, seed)
+        rank = ref.ranks(logits).gather(-1, out)  # (B, 1): 0 = the row's best
+        outside = (rank >= k).view(-1)
+        if outside.any():
+            b = int(outside.nonzero()[0])
+            worst = int(rank.max()) + 1
+            hint = message("lesson06.diag_topk_one_more", k=k) if worst == k + 1 else message("lesson06.diag_topk_no_filter")
+            fail(called, message("lesson06.topk_outside", count=int(outside.sum()), B=B, k=k, row=b,
+                                 token=int(out[b, 0]), rank=int(rank[b, 0]) + 1), hint, message("lesson06.topk_hint"))
+        seen = set(rank.view(-1).tolist())
+        never = [r + 1 for r in range(k) if r not in seen]
+        if never:
+            fail(called, message("lesson06.topk_rank_never", k=k, B=B, ranks=str(never)),
+                 message("lesson06.diag_topk_one_less", k=k) if never == [k] else None, message("lesson06.topk_hint"))
+
+
+@pytest.mark.check("top-k-sampling")
+def test_top_k_sampling(submission, check_seed):
+    """The draw among the k best is the renormalised softmax (exact replay), for k < V, k = V
+    and k > V (which keeps every token and must not raise)."""
+    gen = generator(check_seed)
+    B = 64
+    for k in (5, V + 4, V):
+        logits = torch.randn(B, V, generator=gen) * 1.5
+        seed = draw_seed(gen)
+        out, called = _sample(submission, logits, 1.0, k, seed)
+        expected = ref.sample_replay(logits, seed, top_k=k)
+        if torch.equal(out, expected):
+            continue
+        diagnoses = []
+        if k < V:
+            diagnoses = [(ref.sample_replay(logits, seed), "lesson06.diag_topk_no_filter"),
+                         (ref.sample_replay(logits, seed, top_k=k - 1), "lesson06.diag_topk_one_less_short"),
+                         (ref.sample_replay(logits, seed, top_k=k + 1), "lesson06.diag_topk_one_more_short")]
+        count = int((out != expected).sum())
+        fail(called, message("lesson06.samples_differ", count=count, B=B,
+                             expected=message("lesson06.expected_topk", k=k)),
+             _differing_rows(out, expected), *_diagnosis(out, diagnoses), message("lesson06.topk_hint"))

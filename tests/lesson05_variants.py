@@ -1,0 +1,204 @@
+"""Lesson 05's catalog of variant submissions (see tests/variants.py for the rules), used to
+prove its hidden graders. Each variant edits solutions/05-entrenar/train.py with its region
+markers stripped. A plain module: tests/test_variants.py grades every variant.
+
+The `own-pieces` check is informational and runs only where the learner's lessons 03 and 04
+sit beside the submission; these variants are graded alone, so it is skipped for them.
+"""
+
+from __future__ import annotations
+
+from variants import Variant
+
+TRAIN = "train.py"
+
+
+# --------------------------------------------------------------------------- fragments
+# Exact lines of the marker-stripped solution that several variants edit.
+
+PARAMS = "params = [p for p in model.parameters() if p.requires_grad]"
+SPLIT = """\
+    decay = [p for p in params if p.dim() >= 2]
+    no_decay = [p for p in params if p.dim() < 2]
+"""
+GROUPS = """\
+    groups = [
+        {"params": decay, "weight_decay": weight_decay},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]
+"""
+ADAMW = "return torch.optim.AdamW(groups, lr=learning_rate, betas=betas)"
+WARMUP = "return max_lr * (step + 1) / warmup_steps"
+AFTER_MAX = """\
+    if step >= max_steps:
+        return min_lr
+"""
+RATIO = "ratio = (step - warmup_steps) / (max_steps - warmup_steps)  # de 0 a 1"
+COEFF = "coeff = 0.5 * (1.0 + math.cos(math.pi * ratio))  # de 1 a 0"
+ZERO = "    optimizer.zero_grad(set_to_none=True)\n"
+BACKWARD = "    loss.backward()\n"
+CLIP_CALL = "torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)"
+CLIP_BLOCK = """\
+    if grad_clip > 0:
+        # Una sola norma para todos los gradientes, como si fueran un vector: si pasa de
+        # grad_clip se escalan todos por el mismo factor. El paso conserva su dirección y
+        # solo se acorta cuando un lote raro daría un salto enorme.
+        torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+"""
+STEP = "    optimizer.step()\n    return loss.item()\n"
+EVAL = "    model.eval()\n"
+RESTORE = "    model.train(was_training)  # train(False) es eval(): si ya estaba en eval, ahí se queda\n"
+NO_GRAD_LOOP = """\
+    with torch.no_grad():  # sin grafo de autograd: aquí nadie llamará a backward()
+        for x, y in batches:
+            _, loss = model(x, y)
+            losses.append(loss.item())
+"""
+MEAN = "return sum(losses) / len(losses)"
+
+
+# --------------------------------------------------------------------------- buggy
+
+BUGGY: list[Variant] = [
+    # ---- TODO [weight-decay-groups]
+    Variant("decay-by-name", TRAIN, SPLIT,
+            "    named = [(n, p) for n, p in model.named_parameters() if p.requires_grad]\n"
+            "    decay = [p for n, p in named if n.endswith(\"weight\")]\n"
+            "    no_decay = [p for n, p in named if not n.endswith(\"weight\")]\n",
+            "weight-decay-groups", "splits by the name 'weight': LayerNorm weights get decay",
+            collateral=()),
+    Variant("one-group", TRAIN, ADAMW,
+            "return torch.optim.AdamW(params, lr=learning_rate, betas=betas, weight_decay=weight_decay)",
+            "weight-decay-groups", "a single group: biases and LayerNorm decay too", collateral=()),
+    Variant("groups-swapped", TRAIN, GROUPS,
+            "    groups = [\n"
+            "        {\"params\": no_decay, \"weight_decay\": 0.0},\n"
+            "        {\"params\": decay, \"weight_decay\": weight_decay},\n"
+            "    ]\n",
+            "weight-decay-groups", "the group without decay first", collateral=()),
+    Variant("default-decay-second-group", TRAIN, '{"params": no_decay, "weight_decay": 0.0}',
+            '{"params": no_decay}',
+            "weight-decay-groups", "the second group gets AdamW's default weight_decay 0.01", collateral=()),
+    Variant("state-dict-tensors", TRAIN, PARAMS, "params = list(model.state_dict().values())",
+            "weight-decay-groups", "state_dict's detached tensors: the tied weight twice, nothing trained",
+            collateral=()),
+    Variant("frozen-not-skipped", TRAIN, PARAMS, "params = list(model.parameters())",
+            "weight-decay-groups", "frozen parameters end up in the optimizer", collateral=()),
+    Variant("adam-not-adamw", TRAIN, ADAMW, "return torch.optim.Adam(groups, lr=learning_rate, betas=betas)",
+            "weight-decay-groups", "Adam: its weight_decay is L2 in the gradient", collateral=()),
+    Variant("learning-rate-ignored", TRAIN, ADAMW, "return torch.optim.AdamW(groups, betas=betas)",
+            "weight-decay-groups", "AdamW's default lr instead of learning_rate", collateral=()),
+    Variant("embeddings-without-decay", TRAIN, SPLIT,
+            "    embeddings = {id(model.transformer.wte.weight), id(model.transformer.wpe.weight)}\n"
+            "    decay = [p for p in params if p.dim() >= 2 and id(p) not in embeddings]\n"
+            "    no_decay = [p for p in params if p.dim() < 2 or id(p) in embeddings]\n",
+            "weight-decay-groups", "minGPT's rule: embeddings without decay", collateral=()),
+    # ---- TODO [lr-schedule]
+    Variant("warmup-without-plus-one", TRAIN, WARMUP, "return max_lr * step / warmup_steps",
+            "lr-schedule", "step 0 gets rate 0", collateral=()),
+    Variant("warmup-inclusive", TRAIN, "if step < warmup_steps:", "if step <= warmup_steps:",
+            "lr-schedule", "warmup formula also at step == warmup_steps", collateral=()),
+    Variant("cosine-without-half", TRAIN, COEFF, "coeff = 1.0 + math.cos(math.pi * ratio)",
+            "lr-schedule", "forgets the 0.5: starts at twice the range", collateral=()),
+    Variant("linear-decay", TRAIN, COEFF, "coeff = 1.0 - ratio",
+            "lr-schedule", "linear instead of cosine decay", collateral=()),
+    Variant("ratio-ignores-warmup", TRAIN, RATIO, "ratio = step / max_steps",
+            "lr-schedule", "the cosine starts at step 0 instead of warmup_steps", collateral=()),
+    Variant("decays-to-zero", TRAIN, "return min_lr + coeff * (max_lr - min_lr)", "return coeff * max_lr",
+            "lr-schedule", "the cosine ends at 0, not at min_lr", collateral=()),
+    Variant("no-floor-after-max", TRAIN, AFTER_MAX, "",
+            "lr-schedule", "the cosine goes on after max_steps and climbs again", collateral=()),
+    # ---- TODO [zero-grad]
+    Variant("no-zero-grad", TRAIN, ZERO, "",
+            "zero-grad", "gradients accumulate across steps", collateral=()),
+    Variant("zero-grad-not-called", TRAIN, "optimizer.zero_grad(set_to_none=True)", "optimizer.zero_grad",
+            "zero-grad", "the method is named but never called", collateral=()),
+    Variant("zero-grad-after-backward", TRAIN, ZERO + "    _, loss = model(x, y)",
+            "    _, loss = model(x, y)",
+            "zero-grad", "zeroes after backward: step() sees no gradient",
+            also=((BACKWARD, BACKWARD + "    optimizer.zero_grad(set_to_none=True)\n"),),
+            collateral=("grad-clip",)),
+    # ---- TODO [grad-clip]
+    Variant("clip-by-value", TRAIN, CLIP_CALL, "torch.nn.utils.clip_grad_value_(model.parameters(), grad_clip)",
+            "grad-clip", "clamps each component instead of the global norm", collateral=()),
+    Variant("clip-each-parameter", TRAIN, CLIP_CALL,
+            "for p in model.parameters():\n"
+            "            torch.nn.utils.clip_grad_norm_(p, grad_clip)",
+            "grad-clip", "clips each parameter's norm on its own", collateral=()),
+    Variant("clip-after-step", TRAIN, CLIP_BLOCK + "    optimizer.step()\n",
+            "    optimizer.step()\n" + CLIP_BLOCK,
+            "grad-clip", "clips after the update, when it no longer matters", collateral=()),
+    Variant("clip-even-when-zero", TRAIN, "    if grad_clip > 0:\n", "    if True:\n",
+            "grad-clip", "grad_clip = 0 clips to a norm of 0", collateral=()),
+    Variant("clip-always-rescales", TRAIN, CLIP_CALL,
+            "total = torch.sqrt(sum((p.grad ** 2).sum() for p in model.parameters()))\n"
+            "        for p in model.parameters():\n"
+            "            p.grad.mul_(grad_clip / total)",
+            "grad-clip", "rescales to grad_clip even a smaller gradient", collateral=()),
+    # ---- train_step's return value (no TODO)
+    Variant("returns-loss-tensor", TRAIN, STEP, "    optimizer.step()\n    return loss\n",
+            None, "returns the loss tensor, not a float"),
+    Variant("returns-loss-after-step", TRAIN, STEP,
+            "    optimizer.step()\n    with torch.no_grad():\n        return model(x, y)[1].item()\n",
+            None, "returns the loss after the update"),
+    # ---- TODO [eval-mode]
+    Variant("no-eval", TRAIN, EVAL, "",
+            "eval-mode", "measures with dropout on", collateral=()),
+    Variant("mode-not-restored", TRAIN, RESTORE, "",
+            "eval-mode", "leaves the model in eval mode", collateral=()),
+    Variant("always-back-to-train", TRAIN, RESTORE, "    model.train()\n",
+            "eval-mode", "puts a model that was in eval back in train", collateral=()),
+    Variant("training-flag-by-hand", TRAIN, EVAL, "    model.training = False\n",
+            "eval-mode", "sets the attribute: the submodules' dropout stays on",
+            also=((RESTORE, "    model.training = was_training\n"),), collateral=()),
+    Variant("no-no-grad", TRAIN, NO_GRAD_LOOP,
+            "    for x, y in batches:\n"
+            "        _, loss = model(x, y)\n"
+            "        losses.append(loss.item())\n",
+            "eval-mode", "builds an autograd graph while measuring", collateral=()),
+    Variant("grad-disabled-for-good", TRAIN, NO_GRAD_LOOP,
+            "    torch.set_grad_enabled(False)\n"
+            "    for x, y in batches:\n"
+            "        _, loss = model(x, y)\n"
+            "        losses.append(loss.item())\n",
+            "eval-mode", "switches autograd off for the whole program", collateral=()),
+    Variant("estimate-sum", TRAIN, MEAN, "return sum(losses)",
+            "eval-mode", "the sum of the losses, not the mean", collateral=()),
+    Variant("estimate-tensor", TRAIN, "losses.append(loss.item())", "losses.append(loss)",
+            "eval-mode", "averages tensors and returns a tensor", collateral=()),
+]
+
+
+# --------------------------------------------------------------------------- correct
+
+CORRECT: list[Variant] = [
+    Variant("named-parameters-dict", TRAIN, PARAMS + "\n",
+            "param_dict = {name: p for name, p in model.named_parameters() if p.requires_grad}\n"
+            "    params = list(param_dict.values())\n",
+            note="nanoGPT's dict of named parameters, split by dim"),
+    Variant("lr-clamped-ratio", TRAIN,
+            AFTER_MAX + "    " + RATIO + "\n    " + COEFF + "\n    return min_lr + coeff * (max_lr - min_lr)\n",
+            "    ratio = min(1.0, (step - warmup_steps) / (max_steps - warmup_steps))\n"
+            "    cosine = torch.cos(torch.tensor(math.pi * ratio))  # float32\n"
+            "    return min_lr + 0.5 * (max_lr - min_lr) * (1.0 + cosine.item())\n",
+            note="one cosine branch with the ratio clamped at 1, computed in float32 with torch"),
+    Variant("zero-grad-at-the-end", TRAIN, ZERO, "",
+            note="zeroes after step(), like nanoGPT: the next step starts clean",
+            also=((STEP, "    optimizer.step()\n    optimizer.zero_grad()\n    return loss.item()\n"),)),
+    Variant("model-zero-grad", TRAIN, "optimizer.zero_grad(set_to_none=True)", "model.zero_grad()",
+            note="zeroes through the model instead of the optimizer"),
+    Variant("manual-clip", TRAIN, CLIP_CALL,
+            "grads = [p.grad for p in model.parameters() if p.grad is not None]\n"
+            "        total = torch.sqrt(sum((g * g).sum() for g in grads))\n"
+            "        if total > grad_clip:\n"
+            "            for g in grads:\n"
+            "                g.mul_(grad_clip / total)",
+            note="the global norm computed by hand, without clip_grad_norm_'s epsilon"),
+    Variant("estimate-inference-mode", TRAIN, NO_GRAD_LOOP + RESTORE,
+            "    with torch.inference_mode():\n"
+            "        losses = torch.stack([model(x, y)[1] for x, y in batches])\n"
+            "    if was_training:\n"
+            "        model.train()\n"
+            "    return losses.mean().item()\n",
+            note="inference_mode, a stacked mean, and the mode restored with an if"),
+]
