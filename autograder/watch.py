@@ -1,0 +1,300 @@
+"""`autograder watch [LESSON ...] [--poll]`: grade a lesson again each time one of its files is saved.
+
+Without LESSON it watches every lesson folder in exercises/ and starts by grading the lesson the
+learner is on (the first one not known to be completed, from the local history and the grades
+branch). A save in a lesson folder re-grades that lesson only; a lesson already completed is
+never graded again unless asked for by name (`autograder watch 02`), which always re-grades it.
+After each grading it shows the lesson's progress (a bar, points, checks passed, the change
+since the previous grading), the first failing check and the one next step, as `check` does,
+and records the grading in the local history.
+
+File events come from watchfiles (inotify, FSEvents, ReadDirectoryChangesW). `--poll` makes it
+poll instead (network drives, some containers and virtual machines), and when the system refuses
+notifications (the inotify watch or instance limits, too many open files) it falls back to
+polling by itself, with a one-line warning. Saves are debounced: an editor's burst of events
+(temporary file, rename, chmod) is one change, and saves made during a grading are graded once
+it ends. Ctrl-C exits with status 0 and one line, also in the middle of a grading.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+
+from . import i18n
+from .learner import (
+    LearnerError,
+    LocalStore,
+    NextStep,
+    Spinner,
+    bar,
+    describe_step,
+    exercises_dir,
+    grade_lessons,
+    is_graded_input,
+    lesson_dir,
+    lesson_next_step,
+    lesson_step,
+    make_console,
+    present_lessons,
+    printed,
+    record_result,
+    resolve_lessons,
+    t,
+    terminal_width,
+    use_color,
+)
+from .manifest import Course, Lesson
+
+# An editor's save is a burst of events within a few milliseconds; wait for this much quiet
+# before grading, but never group changes for longer than DEBOUNCE_MS.
+QUIET_MS = 300
+DEBOUNCE_MS = 1600
+POLL_DELAY_MS = 300
+# How often the watcher hands control back while nothing changes (it yields an empty set).
+WAKE_MS = 1000
+
+
+def iter_changes(paths: Iterable[Path], *, force_polling: bool | None,
+                 on_fallback: Callable[[Exception], None], timeout_ms: int | None = None) -> Iterator[set[Path]]:
+    """Sets of changed paths under `paths`, one set per debounced burst of changes.
+
+    With `timeout_ms`, an empty set is yielded after that long without changes (so a caller can
+    look up between changes). When notifications cannot be set up, `on_fallback(error)` is
+    called and polling takes over; with force_polling True, such an error is raised instead.
+    """
+    import watchfiles
+
+    paths = [str(path) for path in paths]
+    options = {"debounce": DEBOUNCE_MS, "step": QUIET_MS, "poll_delay_ms": POLL_DELAY_MS, "raise_interrupt": True}
+    if timeout_ms is not None:
+        options.update(rust_timeout=timeout_ms, yield_on_timeout=True)
+    try:
+        for changes in watchfiles.watch(*paths, force_polling=force_polling, **options):
+            yield {Path(path) for _, path in changes}
+        return
+    except (OSError, RuntimeError) as exc:  # watchfiles' internal error is a RuntimeError
+        if force_polling:
+            raise
+        on_fallback(exc)
+    for changes in watchfiles.watch(*paths, force_polling=True, **options):
+        yield {Path(path) for _, path in changes}
+
+
+def changed_lessons(course: Course, paths: Iterable[Path], lessons: list[Lesson]) -> dict[str, list[str]]:
+    """{lesson id: names of its changed graded files} among `lessons`, in course order."""
+    root = exercises_dir(course).resolve()
+    folders = {lesson.folder: lesson for lesson in lessons}
+    found: dict[str, set[str]] = {}
+    for path in paths:
+        try:
+            rel = Path(path).resolve().relative_to(root)
+        except (ValueError, OSError):
+            continue
+        if len(rel.parts) < 2 or rel.parts[0] not in folders:
+            continue
+        inside = Path(*rel.parts[1:])
+        if is_graded_input(inside):
+            found.setdefault(folders[rel.parts[0]].id, set()).add(inside.as_posix())
+    return {lesson.id: sorted(found[lesson.id]) for lesson in course.lessons if lesson.id in found}
+
+
+# --- one lesson's summary ----------------------------------------------------------------------
+
+
+def render_lesson(result, step: NextStep | None, next_after: NextStep, previous: float | None, lang: str,
+                  *, color: bool, width: int) -> str:
+    """The lesson after a grading: header with a bar, the change in points, the first failing
+    check with its message, and the next step (`next_after` once the lesson is completed)."""
+    from rich.padding import Padding
+    from rich.text import Text as RichText
+
+    from .results import Status
+
+    console, buffer = make_console(color, width)
+    counted = [c for c in result.checks if c.status is not Status.SKIPPED and not c.informational]
+    passed = sum(c.status is Status.PASSED for c in counted)
+    fraction = result.score / result.max_score if result.max_score else 0.0
+    style = "green" if result.completed else "yellow"
+    header = RichText(i18n.translate("render.lesson", lang, id=result.id, title=i18n.localize(result.title, lang)),
+                      style="bold")
+    console.print(header)
+    line = RichText("  ")
+    line.append(bar(fraction), style=style)
+    line.append("  " + " · ".join([
+        i18n.translate("render.points", lang, score=_num(result.score), max_score=_num(result.max_score)),
+        t("watch_checks", lang, passed=passed, total=len(counted)),
+        i18n.translate("render.xp", lang, xp=result.xp, xp_max=result.xp_max)]))
+    if result.mode == "practice":
+        line.append(" · " + i18n.translate("render.practice_tag", lang), style="yellow")
+    console.print(line)
+    if previous is not None and abs(result.score - previous) > 1e-9:
+        delta = result.score - previous
+        console.print(RichText("  " + t("watch_delta", lang, delta=f"{delta:+g}"),
+                               style="green" if delta > 0 else "red"))
+    if result.completed:
+        console.print(RichText(t("lesson_done", lang, id=result.id, xp=result.xp_max), style="bold green"))
+        step = next_after
+    elif step is not None and step.check is not None:
+        check = next((c for c in result.checks if c.id == step.check), None)
+        if check is not None:
+            console.print(RichText("  " + t("watch_first_failure", lang), style="dim"))
+            label = check.id + (f" · TODO [{check.todo}]" if check.todo else "")
+            status = i18n.translate(f"render.status.{check.status.value}", lang)
+            console.print(RichText(f"  ✘ {label}  {_num(check.score)}/{_num(check.max_score)}  {status}",
+                                   style="red"))
+            for kind, text in i18n.render_parts(check.feedback, lang):
+                if kind == "text":
+                    console.print(Padding(RichText(text), (0, 0, 0, 6)))
+                else:
+                    indented = "\n".join("      " + row for row in text.rstrip("\n").split("\n"))
+                    console.print(RichText(indented, style="cyan"), soft_wrap=True)
+    if step is not None:
+        lines = describe_step(step, lang)
+        console.print(RichText(lines[0], style="bold cyan"), soft_wrap=True)
+        for extra in lines[1:]:
+            console.print(RichText(extra, style="cyan"), soft_wrap=True)
+    return printed(buffer)
+
+
+def _num(x: float) -> int | float:
+    return int(x) if float(x).is_integer() else round(float(x), 2)
+
+
+# --- the session -------------------------------------------------------------------------------
+
+
+class WatchSession:
+    """What a running `watch` knows: which lessons it may grade, which are completed, the last
+    score of each (for the change in points)."""
+
+    def __init__(self, course: Course, lang: str, named: list[Lesson], out=None) -> None:
+        from .progress import gather
+
+        self.course, self.lang, self.named = course, lang, named
+        self.out = out or sys.stdout
+        self.store = LocalStore(course.root, warn=self.say)
+        self.color = use_color(self.out)
+        self.lessons = named or present_lessons(course)
+        latest = gather(course, self.store, fetch=False, lang=lang).latest
+        self.completed = {lesson_id for lesson_id, entry in latest.items() if entry.completed}
+        self.scores: dict[str, float] = {}
+
+    def say(self, text: str, style: str | None = None) -> None:
+        if style and self.color:
+            from rich.text import Text as RichText
+
+            console, buffer = make_console(True, terminal_width(self.out))
+            console.print(RichText(text, style=style), soft_wrap=True)
+            text = printed(buffer).rstrip("\n")
+        self.out.write(text + "\n")
+        self.out.flush()
+
+    def start(self) -> None:
+        """Grade the named lessons, else the lesson the learner is on."""
+        if self.named:
+            for lesson in self.named:
+                self.grade(lesson)
+            return
+        for lesson in self.lessons:
+            if lesson.id not in self.completed:
+                self.grade(lesson)
+                if lesson.id not in self.completed:
+                    return
+        self.say(t("watch_all_complete", self.lang), "green")
+        self.say("\n".join(describe_step(self._after(self.lessons[-1]), self.lang)), "bold cyan")
+
+    def on_changes(self, paths: set[Path]) -> bool:
+        """Grade (or skip) the lessons with changed files; False when none of them matter."""
+        # Without named lessons, a lesson folder that appeared since the start (git pull) counts too.
+        lessons = self.named or present_lessons(self.course)
+        groups = changed_lessons(self.course, paths, lessons)
+        for lesson_id, names in groups.items():
+            lesson = self.course.lesson(lesson_id)
+            self.say("")
+            self.say(t("watch_saved", self.lang, time=time.strftime("%H:%M:%S"),
+                       files=", ".join(f"{lesson.folder}/{name}" for name in names)), "dim")
+            if not self.named and lesson.id in self.completed:
+                self.say(t("watch_skip_complete", self.lang, id=lesson.id), "dim")
+                continue
+            self.grade(lesson)
+        return bool(groups)
+
+    def grade(self, lesson: Lesson) -> None:
+        with Spinner(sys.stderr.isatty()) as status:
+            result = grade_lessons(self.course, [lesson], self.lang, status=status)
+        record_result(self.course, result, self.store, self.lang)
+        graded = result.lessons[0]
+        if graded.completed:
+            self.completed.add(lesson.id)
+        else:
+            self.completed.discard(lesson.id)
+        step = lesson_next_step(self.course, lesson, graded)
+        text = render_lesson(graded, step, self._after(lesson), self.scores.get(lesson.id), self.lang,
+                             color=self.color, width=terminal_width(self.out))
+        self.scores[lesson.id] = graded.score
+        self.out.write(text.rstrip("\n") + "\n")
+        self.out.flush()
+
+    def _after(self, lesson: Lesson) -> NextStep:
+        """The step once `lesson` is completed: the next lesson not completed yet, else done."""
+        index = [item.id for item in self.course.lessons].index(lesson.id)
+        for later in self.course.lessons[index + 1:]:
+            if later.id not in self.completed:
+                return lesson_step(self.course, later)
+        return NextStep("done", None)
+
+
+# --- the command -------------------------------------------------------------------------------
+
+
+def add_parser(sub) -> None:
+    parser = sub.add_parser("watch", help="grade a lesson again each time you save one of its files")
+    parser.add_argument("lessons", nargs="*", metavar="LESSON",
+                        help="lesson id (03) or slug: watch these (always re-graded, even when completed); "
+                             "none: every lesson folder in exercises/, skipping completed lessons")
+    parser.add_argument("--poll", action="store_true",
+                        help="poll the files instead of using file-system notifications")
+    parser.add_argument("--lang", choices=i18n.LANGUAGES, default=None, help="language (default: course.yml)")
+
+
+def main(course: Course, args) -> int:
+    lang = args.lang or course.language
+    try:
+        named = resolve_lessons(course, args.lessons, lang) if args.lessons else []
+        if not named:
+            resolve_lessons(course, [], lang)  # at least one lesson folder, or say so
+    except LearnerError as exc:
+        print(f"autograder watch: {exc}", file=sys.stderr)
+        return 2
+    session = WatchSession(course, lang, named)
+    folders = [lesson_dir(course, lesson) for lesson in named] or [exercises_dir(course)]
+    shown = ", ".join(f"exercises/{lesson.folder}/" for lesson in named) or "exercises/"
+
+    def fallback(exc: Exception) -> None:
+        session.say(t("watch_fallback", lang, detail=str(exc)[:200]), "yellow")
+
+    try:
+        session.say(t("watch_start", lang, folders=shown), "bold")
+        if args.poll:
+            session.say(t("watch_polling", lang, ms=POLL_DELAY_MS), "dim")
+        changes = iter_changes(folders, force_polling=True if args.poll else None, on_fallback=fallback,
+                               timeout_ms=WAKE_MS)
+        # The watcher is set up before the first grading, so a save made during it is not lost.
+        early = next(changes)
+        session.start()
+        if early:
+            session.on_changes(early)
+        session.say(t("watch_waiting", lang), "dim")
+        for paths in changes:
+            if paths and session.on_changes(paths):
+                session.say(t("watch_waiting", lang), "dim")
+    except KeyboardInterrupt:
+        # Ctrl-C is how a learner stops watching: not an error. A grading it interrupted has
+        # already stopped its workers (the engine cleans up before re-raising).
+        session.say("")
+        session.say(t("watch_bye", lang))
+        return 0
+    return 0

@@ -1,0 +1,188 @@
+"""`autograder watch`, driven for real: the command runs in a pseudo-terminal on a copy of the
+course, files are edited on disk, re-gradings appear, and Ctrl-C ends it cleanly."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+from datetime import datetime, timezone
+
+import pytest
+from conftest import ROOT
+from learner_course import (
+    Terminal,
+    alive,
+    cli_env,
+    history_lines,
+    make_course,
+    solved_text,
+    todo_line,
+)
+
+from autograder.history import LessonEntry, Record
+from autograder.learner import LocalStore
+from autograder.manifest import load_course
+from autograder.watch import changed_lessons
+
+# Generous bounds for a loaded machine; the measured times are printed (pytest -s) and are
+# what the report quotes. A first grading imports torch in a fresh process.
+FIRST_GRADING_S = 180
+REGRADE_S = 120
+
+
+def start_watch(root, *args) -> Terminal:
+    return Terminal([sys.executable, "-m", "autograder", "--course", str(root / "course.yml"), "watch", *args],
+                    cwd=root, env=cli_env(TERM="xterm-256color", COLUMNS="110"))
+
+
+def stop_with_ctrl_c(term: Terminal) -> None:
+    workers = term.descendants()
+    term.send(b"\x03")
+    assert term.wait(60) == 0, term.text[-2000:]
+    assert term.text.rstrip().endswith("watch terminado. ¡Hasta la próxima!")
+    assert "Traceback" not in term.text
+    deadline = time.monotonic() + 10
+    while alive(workers) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not alive(workers), "watch left processes behind"
+
+
+def test_watch_a_lesson_regrades_on_save(tmp_path):
+    root = make_course(tmp_path / "course", {"03": "stub"})
+    folder = root / "exercises" / "03-atencion-causal"
+    term = start_watch(root, "03")
+    try:
+        started = time.monotonic()
+        first = term.read_until(r"Esperando a que guardes algún archivo", FIRST_GRADING_S)
+        assert first, term.text[-3000:]
+        print(f"\nwatch 03: first grading shown after {time.monotonic() - started:.1f} s")
+        assert "Vigilando exercises/03-atencion-causal/" in term.text
+        step = f"Siguiente: TODO [np-mask] en exercises/03-atencion-causal/attention_numpy.py:{todo_line(folder / 'attention_numpy.py', 'np-mask')}"
+        assert step in term.text
+        assert "0/100 puntos · 0 de 23 comprobaciones · XP 0/50" in term.text
+
+        # The learner finishes the NumPy warm-up and saves.
+        mark = len(term.text)
+        saved = time.monotonic()
+        (folder / "attention_numpy.py").write_text(solved_text("03-atencion-causal", "attention_numpy.py"),
+                                                   encoding="utf-8")
+        regraded = term.read_until(r"Siguiente: TODO \[mask\][^\n]*\n[\s\S]*Esperando", REGRADE_S, start=mark)
+        assert regraded, term.text[mark:]
+        print(f"watch 03: re-graded {time.monotonic() - saved:.1f} s after the save")
+        after = term.text[mark:]
+        assert "cambios en 03-atencion-causal/attention_numpy.py" in after
+        assert "30/100 puntos · 6 de 23 comprobaciones" in after
+        assert "(+30 puntos desde la corrección anterior)" in after
+        assert (f"Siguiente: TODO [mask] en exercises/03-atencion-causal/attention.py:"
+                f"{todo_line(folder / 'attention.py', 'mask')}") in after
+        assert len(history_lines(root)) == 2, "each grading is recorded"
+
+        # A README is not graded input: saving it starts no grading.
+        mark = len(term.text)
+        (folder / "README.md").write_text("# notas\n", encoding="utf-8")
+        assert term.read_until(r"cambios en", 3, start=mark) is None
+        stop_with_ctrl_c(term)
+    finally:
+        term.close()
+
+
+def _completed(lesson_id: str) -> Record:
+    now = datetime.now(timezone.utc)
+    entry = LessonEntry(lesson_id, 100, 100, True, 50, 50, "hidden")
+    return Record("cd" * 20, now, now, 50, 50, (entry,))
+
+
+def test_watch_everything_by_polling_skips_completed_lessons(tmp_path):
+    root = make_course(tmp_path / "course", {"01": "solved", "03": "stub"})
+    LocalStore(root).append(_completed("01"))  # the learner completed lesson 01 earlier
+    term = start_watch(root, "--poll")
+    try:
+        assert term.read_until(r"Esperando a que guardes algún archivo", FIRST_GRADING_S), term.text[-3000:]
+        assert "Vigilancia por sondeo: se miran los archivos cada 300 ms." in term.text
+        # It starts on the lesson the learner is on, not on the completed one.
+        assert "Lección 03 · Self-attention causal, multi-cabeza" in term.text
+        assert "Lección 01 · " not in term.text
+        assert len(history_lines(root)) == 2
+
+        mark = len(term.text)
+        data = root / "exercises" / "01-tokens-y-lotes" / "data.py"
+        data.write_text(data.read_text(encoding="utf-8") + "\n# repaso\n", encoding="utf-8")
+        skipped = term.read_until(r"no se vuelve a corregir", REGRADE_S, start=mark)
+        assert skipped, term.text[mark:]
+        assert ("La lección 01 ya está completada: no se vuelve a corregir. Si quieres repasarla, pídelo: "
+                "autograder watch 01 (o autograder check 01).") in term.text[mark:]
+        assert len(history_lines(root)) == 2, "a completed lesson is not graded again"
+
+        mark = len(term.text)
+        saved = time.monotonic()
+        (root / "exercises" / "03-atencion-causal" / "quiz.yml").write_text(
+            solved_text("03-atencion-causal", "quiz.yml"), encoding="utf-8")
+        assert term.read_until(r"6/100 puntos[\s\S]*Esperando", REGRADE_S, start=mark), term.text[mark:]
+        print(f"\nwatch --poll: re-graded {time.monotonic() - saved:.1f} s after the save")
+        assert "cambios en 03-atencion-causal/quiz.yml" in term.text[mark:]
+        stop_with_ctrl_c(term)
+    finally:
+        term.close()
+
+
+def test_notifications_refused_fall_back_to_polling(tmp_path):
+    """With no file descriptor left for inotify, watching still works, by polling."""
+    (tmp_path / "lesson").mkdir()
+    script = textwrap.dedent(f"""
+        import resource, sys, time
+        from pathlib import Path
+        from autograder.watch import iter_changes
+
+        warnings = []
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (5, hard))  # inotify needs descriptors we lack
+        changes = iter_changes([Path({str(tmp_path / "lesson")!r})], force_polling=None,
+                               on_fallback=warnings.append, timeout_ms=200)
+        assert next(changes) == set()  # the watcher is set up (by polling) and nothing changed yet
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        print("fallback:", type(warnings[0]).__name__, warnings[0], flush=True)
+        Path({str(tmp_path / "lesson" / "model.py")!r}).write_text("x = 1\\n")
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            seen = next(changes)
+            if seen:
+                print("changed:", sorted(p.name for p in seen), flush=True)
+                break
+    """)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False,
+                          cwd=ROOT, env=cli_env())
+    assert proc.returncode == 0, proc.stderr
+    assert "fallback: WatchfilesRustInternalError" in proc.stdout and "Too many open files" in proc.stdout
+    assert "changed: [" in proc.stdout and "'model.py'" in proc.stdout.split("changed: ", 1)[1]
+
+
+def test_changes_map_to_the_lessons_they_belong_to(tmp_path):
+    root = make_course(tmp_path / "course", {"01": "stub", "03": "stub"})
+    course = load_course(root / "course.yml")
+    ex = root / "exercises"
+    paths = {ex / "03-atencion-causal" / "attention.py", ex / "03-atencion-causal" / "quiz.yml",
+             ex / "03-atencion-causal" / "README.md", ex / "03-atencion-causal" / "pistas.yml",
+             ex / "03-atencion-causal" / "__pycache__" / "attention.cpython-311.pyc",
+             ex / "01-tokens-y-lotes" / "data.py", ex / "notes.py", tmp_path / "elsewhere.py"}
+    both = [course.lesson("01"), course.lesson("03")]
+    assert changed_lessons(course, paths, both) == {"01": ["data.py"], "03": ["attention.py", "quiz.yml"]}
+    assert changed_lessons(course, paths, [course.lesson("03")]) == {"03": ["attention.py", "quiz.yml"]}
+
+
+def test_watch_bad_input(tmp_path):
+    root = make_course(tmp_path / "course", {"03": "stub"})
+    from learner_course import run_cli
+
+    missing = run_cli(root, "watch", "02")
+    assert missing.returncode == 2
+    assert "La carpeta exercises/02-bigrama de la lección 02 no existe" in missing.stderr
+    empty = make_course(tmp_path / "empty", {})
+    assert run_cli(empty, "watch").returncode == 2
+
+
+@pytest.fixture(autouse=True)
+def _linux_only():
+    if not sys.platform.startswith("linux"):
+        pytest.skip("pseudo-terminals and the fd-limit fallback test are exercised on Linux")
