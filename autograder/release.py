@@ -13,6 +13,8 @@ that would give the course away:
   .github/workflows/     grade.yml (its AUTOGRADER_GRADERS_REF pinned to the graders' commit)
                          and grade-comment.yml
   .gitignore             the course repository's
+  .devcontainer/         the Codespaces / Dev Containers setup (CPU torch, the course, the
+                         attention viewer's port), so "Open in Codespaces" works in a fork
   README.md              generated from autograder/templates/learner-README.md
   .autograder-release    a marker (JSON: graders_ref, version) so that a later
                          `release --force` knows DIR is a previous release
@@ -47,6 +49,7 @@ MARKER = ".autograder-release"
 ENGINE_DIR = Path(__file__).resolve().parent
 TEMPLATE = ENGINE_DIR / "templates" / "learner-README.md"
 WORKFLOWS = (".github/workflows/grade.yml", ".github/workflows/grade-comment.yml")
+DEVCONTAINER = ".devcontainer"
 GRADE_WORKFLOW = WORKFLOWS[0]
 # The one top-level env entry of grade.yml that names the graders' commit.
 _REF_LINE = re.compile(r"^(?P<key>  AUTOGRADER_GRADERS_REF: )(?P<value>.*?)(?P<comment>[ \t]+#.*)?$", re.MULTILINE)
@@ -98,6 +101,14 @@ def build_release(course: Course, out: Path, *, graders_ref: str | None = None,
     files[GRADE_WORKFLOW] = _pin_ref(files[GRADE_WORKFLOW].decode("utf-8"), ref,
                                      _shown(root / GRADE_WORKFLOW)).encode("utf-8")
     files[".gitignore"] = _read_bytes(root / ".gitignore")
+    executable = set()
+    devcontainer = root / DEVCONTAINER
+    if devcontainer.is_dir():
+        for path in sorted(p for p in devcontainer.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
+            rel = path.relative_to(root).as_posix()
+            files[rel] = _read_bytes(path)
+            if os.access(path, os.X_OK):
+                executable.add(rel)
     files["README.md"] = render_readme(course, set(files)).encode("utf-8")
     marker = {"graders_ref": ref, "version": __version__}
     files[MARKER] = (json.dumps(marker, indent=2) + "\n").encode("utf-8")
@@ -107,6 +118,8 @@ def build_release(course: Course, out: Path, *, graders_ref: str | None = None,
         path = out / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
+        if rel in executable:  # the post-create script must stay runnable
+            path.chmod(0o755)
     return ReleaseReport(out, tuple(sorted(files)), ref, tuple(warnings))
 
 

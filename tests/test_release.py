@@ -27,7 +27,7 @@ from conftest import ROOT
 REF = "0123456789abcdef0123456789abcdef01234567"
 REF_LINE = re.compile(r"^  AUTOGRADER_GRADERS_REF: .*$")
 CACHES = {"__pycache__", ".pytest_cache"}
-TOP_LEVEL = {MARKER, ".github", ".gitignore", "README.md", "autograder", "course.yml", "exercises",
+TOP_LEVEL = {MARKER, ".devcontainer", ".github", ".gitignore", "README.md", "autograder", "course.yml", "exercises",
              "pyproject.toml"}
 
 
@@ -56,6 +56,9 @@ def release(course, tmp_path_factory) -> tuple[Path, ReleaseReport]:
 def test_release_holds_exactly_the_learner_files(course, release):
     out, report = release
     assert {entry.name for entry in out.iterdir()} == TOP_LEVEL
+    # Codespaces runs the post-create script of the learner's fork: it ships, still executable.
+    assert (out / ".devcontainer" / "post-create.sh").read_bytes() == (ROOT / ".devcontainer" / "post-create.sh").read_bytes()
+    assert os.access(out / ".devcontainer" / "post-create.sh", os.X_OK)
     on_disk = files_under(out)
     assert list(report.files) == on_disk and report.graders_ref == REF
     for lesson in course.lessons:

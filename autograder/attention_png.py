@@ -1,0 +1,137 @@
+"""Attention matrices as a PNG: the attention viewer's export and a picture for feedback.
+
+    attention_png(weights, tokens, leaks=None, *, lang="es", title=None) -> bytes
+
+One heatmap per head (rows: queries i, columns: keys j, labelled with the tokens), drawn with
+matplotlib's Agg backend through a `Figure` of its own (no pyplot state: safe in a server
+thread). The look is shared with the viewer's page (autograder/viewer_static/), which reads the
+constants below, so the page and the PNG show the same picture:
+
+- a visible weight is a shade of COLOR_STOPS, from 0 to 1;
+- the masked future (key j > query i with weight exactly 0) is left empty (MASKED_COLOR), and a
+  line follows the diagonal where the future begins;
+- a leak (j > i with a non-zero weight) keeps its shade and gets a LEAK_COLOR outline;
+- NaN is NAN_COLOR.
+"""
+
+from __future__ import annotations
+
+import io
+import unicodedata
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from . import i18n
+from .feedback import leaking_cells
+
+COLOR_STOPS = ("#e8f1fa", "#9ecae1", "#4292c6", "#08519c", "#08306b")
+MASKED_COLOR = "#ffffff"
+LEAK_COLOR = "#e00000"  # no shade of COLOR_STOPS is red: an outline is never mistaken for a weight
+NAN_COLOR = "#9e9e9e"
+BORDER_COLOR = "#555555"
+DPI = 100
+
+
+def token_label(token: str) -> str:
+    """A token as an axis label: a space (or any blank) is shown as '␣'."""
+    if token.isspace() or unicodedata.category(token[:1] or " ") == "Zs":
+        return "\u2423"
+    return token
+
+
+def attention_png(weights: Any, tokens: Sequence[str] | None = None, leaks: Any = None, *,
+                  lang: str = i18n.DEFAULT_LANGUAGE, title: str | None = None) -> bytes:
+    """PNG bytes of `weights`, (T, T) or (heads, T, T), labelled with `tokens` (T strings; None:
+    the positions 0..T-1). `leaks` (same shape as weights, or (T, T) for every head) marks the
+    cells to outline; None computes them with feedback.leaking_cells, head by head.
+
+    The graders can call it with a captured (B, nh, T, T) tensor's batch 0 and their own
+    `leaking_cells` result, and attach the bytes wherever an image can be shown.
+    """
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.collections import PatchCollection
+    from matplotlib.colors import LinearSegmentedColormap, ListedColormap
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Rectangle
+
+    w = _as_heads(weights)
+    heads, T, _ = w.shape
+    marks = _leak_marks(w, leaks)
+    labels = [token_label(t) for t in tokens] if tokens is not None else [str(i) for i in range(T)]
+    if len(labels) != T:
+        raise ValueError(f"attention_png(): {len(labels)} tokens for a {T} x {T} matrix")
+
+    cmap = LinearSegmentedColormap.from_list("attention", COLOR_STOPS).with_extremes(bad=MASKED_COLOR)
+    nan_cmap = ListedColormap([NAN_COLOR]).with_extremes(bad=(0, 0, 0, 0))
+    side = 3.4 if T <= 32 else 4.4
+    fig = Figure(figsize=(side * heads + 0.9, side + 1.0), dpi=DPI, layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, heads, squeeze=False)[0]
+    future = np.triu(np.ones((T, T), dtype=bool), k=1)
+    font = 9 if T <= 16 else 7 if T <= 32 else 5
+    image = None
+    for h, ax in enumerate(axes):
+        wh = w[h]
+        nan = np.isnan(wh)
+        empty = future & (wh == 0)
+        image = ax.imshow(np.ma.masked_where(empty | nan, wh), cmap=cmap, vmin=0.0, vmax=1.0,
+                          interpolation="nearest")
+        if nan.any():
+            ax.imshow(np.ma.masked_where(~nan, np.zeros_like(wh)), cmap=nan_cmap, interpolation="nearest")
+        ax.plot(*_diagonal_border(T), color=BORDER_COLOR, linewidth=0.8)
+        cells = [Rectangle((j - 0.5, i - 0.5), 1, 1) for i, j in np.argwhere(marks[h])]
+        if cells:
+            ax.add_collection(PatchCollection(cells, facecolor="none", edgecolor=LEAK_COLOR,
+                                              linewidth=1.6 if T <= 32 else 1.0))
+        ax.set_xticks(range(T), labels, fontsize=font)
+        ax.set_yticks(range(T), labels, fontsize=font)
+        ax.tick_params(length=0)
+        ax.set_title(i18n.translate("viewer.head", lang, head=h), fontsize=10)
+        ax.set_xlabel(i18n.translate("viewer.keys", lang), fontsize=8)
+        if h == 0:
+            ax.set_ylabel(i18n.translate("viewer.queries", lang), fontsize=8)
+    fig.colorbar(image, ax=list(axes), shrink=0.8, label=i18n.translate("viewer.weight", lang))
+    if title:
+        fig.suptitle(title, fontsize=11)
+    fig.text(0.01, 0.005, i18n.translate("viewer.png_legend", lang), fontsize=7, color=BORDER_COLOR)
+    out = io.BytesIO()
+    fig.savefig(out, format="png", facecolor="white")
+    return out.getvalue()
+
+
+def _as_heads(weights: Any) -> np.ndarray:
+    w = np.asarray(_to_numpy(weights), dtype=np.float64)
+    while w.ndim > 3 and w.shape[0] == 1:  # a (1, nh, T, T) batch of one
+        w = w[0]
+    if w.ndim == 2:
+        w = w[None]
+    if w.ndim != 3 or w.shape[1] != w.shape[2] or w.shape[1] == 0:
+        raise ValueError(f"attention_png(): expected (T, T) or (heads, T, T) weights, got {w.shape}")
+    return w
+
+
+def _to_numpy(value: Any) -> Any:
+    detach = getattr(value, "detach", None)  # a torch tensor, without importing torch here
+    return detach().to("cpu").double().numpy() if callable(detach) else value
+
+
+def _leak_marks(w: np.ndarray, leaks: Any) -> np.ndarray:
+    if leaks is None:
+        return np.stack([leaking_cells(head) for head in w])
+    marks = np.asarray(_to_numpy(leaks), dtype=bool)
+    if marks.shape == w.shape[1:]:
+        marks = np.broadcast_to(marks, w.shape)
+    if marks.shape != w.shape:
+        raise ValueError(f"attention_png(): leaks of shape {marks.shape} for weights {w.shape}")
+    return marks
+
+
+def _diagonal_border(T: int) -> tuple[list[float], list[float]]:
+    """The staircase between the visible past (j <= i) and the future (j > i)."""
+    xs, ys = [-0.5], [-0.5]
+    for i in range(T):
+        xs += [i + 0.5, i + 0.5]
+        ys += [i - 0.5, i + 0.5]
+    return xs, ys
