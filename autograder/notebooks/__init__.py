@@ -1,0 +1,73 @@
+"""The Jupyter (nbgrader) edition of the course: `autograder notebooks --out DIR [LESSON ...]`.
+
+Builds an nbgrader course directory from the same sources as the repository edition (see
+build.py for what goes where), so that nbgrader's own commands run from DIR:
+
+    nbgrader generate_assignment 03-atencion-causal   learner notebooks: no solution, no hidden test
+    nbgrader autograde 03-atencion-causal             submitted/<student>/03-atencion-causal/*.ipynb
+
+Each check of course.yml is one autograder test cell worth its points. Its hidden code asks
+the same hidden graders as `autograder grade`, in a separate trusted process, for the files
+the learner's cells make (kernel.py), so a notebook earns exactly the points `autograder grade`
+gives the same code.
+
+    sources.py   a lesson file <-> notebook cells (the first line of a cell names its file)
+    build.py     the course directory and each lesson's source notebook
+    hooks.py     nbgrader's side (imported by nbgrader_config.py): learner stubs like
+                 exercises/, and feedback without the hidden code
+    kernel.py    what the hidden test cells run in the notebook's kernel
+
+This command is for instructors, so its own messages are in English; every text a learner
+reads in a notebook comes from the catalogs (messages/<lang>/notebooks.yml).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+__all__ = ["add_parser", "main"]
+
+
+def add_parser(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "notebooks", help="build the Jupyter edition: an nbgrader course directory",
+        description="Build an nbgrader course directory (source notebooks, nbgrader_config.py) from "
+                    "solutions/ and course.yml. Then, from DIR: `nbgrader generate_assignment NN-slug` and "
+                    "`nbgrader autograde NN-slug`.")
+    parser.add_argument("lessons", nargs="*", metavar="LESSON",
+                        help="lesson id (03) or slug; none means every lesson in course.yml")
+    parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="the nbgrader course directory")
+    parser.add_argument("--lang", choices=("es", "en"), default=None,
+                        help="language of the notebooks' instructions and feedback (default: course.yml); "
+                             "the lesson text itself is the README's")
+    parser.add_argument("--force", action="store_true",
+                        help="replace files of an earlier build that would change (never the gradebook, "
+                             "submissions or releases)")
+
+
+def main(course, args: argparse.Namespace) -> int:
+    from ..manifest import find_course_file
+    from ..stubs import StubError
+    from .build import NotebookBuildError, build_course_dir
+
+    lessons = [course.lesson(key) for key in args.lessons] if args.lessons else list(course.lessons)
+    course_file = Path(args.course) if getattr(args, "course", None) else find_course_file()
+    try:
+        report = build_course_dir(course, lessons, args.out, course_file=course_file,
+                                  lang=args.lang or course.language, force=args.force)
+    except (NotebookBuildError, StubError, ValueError) as exc:
+        # A lesson's sources are incomplete or DIR holds an earlier build: nothing was written.
+        print(f"autograder notebooks: {exc}", file=sys.stderr)
+        if not args.lessons and isinstance(exc, (StubError, ValueError)):
+            print("autograder notebooks: nothing was written; to build only some lessons, name them "
+                  "(e.g. `autograder notebooks --out DIR 01 02 03`)", file=sys.stderr)
+        return 2
+    print(f"nbgrader course directory written to {report.out}: {len(report.assignments)} assignment(s) "
+          f"({', '.join(report.assignments)}); {len(report.written)} file(s) written, "
+          f"{len(report.unchanged)} unchanged, {len(report.removed)} removed")
+    example = report.assignments[0]
+    print(f"next, from {report.out}:\n  nbgrader generate_assignment {example}\n"
+          f"  nbgrader autograde {example}")
+    return 0

@@ -1,0 +1,404 @@
+"""The Jupyter edition (`autograder notebooks`), with the real nbgrader CLI in a temporary
+course directory: the learner notebooks nbgrader releases hold no solution and no hidden test,
+and `nbgrader autograde` gives a notebook exactly the points `autograder grade` gives its code.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import io
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from conftest import ROOT, solution_files
+from lesson03_variants import BUGGY
+
+from autograder.notebooks.sources import (
+    files_from_history,
+    files_from_notebook,
+    fill_cells,
+    header_line,
+    parse_header,
+    split_module,
+)
+from autograder.stubs import generate_lesson, parse_regions, revert_region, strip_markers
+
+STUDENT_TIMEOUT = 600  # seconds for one nbgrader command: kernels, torch imports and gradings
+
+
+# --- helpers -------------------------------------------------------------------------------------
+
+
+def autograder(*args: str) -> subprocess.CompletedProcess:
+    """The real command line, run in this process (its start would cost more than the build)."""
+    from autograder.cli import main
+
+    if args[0] != "--course":
+        args = ("--course", str(ROOT / "course.yml"), *args)
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(args))
+    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
+
+
+def nbgrader(course_dir: Path, *args: str) -> str:
+    done = subprocess.run(["nbgrader", *args], cwd=course_dir, capture_output=True, text=True,
+                          timeout=STUDENT_TIMEOUT, check=False)
+    assert done.returncode == 0, f"nbgrader {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}"
+    return done.stdout + done.stderr
+
+
+def build(tmp_path: Path, *lessons: str) -> Path:
+    out = tmp_path / "curso"
+    done = autograder("notebooks", "--out", str(out), *lessons)
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+def notebook_path(course_dir: Path, stage: str, assignment: str, student: str | None = None) -> Path:
+    folder = course_dir / stage / student / assignment if student else course_dir / stage / assignment
+    return folder / f"{assignment}.ipynb"
+
+
+def lesson_cells(notebook) -> list:
+    """The code cells that hold a piece of a lesson file, in order."""
+    return [cell for cell in notebook.cells if cell.cell_type == "code" and parse_header(cell.source.split("\n")[0])]
+
+
+def filled_in(release, files: dict[str, str]):
+    """A copy of the released notebook whose lesson cells hold `files` (what a learner typed)."""
+    notebook = nbformat.from_dict(json.loads(json.dumps(release)))
+    fill_cells(notebook, files)
+    return notebook
+
+
+def submit(course_dir: Path, assignment: str, student: str, notebook) -> None:
+    folder = course_dir / "submitted" / student / assignment
+    folder.mkdir(parents=True)
+    nbformat.write(notebook, folder / f"{assignment}.ipynb")
+
+
+def start_grading(lesson_id: str, files: dict[str, str], folder: Path) -> tuple[subprocess.Popen, Path]:
+    """`autograder grade` on `files`, started now (it overlaps nbgrader's run) as the reference."""
+    folder.mkdir(parents=True)
+    for name, text in files.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    output = folder.parent / f"{folder.name}.json"
+    process = subprocess.Popen([sys.executable, "-m", "autograder", "grade", lesson_id, "--submission", str(folder),
+                                "--format", "json", "--output", str(output)], cwd=ROOT,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return process, output
+
+
+def reference_scores(process: subprocess.Popen, output: Path) -> dict[str, float]:
+    _, stderr = process.communicate(timeout=STUDENT_TIMEOUT)
+    assert process.returncode == 0, stderr.decode()
+    checks = json.loads(output.read_text(encoding="utf-8"))["lessons"][0]["checks"]
+    return {check["id"]: float(check["score"]) for check in checks}
+
+
+def gradebook_scores(course_dir: Path, assignment: str, student: str) -> dict[str, float]:
+    """{check id: points} as nbgrader's gradebook has them after autograde."""
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course_dir / 'gradebook.db'}") as gradebook:
+        submitted = gradebook.find_submission_notebook(assignment, assignment, student)
+        return {grade.name.removeprefix("check-"): float(grade.score) for grade in submitted.grades}
+
+
+def autograded(course_dir: Path, assignment: str, student: str) -> dict:
+    """The autograded notebook's cells by id."""
+    notebook = nbformat.read(notebook_path(course_dir, "autograded", assignment, student), as_version=4)
+    return {cell.metadata["nbgrader"]["grade_id"]: cell for cell in notebook.cells if "nbgrader" in cell.metadata}
+
+
+def stderr_of(cell) -> str:
+    return "".join(out.get("text", "") for out in cell.get("outputs", [])
+                   if out.output_type == "stream" and out.name == "stderr")
+
+
+# --- cells <-> files ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("lesson_id", ["01", "02", "03"])
+def test_lesson_files_survive_the_round_trip_through_cells(course, lesson_id):
+    """Split into cells and put back from the kernel's history, every solution file is the same
+    module, each traceback line maps to the cell line that holds it, and the last run wins."""
+    lesson = course.lesson(lesson_id)
+    finished = solution_files(lesson)
+    history = []
+    for name in lesson.files:
+        pieces = split_module(finished[name], name)
+        assert len(pieces) >= 2, f"{name}: a lesson file should make several cells"
+        history += [header_line(name, part, len(pieces)) + "\n" + piece for part, piece in enumerate(pieces, 1)]
+    if lesson.quiz:
+        history.append(header_line(lesson.quiz) + "\n" + finished[lesson.quiz])
+    history.insert(1, "print('a cell of my own, not part of any file')")
+    names = [*lesson.files, *([lesson.quiz] if lesson.quiz else [])]
+    files = files_from_history(history, names)
+    assert set(files) == set(names)
+    for name in lesson.files:
+        assert ast.dump(ast.parse(files[name].text)) == ast.dump(ast.parse(finished[name])), name
+        assert files[name].missing == []
+        pieces = split_module(finished[name], name)
+        for number, text in enumerate(files[name].text.split("\n"), start=1):
+            where = files[name].locate(number)
+            if where is None:
+                assert text == "", f"{name}:{number} belongs to no cell"
+                continue
+            header, line = where
+            cell = header_line(name, header.part, len(pieces)) + "\n" + pieces[header.part - 1]
+            assert cell.split("\n")[line - 1] == text, f"{name}:{number} maps to the wrong cell line"
+    if lesson.quiz:
+        assert files[lesson.quiz].text.strip() == finished[lesson.quiz].strip()
+
+    # A piece run again later wins; a piece that never ran is named.
+    name = lesson.files[0]
+    parts = len(split_module(finished[name], name))
+    rerun = history + [header_line(name, 2, parts) + "\nCHANGED = True"]
+    assert "CHANGED = True" in files_from_history(rerun, names)[name].text
+    without = [source for source in history if not source.startswith(header_line(name, 2, parts))]
+    assert files_from_history(without, names)[name].missing == [header_line(name, 2, parts).lstrip("# ")]
+
+
+def test_split_module_keeps_a_region_in_one_cell():
+    text = (
+        '"""Doc."""\nimport math\n\n### BEGIN SOLUTION demo\n#: hint\ndef f():\n    return 1\n\n\n'
+        "def g():\n    return 2\n### END SOLUTION\n\n\n# About h.\n@staticmethod\ndef h():\n    pass\n"
+        "\n\nif __name__ == '__main__':\n    f()\n"
+    )
+    regions = [(r.start_line, r.end_line) for r in parse_regions(text, "x.py")]
+    pieces = split_module(text, "x.py", regions)
+    assert pieces[0] == '"""Doc."""\nimport math'
+    # f and g stay together in the region's cell, which starts at its marker.
+    assert pieces[1].startswith("### BEGIN SOLUTION demo") and pieces[1].endswith("### END SOLUTION")
+    assert pieces[2].startswith("# About h.\n@staticmethod")  # the comment above a block goes with it
+    assert pieces[3] == "if __name__ == '__main__':\n    f()"
+    assert len(pieces) == 4
+
+
+# --- building the course directory -------------------------------------------------------------
+
+
+def test_build_writes_a_course_directory_and_never_clobbers_an_earlier_one(tmp_path):
+    out = build(tmp_path, "03")
+    notebook = notebook_path(out, "source", "03-atencion-causal")
+    assert {p.name for p in out.iterdir()} == {"nbgrader_config.py", "course.yml", "source"}
+    assert (out / "course.yml").read_bytes() == (ROOT / "course.yml").read_bytes()
+    original = notebook.read_bytes()
+
+    # The same sources build the same bytes: a rebuild changes nothing.
+    again = autograder("notebooks", "--out", str(out), "03")
+    assert again.returncode == 0 and "0 file(s) written" in again.stdout
+
+    # An edited notebook and a stray file are not replaced without --force; nothing is written.
+    notebook.write_text(notebook.read_text(encoding="utf-8").replace("La idea", "Mi idea"), encoding="utf-8")
+    (notebook.parent / "notas.txt").write_text("mías", encoding="utf-8")
+    (out / "gradebook.db").write_bytes(b"nbgrader's own")
+    (out / "submitted" / "ana").mkdir(parents=True)
+    refused = autograder("notebooks", "--out", str(out), "03")
+    assert refused.returncode == 2
+    assert "source/03-atencion-causal/03-atencion-causal.ipynb (would change)" in refused.stderr
+    assert "source/03-atencion-causal/notas.txt (not part of this build)" in refused.stderr
+    assert "Mi idea" in notebook.read_text(encoding="utf-8")
+
+    forced = autograder("notebooks", "--out", str(out), "03", "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert notebook.read_bytes() == original and not (notebook.parent / "notas.txt").exists()
+    assert (out / "gradebook.db").read_bytes() == b"nbgrader's own" and (out / "submitted" / "ana").is_dir()
+
+    unknown = autograder("notebooks", "--out", str(out), "99")
+    assert unknown.returncode == 2 and "unknown lesson '99'" in unknown.stderr
+
+
+def test_a_lesson_with_incomplete_sources_writes_nothing(tmp_path):
+    root = tmp_path / "repo"
+    root.mkdir()
+    shutil.copy(ROOT / "course.yml", root / "course.yml")
+    shutil.copytree(ROOT / "solutions" / "03-atencion-causal", root / "solutions" / "03-atencion-causal")
+    readme = root / "solutions" / "03-atencion-causal" / "README.md"
+    readme.write_text(readme.read_text(encoding="utf-8").replace("## La idea", "## Idea"), encoding="utf-8")
+    out = tmp_path / "curso"
+    done = autograder("--course", str(root / "course.yml"), "notebooks", "--out", str(out), "03")
+    assert done.returncode == 2
+    assert "README.md: no '## La idea' section" in done.stderr
+    assert not out.exists()
+
+
+def test_notebook_text_follows_the_language(course, tmp_path):
+    from autograder.notebooks.build import lesson_notebook
+
+    words = {"es": ("Cómo trabajar", "puntos", "Comprobación"), "en": ("How to work", "points", "Check")}
+    for lang, expected in words.items():
+        notebook = lesson_notebook(course, course.lesson("03"), lang)
+        text = "\n".join(cell.source for cell in notebook.cells)
+        assert all(word in text for word in expected), lang
+        assert f'lang="{lang}"' in text
+    english = "\n".join(cell.source for cell in lesson_notebook(course, course.lesson("03"), "en").cells)
+    assert "Comprobación" not in english and "Cómo trabajar" not in english
+
+
+# --- nbgrader generate_assignment ---------------------------------------------------------------
+
+
+def test_release_notebooks_hold_no_solution_and_no_hidden_test(course, tmp_path):
+    out = build(tmp_path, "01", "03")
+    nbgrader(out, "generate_assignment", "0[13]-*")
+    for lesson in (course.lesson("01"), course.lesson("03")):
+        release = nbformat.read(notebook_path(out, "release", lesson.folder), as_version=4)
+        source = nbformat.read(notebook_path(out, "source", lesson.folder), as_version=4)
+        code = "\n".join(cell.source for cell in release.cells if cell.cell_type == "code")
+        everything = "\n".join(cell.source for cell in release.cells)
+        # No hidden test: nothing of the test cells but their comment, and no trace of the graders.
+        for marker in ("BEGIN HIDDEN TESTS", "run_check", "autograder.notebooks", "BEGIN SOLUTION", "END SOLUTION"):
+            assert marker not in everything, (lesson.folder, marker)
+        # No solution: every lesson cell is, piece by piece, exactly the repository's exercise.
+        exercise = generate_lesson(lesson, ROOT / "solutions", ROOT / "exercises")
+        released = {}
+        for cell in lesson_cells(release):
+            header = parse_header(cell.source.split("\n")[0])
+            released.setdefault(header.file, []).append(cell.source.split("\n", 1)[1])
+        for name in lesson.files:
+            assert released[name] == split_module(exercise[name], name), f"{lesson.folder}/{name}"
+        assert released[lesson.quiz] == [exercise[lesson.quiz].strip("\n")]
+        # ...and no line of any solution region that the exercise does not also have.
+        for name in [*lesson.files, lesson.quiz]:
+            text = (ROOT / "solutions" / lesson.folder / name).read_text(encoding="utf-8")
+            for region in parse_regions(text, name):
+                for line in region.body:
+                    if line.strip() and line.strip() not in exercise[name]:
+                        assert line.strip() not in code, f"{lesson.folder}/{name}: solution line released: {line}"
+        # One test cell per course.yml check, worth its points; TODO cells editable, the rest locked.
+        tests = {c.metadata.nbgrader["grade_id"]: c.metadata.nbgrader for c in release.cells
+                 if c.metadata.get("nbgrader", {}).get("grade")}
+        assert tests == {f"check-{check.id}": tests[f"check-{check.id}"] for check in lesson.checks}
+        assert [tests[f"check-{c.id}"]["points"] for c in lesson.checks] == [c.points for c in lesson.checks]
+        for cell in lesson_cells(source):
+            solution = cell.metadata.nbgrader["solution"]
+            assert solution == bool(parse_regions(cell.source, "x.py")), cell.source[:60]
+        # The lesson's data files travel with the notebook; practice tests and the README do not.
+        shipped = {p.name for p in notebook_path(out, "release", lesson.folder).parent.iterdir()}
+        assert f"{lesson.folder}.ipynb" in shipped and "README.md" not in shipped
+        assert not any(name.startswith("test_") for name in shipped)
+    assert "cuentos.txt" in {p.name for p in (out / "release" / "01-tokens-y-lotes").iterdir()}
+
+
+# --- nbgrader autograde --------------------------------------------------------------------------
+
+
+NOISY_TRY_OUT = """
+
+# Mi prueba: la ejecuto aquí mismo (torch avisa por stderr cada vez).
+import sys
+import warnings
+
+warnings.simplefilter("always")
+print("aviso del alumno", file=sys.stderr)
+CausalSelfAttention(AttentionConfig(n_embd=8, n_head=2, block_size=4))(torch.randn(1, 3, 8))
+"""
+
+
+def test_autograde_gives_the_points_of_autograder_grade(course, tmp_path):
+    lesson = course.lesson("03")
+    assignment = lesson.folder
+    out = build(tmp_path, "03")
+    nbgrader(out, "generate_assignment", assignment)
+    release = nbformat.read(notebook_path(out, "release", assignment), as_version=4)
+
+    # Finished, and noisy: a torch warning from forward() (in the kernel and in the grader's
+    # worker) and the learner's own stderr output, which must not zero any test cell. (Only
+    # TODO cells are the learner's: nbgrader restores the read-only ones, imports included.)
+    finished = solution_files(lesson)
+    noisy = dict(finished)
+    noisy["attention.py"] = (
+        finished["attention.py"]
+        .replace("        B, T, C = x.size()\n",
+                 "        B, T, C = x.size()\n        torch.tensor(torch.ones(2))  # UserWarning: copy construct\n")
+        + NOISY_TRY_OUT
+    )
+    # Half done: a crash in the heads' merge, the fused path left as a TODO, a wrong answer.
+    source = (ROOT / "solutions" / assignment / "attention.py").read_text(encoding="utf-8")
+    fused = next(i for i, region in enumerate(parse_regions(source, "attention.py")) if region.id == "fused")
+    titles = {todo.id: todo.title["es"] for todo in lesson.todos}
+    merge_bug = next(variant for variant in BUGGY if variant.name == "merge-view-not-contiguous")
+    half = {**finished, "quiz.yml": finished["quiz.yml"].replace("pregunta_2: a", "pregunta_2: b")}
+    half["attention.py"] = strip_markers(revert_region(source, "attention.py", fused, titles))
+    half.update(merge_bug.apply(half))
+
+    references = {name: start_grading("03", files, tmp_path / "reference" / name)
+                  for name, files in (("noisy", noisy), ("half", half))}
+    submit(out, assignment, "ruidosa", filled_in(release, noisy))
+    submit(out, assignment, "a-medias", filled_in(release, half))
+    submit(out, assignment, "sin-tocar", release)
+    nbgrader(out, "autograde", assignment)
+
+    expected_noisy = reference_scores(*references["noisy"])
+    expected_half = reference_scores(*references["half"])
+    points = {check.id: float(check.points) for check in lesson.checks}
+    graded_noisy = gradebook_scores(out, assignment, "ruidosa")
+    graded_half = gradebook_scores(out, assignment, "a-medias")
+    # Equal check by check (a skipped check such as gpu-parity without a GPU: 0 in both).
+    assert graded_noisy == expected_noisy
+    assert graded_half == expected_half
+    assert gradebook_scores(out, assignment, "sin-tocar") == dict.fromkeys(points, 0.0)
+    skipped = {c for c, s in expected_noisy.items() if s == 0}
+    assert skipped <= {"gpu-parity"}, f"the finished notebook failed {skipped}"
+    assert sum(expected_noisy.values()) == sum(points.values()) - sum(points[c] for c in skipped)
+    assert 0 < sum(expected_half.values()) < sum(expected_noisy.values())
+    assert expected_half["quiz-2"] == 0 and expected_half["heads-merge"] == 0 and expected_half["fused-parity"] == 0
+
+    # The warnings really were printed, in the learner's own cell, and in no test cell.
+    cells = autograded(out, assignment, "ruidosa")
+    printed = stderr_of(cells["code-attention-3"])
+    assert "UserWarning" in printed and "aviso del alumno" in printed
+    assert not any(stderr_of(cell) for cell_id, cell in cells.items() if cell_id.startswith("check-"))
+
+    # A failed check shows its feedback, with the notebook cell and line of the learner's crash.
+    merge = autograded(out, assignment, "a-medias")["check-heads-merge"]
+    error = next(o for o in merge.outputs if o.output_type == "error")
+    shown = "\n".join(error.traceback)
+    assert "✘ heads-merge · TODO [contiguous-view]" in shown and "view" in shown
+    match = re.search(r"\(celda attention\.py \[(\d+)/(\d+)\], línea (\d+)\)", shown)
+    assert match, shown
+    cell = autograded(out, assignment, "a-medias")[f"code-attention-{match[1]}"]
+    assert "y = y.transpose(1, 2).view(B, T, C)" in cell.source.split("\n")[int(match[3]) - 1]
+    # Read without running it, the submitted notebook gives back the files that were graded.
+    submitted = nbformat.read(notebook_path(out, "submitted", assignment, "a-medias"), as_version=4)
+    extracted = files_from_notebook(submitted, [*lesson.files, lesson.quiz])
+    assert extracted["quiz.yml"].text.strip() == half["quiz.yml"].strip()
+    for name in lesson.files:
+        assert ast.dump(ast.parse(extracted[name].text)) == ast.dump(ast.parse(half[name])), name
+    pending = "\n".join(next(o for o in autograded(out, assignment, "a-medias")["check-fused-parity"].outputs
+                             if o.output_type == "error").traceback)
+    assert "TODO [fused] pendiente" in pending
+
+
+def test_autograde_lesson01_with_its_corpus(course, tmp_path):
+    """Lesson 01 reads its corpus beside its file: in the notebook's kernel through the setup
+    cell's __file__, in the grading through the data files copied next to the lesson's files.
+    Its finished notebook gets every point (lesson 01 has no check that can be skipped)."""
+    lesson = course.lesson("01")
+    out = build(tmp_path, "01")
+    nbgrader(out, "generate_assignment", lesson.folder)
+    release = nbformat.read(notebook_path(out, "release", lesson.folder), as_version=4)
+    submit(out, lesson.folder, "ana", filled_in(release, solution_files(lesson)))
+    nbgrader(out, "autograde", lesson.folder)
+    assert gradebook_scores(out, lesson.folder, "ana") == {check.id: float(check.points) for check in lesson.checks}
+    cells = autograded(out, lesson.folder, "ana")
+    assert not any(o.output_type == "error" for cell in cells.values() for o in cell.get("outputs", []))
+    # The file's own demo (`if __name__ == "__main__"`, true in a kernel) read the corpus.
+    demo_cell = next(cell for cell in cells.values() if 'if __name__ == "__main__":' in cell.source)
+    demo = "".join(o.get("text", "") for o in demo_cell.outputs)
+    assert "caracteres, vocabulario de" in demo
+    # The learner's feedback shows each check's outcome, but none of the hidden code.
+    nbgrader(out, "generate_feedback", lesson.folder)
+    feedback = (out / "feedback" / "ana" / lesson.folder / f"{lesson.folder}.html").read_text(encoding="utf-8")
+    assert "✔ vocab · TODO [vocab]" in feedback
+    assert "BEGIN HIDDEN TESTS" not in feedback and "run_check" not in feedback
