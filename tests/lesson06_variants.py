@@ -64,7 +64,7 @@ BUGGY: list[Variant] = [
             collateral=()),
     Variant("temperature-on-probabilities", GEN, DIVIDE, "",
             "temperature", "divides the probabilities, which the draw renormalises",
-            also=(("    probs = F.softmax(logits, dim=-1)  # (B, V)",
+            also=(("    probs = F.softmax(logits, dim=-1)  # (B, V): una distribución por fila",
                    "    probs = F.softmax(logits, dim=-1) / max(temperature, 1e-8)  # (B, V)"),),
             collateral=()),
     # ---- TODO [top-k]

@@ -234,6 +234,10 @@ def _warm_up(torch) -> None:
     x = torch.randn(1, 2, 3, 4, requires_grad=True)
     torch.nn.functional.scaled_dot_product_attention(x, x, x, is_causal=True).sum().backward()
     torch.nn.functional.softmax(x.detach(), dim=-1)
+    # The first optimizer imports torch._dynamo (~1.5 s): lesson 05's checks build several.
+    weight = torch.nn.Parameter(torch.zeros(2))
+    weight.grad = torch.ones(2)
+    torch.optim.AdamW([weight], lr=0.1).step()
 
 
 def prepare_libraries() -> None:

@@ -51,7 +51,7 @@ def sample_next(logits, temperature=1.0, top_k=None, generator=None):
         # quédate con el k-ésimo con forma (B, 1), para comparar fila a fila. Si top_k es
         # mayor que V, usa V.
         raise NotImplementedError("TODO [top-k] pendiente: quédate solo con los k logits mayores")
-    probs = F.softmax(logits, dim=-1)  # (B, V)
+    probs = F.softmax(logits, dim=-1)  # (B, V): una distribución por fila
     return torch.multinomial(probs, num_samples=1, generator=generator)  # (B, 1)
 
 

@@ -59,7 +59,7 @@ def sample_next(logits, temperature=1.0, top_k=None, generator=None):
         kth = torch.topk(logits, k, dim=-1).values[:, [-1]]  # (B, 1): el k-ésimo mayor
         logits = logits.masked_fill(logits < kth, float("-inf"))
         ### END SOLUTION
-    probs = F.softmax(logits, dim=-1)  # (B, V)
+    probs = F.softmax(logits, dim=-1)  # (B, V): una distribución por fila
     return torch.multinomial(probs, num_samples=1, generator=generator)  # (B, 1)
 
 
