@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -58,7 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .ci import add_parser as add_ci_parser
 
     add_ci_parser(sub)
-    for name in _command_modules():
+    for name in COMMAND_MODULES.values():
         importlib.import_module(name).add_parser(sub)
     return parser
 
@@ -75,12 +74,6 @@ COMMAND_MODULES = {
     "progress": "autograder.progress",
     "viewer": "autograder.viewer",
 }
-
-
-def _command_modules() -> list[str]:
-    # TEMPORARY while these commands are being written in parallel: a module not yet on disk
-    # is not registered. Removed once every module exists.
-    return [name for name in COMMAND_MODULES.values() if importlib.util.find_spec(name) is not None]
 
 
 def main(argv: list[str] | None = None) -> int:
