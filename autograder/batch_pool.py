@@ -240,9 +240,9 @@ def _serve(conn, setup: Setup, scratch: str, parent: int) -> None:
     # which the parent removes however this process ends.
     os.environ["TMPDIR"] = scratch
     tempfile.tempdir = scratch
-    from .cli import _hide_environment
+    from .cli import hide_environment
 
-    _hide_environment()
+    hide_environment()
     from .engine import grade
     from .feedback import redact, secrets_from_environ
     from .manifest import load_course

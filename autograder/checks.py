@@ -9,31 +9,36 @@ from __future__ import annotations
 
 from typing import Any
 
-from .results import Block, Feedback, Part, Text, message
+from .results import Block, Feedback, Figure, Part, Text, message
 from .sandbox import StudentError
 
 
 class CheckFailure(Exception):
     """The learner's code ran and did the wrong thing; `feedback` explains it."""
 
-    def __init__(self, feedback: Feedback) -> None:
+    def __init__(self, feedback: Feedback, figures: tuple[Figure, ...] = ()) -> None:
         super().__init__(repr(feedback))
         self.feedback = feedback
+        self.figures = figures
 
 
-def fail(*parts: Part | str | Feedback | None) -> None:
-    """Fail the current check: fail("lesson03.rows_not_normalised", heatmap_block, ...)."""
+def fail(*parts: Part | Figure | str | Feedback | None) -> None:
+    """Fail the current check: fail("lesson03.rows_not_normalised", heatmap_block, ...).
+    A `Figure` among the parts is kept aside, to be drawn where an image can be shown."""
     out: list[Part] = []
+    figures: list[Figure] = []
     for part in parts:
         if part is None:
             continue
-        if isinstance(part, Feedback):
+        if isinstance(part, Figure):
+            figures.append(part)
+        elif isinstance(part, Feedback):
             out.extend(part.parts)
         elif isinstance(part, str):
             out.append(Text(part))
         else:
             out.append(part)
-    raise CheckFailure(Feedback(tuple(out)))
+    raise CheckFailure(Feedback(tuple(out)), tuple(figures))
 
 
 def expect(condition: Any, *parts: Part | str | Feedback | None) -> None:

@@ -42,6 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--output", type=Path, default=None, metavar="FILE", help="write here instead of stdout")
     grade.add_argument("--lang", choices=("es", "en"), default=None, help="feedback language (default: course.yml)")
     grade.add_argument("--seed", type=int, default=None, help="replay a run with the seed it reported")
+    grade.add_argument("--figures", type=Path, default=None, metavar="DIR",
+                       help="draw the attention matrices of failing mask checks as PNG files here "
+                            "(the feedback says which)")
 
     stubs = sub.add_parser("stubs", help="regenerate exercises/ from the solutions' TODO regions")
     stubs.add_argument("--check", action="store_true", help="only report drift; exit 1 if any")
@@ -112,7 +115,7 @@ def _grade(course, args, parser) -> int:
     from .render import render_json, render_markdown, render_text
 
     lessons = [course.lesson(key) for key in args.lessons] if args.lessons else list(course.lessons)
-    _hide_environment()
+    hide_environment()
     if args.submission is not None and not args.submission.is_dir():
         parser.error(f"--submission {args.submission}: not a folder")
     if args.output is not None and args.output.is_dir():
@@ -122,6 +125,10 @@ def _grade(course, args, parser) -> int:
     progress.start(len(lessons))
     result = grade(course, lessons, args.submission, lang=lang, seed=args.seed, on_lesson=progress.advance)
     progress.stop()
+    if args.figures is not None:
+        from .figures import write_figures
+
+        write_figures(result, args.figures, lang)
     if args.format == "json":
         text = render_json(result, lang)
     elif args.format == "markdown":
@@ -150,7 +157,7 @@ def _grade(course, args, parser) -> int:
     return 0
 
 
-def _hide_environment() -> None:
+def hide_environment() -> None:
     """Linux: make this process non-dumpable, so its /proc files (environ included) belong to
     root and a learner's worker running as our own user cannot read our secrets there."""
     if not sys.platform.startswith("linux"):

@@ -270,7 +270,8 @@ class GradingPlugin:
         elif call.excinfo is not None:
             status, feedback = self.classify(call.excinfo.value, spec)
             max_score = 0.0 if status is Status.SKIPPED else float(spec.points)
-            result = CheckResult(spec.id, spec.todo, status, 0.0, max_score, feedback, call.duration)
+            result = CheckResult(spec.id, spec.todo, status, 0.0, max_score, feedback, call.duration,
+                                 figures=list(getattr(call.excinfo.value, "figures", ())))
         else:
             return report
         self.records[check_id] = result

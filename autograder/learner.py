@@ -20,6 +20,7 @@ Local state lives in <course root>/.autograder/ (it ignores itself for git):
                  (autograder.history), so `progress` merges both with the same XP/streak rules
   state.json     the hint level reached per TODO and the last next step per lesson, keyed by a
                  digest of the lesson's files (so `hint` needs no new grading while nothing changed)
+  figuras/       the attention matrix of a failing mask check as a PNG (the feedback names it)
 
 `check` exits 0 whenever grading ran, whatever the score (like `grade`); 2 for bad input.
 """
@@ -44,6 +45,7 @@ from .manifest import Course, Lesson
 STATE_DIR = ".autograder"
 HISTORY_FILE = "history.jsonl"
 STATE_FILE = "state.json"
+FIGURES_DIR = "figuras"  # PNGs of the failing mask checks' attention matrices (autograder.figures)
 STATE_VERSION = 1
 # The files of a lesson folder that grading reads (the learner's code, quiz answers, practice
 # tests): a change to one of them is worth a new grading, a change to a README is not.
@@ -283,6 +285,18 @@ class LocalStore:
             ignore.write_text("# Local state of `autograder` (history, hints); never committed.\n*\n",
                               encoding="utf-8")
 
+    # figures ------------------------------------------------------------------------------
+    def write_figures(self, result, lang: str) -> None:
+        """Draw the failing checks' pictures into figuras/ (the feedback then names each file)."""
+        from .figures import write_figures
+
+        try:
+            self._ensure_folder()
+            write_figures(result, self.folder / FIGURES_DIR, lang)
+        except OSError as exc:
+            self.warn(t("figures_not_saved", lang, path=_relative(self.folder / FIGURES_DIR),
+                        detail=exc.strerror or exc))
+
     # history ------------------------------------------------------------------------------
     def append(self, record) -> None:
         """Append one record (raises OSError). One unbuffered write in append mode: two commands
@@ -386,9 +400,12 @@ def grade_lessons(course: Course, lessons: list[Lesson], lang: str, *, seed: int
 
 
 def record_result(course: Course, result, store: LocalStore, lang: str) -> None:
-    """Append the grading to the local history and remember each lesson's next step."""
+    """Draw the failing checks' pictures, append the grading to the local history and remember
+    each lesson's next step."""
     from .history import Record
     from .render import to_json_dict
+
+    store.write_figures(result, lang)
 
     now = datetime.now(timezone.utc)
     # A local grading has no commit: its id is random (each grading is one record) and its

@@ -45,6 +45,20 @@ class Block:
 Part = Text | Block
 
 
+@dataclass(frozen=True, eq=False)
+class Figure:
+    """An attention matrix a failing check wants drawn where an image can be shown.
+
+    Graders pass it to `fail()` beside the text heatmap; it travels with the check as data and
+    becomes a PNG only when a caller asks for figures (autograder/figures.py), which then adds a
+    line to the feedback saying where the picture is. Nobody who ignores figures sees a change.
+    """
+
+    weights: Any  # (T, T) or (heads, T, T) array of attention weights
+    leaks: Any = None  # same shape, True where a future cell is visible; None: computed
+    title: Text | None = None
+
+
 @dataclass(frozen=True)
 class Feedback:
     parts: tuple[Part, ...] = ()
@@ -71,6 +85,8 @@ class CheckResult:
     duration: float = 0.0
     # An informational check (course.yml) is reported but never counts toward completion.
     informational: bool = False
+    # Pictures not yet drawn (autograder/figures.py draws them and points the feedback at them).
+    figures: list[Figure] = field(default_factory=list)
 
 
 @dataclass

@@ -88,9 +88,9 @@ def main(course, args) -> int:
         return 2
     # The same trust boundary as grading: the learner's worker must not read our environment
     # (a Codespace's GITHUB_TOKEN, say) through /proc.
-    from .cli import _hide_environment
+    from .cli import hide_environment
 
-    _hide_environment()
+    hide_environment()
     app = ViewerApp(folder, lang, {todo.id: dict(todo.title) for todo in lesson.todos})
     try:
         server = ViewerServer((BIND_ADDRESS, args.port), app)

@@ -14,7 +14,7 @@ import torch
 
 from autograder.checks import describe_student_error, fail
 from autograder.feedback import compare
-from autograder.results import Block, message
+from autograder.results import Block, Figure, message
 from autograder.sandbox import Sandbox, StudentError
 
 from . import reference as ref
@@ -211,13 +211,15 @@ def random_input(cfg: dict, T: int, gen: torch.Generator, B: int = 2) -> torch.T
 
 
 def attention_heatmap(weights, title_key: str = "lesson03.heatmap_title"):
-    """The (T, T) matrix of batch 0, head 0, drawn with its leaking cells marked."""
+    """The (T, T) matrix of batch 0, head 0, drawn with its leaking cells marked, and every
+    head of batch 0 as a Figure (a PNG where an image can be shown)."""
     from autograder.feedback import heatmap, leaking_cells
 
-    w = np.asarray(weights, dtype=np.float64)
-    while w.ndim > 2:
-        w = w[0]
-    return [message(title_key), heatmap(w, leaks=leaking_cells(w))]
+    heads = np.asarray(weights, dtype=np.float64)
+    while heads.ndim > 3:
+        heads = heads[0]
+    w = heads[0] if heads.ndim == 3 else heads
+    return [message(title_key), heatmap(w, leaks=leaking_cells(w)), Figure(heads, title=message("lesson03.figure_weights"))]
 
 
 def mask_grid(mask: np.ndarray) -> Block:

@@ -9,7 +9,7 @@ import torch
 
 from autograder.checks import CheckFailure, expect, fail
 from autograder.feedback import compare, heatmap, leaking_cells
-from autograder.results import Feedback, message
+from autograder.results import Feedback, Figure, message
 
 from . import reference as ref
 from .harness import (
@@ -110,8 +110,10 @@ def test_future_leak(submission, check_seed):
         first = leaks.nonzero()
         fail(attn.called(x), message("lesson03.future_leak", i=int(first[0][0]), j=int(first[1][0]),
                                       count=int(leaks.sum())),
-             message("lesson03.influence_title"), heatmap((influence / influence.max().clamp_min(1e-12)).numpy(), leaks=leaks),
-             message("lesson03.heatmap_legend"), *_leak_not_from_mask(attn, x))
+             message("lesson03.influence_title"), heatmap(normalised := (influence / influence.max().clamp_min(1e-12)).numpy(),
+                                                          leaks=leaks),
+             message("lesson03.heatmap_legend"), *_leak_not_from_mask(attn, x),
+             Figure(normalised, leaks=leaks, title=message("lesson03.figure_influence")))
     _expect_past_flows(influence, 1e-6, attn.called(x))
 
 
@@ -147,8 +149,9 @@ def test_future_leak_grad(submission, check_seed):
     if leaks.any():
         first = leaks.nonzero()
         fail(attn.called(x), message("lesson03.grad_leak", i=int(first[0][0]), j=int(first[1][0])),
-             message("lesson03.grad_title"), heatmap((g / g.max().clamp_min(1e-12)).numpy(), leaks=leaks),
-             message("lesson03.heatmap_legend"), *_leak_not_from_mask(attn, x))
+             message("lesson03.grad_title"), heatmap(normalised := (g / g.max().clamp_min(1e-12)).numpy(), leaks=leaks),
+             message("lesson03.heatmap_legend"), *_leak_not_from_mask(attn, x),
+             Figure(normalised, leaks=leaks, title=message("lesson03.figure_grad")))
     _expect_past_flows(g, 0.0, attn.called(x))
 
 

@@ -11,7 +11,7 @@ import pytest
 
 from autograder.checks import describe_student_error, fail
 from autograder.feedback import compare, heatmap, leaking_cells
-from autograder.results import message
+from autograder.results import Figure, message
 from autograder.sandbox import StudentError
 
 from . import reference as ref
@@ -209,7 +209,8 @@ def test_np_attention_causal(submission, check_seed):
     leaks = leaking_cells(weights)
     if leaks.any():
         fail(called, message("lesson03.future_weights", count=int(leaks.sum())),
-             heatmap(weights, leaks=leaks), message("lesson03.heatmap_legend"), *_blame_pieces(submission, T))
+             heatmap(weights, leaks=leaks), message("lesson03.heatmap_legend"), *_blame_pieces(submission, T),
+             Figure(weights, leaks=leaks, title=message("lesson03.figure_weights")))
     sums = weights.sum(axis=-1)
     if not np.allclose(sums, 1.0, atol=1e-6):
         fail(called, message("lesson03.rows_not_normalised", sums=np.array2string(sums, precision=4)),

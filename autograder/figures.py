@@ -1,0 +1,52 @@
+"""Draw the pictures failing checks asked for (results.Figure) as PNG files.
+
+    write_figures(result, folder, lang) -> list[Path]
+
+Where an image can be shown, the caller names a folder: `autograder grade --figures DIR`, the
+learner's `autograder check`/`watch` (.autograder/figuras/, opened from their editor) and the
+GitHub workflow (inside .autograder-out/, the results artifact). Each figure becomes
+`<lesson>-<check>[-n].png` there, drawn by attention_png (the viewer's look), and the check's
+feedback gains one line with the file's path, so every renderer (terminal, Markdown, JSON,
+Gradescope) says where the picture is without knowing about images.
+
+A lesson's earlier pictures in the folder are removed first: a picture never outlives the
+failure it showed. Drawing imports matplotlib, so it happens only when a figure is pending.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from . import i18n
+from .results import CourseResult, Feedback, message
+
+
+def write_figures(result: CourseResult, folder: Path, lang: str) -> list[Path]:
+    written: list[Path] = []
+    folder = Path(folder)
+    for lesson in result.lessons:
+        if folder.is_dir():
+            for stale in folder.glob(f"{lesson.id}-*.png"):
+                stale.unlink(missing_ok=True)
+        for check in lesson.checks:
+            pending, check.figures = check.figures, []
+            for n, figure in enumerate(pending, start=1):
+                from .attention_png import attention_png  # matplotlib: only when there is a picture
+
+                folder.mkdir(parents=True, exist_ok=True)
+                suffix = f"-{n}" if len(pending) > 1 else ""
+                path = folder / f"{lesson.id}-{check.id}{suffix}.png"
+                title = i18n.localize(figure.title, lang) if figure.title is not None else None
+                path.write_bytes(attention_png(figure.weights, leaks=figure.leaks, lang=lang, title=title))
+                check.feedback = check.feedback + Feedback.of(message("render.figure", path=_shown(path)))
+                written.append(path)
+    return written
+
+
+def _shown(path: Path) -> str:
+    """The path as the reader types it: relative to the working directory when inside it."""
+    try:
+        return os.path.relpath(path) if Path(os.path.abspath(path)).is_relative_to(Path.cwd()) else str(path)
+    except ValueError:  # another drive (Windows)
+        return str(path)
