@@ -3,9 +3,10 @@
 
 Run from the repository root:  python bench/bench_grade.py [--repeat N]
 Each command runs as a fresh process, alternating, so machine noise hits all of them alike;
-the medians are reported with their ratio to the torch import (goal for one lesson: at most
-2.5x). Every lesson in course.yml is graded on its solution; lesson 03 also on its stub; and
-the whole course on the solutions (a folder of NN-slug/ copies with the markers stripped).
+the medians are reported with their ratio to the torch import. Every lesson in course.yml is
+graded on its solution; lesson 03 also on its stub; and the whole course on the solutions (a
+folder of NN-slug/ copies with the markers stripped). Goals on a 2-core machine: one lesson at
+most 2.5x the torch import, the whole course under 60 s.
 This is a measurement, never a test: shared machines are too noisy for timed assertions.
 """
 

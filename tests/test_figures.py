@@ -119,3 +119,18 @@ def test_learner_check_draws_into_its_local_folder(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "imagen" not in proc.stdout
     assert list((root / ".autograder" / "figuras").glob("*.png")) == []
+
+
+def test_lesson04_whole_model_leak_is_drawn(course, tmp_path):
+    """LayerNorm over the time axis: every position sees the whole sequence through the norm."""
+    from lesson04_variants import BUGGY as BUGGY04
+
+    lesson = course.lesson("04")
+    solved = solution_files(lesson)
+    files = {**solved, **next(v for v in BUGGY04 if v.name == "norm-over-time").apply(solved)}
+    result = grade(course, [lesson], write_submission(tmp_path / "entrega", files), seed=SEED)
+    leak = next(c for c in result.lessons[0].checks if c.id == "future-leak")
+    assert leak.status.value == "failed" and len(leak.figures) == 1
+    written = write_figures(result, tmp_path / "figuras", "es")
+    assert tmp_path / "figuras" / "04-future-leak.png" in written
+    assert red_pixels(tmp_path / "figuras" / "04-future-leak.png") > 100

@@ -9,7 +9,7 @@ import torch
 
 from autograder.checks import CheckFailure, fail
 from autograder.feedback import compare, heatmap, leaking_cells
-from autograder.results import Feedback, message
+from autograder.results import Feedback, Figure, message
 
 from . import reference as ref
 from .harness import (
@@ -185,7 +185,7 @@ def test_future_leak(submission, check_seed):
         fail(model.called(batch), message("lesson04.future_leak", i=int(first[0][0]), j=int(first[1][0]),
                                           count=int(leaks.sum())),
              message("lesson04.influence_title"), heatmap(shown, leaks=leaks), message("lesson04.heatmap_legend"),
-             message("lesson04.leak_hint"))
+             message("lesson04.leak_hint"), Figure(shown, leaks=leaks, title=message("lesson04.figure_influence")))
     starved = [i for i in range(1, T) if not bool((influence[i, :i] > 1e-5).any())]
     if starved:
         fail(model.called(batch), message("lesson04.no_past_flow", i=starved[0], count=len(starved)),
