@@ -313,26 +313,7 @@ def sync(course: Course, check_only: bool) -> list[str]:
     drift: list[str] = _sync_references(course, solutions_dir, check_only)
     for lesson in course.lessons:
         expected = generate_lesson(lesson, solutions_dir, exercises_dir)
-        target = exercises_dir / lesson.folder
-        present = set(_walk(target)) if target.is_dir() else set()
-        for rel, text in expected.items():
-            path, label = target / rel, f"exercises/{lesson.folder}/{rel}"
-            if rel not in present:
-                drift.append(f"{label} is missing")
-            elif path.read_bytes() != text.encode("utf-8"):
-                drift.append(f"{label} differs from what `autograder stubs` generates")
-            else:
-                continue
-            if not check_only:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                with open(path, "w", encoding="utf-8", newline="") as fh:
-                    fh.write(text)
-        for rel in sorted(present - expected.keys()):
-            drift.append(f"exercises/{lesson.folder}/{rel} should not exist")
-            if not check_only:
-                (target / rel).unlink()
-        if not check_only and target.is_dir():
-            _remove_empty_dirs(target)
+        drift += _sync_folder(exercises_dir / lesson.folder, f"exercises/{lesson.folder}", expected, check_only)
     folders = {lesson.folder for lesson in course.lessons}
     if exercises_dir.is_dir():
         for extra in sorted(exercises_dir.iterdir()):
@@ -367,15 +348,20 @@ def _sync_references(course: Course, solutions_dir: Path, check_only: bool) -> l
     target = course.root / REFERENCE_DIR
     if not target.parent.is_dir():
         return []
-    expected = reference_pieces(course, solutions_dir)
+    return _sync_folder(target, REFERENCE_DIR.as_posix(), reference_pieces(course, solutions_dir), check_only)
+
+
+def _sync_folder(target: Path, label: str, expected: dict[str, str], check_only: bool) -> list[str]:
+    """Make `target` hold exactly `expected` ({relative path: text}); the drift found, each
+    line naming the file as `label/rel`. With check_only nothing is written."""
     present = set(_walk(target)) if target.is_dir() else set()
     drift = []
     for rel, text in expected.items():
-        path, label = target / rel, f"{REFERENCE_DIR.as_posix()}/{rel}"
+        path = target / rel
         if rel not in present:
-            drift.append(f"{label} is missing")
+            drift.append(f"{label}/{rel} is missing")
         elif path.read_bytes() != text.encode("utf-8"):
-            drift.append(f"{label} differs from what `autograder stubs` generates")
+            drift.append(f"{label}/{rel} differs from what `autograder stubs` generates")
         else:
             continue
         if not check_only:
@@ -383,7 +369,7 @@ def _sync_references(course: Course, solutions_dir: Path, check_only: bool) -> l
             with open(path, "w", encoding="utf-8", newline="") as fh:
                 fh.write(text)
     for rel in sorted(present - expected.keys()):
-        drift.append(f"{REFERENCE_DIR.as_posix()}/{rel} should not exist")
+        drift.append(f"{label}/{rel} should not exist")
         if not check_only:
             (target / rel).unlink()
     if not check_only and target.is_dir():
