@@ -68,11 +68,34 @@ def test_grade_default_exercises_by_slug_in_english():
 
 
 def test_grade_all_lessons_from_a_root_folder_as_markdown(tmp_path):
+    """The finished course: every lesson of the solutions, 300/300 XP."""
+    from autograder.manifest import load_course
+
+    course = load_course(ROOT / "course.yml")
+    xp_max = sum(lesson.xp for lesson in course.lessons)
     root = tmp_path / "work"
     shutil.copytree(ROOT / "solutions", root)
     proc = run_cli("grade", "--submission", root, "--format", "markdown")
     assert proc.returncode == 0, proc.stderr
-    assert "| " in proc.stdout and "50/50" in proc.stdout
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("| ") and "completada" in line]
+    assert len(rows) == len(course.lessons) == 6, proc.stdout
+    assert f"{xp_max}/{xp_max}" in proc.stdout and xp_max == 300
+
+
+def test_the_readme_main_command_on_the_stubs_shows_zero_and_the_first_todo():
+    """`autograder grade` with nothing done: 0 of the course's XP, each check naming its TODO."""
+    from autograder.manifest import load_course
+
+    course = load_course(ROOT / "course.yml")
+    xp_max = sum(lesson.xp for lesson in course.lessons)
+    proc = run_cli("grade")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert any(line.startswith("Total: 0/") and line.endswith(f"XP 0/{xp_max}") for line in lines), proc.stdout
+    first_todo = course.lessons[0].todos[0].id
+    first_check = next(line for line in lines if line.startswith("  ✘ "))
+    assert f"TODO [{first_todo}]" in first_check
+    assert f"TODO [{first_todo}] pendiente" in proc.stdout
 
 
 @pytest.mark.parametrize("args, needle", [
