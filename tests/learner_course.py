@@ -16,7 +16,7 @@ import termios
 import time
 from pathlib import Path
 
-from conftest import ROOT
+from conftest import ROOT, descendants
 
 from autograder.stubs import REGION_SUFFIXES, strip_markers
 
@@ -133,21 +133,7 @@ class Terminal:
 
     def descendants(self) -> set[int]:
         """Live processes below the command (workers, supervisors, the warm pool's zygote)."""
-        children: dict[int, list[int]] = {}
-        for entry in os.listdir("/proc"):
-            if entry.isdigit():
-                try:
-                    stat = Path(f"/proc/{entry}/stat").read_text()
-                except OSError:
-                    continue
-                ppid = int(stat.rsplit(")", 1)[1].split()[1])
-                children.setdefault(ppid, []).append(int(entry))
-        found, todo = set(), [self.pid]
-        while todo:
-            for child in children.get(todo.pop(), []):
-                found.add(child)
-                todo.append(child)
-        return found
+        return descendants(self.pid)
 
     def close(self) -> None:
         if self.exit_code is None:
@@ -157,16 +143,3 @@ class Terminal:
             except (ProcessLookupError, ChildProcessError):
                 pass
         os.close(self.fd)
-
-
-def alive(pids: set[int]) -> set[int]:
-    """The pids of `pids` still running (zombies count as gone)."""
-    living = set()
-    for pid in pids:
-        try:
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if state != "Z":
-            living.add(pid)
-    return living

@@ -31,7 +31,7 @@ from autograder.sandbox import worker_user
 
 from cohort_factory import (DIGITS, FAKE_MARK, HANG_MARK, bare_remote, commit, forever_hanging, lesson03_cohort,
                             stub_files)
-from conftest import ROOT, SEED, solution_files, tagged_processes
+from conftest import ROOT, SEED, alive, children_of, solution_files, tagged_processes
 
 UNPRIVILEGED = worker_user() is not None  # a root grader: learners' code runs as nobody
 COHORT = ("ana", "beto", "carla", "dario", "eva", "fede", "gala", "hugo", "ines")
@@ -314,7 +314,7 @@ def test_a_killed_run_resumes_without_regrading_what_it_finished(course, tmp_pat
         end = time.monotonic() + RUN_TIMEOUT
         while not list((out / "records").glob("*.json")) and proc.poll() is None and time.monotonic() < end:
             time.sleep(0.05)
-        children = _children(proc.pid)
+        children = children_of(proc.pid)
         proc.send_signal(signal.SIGKILL)
     finally:
         proc.kill()
@@ -348,28 +348,11 @@ def test_a_killed_run_resumes_without_regrading_what_it_finished(course, tmp_pat
     assert read_csv(out / "grades.csv")[2]["raw_score"] == str(float(results(out)["ana"]["score"]))
 
 
-def _children(pid: int) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                found.append(int(entry))
-    return found
-
-
 def _wait_gone(pids: list[int], seconds: float = 20) -> None:
     end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        alive = [pid for pid in pids if Path(f"/proc/{pid}").exists()
-                 and "Z" not in Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]]
-        if not alive:
-            return
+    while (living := alive(pids)) and time.monotonic() < end:
         time.sleep(0.1)
-    raise AssertionError(f"still running: {alive}")
+    assert not living, f"still running: {sorted(living)}"
 
 
 # ------------------------------------------------------------------ crashes and time limits
@@ -391,7 +374,7 @@ def test_a_crashed_or_overlong_grading_costs_only_that_learner(course, tmp_path)
         while not tagged_processes(HANG_MARK) and time.monotonic() < end:  # aaron's sleeper: he is being graded
             time.sleep(0.1)
         assert tagged_processes(HANG_MARK), "aaron's grading never started"
-        graders = [pid for pid in _children(proc.pid) if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+        graders = [pid for pid in children_of(proc.pid) if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()]
         assert len(graders) == 1, graders
         os.kill(graders[0], signal.SIGKILL)
         stdout, stderr = proc.communicate(timeout=RUN_TIMEOUT)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import ROOT, SEED, grade_folder, solution_files, write_submission
+from conftest import ROOT, SEED, descendants, grade_folder, solution_files, write_submission
 from lesson03_variants import BUGGY
 
 from autograder import i18n
@@ -414,25 +414,6 @@ def test_saved_edits_show_at_once_and_english_is_selectable(tmp_path, lesson03):
     while any(Path(f"/proc/{pid}").exists() for pid in spawned) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not [pid for pid in spawned if Path(f"/proc/{pid}").exists()]
-
-
-def descendants(root: int) -> set[int]:
-    """Every live process below `root` (Linux /proc)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry.name))
-    found, todo = set(), [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            if child not in found:
-                found.add(child)
-                todo.append(child)
-    return found
 
 
 def test_a_second_viewer_on_the_same_port_says_so(solution_viewer):

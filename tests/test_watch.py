@@ -10,10 +10,9 @@ import time
 from datetime import datetime, timezone
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, alive
 from learner_course import (
     Terminal,
-    alive,
     cli_env,
     history_lines,
     make_course,
