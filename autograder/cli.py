@@ -57,9 +57,6 @@ def build_parser() -> argparse.ArgumentParser:
                               "(default: the current HEAD)")
     release.add_argument("--force", action="store_true", help="replace a previous release in DIR")
 
-    from .ci import add_parser as add_ci_parser
-
-    add_ci_parser(sub)
     for name in COMMAND_MODULES.values():
         importlib.import_module(name).add_parser(sub)
     return parser
@@ -69,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
 # sub-command named like the key) and main(course, args) -> exit code. Their modules keep
 # heavy imports (torch, nbgrader, matplotlib) inside functions, so `--help` stays fast.
 COMMAND_MODULES = {
+    "ci": "autograder.ci",
     "grade-all": "autograder.batch",
     "notebooks": "autograder.notebooks",
     "check": "autograder.learner",
@@ -88,10 +86,6 @@ def main(argv: list[str] | None = None) -> int:
             return _grade(course, args, parser)
         if args.command == "release":
             return _release(course, args)
-        if args.command == "ci":
-            from .ci import main as ci_main
-
-            return ci_main(course, args)
         if args.command in COMMAND_MODULES:
             return importlib.import_module(COMMAND_MODULES[args.command]).main(course, args)
         return _stubs(course, args)

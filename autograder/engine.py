@@ -81,16 +81,18 @@ def grade(course: Course, lessons: Iterable[Lesson], submission: Path | None = N
     single = len(lessons) == 1
     # Start every worker first: their torch imports overlap ours and each other's.
     folders = [lesson_submission_dir(course, lesson, submission, single) for lesson in lessons]
-    provided = [_provided_files(course, lesson, folder) for lesson, folder in zip(lessons, folders)]
-    sandboxes = [Sandbox(folder, limits, provided=files) for folder, files in zip(folders, provided)]
+    # The learner's own files of the lessons each one uses (None where one is missing).
+    own = [own_files(course, lesson, folder) for lesson, folder in zip(lessons, folders)]
+    sandboxes = [Sandbox(folder, limits, provided=_provided_files(course, lesson, mine))
+                 for lesson, folder, mine in zip(lessons, folders, own)]
     results = []
     try:
         for sandbox in sandboxes[:2]:
             sandbox.start()
-        for index, (lesson, sandbox) in enumerate(zip(lessons, sandboxes)):
+        for index, (lesson, sandbox, mine) in enumerate(zip(lessons, sandboxes, own)):
             if index + 2 < len(sandboxes):
                 sandboxes[index + 2].start()
-            result = grade_lesson(lesson, sandbox, seed, own=own_files(course, lesson, sandbox.submission))
+            result = grade_lesson(lesson, sandbox, seed, own=mine)
             sandbox.close()
             results.append(result)
             if on_lesson is not None:
@@ -101,15 +103,15 @@ def grade(course: Course, lessons: Iterable[Lesson], submission: Path | None = N
     return CourseResult(course=course.name, language=lang, seed=seed, lessons=results)
 
 
-def _provided_files(course: Course, lesson: Lesson, folder: Path) -> dict[str, Path]:
+def _provided_files(course: Course, lesson: Lesson, own: dict[str, Path] | None) -> dict[str, Path]:
     """What joins the learner's files in the worker's folder: the reference files of the
     lessons this one uses or, in a student release without hidden graders (practice mode), the
-    learner's own, which are all there is."""
+    learner's `own`, which are all there is."""
     if not lesson.uses:
         return {}
     if (graders_root() / lesson.graders).is_dir():
         return reference_files(course, lesson)
-    return own_files(course, lesson, folder) or {}
+    return own or {}
 
 
 def grade_lesson(lesson: Lesson, sandbox: Sandbox, seed: int, *,
@@ -206,16 +208,21 @@ class GradingPlugin:
             item.add_marker(pytest.mark.timeout(known[check_id].timeout))
 
     # ---------------------------------------------------------------- fixtures
+    @staticmethod
+    def _ready(box: Sandbox) -> Sandbox:
+        # Starting a worker is not part of a check's time (timeout_func_only = true); a worker
+        # an earlier check killed is replaced.
+        box.deadline = None
+        try:
+            box.ensure_ready()
+        except WorkerDied:
+            box.kill()
+            box.ensure_ready()
+        return box
+
     @pytest.fixture
     def submission(self, request: pytest.FixtureRequest) -> Sandbox:
-        # Starting a worker is not part of a check's time (timeout_func_only = true).
-        self.sandbox.deadline = None
-        try:
-            self.sandbox.ensure_ready()
-        except WorkerDied:
-            self.sandbox.kill()
-            self.sandbox.ensure_ready()
-        return self.sandbox
+        return self._ready(self.sandbox)
 
     @pytest.fixture
     def own_submission(self, request: pytest.FixtureRequest) -> Sandbox:
@@ -225,14 +232,7 @@ class GradingPlugin:
             pytest.skip("engine.own_pieces_missing")
         if self._own_sandbox is None:
             self._own_sandbox = Sandbox(self.sandbox.submission, self.sandbox.limits, provided=self.own)
-        box = self._own_sandbox
-        box.deadline = None
-        try:
-            box.ensure_ready()
-        except WorkerDied:
-            box.kill()
-            box.ensure_ready()
-        return box
+        return self._ready(self._own_sandbox)
 
     def close(self) -> None:
         if self._own_sandbox is not None:

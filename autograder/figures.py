@@ -15,10 +15,10 @@ failure it showed. Drawing imports matplotlib, so it happens only when a figure 
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from . import i18n
+from .manifest import _shown
 from .results import CourseResult, Feedback, message
 
 
@@ -43,10 +43,3 @@ def write_figures(result: CourseResult, folder: Path, lang: str) -> list[Path]:
                 written.append(path)
     return written
 
-
-def _shown(path: Path) -> str:
-    """The path as the reader types it: relative to the working directory when inside it."""
-    try:
-        return os.path.relpath(path) if Path(os.path.abspath(path)).is_relative_to(Path.cwd()) else str(path)
-    except ValueError:  # another drive (Windows)
-        return str(path)

@@ -36,13 +36,10 @@ from .learner import (
     lesson_dir,
     lesson_next_step,
     locate_step,
-    make_console,
-    printed,
     record_result,
     resolve_lessons,
     t,
     terminal_width,
-    use_color,
 )
 from .manifest import Course, Lesson
 
@@ -174,6 +171,8 @@ def main(course: Course, args) -> int:
 
 
 def _hint(course: Course, lesson: Lesson, args, lang: str, store: LocalStore) -> int:
+    from .render import make_console, printed, use_color
+
     if args.level is not None and not 1 <= args.level <= LEVELS:
         raise LearnerError(t("hint_bad_level", lang, level=args.level))
     resolve_lessons(course, [lesson.id], lang)  # its folder must be there

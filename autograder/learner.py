@@ -28,7 +28,6 @@ Local state lives in <course root>/.autograder/ (it ignores itself for git):
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
 import sys
@@ -40,7 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from . import i18n
-from .manifest import Course, Lesson
+from .manifest import Course, Lesson, _shown as _shown_path
+from .stubs import CACHE_DIRS
 
 STATE_DIR = ".autograder"
 HISTORY_FILE = "history.jsonl"
@@ -51,7 +51,6 @@ STATE_VERSION = 1
 # tests): a change to one of them is worth a new grading, a change to a README is not.
 GRADED_SUFFIXES = (".py", ".yml", ".yaml")
 HINTS_FILE = "pistas.yml"  # the lesson's hints (autograder/hints.py): learner text, never graded
-_CACHE_DIRS = ("__pycache__", ".pytest_cache")
 BAR_WIDTH = 20
 
 
@@ -100,7 +99,7 @@ def resolve_lessons(course: Course, keys: Iterable[str], lang: str) -> list[Less
 def is_graded_input(path: Path) -> bool:
     """Whether a file of a lesson folder is read by grading (see GRADED_SUFFIXES)."""
     return (path.suffix in GRADED_SUFFIXES and path.name != HINTS_FILE
-            and not any(part in _CACHE_DIRS for part in path.parts))
+            and not any(part in CACHE_DIRS for part in path.parts))
 
 
 def lesson_digest(folder: Path) -> str:
@@ -294,7 +293,7 @@ class LocalStore:
             self._ensure_folder()
             write_figures(result, self.folder / FIGURES_DIR, lang)
         except OSError as exc:
-            self.warn(t("figures_not_saved", lang, path=_relative(self.folder / FIGURES_DIR),
+            self.warn(t("figures_not_saved", lang, path=_shown_path(self.folder / FIGURES_DIR),
                         detail=exc.strerror or exc))
 
     # history ------------------------------------------------------------------------------
@@ -349,8 +348,8 @@ class LocalStore:
             self.state_path.replace(backup)
         except OSError:
             pass
-        self.warn(t("state_broken", lang, path=_relative(self.state_path), detail=str(exc)[:200],
-                    backup=_relative(backup)))
+        self.warn(t("state_broken", lang, path=_shown_path(self.state_path), detail=str(exc)[:200],
+                    backup=_shown_path(backup)))
         return _empty_state()
 
     def save_state(self, state: dict[str, Any]) -> None:
@@ -366,18 +365,11 @@ class LocalStore:
         try:
             self.save_state(state)
         except OSError as exc:
-            self.warn(t("history_not_saved", lang, path=_relative(self.state_path), detail=exc.strerror or exc))
+            self.warn(t("history_not_saved", lang, path=_shown_path(self.state_path), detail=exc.strerror or exc))
 
 
 def _empty_state() -> dict[str, Any]:
     return {"v": STATE_VERSION, "hints": {}, "next": {}}
-
-
-def _relative(path: Path) -> str:
-    try:
-        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
-    except (ValueError, OSError):
-        return str(path)
 
 
 # --- grading and recording ---------------------------------------------------------------------
@@ -415,7 +407,7 @@ def record_result(course: Course, result, store: LocalStore, lang: str) -> None:
     try:
         store.append(record)
     except OSError as exc:
-        store.warn(t("history_not_saved", lang, path=_relative(store.history), detail=exc.strerror or exc))
+        store.warn(t("history_not_saved", lang, path=_shown_path(store.history), detail=exc.strerror or exc))
 
     steps = {}
     for lesson_result in result.lessons:
@@ -473,34 +465,11 @@ def streak_text(days: int, lang: str) -> str:
     return t("streak_one", lang) if days == 1 else t("streak_many", lang, days=days)
 
 
-def use_color(stream) -> bool:
-    """Colour for a terminal only; NO_COLOR and TERM=dumb turn it off, as rich does."""
-    from rich.console import Console
-
-    probe = Console(file=stream)
-    return probe.is_terminal and not probe.no_color and probe.color_system is not None
-
-
-def make_console(color: bool, width: int | None = None):
-    """A rich console writing into a buffer: (console, buffer). Plain and stable without colour."""
-    from rich.console import Console
-
-    buffer = io.StringIO()
-    console = Console(file=buffer, width=width or 100, force_terminal=color, no_color=not color,
-                      color_system="standard" if color else None, highlight=False, emoji=False,
-                      markup=False, legacy_windows=False)
-    return console, buffer
-
-
 def terminal_width(stream) -> int:
     try:
         return max(60, min(os.get_terminal_size(stream.fileno()).columns, 120)) if stream.isatty() else 100
     except (OSError, ValueError, AttributeError):
         return 100
-
-
-def printed(buffer: io.StringIO) -> str:
-    return "\n".join(line.rstrip() for line in buffer.getvalue().split("\n"))
 
 
 def mode_lines(result, lang: str) -> list[str]:
@@ -519,6 +488,8 @@ def render_footer(result, step: NextStep, progress, xp_max: int, lang: str, *, c
     """What `check` prints after the result: which graders, the next step, the XP so far
     (`progress`: autograder.history.Progress of everything recorded; `xp_max`: the course's)."""
     from rich.text import Text as RichText
+
+    from .render import make_console, printed
 
     console, buffer = make_console(color, width)
     for line in mode_lines(result, lang):
@@ -572,7 +543,7 @@ def add_parser(sub) -> None:
 
 def main(course: Course, args) -> int:
     from .feedback import redact, secrets_from_environ
-    from .render import render_text
+    from .render import render_text, use_color
 
     lang = args.lang or course.language
     try:

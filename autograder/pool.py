@@ -23,12 +23,13 @@ import threading
 import time
 from pathlib import Path
 
+from .worker.zygote import MAX_MESSAGE  # one protocol, defined on the zygote's side
+
 ENV_SWITCH = "AUTOGRADER_WARM_POOL"
 ZYGOTE_BOOT = (
     "import sys; sys.path.insert(0, sys.argv.pop(2)); "
     "from autograder.worker.zygote import main; main()"
 )
-MAX_MESSAGE = 1 << 16
 
 
 class PoolError(Exception):

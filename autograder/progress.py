@@ -28,12 +28,9 @@ from .learner import (
     LocalStore,
     bar,
     course_xp_max,
-    make_console,
-    printed,
     streak_text,
     t,
     terminal_width,
-    use_color,
 )
 from .manifest import Course
 
@@ -154,6 +151,8 @@ def render_progress(course: Course, gathered: Gathered, lang: str, *, color: boo
     from rich.table import Table
     from rich.text import Text as RichText
 
+    from .render import _num, make_console, printed
+
     console, buffer = make_console(color, width)
     progress = gathered.progress
     console.print(RichText(t("progress_title", lang, course=course.name), style="bold"))
@@ -203,10 +202,6 @@ def _counted(key: str, n: int) -> str:
     return key + "_one" if n == 1 else key
 
 
-def _num(x: float) -> int | float:
-    return int(x) if float(x).is_integer() else round(float(x), 2)
-
-
 # --- the command -------------------------------------------------------------------------------
 
 
@@ -219,6 +214,8 @@ def add_parser(sub) -> None:
 
 
 def main(course: Course, args) -> int:
+    from .render import use_color
+
     lang = args.lang or course.language
     store = LocalStore(course.root)
     gathered = gather(course, store, fetch=args.fetch, lang=lang)

@@ -273,15 +273,22 @@ def _streak_label(days: int, lang: str) -> str:
 # --- terminal -------------------------------------------------------------------------------
 
 
-def _console(color: bool | None, width: int) -> tuple[Console, io.StringIO]:
+def use_color(stream=None) -> bool:
+    """Colour for a real terminal only (`stream`, default stdout); rich also honours NO_COLOR,
+    FORCE_COLOR and TERM=dumb."""
+    probe = Console(file=stream)
+    return probe.is_terminal and not probe.no_color and probe.color_system is not None
+
+
+def make_console(color: bool | None, width: int | None = None) -> tuple[Console, io.StringIO]:
+    """A rich console writing into a buffer: (console, buffer). Plain and stable without colour;
+    color None decides by stdout."""
     if color is None:
-        # Colour only for a real terminal; rich also honours NO_COLOR, FORCE_COLOR and TERM=dumb.
-        probe = Console()
-        color = probe.is_terminal and not probe.no_color and probe.color_system is not None
+        color = use_color()
     buffer = io.StringIO()
     console = Console(
         file=buffer,
-        width=width,
+        width=width or 100,
         force_terminal=color,
         no_color=not color,
         color_system="standard" if color else None,
@@ -293,11 +300,26 @@ def _console(color: bool | None, width: int) -> tuple[Console, io.StringIO]:
     return console, buffer
 
 
+def printed(buffer: io.StringIO) -> str:
+    """What a console wrote, without trailing spaces."""
+    return "\n".join(line.rstrip() for line in buffer.getvalue().split("\n"))
+
+
+def print_feedback(console: Console, feedback: Feedback, lang: str) -> None:
+    """A check's message under its line: text indented and wrapped, blocks kept as they are."""
+    for kind, text in i18n.render_parts(feedback, lang):
+        if kind == "text":
+            console.print(Padding(RichText(text), (0, 0, 0, 6)))
+        else:  # a block keeps its layout: indented, never re-wrapped
+            indented = "\n".join("      " + row for row in text.rstrip("\n").split("\n"))
+            console.print(RichText(indented, style="cyan"), soft_wrap=True)
+
+
 def render_text(result: CourseResult, lang: str, *, color: bool | None = None, width: int = 100) -> str:
     """Terminal text: per lesson a header, one line per check, the message under those that
     did not pass, then the totals. With color False the output is plain and stable."""
     _check_lang(lang)
-    console, buffer = _console(color, width)
+    console, buffer = make_console(color, width)
     console.print(RichText(result.course, style="bold"))
     if result.practice:
         console.print(RichText(_t("render.practice_note", lang), style="yellow"))
@@ -326,12 +348,7 @@ def render_text(result: CourseResult, lang: str, *, color: bool | None = None, w
             console.print(line)
             if check.status is Status.PASSED:
                 continue
-            for kind, text in i18n.render_parts(check.feedback, lang):
-                if kind == "text":
-                    console.print(Padding(RichText(text), (0, 0, 0, 6)))
-                else:  # a block keeps its layout: indented, never re-wrapped
-                    indented = "\n".join("      " + row for row in text.rstrip("\n").split("\n"))
-                    console.print(RichText(indented, style="cyan"), soft_wrap=True)
+            print_feedback(console, check.feedback, lang)
 
     console.print()
     points = _t("render.points", lang, score=_num(result.score), max_score=_num(result.max_score))
@@ -342,4 +359,4 @@ def render_text(result: CourseResult, lang: str, *, color: bool | None = None, w
     if result.practice:
         console.print(RichText(_t("render.practice_tag", lang).capitalize(), style="yellow"))
     console.print(RichText(_t("render.seed", lang, seed=result.seed), style="dim"))
-    return "\n".join(line.rstrip() for line in buffer.getvalue().split("\n"))
+    return printed(buffer)

@@ -109,10 +109,14 @@ class LessonResult:
         return sum(c.max_score for c in self.checks)
 
     @property
-    def completed(self) -> bool:
+    def counted_checks(self) -> list[CheckResult]:
         # Skipped checks (e.g. the GPU check on a CPU machine) do not count against a lesson,
         # nor do informational ones (whether the learner's own earlier pieces fit).
-        graded = [c for c in self.checks if c.status is not Status.SKIPPED and not c.informational]
+        return [c for c in self.checks if c.status is not Status.SKIPPED and not c.informational]
+
+    @property
+    def completed(self) -> bool:
+        graded = self.counted_checks
         return bool(graded) and all(c.status is Status.PASSED for c in graded)
 
     @property

@@ -37,14 +37,11 @@ from .learner import (
     lesson_dir,
     lesson_next_step,
     lesson_step,
-    make_console,
     present_lessons,
-    printed,
     record_result,
     resolve_lessons,
     t,
     terminal_width,
-    use_color,
 )
 from .manifest import Course, Lesson
 
@@ -108,13 +105,13 @@ def render_lesson(result, step: NextStep | None, next_after: NextStep, previous:
                   *, color: bool, width: int) -> str:
     """The lesson after a grading: header with a bar, the change in points, the first failing
     check with its message, and the next step (`next_after` once the lesson is completed)."""
-    from rich.padding import Padding
     from rich.text import Text as RichText
 
+    from .render import _num, make_console, print_feedback, printed
     from .results import Status
 
     console, buffer = make_console(color, width)
-    counted = [c for c in result.checks if c.status is not Status.SKIPPED and not c.informational]
+    counted = result.counted_checks
     passed = sum(c.status is Status.PASSED for c in counted)
     fraction = result.score / result.max_score if result.max_score else 0.0
     style = "green" if result.completed else "yellow"
@@ -145,22 +142,13 @@ def render_lesson(result, step: NextStep | None, next_after: NextStep, previous:
             status = i18n.translate(f"render.status.{check.status.value}", lang)
             console.print(RichText(f"  ✘ {label}  {_num(check.score)}/{_num(check.max_score)}  {status}",
                                    style="red"))
-            for kind, text in i18n.render_parts(check.feedback, lang):
-                if kind == "text":
-                    console.print(Padding(RichText(text), (0, 0, 0, 6)))
-                else:
-                    indented = "\n".join("      " + row for row in text.rstrip("\n").split("\n"))
-                    console.print(RichText(indented, style="cyan"), soft_wrap=True)
+            print_feedback(console, check.feedback, lang)
     if step is not None:
         lines = describe_step(step, lang)
         console.print(RichText(lines[0], style="bold cyan"), soft_wrap=True)
         for extra in lines[1:]:
             console.print(RichText(extra, style="cyan"), soft_wrap=True)
     return printed(buffer)
-
-
-def _num(x: float) -> int | float:
-    return int(x) if float(x).is_integer() else round(float(x), 2)
 
 
 # --- the session -------------------------------------------------------------------------------
@@ -172,6 +160,7 @@ class WatchSession:
 
     def __init__(self, course: Course, lang: str, named: list[Lesson], out=None) -> None:
         from .progress import gather
+        from .render import use_color
 
         self.course, self.lang, self.named = course, lang, named
         self.out = out or sys.stdout
@@ -185,6 +174,8 @@ class WatchSession:
     def say(self, text: str, style: str | None = None) -> None:
         if style and self.color:
             from rich.text import Text as RichText
+
+            from .render import make_console, printed
 
             console, buffer = make_console(True, terminal_width(self.out))
             console.print(RichText(text, style=style), soft_wrap=True)
