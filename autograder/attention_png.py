@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from . import i18n
-from .feedback import leaking_cells
+from .feedback import leaking_cells, to_float64
 
 COLOR_STOPS = ("#e8f1fa", "#9ecae1", "#4292c6", "#08519c", "#08306b")
 MASKED_COLOR = "#ffffff"
@@ -45,7 +45,7 @@ def attention_png(weights: Any, tokens: Sequence[str] | None = None, leaks: Any 
                   lang: str = i18n.DEFAULT_LANGUAGE, title: str | None = None) -> bytes:
     """PNG bytes of `weights`, (T, T) or (heads, T, T), labelled with `tokens` (T strings; None:
     the positions 0..T-1). `leaks` (same shape as weights, or (T, T) for every head) marks the
-    cells to outline; None computes them with feedback.leaking_cells, head by head.
+    cells to outline; None computes them with feedback.leaking_cells, head by head (`head_leaks`).
 
     The graders can call it with a captured (B, nh, T, T) tensor's batch 0 and their own
     `leaking_cells` result, and attach the bytes wherever an image can be shown.
@@ -101,8 +101,13 @@ def attention_png(weights: Any, tokens: Sequence[str] | None = None, leaks: Any 
     return out.getvalue()
 
 
+def head_leaks(weights: np.ndarray) -> np.ndarray:
+    """(heads, T, T) bool: feedback.leaking_cells of each head of (heads, T, T) weights."""
+    return np.stack([leaking_cells(head) for head in weights])
+
+
 def _as_heads(weights: Any) -> np.ndarray:
-    w = np.asarray(_to_numpy(weights), dtype=np.float64)
+    w = to_float64(weights)  # a torch tensor too, without importing torch here
     while w.ndim > 3 and w.shape[0] == 1:  # a (1, nh, T, T) batch of one
         w = w[0]
     if w.ndim == 2:
@@ -112,15 +117,10 @@ def _as_heads(weights: Any) -> np.ndarray:
     return w
 
 
-def _to_numpy(value: Any) -> Any:
-    detach = getattr(value, "detach", None)  # a torch tensor, without importing torch here
-    return detach().to("cpu").double().numpy() if callable(detach) else value
-
-
 def _leak_marks(w: np.ndarray, leaks: Any) -> np.ndarray:
     if leaks is None:
-        return np.stack([leaking_cells(head) for head in w])
-    marks = np.asarray(_to_numpy(leaks), dtype=bool)
+        return head_leaks(w)
+    marks = to_float64(leaks).astype(bool)  # numbers, arrays or tensors: non-zero marks a cell
     if marks.shape == w.shape[1:]:
         marks = np.broadcast_to(marks, w.shape)
     if marks.shape != w.shape:

@@ -34,13 +34,15 @@ from __future__ import annotations
 import time
 import unicodedata
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
-from .checks import describe_student_error
+from .attention_png import head_leaks
+from .checks import CheckFailure, describe_student_error, fail
 from .feedback import fmt_number, leaking_cells
 from .results import Feedback, Part, Text, message
 from .sandbox import Sandbox, StudentError, WorkerDied
@@ -150,12 +152,13 @@ class Measurement:
     problems: Feedback = field(default_factory=Feedback)  # the graders' messages
     fused: FusedReport | None = None
 
-    @property
+    # Cached: `measure` sets the weights before anyone reads this, and nothing changes them after.
+    @cached_property
     def leaks(self) -> np.ndarray | None:
         """(N_HEAD, T, T) bool: a non-zero weight where key j > query i."""
         if self.weights is None:
             return None
-        return np.stack([leaking_cells(head) for head in self.weights])
+        return head_leaks(self.weights)
 
     @property
     def status(self) -> str:
@@ -166,12 +169,6 @@ class Measurement:
         if self.leaks.any():
             return "leak"
         return "warning" if self.problems else "ok"
-
-
-class _Unmeasurable(Exception):
-    def __init__(self, *parts: Part) -> None:
-        super().__init__()
-        self.feedback = Feedback(tuple(parts))
 
 
 def measure(submission: Path, tokens: list[str], mode: str, todo_titles: dict | None = None) -> Measurement:
@@ -195,7 +192,7 @@ def measure(submission: Path, tokens: list[str], mode: str, todo_titles: dict | 
         except WorkerDied as died:
             result.problems = died.feedback
             return result
-        except _Unmeasurable as exc:
+        except CheckFailure as exc:  # what fail() raises: the graders' messages
             result.problems = exc.feedback
             return result
     result.problems = _judge(result)
@@ -226,7 +223,7 @@ def _load(sandbox: Sandbox, handle, fused: bool, offset: int) -> None:
     missing, _unexpected = sandbox.call(handle, weights, method="load_state_dict", strict=False)
     absent = [key for key in weights if key in missing]
     if absent:
-        raise _Unmeasurable(message("lesson03.weights_missing", keys=", ".join(absent), call=describe_call(fused)))
+        fail(message("lesson03.weights_missing", keys=", ".join(absent), call=describe_call(fused)))
 
 
 def _output(value: Any, x, fused: bool):
@@ -235,11 +232,11 @@ def _output(value: Any, x, fused: bool):
 
     if not isinstance(value, torch.Tensor) or value.device.type == "meta" or value.is_complex():
         got = type(value).__name__ if not isinstance(value, torch.Tensor) else f"Tensor(device={value.device.type}, dtype={value.dtype})"
-        raise _Unmeasurable(message("lesson03.called", call=describe_call(fused), shape=tuple(x.shape)),
-                            message("lesson03.not_a_tensor", got=got))
+        fail(message("lesson03.called", call=describe_call(fused), shape=tuple(x.shape)),
+             message("lesson03.not_a_tensor", got=got))
     if tuple(value.shape) != tuple(x.shape):
-        raise _Unmeasurable(message("lesson03.called", call=describe_call(fused), shape=tuple(x.shape)),
-                            message("lesson03.shape_wrong", got=tuple(value.shape), expected=tuple(x.shape)))
+        fail(message("lesson03.called", call=describe_call(fused), shape=tuple(x.shape)),
+             message("lesson03.shape_wrong", got=tuple(value.shape), expected=tuple(x.shape)))
     return value.detach().double()
 
 
@@ -253,12 +250,12 @@ def _explicit_weights(sandbox: Sandbox, x) -> np.ndarray:
     captured = traced.get("captured") or []
     called = message("lesson03.called", call=describe_call(False), shape=tuple(x.shape))
     if not captured or not isinstance(captured[0], torch.Tensor):
-        raise _Unmeasurable(called, message("lesson03.attn_drop_calls", count=0))
+        fail(called, message("lesson03.attn_drop_calls", count=0))
     w = captured[0]
     T = x.shape[1]
     expected = (1, N_HEAD, T, T)
     if tuple(w.shape) != expected:
-        raise _Unmeasurable(called, message("lesson03.weights_shape", got=tuple(w.shape), expected=expected))
+        fail(called, message("lesson03.weights_shape", got=tuple(w.shape), expected=expected))
     return w[0].double().numpy()
 
 
@@ -297,7 +294,7 @@ def _parity(sandbox: Sandbox, x, fused_output) -> float | None:
     try:
         handle = _module(sandbox, fused=False)
         explicit = _output(sandbox.call_traced(handle, x, no_grad=True)["value"], x, fused=False)
-    except (StudentError, _Unmeasurable):
+    except (StudentError, CheckFailure):
         return None
     difference = (fused_output - explicit).abs().max()
     return float(difference)

@@ -9,6 +9,7 @@ here: a value is a tensor only if torch is already loaded), and return catalog m
     leaking_cells(weights)                where a causal attention matrix looks at the future
     student_frames / format_traceback     a traceback trimmed to the learner's own files
     truncate / redact / secrets_from_environ / fmt_number
+    to_float64(values)                    any numbers, tensors included, as a float64 array
 """
 
 from __future__ import annotations
@@ -104,8 +105,9 @@ def _dtype_name(x: Any) -> str:
     return str(x.dtype).removeprefix("torch.")
 
 
-def _to_float64(x: Any) -> np.ndarray:
-    """Values as a float64 NumPy array (bool and int included); raises on non-numeric data."""
+def to_float64(x: Any) -> np.ndarray:
+    """Values as a float64 NumPy array (bool and int included); raises on non-numeric data.
+    A tensor (any device, with or without grad) is detached and copied to the CPU."""
     if _is_tensor(x):
         import torch  # already loaded, or _is_tensor would be False
 
@@ -140,7 +142,7 @@ def compare(
     if actual_kind is None:
         return _not_a_value(actual, expected_kind, what)
 
-    e = _to_float64(expected)
+    e = to_float64(expected)
     shape = tuple(np.shape(actual))
     if shape != e.shape:
         return _shape_feedback(shape, e.shape, what)
@@ -153,7 +155,7 @@ def compare(
                 Text("feedback.dtype_mismatch", {"what": what, "got": got, "expected": want})
             )
     try:
-        a = _to_float64(actual)
+        a = to_float64(actual)
     except (TypeError, ValueError):  # strings, objects: nothing to compare beyond the dtype
         return feedback or _not_a_value(actual, expected_kind, what)
 
@@ -265,7 +267,7 @@ def _values_feedback(
 
 def leaking_cells(weights: Any, tol: float = 0.0) -> np.ndarray:
     """(T, T) bool: True where key j > query i has |weight| > tol, in any of the leading dims."""
-    w = _to_float64(weights)
+    w = to_float64(weights)
     if w.ndim < 2 or w.shape[-1] != w.shape[-2]:
         raise ValueError(f"leaking_cells(): expected (..., T, T) weights, got shape {w.shape}")
     with np.errstate(invalid="ignore"):
@@ -285,7 +287,7 @@ def heatmap(
     The block is language-neutral (it is shown verbatim); put `heatmap_legend()` after it.
     `lang` is accepted for compatibility and unused.
     """
-    w = _to_float64(weights)
+    w = to_float64(weights)
     if w.ndim != 2:
         raise ValueError(f"heatmap(): expected a 2-D matrix, got shape {w.shape}")
     marks = np.zeros(w.shape, dtype=bool) if leaks is None else np.asarray(leaks, dtype=bool)

@@ -403,8 +403,7 @@ class ViewerHandler(BaseHTTPRequestHandler):
         if download:
             self.send_header("Content-Disposition", f'inline; filename="{download}"')
         self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
+        self.wfile.write(body)
 
     def log_request(self, code: Any = "-", size: Any = "-") -> None:
         pass  # a line per request would bury the learner's terminal; refusals and errors are logged
