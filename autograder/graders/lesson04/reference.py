@@ -212,15 +212,6 @@ def attention_out(x: torch.Tensor, sd: dict, n_head: int) -> torch.Tensor:
     return attention(x, sd, n_head, "attn.")
 
 
-def mlp_out(x: torch.Tensor, sd: dict) -> torch.Tensor:
-    """A Block's MLP sublayer on its (captured) input."""
-    return mlp(x, sd, "mlp.")
-
-
-def ln_block(x: torch.Tensor, sd: dict, which: str, over: str = "C") -> torch.Tensor:
-    return ln(x, sd, which, over=over)
-
-
 # ---------------------------------------------------------------- initialisation
 
 INIT_STD = 0.02

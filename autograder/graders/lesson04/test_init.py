@@ -43,7 +43,7 @@ def _fan_in(p: torch.Tensor) -> int:
     return p.shape[1] if p.dim() == 2 else 1
 
 
-def _std_diagnosis(name: str, p: torch.Tensor, std: float):
+def _std_diagnosis(p: torch.Tensor, std: float):
     """Why a weight that should be N(0, 0.02) has this spread."""
     if _near(std, 1.0):
         return message("lesson04.diag_init_default_embedding")
@@ -70,7 +70,7 @@ def test_init_std(submission):
             std, mean = d.std().item(), d.mean().item()
             if not (_near(std, ref.INIT_STD) and abs(mean) < 0.15 * ref.INIT_STD):
                 wrong.append(_line(name, p, ref.INIT_STD))
-                diagnosis = diagnosis or _std_diagnosis(name, p, std)
+                diagnosis = diagnosis or _std_diagnosis(p, std)
         elif kind == "bias" and bool((d != 0).any()):
             wrong.append(f"{name}: {int((d != 0).sum())}/{d.numel()} ≠ 0")
             diagnosis = diagnosis or message("lesson04.diag_init_bias_default" if _near(
