@@ -34,9 +34,9 @@ from pathlib import Path
 
 from . import i18n
 from .batch_store import (BatchError, Record, Store, content_hash, graded_folders, grading_fingerprint,
-                          learner_key, submission_files)
+                          learner_key, submission_files, write_atomic)
 from .manifest import Course, Lesson
-from .results import CheckResult, CourseResult, Feedback, LessonResult, Status, message
+from .results import CheckResult, CourseResult, Feedback, LessonResult, Status
 from .roster import Learner, commit_time, fetch_all, learners_in, read_roster
 
 WORKER_START_ALLOWANCE = 60.0  # seconds per lesson on top of its checks' timeouts
@@ -260,7 +260,7 @@ def _error_json(course: Course, lessons: list[Lesson], run: dict, record: Record
     """The result of a learner whose grading failed: every check an error that says why."""
     from .render import render_json
 
-    reason = message(f"batch.error_{record.error}", seconds=record.detail, detail=record.error_summary())
+    reason = record.error_reason()
     result = CourseResult(course.name, run["language"], run["seed"], [
         LessonResult(lesson.id, lesson.slug, dict(lesson.title), lesson.xp,
                      [CheckResult(spec.id, spec.todo, Status.ERROR, 0.0, float(spec.points), Feedback.of(reason),
@@ -272,7 +272,6 @@ def _error_json(course: Course, lessons: list[Lesson], run: dict, record: Record
 def publish(course: Course, store: Store, run: dict, lang: str) -> None:
     """The gradebook, the CSVs and the report, from the run's results in `store`."""
     from .cohort import load, render_chart, render_markdown
-    from .batch_store import write_atomic
     from .gradebook import write_csvs, write_gradebook
 
     cohort = load(course, run, store)
@@ -384,7 +383,7 @@ class _Progress:
                                  score=result.get("score"), max_score=result.get("max_score"),
                                  xp=result.get("xp"), xp_max=result.get("xp_max"))
         else:
-            reason = self.say.text(f"batch.error_{record.error}", seconds=record.detail, detail=record.error_summary())
+            reason = i18n.localize(record.error_reason(), self.say.lang)
             line = self.say.text("batch.learner_error", done=self.done, total=self.total, id=record.learner,
                                  reason=reason)
         if self._bar is not None:

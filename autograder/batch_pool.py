@@ -80,18 +80,11 @@ class _Process:
         self.task: Task | None = None
         self.sent_at = 0.0
 
-    def stop(self, kill: bool) -> None:
-        if kill and self.process.is_alive():
-            self.process.kill()
-        else:
-            try:
-                self.conn.send(None)  # "no more learners": it exits after closing its pool
-            except (OSError, ValueError):
-                pass
-        self.process.join(timeout=None if kill else 30)
+    def stop(self) -> None:
+        """Kill the grading process (its zygote and workers follow) and remove its scratch."""
         if self.process.is_alive():
             self.process.kill()
-            self.process.join()
+        self.process.join()
         self.conn.close()
         shutil.rmtree(self.scratch, ignore_errors=True)
 
@@ -135,14 +128,14 @@ class GradingPool:
                             failed_starts += 1
                             if failed_starts >= 3:
                                 raise PoolError(proc.log_tail() or _exit_description(proc.process.exitcode))
-                        proc.stop(kill=True)
+                        proc.stop()
                         self._procs.remove(proc)
         finally:
-            self.close(kill=True)
+            self.close()
 
-    def close(self, kill: bool = False) -> None:
+    def close(self) -> None:
         for proc in self._procs:
-            proc.stop(kill)
+            proc.stop()
         self._procs = []
 
     def _send(self, proc: _Process, task: Task) -> None:
@@ -228,7 +221,8 @@ def remove_stale_scratch() -> None:
 # ------------------------------------------------------------------------ the grading process
 
 def _serve(conn, setup: Setup, scratch: str, parent: int) -> None:
-    """A grading process: warm up, then grade learner after learner until told to stop."""
+    """A grading process: warm up, then grade learner after learner until the parent kills it
+    (or dies, or closes its end of the pipe)."""
     _die_with(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when grading stops
     # Warnings and tracebacks go to a log, not over the parent's progress bar; the parent
@@ -259,8 +253,6 @@ def _serve(conn, setup: Setup, scratch: str, parent: int) -> None:
         try:
             task = conn.recv()
         except (EOFError, OSError):
-            break
-        if task is None:
             break
         started = time.monotonic()
         try:

@@ -27,14 +27,14 @@ import re
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 import autograder
 from .engine import GRADERS_ROOT, REFERENCE_FOLDER, graders_root, lesson_submission_dir
 from .manifest import Course, Lesson
-from .results import message
-from .sandbox import MAX_FILE_BYTES, MAX_FILES
+from .results import Text, message
+from .sandbox import submission_files
 
 RUN_FILE = "run.json"
 RESULTS = "results"
@@ -45,7 +45,6 @@ LEARNER_ID = re.compile(r"[^\W_][\w.@+-]{0,127}")
 _ENGINE_FILES = ("engine.py", "sandbox.py", "pool.py", "protocol.py", "checks.py", "feedback.py",
                  "practice.py", "quiz.py", "results.py", "render.py", "i18n.py", "references.py", "worker")
 _ENGINE_CATALOGS = ("engine", "feedback", "render", "quiz")
-_SKIPPED_PARTS = ("__pycache__", ".pytest_cache", ".git")  # as sandbox.copy_submission skips
 
 
 class BatchError(Exception):
@@ -62,23 +61,6 @@ def valid_learner_id(text: str) -> bool:
 
 
 # ------------------------------------------------------------------------------ hashing
-
-def submission_files(folder: Path) -> Iterator[Path]:
-    """The files `sandbox.copy_submission` copies from `folder`, in the same order and bounds."""
-    if not folder.is_dir():
-        return
-    count = 0
-    for path in sorted(folder.rglob("*")):
-        rel = path.relative_to(folder)
-        if any(part in _SKIPPED_PARTS for part in rel.parts):
-            continue
-        if path.is_symlink() or not path.is_file() or path.stat().st_size > MAX_FILE_BYTES:
-            continue
-        count += 1
-        if count > MAX_FILES:
-            return
-        yield path
-
 
 def _hash_tree(digest: "hashlib._Hash", label: str, folder: Path, files: Iterable[Path] | None = None) -> None:
     digest.update(f"\0tree {label}\0".encode())
@@ -188,6 +170,11 @@ class Record:
             return ""
         return lines[-1] if self.error == "internal" else lines[0]
 
+    def error_reason(self) -> Text:
+        """Why grading failed, as a catalog message (for the learner's result, the progress
+        lines and the report)."""
+        return message(f"batch.error_{self.error}", seconds=self.detail, detail=self.error_summary())
+
     @classmethod
     def from_dict(cls, data: dict) -> "Record":
         known = {name: data[name] for name in cls.__dataclass_fields__ if name in data}
@@ -236,7 +223,7 @@ class Store:
     def save(self, record: Record, result_json: str) -> None:
         """The result first, then the record that marks it done (see the module docstring)."""
         write_atomic(self.result_path(record.learner), result_json)
-        write_json(self.record_path(record.learner), asdict(record))
+        self.save_record(record)
 
     def save_record(self, record: Record) -> None:
         write_json(self.record_path(record.learner), asdict(record))
@@ -249,7 +236,3 @@ class Store:
                 path.unlink(missing_ok=True)
                 removed += 1
         return removed
-
-    def learners_on_disk(self) -> list[str]:
-        folder = self.root / RECORDS
-        return sorted(p.stem for p in folder.glob("*.json")) if folder.is_dir() else []

@@ -9,14 +9,13 @@ repository that could not be fetched) are listed apart and left out of the rates
 
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import i18n
 from .batch_store import BatchError, Record, Store
 from .manifest import Course, Lesson
-from .render import from_json_dict
+from .render import _md_cell as _cell, _t, from_json_dict
 from .results import CourseResult, LessonResult, Status
 
 _FAILING = (Status.FAILED, Status.ERROR)
@@ -124,14 +123,6 @@ def _check(entry: Entry, lesson_id: str, check_id: str):
 
 # ------------------------------------------------------------------------------ Markdown
 
-def _t(key: str, lang: str, **params) -> str:
-    return i18n.translate(key, lang, **params)
-
-
-def _cell(text: object) -> str:
-    return html.escape(" ".join(str(text).split()), quote=False).replace("|", "\\|")
-
-
 def _share(count: int, total: int, lang: str) -> str:
     percent = round(100 * count / total) if total else 0
     return _t("batch.report_share", lang, count=count, percent=percent)
@@ -175,8 +166,7 @@ def render_markdown(cohort: Cohort, lang: str, chart: str | None = None) -> str:
     if failed:
         out += ["", f"## {_cell(_t('batch.report_errors', lang))}", ""]
         for entry in failed:
-            reason = _t(f"batch.error_{entry.record.error}", lang, seconds=entry.record.detail,
-                        detail=entry.record.error_summary())
+            reason = i18n.localize(entry.record.error_reason(), lang)
             out.append(f"- `{_cell(entry.record.learner)}`: {_cell(reason)}")
     if chart:
         out += ["", f"![{_cell(_t('batch.chart_title', lang))}]({chart})"]

@@ -47,9 +47,12 @@ def _max_score(lesson) -> float:
     return float(sum(spec.points for spec in lesson.checks))
 
 
-def _score(entry: Entry, lesson) -> float:
-    result = entry.lesson(lesson.id)
+def _points(result) -> float:
     return float(sum(check.score for check in result.checks)) if result is not None else 0.0
+
+
+def _score(entry: Entry, lesson) -> float:
+    return _points(entry.lesson(lesson.id))
 
 
 def write_gradebook(path: Path, cohort: Cohort) -> None:
@@ -118,8 +121,8 @@ def export_rows(cohort: Cohort) -> list[dict[str, str]]:
     rows = []
     for lesson in cohort.lessons:
         for entry in cohort.entries:
-            score = _score(entry, lesson)
             result = entry.lesson(lesson.id)
+            score = _points(result)
             record = entry.record
             rows.append({
                 "assignment": lesson.folder, "duedate": "", "timestamp": _text(_timestamp(entry)),

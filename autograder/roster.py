@@ -115,17 +115,11 @@ def learners_in(submissions: Path) -> tuple[list[Learner], list[str]]:
     return learners, skipped
 
 
-def fetch_all(learners: list[Learner], jobs: int, on_done=None) -> None:
+def fetch_all(learners: list[Learner], jobs: int) -> None:
     """Clone or update every roster learner's repository, `jobs` at a time; a failure is kept
     on the learner (`problem`), never raised."""
-    def one(learner: Learner) -> Learner:
-        fetch(learner)
-        if on_done is not None:
-            on_done(learner)
-        return learner
-
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        list(pool.map(one, learners))
+        list(pool.map(fetch, learners))
 
 
 def fetch(learner: Learner) -> None:

@@ -26,6 +26,7 @@ import sys
 import tempfile
 import time
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -239,21 +240,33 @@ def _clean_env(home: Path) -> dict[str, str]:
     return env
 
 
-def copy_submission(src: Path, dest: Path) -> None:
-    """Copy a lesson folder's files (not its caches) with bounds on size and count."""
-    dest.mkdir(parents=True, exist_ok=True)
+_SKIPPED_PARTS = ("__pycache__", ".pytest_cache", ".git")
+
+
+def submission_files(src: Path) -> Iterator[Path]:
+    """The files of a lesson folder that `copy_submission` copies, in order: regular files
+    (no symlinks) of at most MAX_FILE_BYTES, outside caches and .git, the first MAX_FILES."""
     if not src.is_dir():
-        return  # every check will report the missing files
+        return
     count = 0
     for path in sorted(src.rglob("*")):
         rel = path.relative_to(src)
-        if any(part in ("__pycache__", ".pytest_cache", ".git") for part in rel.parts):
+        if any(part in _SKIPPED_PARTS for part in rel.parts):
             continue
         if path.is_symlink() or not path.is_file() or path.stat().st_size > MAX_FILE_BYTES:
             continue
         count += 1
         if count > MAX_FILES:
-            break
+            return
+        yield path
+
+
+def copy_submission(src: Path, dest: Path) -> None:
+    """Copy a lesson folder's files (not its caches) with bounds on size and count."""
+    dest.mkdir(parents=True, exist_ok=True)
+    # A missing `src` copies nothing: every check will report the missing files.
+    for path in submission_files(src):
+        rel = path.relative_to(src)
         (dest / rel).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, dest / rel)
 
