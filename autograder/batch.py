@@ -1,13 +1,16 @@
 """`autograder grade-all`: an instructor grades a whole cohort.
 
     autograder grade-all SUBMISSIONS --out DIR [--jobs N] [--shard I/N] [--roster FILE]
+                         [--allow-scheme SCHEME ...] [--allow-host HOST ...]
                          [--lessons LESSON ...] [--seed N] [--lang es|en] [--learner-timeout S]
     autograder grade-all --merge DIR [DIR ...] --out DIR
 
 SUBMISSIONS holds one folder per learner: a clone of their repository (with exercises/ inside)
 or just its exercises/. With --roster (autograder/roster.py) the repositories are cloned or
-updated there first. Every learner is graded with the same engine call, trust boundary and seed
-as `autograder grade --submission <their exercises> --seed <the run's seed>`, by N long-lived
+updated there first, from the schemes and hosts --allow-scheme and --allow-host allow (default:
+https on github.com). Every learner is graded with the same engine call, trust boundary and seed
+as `autograder grade --submission <their exercises> --seed <the run's seed>` (nothing below the
+learner's folder that is a symlink is followed, not even their exercises/), by N long-lived
 grading processes (autograder/batch_pool.py). DIR receives one result per learner, the nbgrader
 gradebook and CSVs (autograder/gradebook.py) and the cohort report (autograder/cohort.py); see
 autograder/batch_store.py for its layout and for how an interrupted run resumes.
@@ -28,18 +31,22 @@ import hashlib
 import importlib.util
 import os
 import random
+import re
 import shutil
 import sys
 from pathlib import Path
 
 from . import i18n
 from .batch_store import (BatchError, Record, Store, content_hash, graded_folders, grading_fingerprint,
-                          learner_key, submission_files, write_atomic)
+                          learner_key, write_atomic)
+from .intake import submission_files
 from .manifest import Course, Lesson
 from .results import CheckResult, CourseResult, Feedback, LessonResult, Status
-from .roster import Learner, commit_time, fetch_all, learners_in, read_roster
+from .roster import SCHEMES, Allowed, Learner, commit_time, fetch_all, learners_in, read_roster
 
 WORKER_START_ALLOWANCE = 60.0  # seconds per lesson on top of its checks' timeouts
+# A host name or an IP address, nothing more: no scheme, user, port or path.
+_HOST = re.compile(r"[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?|\[?[0-9a-f:.]+\]?")
 
 
 def add_parser(subparsers) -> None:
@@ -58,7 +65,16 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--shard", default=None, metavar="I/N",
                         help="grade only the I-th of N stable parts of the cohort (1 <= I <= N)")
     parser.add_argument("--roster", type=Path, default=None, metavar="FILE",
-                        help="CSV with id,name,email,url[,ref]: clone or update each repository first")
+                        help="CSV with id,name,email,url[,ref]: clone or update each repository first. "
+                             "Only remote URLs with an allowed scheme and host (see --allow-scheme, "
+                             "--allow-host; git@host:path is ssh); never local paths or file://; a "
+                             "refused URL stops the run before anything is fetched")
+    parser.add_argument("--allow-scheme", action="append", choices=SCHEMES, default=None, metavar="SCHEME",
+                        help="a scheme the roster's URLs may use: https, ssh or http; repeat it for several "
+                             "(replaces the default: https)")
+    parser.add_argument("--allow-host", action="append", default=None, metavar="HOST",
+                        help="a host the roster's URLs may point to; repeat it for several "
+                             "(replaces the default: github.com)")
     parser.add_argument("--lessons", nargs="+", default=None, metavar="LESSON",
                         help="grade only these lessons (id or slug; default: every lesson in course.yml)")
     parser.add_argument("--seed", type=int, default=None,
@@ -130,6 +146,18 @@ def _check_inputs(args: argparse.Namespace) -> None:
         raise BatchError("batch.not_a_folder", folder=str(args.out))
     if importlib.util.find_spec("nbgrader") is None:
         raise BatchError("batch.nbgrader_missing")
+    allowed(args)
+
+
+def allowed(args: argparse.Namespace) -> Allowed:
+    """Where the roster's repositories may be, from --allow-scheme and --allow-host."""
+    default = Allowed()
+    hosts = []
+    for host in args.allow_host or default.hosts:
+        if not _HOST.fullmatch(host.lower()):
+            raise BatchError("batch.bad_host", host=host)
+        hosts.append(host.lower().strip("[]"))  # compared as url_origin gives it: [::1] is ::1
+    return Allowed(tuple(dict.fromkeys(args.allow_scheme or default.schemes)), tuple(dict.fromkeys(hosts)))
 
 
 # ------------------------------------------------------------------------------ grading
@@ -151,7 +179,7 @@ def _grade_all(course: Course, args: argparse.Namespace, lang: str) -> int:
     if args.roster is not None and learners:
         args.submissions.mkdir(parents=True, exist_ok=True)
         say.line("batch.fetching", n=len(learners))
-        fetch_all(learners, jobs=min(8, args.jobs or _default_jobs()))
+        fetch_all(learners, jobs=min(8, args.jobs or _default_jobs()), allowed=allowed(args))
     run = {"course": course.name, "language": lang, "seed": seed, "lessons": [lesson.id for lesson in lessons],
            "fingerprint": grading_fingerprint(course, lessons, seed=seed, lang=lang),
            "shard": None if shard is None else f"{shard[0]}/{shard[1]}",
@@ -170,8 +198,8 @@ def _grade_all(course: Course, args: argparse.Namespace, lang: str) -> int:
 
 
 def _triage(course: Course, lessons: list[Lesson], learners: list[Learner], store: Store, run: dict,
-            say: _Say) -> tuple[dict[str, tuple[Record, str]], int, int]:
-    """Sort the learners out: {id: (record, exercises folder)} of those to grade, how many are unchanged since a
+            say: _Say) -> tuple[dict[str, tuple[Record, Learner]], int, int]:
+    """Sort the learners out: {id: (record, learner)} of those to grade, how many are unchanged since a
     previous run (their result stays), how many cannot be graded (an error result now)."""
     todo, unchanged, failed = {}, 0, 0
     for learner in learners:
@@ -184,17 +212,18 @@ def _triage(course: Course, lessons: list[Lesson], learners: list[Learner], stor
             say.line(f"batch.problem_{kind}", id=learner.id, detail=detail)
             failed += 1
             continue
-        record.key = learner_key(run["fingerprint"], content_hash(course, lessons, learner.exercises))
+        content = content_hash(course, lessons, learner.exercises, boundary=learner.folder)
+        record.key = learner_key(run["fingerprint"], content)
         record.timestamp = _submission_time(course, lessons, learner)
         if store.is_done(learner.id, record.key):
             _refresh(store, record)
             unchanged += 1
         else:
-            todo[learner.id] = (record, str(learner.exercises))
+            todo[learner.id] = (record, learner)
     return todo, unchanged, failed
 
 
-def _grade(course: Course, lessons: list[Lesson], todo: dict[str, tuple[Record, str]], store: Store, run: dict,
+def _grade(course: Course, lessons: list[Lesson], todo: dict[str, tuple[Record, Learner]], store: Store, run: dict,
            jobs: int, learner_timeout: float | None, say: _Say) -> tuple[int, int] | None:
     """Grade the learners in `todo`, saving each result as it comes: (graded, errors), or None
     when the grading processes cannot even start."""
@@ -207,7 +236,8 @@ def _grade(course: Course, lessons: list[Lesson], todo: dict[str, tuple[Record, 
     pool.on_start = progress.started
     graded = errors = 0
     try:
-        for outcome in pool.run(Task(learner, folder) for learner, (_, folder) in todo.items()):
+        tasks = (Task(ident, str(learner.exercises), str(learner.folder)) for ident, (_, learner) in todo.items())
+        for outcome in pool.run(tasks):
             record = todo[outcome.learner][0]
             record.seconds, record.pending = round(outcome.seconds, 3), outcome.pending
             if outcome.error is None:
@@ -229,7 +259,7 @@ def _grade(course: Course, lessons: list[Lesson], todo: dict[str, tuple[Record, 
 
 def _learners(args: argparse.Namespace, say: _Say) -> list[Learner]:
     if args.roster is not None:
-        return read_roster(args.roster, args.submissions)
+        return read_roster(args.roster, args.submissions, allowed(args))
     learners, skipped = learners_in(args.submissions)
     for name in skipped:
         say.line("batch.skipped_folder", folder=name)
@@ -241,8 +271,13 @@ def _submission_time(course: Course, lessons: list[Lesson], learner: Learner) ->
     stamp = commit_time(learner.folder)
     if stamp is not None:
         return stamp
-    times = [int(path.stat().st_mtime) for _, folder in graded_folders(course, lessons, learner.exercises)
-             for path in submission_files(folder)]
+    times = []
+    for _, folder in graded_folders(course, lessons, learner.exercises, boundary=learner.folder):
+        for path in submission_files(folder):
+            try:
+                times.append(int(path.lstat().st_mtime))
+            except OSError:  # gone since the walk: it is not part of what was handed in
+                continue
     return max(times, default=None)
 
 

@@ -49,6 +49,7 @@ class Setup:
 class Task:
     learner: str
     submission: str  # the learner's exercises folder, as `autograder grade --submission` gets it
+    boundary: str  # the learner's whole folder: nothing below it that is a symlink is followed
 
 
 @dataclass
@@ -256,7 +257,8 @@ def _serve(conn, setup: Setup, scratch: str, parent: int) -> None:
             break
         started = time.monotonic()
         try:
-            result = grade(course, lessons, Path(task.submission), lang=setup.lang, seed=setup.seed)
+            result = grade(course, lessons, Path(task.submission), lang=setup.lang, seed=setup.seed,
+                           boundary=Path(task.boundary))
             text = redact(render_json(result, setup.lang), secrets)
             reply = ("done", task.learner, text, pending_todos(result), time.monotonic() - started)
         except Exception:

@@ -34,7 +34,7 @@ import autograder
 from .engine import GRADERS_ROOT, REFERENCE_FOLDER, graders_root, lesson_submission_dir
 from .manifest import Course, Lesson
 from .results import Text, message
-from .sandbox import submission_files
+from .intake import contained, read_files, refused, submission_files
 
 RUN_FILE = "run.json"
 RESULTS = "results"
@@ -42,7 +42,7 @@ RECORDS = "records"
 # A learner id names files: letters (any script), digits and . _ @ + - only, not starting with a dot.
 LEARNER_ID = re.compile(r"[^\W_][\w.@+-]{0,127}")
 # The engine's own code and catalogs: a change there may change a result.
-_ENGINE_FILES = ("engine.py", "sandbox.py", "pool.py", "protocol.py", "checks.py", "feedback.py",
+_ENGINE_FILES = ("engine.py", "sandbox.py", "intake.py", "pool.py", "protocol.py", "checks.py", "feedback.py",
                  "practice.py", "quiz.py", "results.py", "render.py", "i18n.py", "references.py", "worker")
 _ENGINE_CATALOGS = ("engine", "feedback", "render", "quiz")
 
@@ -63,30 +63,38 @@ def valid_learner_id(text: str) -> bool:
 # ------------------------------------------------------------------------------ hashing
 
 def _hash_tree(digest: "hashlib._Hash", label: str, folder: Path, files: Iterable[Path] | None = None) -> None:
+    """Hash a folder's files: a learner's as the sandbox copies them (the same no-follow reads,
+    autograder/intake.py), or the trusted `files` given."""
     digest.update(f"\0tree {label}\0".encode())
-    for path in (files if files is not None else submission_files(folder)):
-        data = path.read_bytes()
-        digest.update(f"{path.relative_to(folder).as_posix()}\0{len(data)}\0".encode())
+    entries = read_files(folder) if files is None else (
+        (path.relative_to(folder).as_posix(), path.read_bytes()) for path in files)
+    for rel, data in entries:
+        digest.update(f"{rel}\0{len(data)}\0".encode())
         digest.update(data)
 
 
-def graded_folders(course: Course, lessons: list[Lesson], exercises: Path) -> list[tuple[str, Path]]:
+def graded_folders(course: Course, lessons: list[Lesson], exercises: Path, *,
+                   boundary: Path | None = None) -> list[tuple[str, Path]]:
     """(label, folder) of everything grading `lessons` reads from a learner's `exercises`: each
     lesson's folder, as the engine finds it, and the learner's own folders of the lessons it
-    uses (the informational own-pieces check runs them)."""
+    uses (the informational own-pieces check runs them). A folder that is a symlink, or below
+    one, under `boundary` is, as for the engine, a folder that does not exist."""
     single = len(lessons) == 1
     found: dict[str, Path] = {}
     for lesson in lessons:
-        folder = lesson_submission_dir(course, lesson, exercises, single)
+        folder = lesson_submission_dir(course, lesson, exercises, single, boundary=boundary)
         found[lesson.folder] = folder
+        around = folder.parent if boundary is None else boundary  # as engine.own_files checks them
         for used in lesson.uses:
-            found.setdefault(course.lesson(used).folder, folder.parent / course.lesson(used).folder)
+            name = course.lesson(used).folder
+            own = folder.parent / name
+            found.setdefault(name, own if contained(around, own) else refused(own))
     return list(found.items())
 
 
-def content_hash(course: Course, lessons: list[Lesson], exercises: Path) -> str:
+def content_hash(course: Course, lessons: list[Lesson], exercises: Path, *, boundary: Path | None = None) -> str:
     digest = hashlib.sha256()
-    for label, folder in graded_folders(course, lessons, exercises):
+    for label, folder in graded_folders(course, lessons, exercises, boundary=boundary):
         _hash_tree(digest, label, folder)
     return digest.hexdigest()
 
@@ -155,7 +163,7 @@ class Record:
     email: str = ""
     commit: str | None = None  # the graded commit, when the learner's folder is a git clone
     timestamp: int | None = None  # the submission's time, Unix seconds (commit time, else newest file)
-    error: str | None = None  # "timeout" | "crashed" | "internal" | "fetch" | "folder"
+    error: str | None = None  # "timeout" | "crashed" | "internal" | "fetch" | "folder" | "link"
     detail: str = ""  # the error's own words (git's message, the last lines of a traceback)
     # {lesson id: {check id: TODO id}}: checks that stopped at work not started (a stub's
     # NotImplementedError, a missing file): the cohort report tells "not started" from "stuck".

@@ -26,7 +26,9 @@ from typing import Iterable
 
 import pytest
 
+from . import isolation
 from .checks import CheckFailure, describe_student_error
+from .intake import contained, refused
 from .manifest import Course, Lesson
 from .practice import grade_practice, has_practice_tests
 from .results import CheckResult, CourseResult, Feedback, LessonResult, Status, Text, message
@@ -49,21 +51,36 @@ def reference_files(course: Course, lesson: Lesson) -> dict[str, Path]:
             for used in (course.lesson(u) for u in lesson.uses) for name in used.files}
 
 
-def own_files(course: Course, lesson: Lesson, lesson_dir: Path) -> dict[str, Path] | None:
+def own_files(course: Course, lesson: Lesson, lesson_dir: Path, *,
+              boundary: Path | None = None) -> dict[str, Path] | None:
     """The learner's own files of the lessons `lesson` uses, found beside its folder (as in the
-    repository: exercises/03-.../ next to exercises/04-.../); None when any is missing."""
+    repository: exercises/03-.../ next to exercises/04-.../); None when any is missing, or is a
+    symlink or below one under `boundary`. By default that is the folder around `lesson_dir`:
+    it was checked as the lesson's folder was, or is the one the user chose to grade."""
+    lesson_dir = Path(lesson_dir)
+    boundary = lesson_dir.parent if boundary is None else Path(boundary)
     files = {}
     for used in (course.lesson(u) for u in lesson.uses):
         for name in used.files:
-            path = Path(lesson_dir).parent / used.folder / name
-            if not path.is_file():
+            path = lesson_dir.parent / used.folder / name
+            if not (contained(boundary, path) and path.is_file()):
                 return None
             files[name] = path
     return files
 
 
-def lesson_submission_dir(course: Course, lesson: Lesson, submission: Path | None, single: bool) -> Path:
-    """The folder holding `lesson`'s files for this grading run (see `autograder grade --help`)."""
+def lesson_submission_dir(course: Course, lesson: Lesson, submission: Path | None, single: bool, *,
+                          boundary: Path | None = None) -> Path:
+    """The folder holding `lesson`'s files for this grading run (see `autograder grade --help`).
+    A folder that is a symlink, or below one, under `boundary` (default: `submission`, else the
+    course's root) is never followed: it becomes a path that does not exist (missing files)."""
+    if boundary is None:
+        boundary = course.root if submission is None else Path(submission)
+    folder = _lesson_dir(course, lesson, submission, single)
+    return folder if contained(boundary, folder) else refused(folder)
+
+
+def _lesson_dir(course: Course, lesson: Lesson, submission: Path | None, single: bool) -> Path:
     if submission is None:
         return course.root / "exercises" / lesson.folder
     submission = Path(submission)
@@ -74,31 +91,44 @@ def lesson_submission_dir(course: Course, lesson: Lesson, submission: Path | Non
 
 def grade(course: Course, lessons: Iterable[Lesson], submission: Path | None = None, *,
           lang: str | None = None, seed: int | None = None, limits: Limits = Limits(),
-          on_lesson=None) -> CourseResult:
+          on_lesson=None, boundary: Path | None = None) -> CourseResult:
+    """Grade `lessons` of `submission` (default: the course's own exercises/). `boundary`: the
+    folder below which nothing of the learner's is followed if it is a symlink (default: see
+    `lesson_submission_dir` and `own_files`); grade-all gives the learner's whole folder."""
     lessons = list(lessons)
     lang = lang or course.language
     seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
     single = len(lessons) == 1
     # Start every worker first: their torch imports overlap ours and each other's.
-    folders = [lesson_submission_dir(course, lesson, submission, single) for lesson in lessons]
+    folders = [lesson_submission_dir(course, lesson, submission, single, boundary=boundary) for lesson in lessons]
     # The learner's own files of the lessons each one uses (None where one is missing).
-    own = [own_files(course, lesson, folder) for lesson, folder in zip(lessons, folders)]
-    sandboxes = [Sandbox(folder, limits, provided=_provided_files(course, lesson, mine))
-                 for lesson, folder, mine in zip(lessons, folders, own)]
+    own = [own_files(course, lesson, folder, boundary=boundary) for lesson, folder in zip(lessons, folders)]
+    # Each lesson's sandbox (a copy of its files, with reference pieces beside them) exists only
+    # from shortly before its grading until right after it: no other lesson's worker ever
+    # shares the machine with it longer than needed.
+    sandboxes: dict[int, Sandbox] = {}
+
+    def sandbox_for(index: int) -> Sandbox:
+        if index not in sandboxes:
+            lesson = lessons[index]
+            sandboxes[index] = Sandbox(folders[index], limits, provided=_provided_files(course, lesson, own[index]))
+        return sandboxes[index]
+
     results = []
     try:
-        for sandbox in sandboxes[:2]:
-            sandbox.start()
-        for index, (lesson, sandbox, mine) in enumerate(zip(lessons, sandboxes, own)):
-            if index + 2 < len(sandboxes):
-                sandboxes[index + 2].start()
+        for index in range(min(2, len(lessons))):
+            sandbox_for(index).start()
+        for index, (lesson, mine) in enumerate(zip(lessons, own)):
+            if index + 1 < len(lessons):
+                sandbox_for(index + 1).start()
+            sandbox = sandbox_for(index)
             result = grade_lesson(lesson, sandbox, seed, own=mine)
-            sandbox.close()
+            sandboxes.pop(index).close()
             results.append(result)
             if on_lesson is not None:
                 on_lesson(result)
     finally:
-        for sandbox in sandboxes:
+        for sandbox in sandboxes.values():
             sandbox.close()
     return CourseResult(course=course.name, language=lang, seed=seed, lessons=results)
 
@@ -144,7 +174,9 @@ def grade_lesson(lesson: Lesson, sandbox: Sandbox, seed: int, *,
         for spec in lesson.checks]
     for spec, check in zip(lesson.checks, checks):
         check.informational = spec.informational
-    return LessonResult(lesson.id, lesson.slug, dict(lesson.title), lesson.xp, checks)
+    result = LessonResult(lesson.id, lesson.slug, dict(lesson.title), lesson.xp, checks)
+    result.isolation = isolation.combine([box.isolation for box in plugin.sandboxes()])
+    return result
 
 
 def _run_pytest(folder: Path, plugin: "GradingPlugin") -> None:
@@ -233,6 +265,9 @@ class GradingPlugin:
         if self._own_sandbox is None:
             self._own_sandbox = Sandbox(self.sandbox.submission, self.sandbox.limits, provided=self.own)
         return self._ready(self._own_sandbox)
+
+    def sandboxes(self) -> list[Sandbox]:
+        return [box for box in (self.sandbox, self._own_sandbox) if box is not None]
 
     def close(self) -> None:
         if self._own_sandbox is not None:

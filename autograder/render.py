@@ -86,6 +86,8 @@ def to_json_dict(result: CourseResult, lang: str) -> dict[str, Any]:
         "max_score": _num(result.max_score),
         "seed": int(result.seed),
         "practice": bool(result.practice),
+        # What walled in the learner's code: "official" only when every wall held.
+        "isolation": result.isolation,
         "lessons": [
             {
                 "id": str(lesson.id),
@@ -97,6 +99,7 @@ def to_json_dict(result: CourseResult, lang: str) -> dict[str, Any]:
                 "xp_max": int(lesson.xp_max),
                 "completed": bool(lesson.completed),
                 "mode": lesson.mode,
+                "isolation": lesson.isolation,
                 "checks": [
                     {
                         "id": check.id,
@@ -119,6 +122,18 @@ def to_json_dict(result: CourseResult, lang: str) -> dict[str, Any]:
     }
 
 
+def isolation_note(result: CourseResult, lang: str) -> str | None:
+    """One line saying which walls this system could not put around the learner's code; None
+    when all held (or no worker ran)."""
+    walls = result.isolation
+    if not walls or walls.get("official"):
+        return None
+    if walls.get("disabled"):
+        return _t("render.isolation_disabled", lang)
+    names = ", ".join(_t(f"render.wall.{name}", lang) for name in walls.get("missing", []))
+    return _t("render.isolation_missing", lang, walls=names)
+
+
 def render_json(result: CourseResult, lang: str) -> str:
     return json.dumps(to_json_dict(result, lang), indent=2, ensure_ascii=False) + "\n"
 
@@ -139,8 +154,10 @@ def from_json_dict(data: dict[str, Any]) -> CourseResult:
                 checks.append(CheckResult(str(check["id"]), check["todo"], Status(check["status"]),
                                           float(check["score"]), float(check["max_score"]), feedback,
                                           informational=bool(check.get("informational", False))))
+            walls = lesson.get("isolation")
             lessons.append(LessonResult(str(lesson["id"]), str(lesson["slug"]), {data["language"]: str(lesson["title"])},
-                                        int(lesson["xp_max"]), checks, mode=str(lesson.get("mode", "hidden"))))
+                                        int(lesson["xp_max"]), checks, mode=str(lesson.get("mode", "hidden")),
+                                        isolation=walls if isinstance(walls, dict) else None))
         return CourseResult(str(data["course"]), str(data["language"]), int(data["seed"]), lessons)
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"not a results.json of this autograder: {type(exc).__name__}: {exc}") from None
@@ -199,6 +216,9 @@ def render_markdown(result: CourseResult, lang: str, *, progress: Any = None, ru
     out = [f"# {_md_cell(result.course)}", "", " · ".join(headline), ""]
     if result.practice:
         out += [f"> [!WARNING]\n> {_md_text(_t('render.practice_note', lang))}", ""]
+    walls = isolation_note(result, lang)
+    if walls:
+        out += [f"> [!WARNING]\n> {_md_text(walls)}", ""]
     out += [
         "| "
         + " | ".join(_t(f"render.md_col_{c}", lang) for c in ("lesson", "status", "points", "xp"))
@@ -323,6 +343,9 @@ def render_text(result: CourseResult, lang: str, *, color: bool | None = None, w
     console.print(RichText(result.course, style="bold"))
     if result.practice:
         console.print(RichText(_t("render.practice_note", lang), style="yellow"))
+    walls = isolation_note(result, lang)
+    if walls:
+        console.print(RichText(walls, style="yellow"))
     for lesson in result.lessons:
         console.print()
         points = _t("render.points", lang, score=_num(lesson.score), max_score=_num(lesson.max_score))

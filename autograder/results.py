@@ -99,6 +99,9 @@ class LessonResult:
     # "hidden": the course's hidden graders; "practice": only the learner-visible practice
     # tests could run (a student release without the graders' token). Every renderer says so.
     mode: str = "hidden"
+    # What walled in the workers that ran the learner's code (autograder/isolation.py's
+    # summary); None when no worker started (e.g. the files were missing).
+    isolation: dict[str, Any] | None = None
 
     @property
     def score(self) -> float:
@@ -143,6 +146,13 @@ class CourseResult:
     @property
     def xp_max(self) -> int:
         return sum(lesson.xp_max for lesson in self.lessons)
+
+    @property
+    def isolation(self) -> dict[str, Any] | None:
+        """The weakest walls any lesson's workers had (None when no worker ran)."""
+        from .isolation import combine
+
+        return combine([lesson.isolation for lesson in self.lessons])
 
     @property
     def score(self) -> float:

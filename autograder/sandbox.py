@@ -7,11 +7,12 @@ The learner's code never runs in this process: if the worker crashes, hangs, or 
 nonsense, the sandbox kills it and everything it spawned, reports why, and a later request
 starts a fresh worker.
 
-When the grader runs as root on Linux (a grading service, a container), the worker does not:
-it runs as the unprivileged user `nobody` (see `worker_user`), so it cannot read this process's
-environment through /proc, signal or trace it or the supervisor, or write outside its own
-folder (the repository, the hidden graders, the result file). As any other user, the worker
-can at best be denied privileges it does not have yet (no_new_privs: no sudo, no setuid).
+Every worker is walled in before the first learner import (autograder/isolation.py, and
+autograder/worker/confine.py on its side): it reads only the Python runtime and its copy of the
+submission, writes only its home, opens no socket, starts no process, and signals or traces
+nothing outside itself, as root and as a plain user. When the grader runs as root on Linux, the
+worker also gets namespaces of its own and runs as the unprivileged user `nobody` (see
+`worker_user`).
 """
 
 from __future__ import annotations
@@ -26,12 +27,14 @@ import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import autograder
+from . import isolation
+# Submission intake lives in autograder/intake.py; these names stay importable from here.
+from .intake import MAX_FILE_BYTES, MAX_FILES, copy_submission, submission_files  # noqa: F401
 from .pool import ForkedSupervisor, PoolError, WarmPool
 from .protocol import frame_bytes, FrameReader, Handle, ProtocolError, decode, encode
 from .results import Feedback, Text, message
@@ -45,11 +48,9 @@ WORKER_BOOT = (
 # Variables a worker may inherit: none of them can carry a secret.
 INHERITED_ENV = ("CUDA_VISIBLE_DEVICES", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "SYSTEMROOT",
                  "LD_LIBRARY_PATH")
-MAX_FILE_BYTES = 8 * 1024 * 1024
-MAX_FILES = 500
 STARTUP_TIMEOUT = 120.0
 # Linux capability numbers (linux/capability.h) and the user a root grader's worker runs as.
-CAP_DAC_READ_SEARCH, CAP_SETGID, CAP_SETUID = 2, 6, 7
+CAP_SETGID, CAP_SETUID = 6, 7
 UNPRIVILEGED_USER = "nobody"
 
 
@@ -129,42 +130,16 @@ def _id_mapped(map_file: str, ident: int) -> bool:
     return False
 
 
-def _others_can_reach(path: Path, *, execute: bool = False) -> bool:
-    """Whether any user can traverse to `path` and read it (and execute it, if asked)."""
-    try:
-        path = path.resolve()
-        for parent in reversed(path.parents):
-            if not os.stat(parent).st_mode & stat.S_IXOTH:
-                return False
-        mode = os.stat(path).st_mode
-    except OSError:
-        return False
-    need = stat.S_IROTH | (stat.S_IXOTH if execute or stat.S_ISDIR(mode) else 0)
-    return mode & need == need
-
-
-def _worker_needs() -> list[Path]:
-    """What a worker reads before any learner code runs: interpreter, stdlib, packages, us."""
-    import importlib.util
-
-    paths = [Path(os.__file__).parent, PACKAGE_PARENT / "autograder", Path(tempfile.gettempdir())]
-    for name in ("torch", "numpy"):
-        spec = importlib.util.find_spec(name)
-        if spec is not None and spec.origin:
-            paths.append(Path(spec.origin).parent)
-    return paths
-
-
 @functools.cache
-def worker_user() -> tuple[int, int, bool] | None:
-    """(uid, gid, read_search) the worker runs as, or None when it runs as this process's user.
+def worker_user() -> tuple[int, int] | None:
+    """(uid, gid) the worker runs as, or None when it runs as this process's user.
 
     Only when this process is root on Linux: the worker then runs as `nobody`, without
-    supplementary groups. If the interpreter or the packages are not readable by other users
-    (a Python under /root, say), the worker keeps one capability, CAP_DAC_READ_SEARCH (read any
-    file, no writing, no /proc/PID/environ of other users, no signals). Where the drop is
-    impossible (no CAP_SETUID, `nobody` not mapped in a user namespace) the worker stays root,
-    with a warning.
+    supplementary groups or capabilities. A runtime that `nobody` cannot reach (a Python under
+    /root) is bind-mounted for it in its own mount namespace (autograder/worker/confine.py);
+    where neither works (no CAP_SETUID, `nobody` not mapped in a user namespace, no mount
+    namespaces for an unreachable runtime) the worker stays root, with a warning, and Landlock
+    and seccomp still wall it in.
     """
     if not sys.platform.startswith("linux") or os.geteuid() != 0:
         return None
@@ -175,27 +150,38 @@ def worker_user() -> tuple[int, int, bool] | None:
         uid, gid = entry.pw_uid, entry.pw_gid
     except (ImportError, KeyError):
         uid = gid = 65534
+    from .worker import confine
+
     caps = _effective_caps()
     problem = None
-    try:  # CAP_DAC_READ_SEARCH lets it reach and read files, never execute them
-        executable = os.stat(Path(sys.executable).resolve()).st_mode & stat.S_IXOTH
-    except OSError:
-        executable = 0
-    read_search = not (_others_can_reach(Path(sys.executable), execute=True)
-                       and all(_others_can_reach(p) for p in _worker_needs()))
+    runtime = [*isolation.runtime_paths(), sys.executable]
     if not (caps >> CAP_SETUID & 1 and caps >> CAP_SETGID & 1):
         problem = "no CAP_SETUID/CAP_SETGID"
     elif not (_id_mapped("/proc/self/uid_map", uid) and _id_mapped("/proc/self/gid_map", gid)):
         problem = f"uid/gid {uid} is not mapped in this user namespace"
-    elif not executable:
-        problem = f"{sys.executable} is not executable by other users"
-    elif read_search and not caps >> CAP_DAC_READ_SEARCH & 1:
-        problem = "Python is not readable by other users and there is no CAP_DAC_READ_SEARCH"
+    elif not confine.runtime_reachable(runtime) and not _can_unshare():
+        problem = f"{sys.executable} is not reachable by other users and there are no mount namespaces"
     if problem is not None:
         warnings.warn(f"the grader runs as root but the learner's code cannot be run as "
                       f"{UNPRIVILEGED_USER} ({problem}); it runs as root", RuntimeWarning, stacklevel=2)
         return None
-    return uid, gid, read_search
+    return uid, gid
+
+
+@functools.cache
+def _can_unshare() -> bool:
+    """Whether a child of this process can have mount, network and IPC namespaces of its own."""
+    from .worker import confine
+
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child only answers with its exit code
+        try:
+            confine._unshare(confine.CLONE_NEWNS | confine.CLONE_NEWNET | confine.CLONE_NEWIPC)
+            os._exit(0)
+        except BaseException:  # noqa: BLE001
+            os._exit(1)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) == 0
 
 
 def _tasks_of(uid: int) -> int | None:
@@ -240,37 +226,6 @@ def _clean_env(home: Path) -> dict[str, str]:
     return env
 
 
-_SKIPPED_PARTS = ("__pycache__", ".pytest_cache", ".git")
-
-
-def submission_files(src: Path) -> Iterator[Path]:
-    """The files of a lesson folder that `copy_submission` copies, in order: regular files
-    (no symlinks) of at most MAX_FILE_BYTES, outside caches and .git, the first MAX_FILES."""
-    if not src.is_dir():
-        return
-    count = 0
-    for path in sorted(src.rglob("*")):
-        rel = path.relative_to(src)
-        if any(part in _SKIPPED_PARTS for part in rel.parts):
-            continue
-        if path.is_symlink() or not path.is_file() or path.stat().st_size > MAX_FILE_BYTES:
-            continue
-        count += 1
-        if count > MAX_FILES:
-            return
-        yield path
-
-
-def copy_submission(src: Path, dest: Path) -> None:
-    """Copy a lesson folder's files (not its caches) with bounds on size and count."""
-    dest.mkdir(parents=True, exist_ok=True)
-    # A missing `src` copies nothing: every check will report the missing files.
-    for path in submission_files(src):
-        rel = path.relative_to(src)
-        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, dest / rel)
-
-
 class Sandbox:
     """One submission folder, served by at most one live worker at a time."""
 
@@ -303,6 +258,13 @@ class Sandbox:
         self._next_id = 0
         self._modules: dict[str, Any] = {}  # name -> Handle | failure to re-raise
         self.worker_pid: int | None = None
+        self.isolation_reports: list[dict] = []  # one per worker started, as each reported it
+
+    @property
+    def isolation(self) -> dict | None:
+        """What every worker of this sandbox was walled in by (isolation.summary); None when no
+        worker ever started."""
+        return isolation.summary(self.isolation_reports) if self.isolation_reports else None
 
     # ------------------------------------------------------------ lifecycle
     def start(self, *, wait_for_pool: bool = False) -> None:
@@ -328,17 +290,20 @@ class Sandbox:
             "processes": _process_limit(self.limits.processes, self.user),
             "file_bytes": self.limits.file_bytes,
         }
-        argv = [sys.executable, "-I", "-c", WORKER_BOOT, str(req_r), str(resp_w), str(PACKAGE_PARENT)]
+        import json
+
+        walls = isolation.walls(self._tmp / "home", gpu=_cuda_present())
+        argv = [sys.executable, "-I", "-c", WORKER_BOOT, str(req_r), str(resp_w), str(PACKAGE_PARENT),
+                json.dumps(walls)]
         env = _clean_env(self._tmp / "home")
-        user = None if self.user is None else dict(zip(("uid", "gid", "read_search"), self.user))
+        user = None if self.user is None else dict(zip(("uid", "gid"), self.user))
         if pool is not None:
             self._proc = _fork_from_pool(pool, {"cwd": str(self.root), "env": env, "limits": limits,
-                                                "user": user}, req_r, resp_w, log_fd)
+                                                "user": user, "walls": walls}, req_r, resp_w, log_fd)
         if self._proc is None:
-            config = {"argv": argv, "cwd": str(self.root), "env": env,
-                      "pass_fds": [req_r, resp_w], "log_fd": log_fd, "limits": limits, "user": user}
-            import json
-
+            config = {"argv": argv, "cwd": str(self.root), "env": env, "package": str(PACKAGE_PARENT),
+                      "pass_fds": [req_r, resp_w], "log_fd": log_fd, "limits": limits, "user": user,
+                      "walls": walls}
             # The supervisor gets the clean environment too: the worker can read its parent's
             # /proc/PID/environ, so this process's secrets must not be there either.
             self._proc = subprocess.Popen(
@@ -349,7 +314,7 @@ class Sandbox:
         for fd in (req_r, resp_w, log_fd):
             os.close(fd)
         self._status_fd = self._proc.stdout.fileno()
-        self._status_buf, self._exit_code = b"", None
+        self._status_buf, self._exit_code, self._disk_used = b"", None, None
         for fd in (self._resp_r, self._req_w, self._status_fd):
             os.set_blocking(fd, False)
 
@@ -364,6 +329,9 @@ class Sandbox:
         if not isinstance(msg, dict) or "ready" not in msg:
             self._die(message("engine.worker_garbage"))
         self._ready = True
+        # Sent before any learner code ran: what the kernel enforced on this worker.
+        ready = msg["ready"] if isinstance(msg["ready"], dict) else {}
+        self.isolation_reports.append(isolation.clean_report(ready.get("isolation")))
 
     def kill(self) -> None:
         """Kill the worker and everything it spawned; the next request starts a new one."""
@@ -498,6 +466,8 @@ class Sandbox:
                 self.worker_pid = int(value)
             elif word == "exit" and value.lstrip("-").isdigit():
                 self._exit_code = int(value)
+            elif word == "disk" and value.isdigit():
+                self._disk_used = int(value)
         return bool(chunk)
 
     def _exit_reason(self) -> Text:
@@ -508,6 +478,8 @@ class Sandbox:
             if ready and not self._read_status():
                 break
         code, tail = self._exit_code, self.log_tail()
+        if self._disk_used is not None:
+            return message("engine.worker_disk_full", megabytes=self._disk_used >> 20, output=tail)
         if code is not None and code < 0:
             import signal
 
@@ -619,10 +591,10 @@ def _frames(raw: Any) -> list[dict]:
     return frames
 
 
-def _hand_over(tmp: Path, root: Path, home: Path, user: tuple[int, int, bool]) -> None:
+def _hand_over(tmp: Path, root: Path, home: Path, user: tuple[int, int]) -> None:
     """Let an unprivileged worker in: its home is its own; the submission copy it can read
     but not change (so it cannot plant files, or links, for the trusted side to read)."""
-    uid, gid, _ = user
+    uid, gid = user
     os.chmod(tmp, 0o711)
     for dirpath, dirnames, filenames in os.walk(root):
         os.chmod(dirpath, 0o755)

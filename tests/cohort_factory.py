@@ -1,6 +1,7 @@
 """A generated cohort of lesson-03 submissions for the `grade-all` tests: one folder per
 learner, in both layouts grade-all accepts (a repository root with exercises/ inside, or the
-exercises/ folder itself), and git repositories served by local bare remotes for the roster.
+exercises/ folder itself), and git repositories served by local bare remotes for the roster
+(over HTTP on 127.0.0.1, see `served`).
 
 The learners: a solution, a stub, two realistic bugs and a correct-but-different variant (from
 tests/lesson03_variants.py), wrong quiz answers, a missing lesson folder, a submission whose
@@ -10,9 +11,14 @@ and plant fake results in the output folder.
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import http.server
 import random
 import shutil
 import subprocess
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 from conftest import ROOT, solution_files, write_submission
@@ -185,7 +191,7 @@ def bare_remote(remotes: Path, name: str, lesson, files: dict[str, str], *, tag:
     commit(work, lesson, files, "primera entrega")
     if tag:
         subprocess.run([*GIT, "tag", tag], cwd=work, check=True)
-        subprocess.run([*GIT, "push", "-q", "origin", tag], cwd=work, check=True)
+        push(work, tag)
     return bare
 
 
@@ -196,4 +202,35 @@ def commit(work: Path, lesson, files: dict[str, str], text: str) -> None:
     write_submission(folder, files)
     subprocess.run([*GIT, "add", "-A"], cwd=work, check=True)
     subprocess.run([*GIT, "commit", "-q", "-m", text], cwd=work, check=True)
-    subprocess.run([*GIT, "push", "-q", "origin", "HEAD:main"], cwd=work, check=True)
+    push(work, "HEAD:main")
+
+
+def push(work: Path, refspec: str) -> None:
+    """Push to the bare remote and refresh what `served` gives for it (plain HTTP reads the
+    refs from info/refs, which git writes only when asked)."""
+    subprocess.run([*GIT, "push", "-q", "origin", refspec], cwd=work, check=True)
+    bare = subprocess.run([*GIT, "remote", "get-url", "origin"], cwd=work, check=True, capture_output=True,
+                          text=True).stdout.strip()
+    subprocess.run([*GIT, "update-server-info"], cwd=bare, check=True)
+
+
+class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def served(remotes: Path) -> Iterator[str]:
+    """Serve the bare repositories in `remotes` over plain HTTP on 127.0.0.1 (git's "dumb"
+    protocol: static files): the roster refuses local paths and file://, so the tests' real
+    clones come from here, with --allow-scheme http --allow-host 127.0.0.1. Yields the base URL."""
+    handler = functools.partial(_QuietHandler, directory=str(remotes))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()

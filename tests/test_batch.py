@@ -5,7 +5,8 @@ What must hold: every learner gets the result a single `autograder grade` of the
 seed gives; the CSV, the nbgrader gradebook and `nbgrader export` agree; a run killed with
 SIGKILL resumes without regrading what it finished; shards partition the cohort exactly and
 merge into what one run gives; a learner that crashes or outlasts its grading process costs
-only its own grade; the roster clones, updates and reports bad repositories per learner.
+only its own grade; the roster clones (over HTTP from local bare remotes, see cohort_factory.served),
+updates and reports bad repositories per learner.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from autograder.cli import main as cli_main
 from autograder.sandbox import worker_user
 
 from cohort_factory import (DIGITS, FAKE_MARK, HANG_MARK, bare_remote, commit, forever_hanging, lesson03_cohort,
-                            stub_files)
+                            served, stub_files)
 from conftest import ROOT, SEED, alive, children_of, solution_files, tagged_processes
 
 UNPRIVILEGED = worker_user() is not None  # a root grader: learners' code runs as nobody
@@ -407,46 +408,49 @@ def test_the_roster_clones_updates_and_reports_bad_repositories(course, tmp_path
     lesson = course.lesson("01")
     remotes = tmp_path / "remotes"
     remotes.mkdir()
-    ana = bare_remote(remotes, "ana", lesson, solution_files(lesson), tag="entrega-1")
-    beto = bare_remote(remotes, "beto", lesson, stub_files(lesson))
+    bare_remote(remotes, "ana", lesson, solution_files(lesson), tag="entrega-1")
+    bare_remote(remotes, "beto", lesson, stub_files(lesson))
     roster = tmp_path / "roster.csv"
-    roster.write_text(
-        "id,name,email,url,ref\n"
-        f"ana,Ana García López,ana@example.org,file://{ana},entrega-1\n"
-        f"beto,Beto Ruiz,beto@example.org,{beto},\n"
-        f"carla,Carla Gil,carla@example.org,file://{remotes}/no-existe.git,\n"
-        f"dario,Darío Sanz,dario@example.org,{ana},no-such-ref\n", encoding="utf-8")
-    # After the tag, ana pushes more work: the roster's ref pins what is graded.
-    commit(remotes / "ana-work", lesson, stub_files(lesson), "después de la entrega")
     submissions, out = tmp_path / "submissions", tmp_path / "out"
+    allow = ("--allow-scheme", "http", "--allow-host", "127.0.0.1")
+    with served(remotes) as base:
+        roster.write_text(
+            "id,name,email,url,ref\n"
+            f"ana,Ana García López,ana@example.org,{base}/ana.git,entrega-1\n"
+            f"beto,Beto Ruiz,beto@example.org,{base}/beto.git,\n"
+            f"carla,Carla Gil,carla@example.org,{base}/no-existe.git,\n"
+            f"dario,Darío Sanz,dario@example.org,{base}/ana.git,no-such-ref\n", encoding="utf-8")
+        # After the tag, ana pushes more work: the roster's ref pins what is graded.
+        commit(remotes / "ana-work", lesson, stub_files(lesson), "después de la entrega")
 
-    first = grade_all(submissions, "--roster", roster, "--out", out, "--lessons", "01", "--jobs", 2, "--seed", SEED)
-    assert "2 corregidos, 0 sin cambios, 2 con error" in first.stdout, first.stdout + first.stderr
-    assert "carla: no se pudo obtener el repositorio" in first.stderr
-    got = records(out)
-    assert (got["carla"]["status"], got["carla"]["error"]) == ("error", "fetch")
-    assert (got["dario"]["status"], got["dario"]["error"]) == ("error", "fetch")
-    assert "no-such-ref" in got["dario"]["detail"]
-    assert "no-existe.git" in results(out)["carla"]["lessons"][0]["checks"][0]["message"]
-    assert not (submissions / "carla").exists()  # nothing half-cloned is left
-    tagged = subprocess.run(["git", "rev-parse", "entrega-1^{commit}"], cwd=remotes / "ana-work", capture_output=True,
-                            text=True, check=True).stdout.strip()
-    assert got["ana"]["commit"] == tagged
-    assert results(out)["ana"]["xp"] == 50 and results(out)["beto"]["score"] == 0
-    assert (got["ana"]["first_name"], got["ana"]["last_name"], got["ana"]["email"]) == (
-        "Ana", "García López", "ana@example.org")
-    by_id = {r["student_id"]: r for r in read_csv(out / "grades.csv")}
-    assert by_id["ana"]["last_name"] == "García López" and by_id["ana"]["timestamp"]
-    assert by_id["carla"]["raw_score"] == "0.0"
+        first = grade_all(submissions, "--roster", roster, "--out", out, "--lessons", "01", "--jobs", 2,
+                          "--seed", SEED, *allow)
+        assert "2 corregidos, 0 sin cambios, 2 con error" in first.stdout, first.stdout + first.stderr
+        assert "carla: no se pudo obtener el repositorio" in first.stderr
+        got = records(out)
+        assert (got["carla"]["status"], got["carla"]["error"]) == ("error", "fetch")
+        assert (got["dario"]["status"], got["dario"]["error"]) == ("error", "fetch")
+        assert "no-such-ref" in got["dario"]["detail"]
+        assert "no-existe.git" in results(out)["carla"]["lessons"][0]["checks"][0]["message"]
+        assert not (submissions / "carla").exists()  # nothing half-cloned is left
+        tagged = subprocess.run(["git", "rev-parse", "entrega-1^{commit}"], cwd=remotes / "ana-work",
+                                capture_output=True, text=True, check=True).stdout.strip()
+        assert got["ana"]["commit"] == tagged
+        assert results(out)["ana"]["xp"] == 50 and results(out)["beto"]["score"] == 0
+        assert (got["ana"]["first_name"], got["ana"]["last_name"], got["ana"]["email"]) == (
+            "Ana", "García López", "ana@example.org")
+        by_id = {r["student_id"]: r for r in read_csv(out / "grades.csv")}
+        assert by_id["ana"]["last_name"] == "García López" and by_id["ana"]["timestamp"]
+        assert by_id["carla"]["raw_score"] == "0.0"
 
-    # beto pushes his solution: the rerun fetches it and regrades him alone (the failed
-    # fetches are tried again, and fail again).
-    commit(remotes / "beto-work", lesson, solution_files(lesson), "resuelto")
-    ana_stamp = (out / "records" / "ana.json").stat().st_mtime_ns
-    second = grade_all(submissions, "--roster", roster, "--out", out, "--lessons", "01", "--jobs", 2)
-    assert "1 corregidos, 1 sin cambios, 2 con error" in second.stdout, second.stdout + second.stderr
-    assert results(out)["beto"]["xp"] == 50
-    assert (out / "records" / "ana.json").stat().st_mtime_ns == ana_stamp
+        # beto pushes his solution: the rerun fetches it and regrades him alone (the failed
+        # fetches are tried again, and fail again).
+        commit(remotes / "beto-work", lesson, solution_files(lesson), "resuelto")
+        ana_stamp = (out / "records" / "ana.json").stat().st_mtime_ns
+        second = grade_all(submissions, "--roster", roster, "--out", out, "--lessons", "01", "--jobs", 2, *allow)
+        assert "1 corregidos, 1 sin cambios, 2 con error" in second.stdout, second.stdout + second.stderr
+        assert results(out)["beto"]["xp"] == 50
+        assert (out / "records" / "ana.json").stat().st_mtime_ns == ana_stamp
 
 
 # ------------------------------------------------------------------ bad input
@@ -466,11 +470,11 @@ def test_bad_input_is_refused_with_a_message_before_any_grading(tmp_path, capsys
     cases.append((["grade-all", str(subs), "--roster", str(roster), "--out", str(tmp_path / "o")],
                   f"{roster}:1: a la cabecera le falta la columna url"))
     twice = tmp_path / "twice.csv"
-    twice.write_text("id,url\nana,/r/a.git\nana,/r/b.git\n", encoding="utf-8")
+    twice.write_text("id,url\nana,https://github.com/a/a.git\nana,https://github.com/a/b.git\n", encoding="utf-8")
     cases.append((["grade-all", str(subs), "--roster", str(twice), "--out", str(tmp_path / "o")],
                   f"{twice}:3: el id «ana» aparece dos veces"))
     dash = tmp_path / "dash.csv"
-    dash.write_text("id,url,ref\nana,/r/a.git,--upload-pack=touch pwned\n", encoding="utf-8")
+    dash.write_text("id,url,ref\nana,https://github.com/a/a.git,--upload-pack=touch pwned\n", encoding="utf-8")
     cases.append((["grade-all", str(subs), "--roster", str(dash), "--out", str(tmp_path / "o")],
                   f"{dash}:2: la columna ref no puede empezar por un guion"))
     for argv, expected in cases:

@@ -562,6 +562,21 @@ def box(tmp_path_factory, request):
         sandbox.close()
 
 
+@pytest.fixture(scope="module", params=["warm-pool", "fresh-worker"])
+def open_box(tmp_path_factory, request):
+    """A worker without the walls (AUTOGRADER_ISOLATION=off), as on a system that lacks them."""
+    folder = tmp_path_factory.mktemp("tiny-open")
+    (folder / "tiny.py").write_text(TINY)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("AUTOGRADER_ISOLATION", "off")
+        sandbox = Sandbox(folder)
+        sandbox.warm_pool = request.param == "warm-pool"
+        sandbox.ensure_ready()
+        mp.undo()
+        yield sandbox
+        sandbox.close()
+
+
 def tiny(box: Sandbox, name: str):
     return box.getattr(box.module("tiny"), name)
 
@@ -614,17 +629,27 @@ def test_an_unprivileged_worker_cannot_read_other_environments(box):
     assert seen.startswith("denied") and SECRET not in seen
 
 
+def worker_status(box: Sandbox) -> dict[str, str]:
+    """The worker's /proc/PID/status, read from this (trusted) side: the walled-in worker
+    itself cannot open /proc."""
+    text = Path(f"/proc/{box.worker_pid}/status").read_text()
+    return {key: value.strip() for key, value in (line.split(":", 1) for line in text.splitlines() if ":" in line)}
+
+
 @pytest.mark.skipif(not LINUX, reason="Linux only")
 def test_worker_identity_and_reach(box):
     me = box.call(tiny(box, "identity"))
-    assert me["no_new_privs"] == "1"  # no sudo, no setuid programs
+    status = worker_status(box)
+    assert status["NoNewPrivs"] == "1"  # no sudo, no setuid programs
+    assert status["Seccomp"] == "2"  # the filter of autograder/worker/seccomp.py
+    assert int(status["CapEff"], 16) == 0 or worker_user() is None
     assert me["cwd"] == str(box.root)
     assert box.call(tiny(box, "try_write"), str(Path(me["home"]) / "scratch.txt")) == "written"
     if worker_user() is None:
         pytest.skip("the grader does not run as root: the worker runs as the grader's own user")
-    uid, gid, read_search = worker_user()
+    uid, gid = worker_user()
     assert (me["uid"], me["euid"], me["groups"]) == (uid, uid, [])
-    assert me["caps"] == (1 << 2 if read_search else 0)  # at most CAP_DAC_READ_SEARCH
+    assert int(status["CapEff"], 16) == 0 and int(status["CapPrm"], 16) == 0  # never a capability
     marker = f"planted-{os.getpid()}-{random.randrange(10**9)}.txt"
     targets = [PACKAGE_PARENT / marker, PACKAGE_PARENT / "autograder" / "graders" / marker,
                box.root / marker, Path(sys.prefix) / marker]
@@ -725,8 +750,18 @@ def test_memory_is_limited(box):
     assert box.call(tiny(box, "allocate"), 10**6) == 10**6  # and it still works
 
 
+@pytest.mark.skipif(not LINUX, reason="seccomp is Linux only")
+def test_a_walled_in_worker_cannot_start_processes(box):
+    with pytest.raises(StudentError) as info:
+        box.call(tiny(box, "spawn"), "agmark-never")
+    assert info.value.type_name == "PermissionError"
+    assert tuple(box.call(tiny(box, "fork_many"), 5, sleep_marker())) == (0, 5)
+
+
 @pytest.mark.skipif(not LINUX, reason="the subreaper is Linux only")
-def test_nothing_the_worker_spawned_survives_a_kill(box):
+def test_nothing_the_worker_spawned_survives_a_kill(open_box):
+    """Without the walls (a system without seccomp), the supervisor still cleans up."""
+    box = open_box
     marker = f"agmark-{random.SystemRandom().randrange(10**12)}"
     pids = box.call(tiny(box, "spawn"), marker)
     end = time.monotonic() + 30  # the grandchild may not have exec'd its command line yet
@@ -740,7 +775,8 @@ def test_nothing_the_worker_spawned_survives_a_kill(box):
 
 
 @pytest.mark.skipif(not LINUX, reason="RLIMIT_NPROC counts threads only on Linux")
-def test_process_limit_counts_from_what_the_user_already_runs(tmp_path):
+def test_process_limit_counts_from_what_the_user_already_runs(tmp_path, monkeypatch):
+    monkeypatch.setenv("AUTOGRADER_ISOLATION", "off")  # the limit that holds where seccomp cannot
     user = worker_user()
     if user is None and os.geteuid() == 0:
         assert _process_limit(8, None) is None  # root: ignored by the kernel anyway
@@ -788,10 +824,15 @@ def test_the_worker_starts_the_expected_way(box):
 
 @pytest.mark.skipif(not LINUX, reason="the warm pool is Linux only")
 def test_the_worker_holds_only_its_two_pipes_and_its_log(box):
-    fds = box.call(tiny(box, "open_fds"))
+    fds = {}
+    for name in os.listdir(f"/proc/{box.worker_pid}/fd"):
+        try:
+            fds[int(name)] = os.readlink(f"/proc/{box.worker_pid}/fd/{name}")
+        except OSError:
+            pass
     kinds = sorted(target.split(":")[0] if ":" in target else "file" for target in fds.values())
-    # stdin (/dev/null), stdout and stderr (the log), the request and response pipes, and the
-    # listing's own descriptor: no socket to the zygote, no other sandbox's pipe.
+    # stdin (/dev/null), stdout and stderr (the log), the request and response pipes: no socket
+    # to the zygote, no other sandbox's pipe.
     assert not any(target.startswith("socket:") for target in fds.values()), fds
     assert kinds.count("pipe") == 2, fds
     assert fds[0] == os.devnull and fds[1] == fds[2] and fds[1].endswith(".log")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import json
 import os
 import select
 import sys
@@ -183,8 +184,9 @@ class Worker:
                 return None
             self.reader.feed(chunk)
 
-    def serve(self) -> None:
-        write_frame(self.resp_fd, {"ready": {"pid": os.getpid()}})
+    def serve(self, isolation: dict | None = None) -> None:
+        # Written before any learner code has run: the trusted side may believe this report.
+        write_frame(self.resp_fd, {"ready": {"pid": os.getpid(), "isolation": isolation or {}}})
         while True:
             frame = self.read_request()
             if frame is None:
@@ -254,17 +256,30 @@ def prepare_libraries() -> None:
     _warm_up(torch)
 
 
-def serve(root: Path, req_fd: int, resp_fd: int) -> None:
-    """Serve the grader's requests for the learner's files in `root` (the current folder)."""
+def serve(root: Path, req_fd: int, resp_fd: int, walls: dict | None = None) -> None:
+    """Serve the grader's requests for the learner's files in `root` (the current folder),
+    walled in first as `walls` says (autograder/worker/confine.py; None: not at all)."""
     sys.path.insert(0, str(root))
     sys.dont_write_bytecode = True
-    Worker(root, req_fd, resp_fd).serve()
+    # Everything of ours the worker may import later, imported while it still can: once
+    # walled in, it cannot read the engine's folder (which holds the hidden graders).
+    from autograder.worker import practice  # noqa: F401
+
+    report = None
+    if walls is not None and walls.get("enabled", True):
+        from autograder.worker.confine import confine
+
+        report = confine({**walls, "root": str(root)})
+    elif walls is not None:
+        report = {"disabled": True}
+    Worker(root, req_fd, resp_fd).serve(report)
 
 
 def main() -> None:
     req_fd, resp_fd = int(sys.argv[1]), int(sys.argv[2])
+    walls = json.loads(sys.argv[3]) if len(sys.argv) > 3 else None
     prepare_libraries()
-    serve(Path.cwd().resolve(), req_fd, resp_fd)
+    serve(Path.cwd().resolve(), req_fd, resp_fd, walls)
 
 
 if __name__ == "__main__":

@@ -79,7 +79,9 @@ def run(root: Path) -> list[dict[str, Any]]:
 
     collector = _Collector()
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # only the plugins we name
-    args = [str(root), "--rootdir", str(root), "-c", os.devnull, "-q", "--tb=short",
+    # --confcutdir: pytest looks for conftest.py files and builds its tree only from `root` down
+    # (the walled-in worker may not list the folders above it).
+    args = [str(root), "--rootdir", str(root), "--confcutdir", str(root), "-c", os.devnull, "-q", "--tb=short",
             "-p", "no:cacheprovider", "--import-mode=importlib", "-o", "python_files=test_*.py"]
     pytest.main(args, plugins=[collector])
     return list(collector.outcomes.values())

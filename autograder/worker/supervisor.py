@@ -6,11 +6,12 @@ process the learner's code spawns, even one that double-forks or calls setsid() 
 is re-parented to it when its parent dies; when the worker ends, or when the trusted side
 closes our stdin, every remaining descendant is killed and reaped.
 
-Between fork and exec the worker is put in a process group of its own, given its resource
-limits and, when the config names a user (the grader runs as root), switched to that user
-with no supplementary groups, optionally keeping CAP_DAC_READ_SEARCH alone (so it can read a
-Python installed under /root) as an ambient capability. On Linux it also gets no_new_privs
-(no sudo, no setuid programs) and SIGKILL when the supervisor dies.
+Between fork and exec the worker is hardened (`harden`): a process group of its own, its
+resource limits and, when the config names a user (the grader runs as root), namespaces of its
+own (autograder/worker/confine.py; a PID namespace from this supervisor) and that user, with no
+supplementary groups and no capability. On Linux it also gets no_new_privs (no sudo, no setuid
+programs) and SIGKILL when the supervisor dies. The worker walls itself in (Landlock, seccomp)
+once its libraries are loaded, before the first learner import.
 
 Stdout carries short status lines to the trusted side: "started PID" and "exit CODE".
 """
@@ -27,12 +28,8 @@ import sys
 import time
 
 PR_SET_PDEATHSIG = 1
-PR_SET_KEEPCAPS = 8
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_NO_NEW_PRIVS = 38
-PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE = 47, 2
-CAP_DAC_READ_SEARCH = 2
-LINUX_CAPABILITY_VERSION_3 = 0x20080522
 
 
 def _libc():
@@ -52,47 +49,30 @@ def become_subreaper() -> bool:
         return False
 
 
-class _CapHeader(ctypes.Structure):
-    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
-
-
-class _CapData(ctypes.Structure):
-    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
-                ("inheritable", ctypes.c_uint32)]
-
-
-def _check(result: int, what: str) -> None:
-    if result != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"{what}: {os.strerror(err)}")
-
-
 def drop_privileges(user: dict) -> None:
-    """Become `user` (uid, gid; no supplementary groups), keeping at most CAP_DAC_READ_SEARCH."""
-    libc = _libc()
-    keep = bool(user.get("read_search")) and libc is not None
-    if keep:
-        _check(libc.prctl(PR_SET_KEEPCAPS, 1, 0, 0, 0), "PR_SET_KEEPCAPS")
+    """Become `user` (uid, gid; no supplementary groups), with no capability left."""
     os.setgroups([])
     os.setresgid(user["gid"], user["gid"], user["gid"])
     os.setresuid(user["uid"], user["uid"], user["uid"])
-    if keep:
-        header = _CapHeader(LINUX_CAPABILITY_VERSION_3, 0)
-        data = (_CapData * 2)()
-        bit = 1 << CAP_DAC_READ_SEARCH
-        data[0].effective = data[0].permitted = data[0].inheritable = bit
-        _check(libc.capset(ctypes.byref(header), data), "capset")
-        # Ambient: kept across the exec of the (not setuid) interpreter, and nothing else is.
-        _check(libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_DAC_READ_SEARCH, 0, 0), "ambient")
     if os.getuid() != user["uid"] or os.geteuid() != user["uid"]:
         raise OSError("the user did not change")
 
 
-def prepare_worker(limits: dict, user: dict | None) -> None:
-    """Runs in the worker between fork and exec."""
+def harden(limits: dict, user: dict | None, walls: dict | None) -> None:
+    """The worker's steps between fork and its first line of Python of its own, the same for a
+    forked (zygote.py) and an executed worker: its own process group, resource limits; as root,
+    namespaces (confine.enter_namespaces) and the unprivileged user; no_new_privs and death
+    with the supervisor. The walls that need no root come later (confine.confine)."""
     os.setpgid(0, 0)
     apply_limits(limits)
     if user is not None:
+        if walls is not None:
+            from autograder.worker import confine
+
+            try:
+                confine.enter_namespaces(walls, user)
+            except OSError as exc:  # the worker reports the namespaces as missing
+                os.write(2, f"autograder: no namespaces for the worker ({exc})\n".encode())
         drop_privileges(user)
     seal_worker()
 
@@ -183,15 +163,21 @@ def kill_everything(worker: subprocess.Popen) -> None:
 
 def main() -> None:
     config = json.loads(sys.argv[1])
+    sys.path.insert(0, config["package"])  # -I: for autograder.worker.confine only
     become_subreaper()
     fds = config["pass_fds"]
     user = config.get("user")
+    walls = config.get("walls")
+    if user is not None and walls is not None and walls.get("enabled", True):
+        from autograder.worker import confine
+
+        confine.enter_pid_namespace()
 
     def spawn(user: dict | None) -> subprocess.Popen:
         return subprocess.Popen(
             config["argv"], cwd=config["cwd"], env=config["env"], pass_fds=fds,
             stdin=subprocess.DEVNULL, stdout=config["log_fd"], stderr=config["log_fd"],
-            preexec_fn=lambda: prepare_worker(config["limits"], user),
+            preexec_fn=lambda: harden(config["limits"], user, walls if user is not None else None),
         )
 
     try:
@@ -208,18 +194,54 @@ def main() -> None:
         os.close(fd)  # only the worker keeps them: its death must show as EOF to the trusted side
     sys.stdout.write(f"started {worker.pid}\n")
     sys.stdout.flush()
-    supervise(worker, sys.stdin, sys.stdout)
+    supervise(worker, sys.stdin, sys.stdout, (walls or {}).get("home"))
 
 
-def supervise(worker, control, out) -> None:
+HOME_BYTES = 256 << 20  # what a worker may keep in its home, all files together
+HOME_ENTRIES = 10_000
+DISK_EVERY = 0.5  # seconds between two looks at the home
+
+
+def home_usage(home: str, limit_entries: int = HOME_ENTRIES) -> tuple[int, int]:
+    """(bytes allocated, entries) under `home`, never following a link; stops counting entries
+    past `limit_entries` (a worker that made that many is stopped anyway)."""
+    total = entries = 0
+    stack = [home]
+    while stack and entries <= limit_entries:
+        try:
+            with os.scandir(stack.pop()) as listing:
+                for entry in listing:
+                    entries += 1
+                    try:
+                        info = entry.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    total += getattr(info, "st_blocks", 0) * 512 or info.st_size
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+        except OSError:
+            continue
+    return total, entries
+
+
+def supervise(worker, control, out, home: str | None = None, home_bytes: int = HOME_BYTES) -> None:
     """Until `control` reaches EOF (the trusted side is done, or died): report the worker's exit
     on `out` and kill whatever it left; then kill and reap everything. `worker` is a Popen or
-    anything with its pid, returncode and poll()."""
+    anything with its pid, returncode and poll(). A worker whose `home` grows past `home_bytes`
+    (or HOME_ENTRIES files) is killed, and "disk BYTES" says why before its exit."""
     reported = False
+    next_look = time.monotonic() + DISK_EVERY
     while True:
         ready, _, _ = select.select([control], [], [], 0.1)
         if ready and not os.read(control.fileno(), 4096):
             break  # the trusted side is done with us, or died
+        if home is not None and not reported and time.monotonic() >= next_look:
+            used, entries = home_usage(home)
+            if used > home_bytes or entries > HOME_ENTRIES:
+                out.write(f"disk {used}\n")
+                out.flush()
+                kill_everything(worker)
+            next_look = time.monotonic() + DISK_EVERY
         code = worker.poll()
         if code is not None and not reported:
             kill_everything(worker)  # whatever the learner's code left running

@@ -75,15 +75,12 @@ def _become_worker(config: dict, req_r: int, resp_w: int, log_fd: int) -> None:
         os.dup2(log_fd, 2)
         _close_all_but({0, 1, 2, req_r, resp_w})
         user = config.get("user")
-        os.setpgid(0, 0)
-        supervisor.apply_limits(config["limits"])
-        if user is not None:
-            try:
-                supervisor.drop_privileges(user)
-            except OSError as exc:
-                # As the exec'd supervisor does: grade anyway, and say so in the worker's log.
-                os.write(2, f"autograder: could not run as uid {user['uid']} ({exc}); running as root\n".encode())
-        supervisor.seal_worker()
+        try:
+            supervisor.harden(config["limits"], user, config.get("walls"))
+        except OSError as exc:
+            # As the exec'd supervisor does: grade anyway, and say so in the worker's log.
+            os.write(2, f"autograder: could not harden the worker ({exc}); running as root\n".encode())
+            supervisor.seal_worker()
         os.chdir(config["cwd"])
         os.environ.clear()
         os.environ.update(config["env"])
@@ -93,7 +90,7 @@ def _become_worker(config: dict, req_r: int, resp_w: int, log_fd: int) -> None:
         sys.argv[:] = ["-c", str(req_r), str(resp_w)]  # as an executed worker's (worker/main.py)
         from autograder.worker.main import serve
 
-        serve(Path(config["cwd"]).resolve(), req_r, resp_w)
+        serve(Path(config["cwd"]).resolve(), req_r, resp_w, config.get("walls"))
         code = 0
     except BaseException:  # noqa: BLE001 - whatever happens, the log says it and we exit
         try:
@@ -112,6 +109,11 @@ def _become_supervisor(config: dict, fds: list[int]) -> None:
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         os.setsid()
         supervisor.become_subreaper()
+        walls = config.get("walls")
+        if config.get("user") is not None and walls is not None and walls.get("enabled", True):
+            from autograder.worker import confine
+
+            confine.enter_pid_namespace()
         pid = os.fork()
         if pid == 0:
             _become_worker(config, req_r, resp_w, log_fd)
@@ -120,7 +122,7 @@ def _become_supervisor(config: dict, fds: list[int]) -> None:
         status = os.fdopen(status_w, "w", buffering=1)
         control = os.fdopen(control_r, "rb", buffering=0)
         status.write(f"started {pid}\n")
-        supervisor.supervise(ForkedWorker(pid), control, status)
+        supervisor.supervise(ForkedWorker(pid), control, status, (config.get("walls") or {}).get("home"))
     except BaseException:  # noqa: BLE001
         code = 71
     finally:
