@@ -75,6 +75,10 @@ def add_parser(subparsers) -> None:
     parser.add_argument("--allow-host", action="append", default=None, metavar="HOST",
                         help="a host the roster's URLs may point to; repeat it for several "
                              "(replaces the default: github.com)")
+    parser.add_argument("--allow-unisolated", action="store_true",
+                        help="grade even where the learners' code cannot be walled in (no Landlock or "
+                             "seccomp, or AUTOGRADER_ISOLATION=off): each result then says which walls "
+                             "were missing. Without it, such a machine refuses to grade a cohort")
     parser.add_argument("--lessons", nargs="+", default=None, metavar="LESSON",
                         help="grade only these lessons (id or slug; default: every lesson in course.yml)")
     parser.add_argument("--seed", type=int, default=None,
@@ -147,6 +151,18 @@ def _check_inputs(args: argparse.Namespace) -> None:
     if importlib.util.find_spec("nbgrader") is None:
         raise BatchError("batch.nbgrader_missing")
     allowed(args)
+    _check_isolation(args)
+
+
+def _check_isolation(args: argparse.Namespace) -> None:
+    """A cohort's learners can attack each other and the instructor: refuse to run their code
+    unwalled unless told to (--allow-unisolated)."""
+    from . import isolation
+
+    walls = isolation.probe()
+    if not walls["official"] and not args.allow_unisolated:
+        raise BatchError("batch.unisolated", missing=", ".join(walls["missing"]) or "-",
+                         landlock=walls.get("landlock_abi", 0))
 
 
 def allowed(args: argparse.Namespace) -> Allowed:

@@ -93,7 +93,7 @@ def host_namespaces() -> dict[str, str]:
 def walls(home: Path, *, gpu: bool = False) -> dict[str, Any]:
     """The worker's part of the sandbox config (see autograder/worker/confine.py)."""
     return {"enabled": enabled(), "runtime": list(runtime_paths()), "deny": deny_paths(), "home": str(home),
-            "gpu": gpu, "host_ns": host_namespaces(), "host_uid": os.getuid()}
+            "package": str(PACKAGE_DIR), "gpu": gpu, "host_ns": host_namespaces(), "host_uid": os.getuid()}
 
 
 # ------------------------------------------------------------------------------ reports

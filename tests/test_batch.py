@@ -30,7 +30,7 @@ from autograder.batch import shard_of
 from autograder.cli import main as cli_main
 from autograder.sandbox import worker_user
 
-from cohort_factory import (DIGITS, FAKE_MARK, HANG_MARK, bare_remote, commit, forever_hanging, lesson03_cohort,
+from cohort_factory import (DIGITS, FAKE_MARK, HANG_MARK, HANG_NAME, bare_remote, commit, forever_hanging, lesson03_cohort,
                             served, stub_files)
 from conftest import ROOT, SEED, alive, children_of, solution_files, tagged_processes
 
@@ -372,9 +372,10 @@ def test_a_crashed_or_overlong_grading_costs_only_that_learner(course, tmp_path)
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         end = time.monotonic() + 300
-        while not tagged_processes(HANG_MARK) and time.monotonic() < end:  # aaron's sleeper: he is being graded
+        # aaron's worker, named once his forward() starts (or his sleeper): he is being graded
+        while not tagged_processes(HANG_MARK, HANG_NAME) and time.monotonic() < end:
             time.sleep(0.1)
-        assert tagged_processes(HANG_MARK), "aaron's grading never started"
+        assert tagged_processes(HANG_MARK, HANG_NAME), "aaron's grading never started"
         graders = [pid for pid in children_of(proc.pid) if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()]
         assert len(graders) == 1, graders
         os.kill(graders[0], signal.SIGKILL)

@@ -74,7 +74,7 @@ def make_result() -> CourseResult:
 def test_json_contract_types_and_values():
     data = json.loads(render_json(make_result(), "es"))
     assert set(data) == {"course", "language", "xp", "xp_max", "score", "max_score", "seed",
-                         "practice", "lessons"}
+                         "practice", "isolation", "lessons"}
     assert data["course"] == "Transformers desde cero" and data["language"] == "es"
     assert (data["xp"], data["xp_max"], data["seed"]) == (60, 110, 1234)
     assert data["score"] == 12.5 and data["max_score"] == 30.5
@@ -83,7 +83,8 @@ def test_json_contract_types_and_values():
 
     l03, l04 = data["lessons"]
     assert data["practice"] is False
-    lesson_keys = {"id", "slug", "title", "score", "max_score", "xp", "xp_max", "completed", "mode", "checks"}
+    lesson_keys = {"id", "slug", "title", "score", "max_score", "xp", "xp_max", "completed", "mode", "isolation",
+                   "checks"}
     assert set(l03) == set(l04) == lesson_keys
     assert (l03["id"], l03["slug"], l03["title"]) == (
         "03",

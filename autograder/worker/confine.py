@@ -107,6 +107,8 @@ def _expose(runtime: list[str]) -> list[str]:
     path, under a tmpfs that replaces the hidden folder above it; the folders exposed."""
     hidden: dict[str, list[str]] = {}
     for path in runtime:
+        if not path:
+            continue
         real = os.path.realpath(path)
         ancestor = _hidden_ancestor(real) if os.path.exists(real) else None
         if ancestor is not None:
@@ -140,7 +142,8 @@ def enter_namespaces(config: dict, user: dict) -> dict:
     if not config.get("enabled", True):
         _unshare(CLONE_NEWNS)
         _mount(None, "/", None, MS_REC | MS_PRIVATE)
-        return {"namespaces": ["mount"], "exposed": _expose(list(config.get("runtime", [])))}
+        return {"namespaces": ["mount"],
+                "exposed": _expose([*config.get("runtime", []), config.get("package", "")])}
     _unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC)
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     done = {"namespaces": ["mount", "network", "ipc"]}
@@ -149,7 +152,9 @@ def enter_namespaces(config: dict, user: dict) -> dict:
             _mount("tmpfs", "/dev/shm", "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0755")
         except OSError:
             pass
-    done["exposed"] = _expose(list(config.get("runtime", [])) + [config.get("root", "")])
+    # The engine's package too: an executed worker imports its own code from it before walling
+    # itself in (Landlock then denies the package, graders included, like any other folder).
+    done["exposed"] = _expose([*config.get("runtime", []), config.get("root", ""), config.get("package", "")])
     return done
 
 
