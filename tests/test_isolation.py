@@ -48,7 +48,7 @@ ATTACKS = ("read_key", "read_other_learner", "list_results", "read_results", "re
            "read_proc_cmdline", "parent_cwd", "write_bashrc", "write_checkout", "write_graders",
            "write_graders_conftest", "write_venv_pth", "write_results", "write_other_learner", "write_tmp",
            "write_var_tmp", "write_dev_shm", "write_parent_stdout", "connect_tcp", "send_udp", "unix_socket",
-           "signal_sentinel", "signal_everyone", "ptrace_sentinel", "fork", "subprocess", "sysv_shm",
+           "signal_sentinel", "signal_everyone", "signal_supervisor", "ptrace_sentinel", "fork", "subprocess", "sysv_shm",
            "symlink_in_submission")
 
 THIEF = '''
@@ -161,6 +161,10 @@ def _unix():
     s.connect(UNIX_PATH)
 
 
+def _no_such_process():
+    raise ProcessLookupError("the supervisor is outside this PID namespace")
+
+
 def _parent_cwd():
     if not os.listdir("/proc/%d/cwd" % os.getppid()):
         raise OSError("empty")
@@ -195,6 +199,8 @@ _try("send_udp", lambda: socket.socket(socket.AF_INET, socket.SOCK_DGRAM).sendto
 _try("unix_socket", _unix)
 _try("signal_sentinel", lambda: os.kill(SENTINEL, 0))
 _try("signal_everyone", lambda: os.kill(-1, 0))
+# Its supervisor: its parent, unless a PID namespace hides it (getppid() is then 0).
+_try("signal_supervisor", lambda: os.kill(os.getppid(), 0) if os.getppid() > 1 else _no_such_process())
 _try("ptrace_sentinel", lambda: _ptrace(SENTINEL))
 _try("fork", _fork)
 _try("subprocess", lambda: __import__("subprocess").run(["/bin/true"], check=True))

@@ -26,6 +26,7 @@ from autograder.i18n import feedback_text
 from autograder.protocol import (DTYPES, MAGIC, MAX_HEADER, FrameReader, Handle, ProtocolError, decode,
                                  encode, write_frame)
 from conftest import tagged_processes
+from autograder.worker import landlock
 from autograder.sandbox import (PACKAGE_PARENT, Limits, Sandbox, StudentError, WorkerDied,
                                 _process_limit, _tasks_of, copy_submission, worker_user)
 
@@ -513,6 +514,16 @@ def spawn(marker):
     return pids
 
 
+def flood(files, megabytes, sleep):
+    """Fill the home with `files` files of `megabytes` MiB each, then linger."""
+    home = os.environ["HOME"]
+    for i in range(files):
+        with open(os.path.join(home, f"f{i}"), "wb") as fh:
+            fh.write(b"x" * (megabytes << 20))
+    time.sleep(sleep)
+    return "survived"
+
+
 def fork_many(n, marker):
     started = failed = 0
     for _ in range(n):
@@ -756,6 +767,54 @@ def test_a_walled_in_worker_cannot_start_processes(box):
         box.call(tiny(box, "spawn"), "agmark-never")
     assert info.value.type_name == "PermissionError"
     assert tuple(box.call(tiny(box, "fork_many"), 5, sleep_marker())) == (0, 5)
+
+
+@pytest.mark.skipif(not LINUX, reason="the supervisor watches the home on Linux")
+@pytest.mark.parametrize("files, megabytes", [(10, 32), (10_050, 0)], ids=["bytes", "files"])
+def test_a_worker_that_floods_its_home_is_stopped(box, files, megabytes):
+    with pytest.raises(WorkerDied) as info:
+        box.call(tiny(box, "flood"), files, megabytes, 20)
+    assert "escribió demasiado" in feedback_text(info.value.feedback, "es")
+    assert "wrote too much" in feedback_text(info.value.feedback, "en")
+    box.ensure_ready()  # a fresh worker; the flood's files stay until the sandbox closes
+    for name in os.listdir(box._tmp / "home"):
+        os.unlink(box._tmp / "home" / name)
+    assert box.call(tiny(box, "flood"), 1, 1, 0) == "survived"  # small writes are fine
+
+
+@pytest.mark.skipif(not LINUX or landlock.abi() < 1, reason="needs Landlock")
+def test_a_runtime_folder_that_holds_the_engine_is_opened_around_it(tmp_path):
+    """A non-editable install puts the engine (and its graders) inside site-packages: the walls
+    open site-packages entry by entry, never the engine's folder."""
+    from autograder.worker.confine import confine
+
+    site = tmp_path / "site-packages"
+    (site / "torchlike").mkdir(parents=True)
+    (site / "torchlike" / "ops.py").write_text("ok")
+    (site / "autograder" / "graders").mkdir(parents=True)
+    (site / "autograder" / "graders" / "key.yml").write_text("answer: b")
+    (tmp_path / "root").mkdir()
+    (tmp_path / "home").mkdir()
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            report = confine({"runtime": [str(site)], "deny": [str(site / "autograder")],
+                              "root": str(tmp_path / "root"), "home": str(tmp_path / "home")})
+            seen = []
+            for path in (site / "torchlike" / "ops.py", site / "autograder" / "graders" / "key.yml"):
+                try:
+                    seen.append(path.read_text())
+                except OSError as exc:
+                    seen.append(type(exc).__name__)
+            os.write(write_end, json.dumps([report["filesystem"], *seen]).encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    data = os.read(read_end, 4096)
+    os.close(read_end)
+    os.waitpid(pid, 0)
+    assert json.loads(data) == [True, "ok", "PermissionError"]
 
 
 @pytest.mark.skipif(not LINUX, reason="the subreaper is Linux only")

@@ -7,7 +7,8 @@ here, as root and as a plain user alike:
   the C library falls back to clone for threads): nothing the learner starts can outlive
   grading, hold memory beyond the worker's own limit, or be a daemon;
 - sockets of any family (UDP, UNIX path sockets, netlink: what Landlock's TCP rules leave);
-- SysV IPC objects (shared memory, semaphores, message queues), which outlive a process;
+- SysV IPC objects (shared memory, semaphores, message queues), which outlive a process, and
+  memfd files, whose pages the address-space limit does not count;
 - ways around the other walls: ptrace and process_vm_*, open_by_handle_at, io_uring,
   namespaces and mounts, bpf, userfaultfd, perf events, kernel keyrings;
 - signals to anyone but the worker itself (kill, tgkill and sigqueue to its own pid or process
@@ -40,7 +41,8 @@ _ARCHES = {
         "setns": 308, "mount": 165, "umount2": 166, "pivot_root": 155, "chroot": 161, "bpf": 321,
         "userfaultfd": 323, "perf_event_open": 298, "keyctl": 250, "add_key": 248, "request_key": 249,
         "fsopen": 430, "fsmount": 432, "move_mount": 429, "open_tree": 428,
-        "tkill": 200, "pidfd_send_signal": 424, "pidfd_open": 434,
+        "tkill": 200, "pidfd_send_signal": 424, "pidfd_open": 434, "pidfd_getfd": 438,
+        "memfd_create": 319, "memfd_secret": 447,
         "kill": 62, "tgkill": 234, "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297,
     }),
     "aarch64": (0xC00000B7, {
@@ -50,6 +52,7 @@ _ARCHES = {
         "pivot_root": 41, "chroot": 51, "bpf": 280, "userfaultfd": 282, "perf_event_open": 241,
         "keyctl": 219, "add_key": 217, "request_key": 218, "fsopen": 430, "fsmount": 432,
         "move_mount": 429, "open_tree": 428, "tkill": 130, "pidfd_send_signal": 424, "pidfd_open": 434,
+        "pidfd_getfd": 438, "memfd_create": 279, "memfd_secret": 447,
         "kill": 129, "tgkill": 131, "rt_sigqueueinfo": 138, "rt_tgsigqueueinfo": 240,
     }),
 }

@@ -199,7 +199,7 @@ def main() -> None:
 
 HOME_BYTES = 256 << 20  # what a worker may keep in its home, all files together
 HOME_ENTRIES = 10_000
-DISK_EVERY = 0.5  # seconds between two looks at the home
+DISK_EVERY = 0.25  # seconds between two looks at the home (files are also capped one by one)
 
 
 def home_usage(home: str, limit_entries: int = HOME_ENTRIES) -> tuple[int, int]:
