@@ -30,6 +30,19 @@ def wall(cmd: list[str]) -> float:
     return time.perf_counter() - start
 
 
+def solved_copy(course, tmp: Path) -> Path:
+    """tmp/solved/NN-slug/: every lesson's solution files with the region markers stripped."""
+    from autograder.stubs import strip_markers
+
+    solved = tmp / "solved"
+    for lesson in course.lessons:
+        shutil.copytree(ROOT / "solutions" / lesson.folder, solved / lesson.folder)
+        for path in (solved / lesson.folder).glob("*"):
+            if path.suffix in (".py", ".yml"):
+                path.write_text(strip_markers(path.read_text(encoding="utf-8"), path.name), encoding="utf-8")
+    return solved
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
@@ -42,12 +55,7 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp())
     out = tmp / "r.json"
     grade = [sys.executable, "-m", "autograder", "grade", "--format", "json", "--output", str(out)]
-    solved = tmp / "solved"
-    for lesson in course.lessons:
-        shutil.copytree(ROOT / "solutions" / lesson.folder, solved / lesson.folder)
-        for path in (solved / lesson.folder).glob("*"):
-            if path.suffix in (".py", ".yml"):
-                path.write_text(strip_markers(path.read_text(encoding="utf-8"), path.name), encoding="utf-8")
+    solved = solved_copy(course, tmp)
     commands = {"python -c 'import torch'": [sys.executable, "-c", "import torch"]}
     for lesson in course.lessons:
         commands[f"grade {lesson.id} (solution)"] = grade + [lesson.id, "--submission", str(solved / lesson.folder)]

@@ -50,16 +50,11 @@ def main() -> None:
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     from autograder.manifest import load_course
-    from autograder.stubs import strip_markers
+    from bench_grade import solved_copy
 
     course = load_course(ROOT / "course.yml")
     tmp = Path(tempfile.mkdtemp())
-    solved = tmp / "solved"
-    for lesson in course.lessons:
-        shutil.copytree(ROOT / "solutions" / lesson.folder, solved / lesson.folder)
-        for path in (solved / lesson.folder).glob("*"):
-            if path.suffix in (".py", ".yml"):
-                path.write_text(strip_markers(path.read_text(encoding="utf-8"), path.name), encoding="utf-8")
+    solved = solved_copy(course, tmp)
     grade = [sys.executable, "-m", "autograder", "grade", "--format", "json", "--output", str(tmp / "r.json")]
     one = grade + ["03", "--submission", str(solved / "03-atencion-causal")]
     course_cmd = grade + ["--submission", str(solved)]
