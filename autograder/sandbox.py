@@ -278,6 +278,10 @@ class Sandbox:
             return
         if os.name == "nt" or not hasattr(os, "killpg"):
             _limits_warning()
+        if self.generation:
+            # A new worker starts with an empty home: what a dead one left (a flood, a planted
+            # file) must not kill or steer the checks that follow.
+            _empty(self._tmp / "home")
         self.generation += 1
         self._dead, self._ready, self._reader = None, False, FrameReader()
         self._log = self._tmp / f"worker-{self.generation}.log"
@@ -602,6 +606,29 @@ def _hand_over(tmp: Path, root: Path, home: Path, user: tuple[int, int]) -> None
             os.chmod(os.path.join(dirpath, name), 0o644)
     os.chown(home, uid, gid)
     os.chmod(home, 0o700)
+
+
+def _empty(folder: Path) -> None:
+    """Remove everything inside `folder`, never following a link. A worker may have taken the
+    bits off its own folders, so every folder under it is made ours again first."""
+    stack = [str(folder)]
+    while stack:
+        path = stack.pop()
+        try:
+            if path != str(folder):
+                os.chmod(path, 0o700)
+            with os.scandir(path) as listing:
+                stack.extend(e.path for e in listing if e.is_dir(follow_symlinks=False))
+        except OSError:
+            continue
+    for entry in list(os.scandir(folder)):
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path, ignore_errors=True)
+        else:
+            try:
+                os.unlink(entry.path)
+            except OSError:
+                pass
 
 
 def tree_items(tree: Any) -> dict:

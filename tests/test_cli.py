@@ -27,9 +27,11 @@ def assert_contract(data: dict) -> None:
     assert isinstance(data["course"], str) and data["language"] in ("es", "en")
     assert isinstance(data["xp"], int) and isinstance(data["xp_max"], int)
     for lesson in data["lessons"]:
-        # The contract's fields, plus additions of issue #3 (xp_max, mode; feedback per check).
+        # The contract's fields, plus additions of issue #3 (xp_max, mode; feedback per check)
+        # and of issue #13 (what walled the lesson's workers in).
         assert set(lesson) == {"id", "slug", "title", "score", "max_score", "xp", "completed", "checks",
-                               "xp_max", "mode"}
+                               "xp_max", "mode", "isolation"}
+        assert_isolation(lesson["isolation"])
         assert isinstance(lesson["completed"], bool) and isinstance(lesson["xp"], int)
         for check in lesson["checks"]:
             assert set(check) == {"id", "todo", "status", "score", "max_score", "informational", "message", "feedback"}
@@ -39,6 +41,16 @@ def assert_contract(data: dict) -> None:
             assert 0 <= check["score"] <= check["max_score"]
         assert lesson["score"] == sum(c["score"] for c in lesson["checks"])
     assert data["xp"] == sum(lesson["xp"] for lesson in data["lessons"])
+    assert_isolation(data["isolation"])
+
+
+def assert_isolation(record: dict | None) -> None:
+    """None when no worker ran; otherwise the walls, and `official` only when none is missing."""
+    if record is None:
+        return
+    assert {"official", "enforced", "missing", "disabled"} <= set(record)
+    assert record["official"] == (not record["missing"] and not record["disabled"])
+    assert not set(record["enforced"]) & set(record["missing"])
 
 
 def test_grade_solution_json_to_file(tmp_path):
