@@ -278,9 +278,10 @@ class Sandbox:
             return
         if os.name == "nt" or not hasattr(os, "killpg"):
             _limits_warning()
-        if self.generation:
-            # A new worker starts with an empty home: what a dead one left (a flood, a planted
-            # file) must not kill or steer the checks that follow.
+        if self.generation and getattr(self, "_disk_used", None) is not None:
+            # The last worker was stopped for filling its home: the next one starts with an empty
+            # home, or the flood it left would stop every check that follows. Otherwise the home
+            # is kept, as for any program that runs twice.
             _empty(self._tmp / "home")
         self.generation += 1
         self._dead, self._ready, self._reader = None, False, FrameReader()
