@@ -36,7 +36,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from . import i18n
+from . import cpu_clock, i18n
 from .batch_store import (BatchError, Record, Store, content_hash, graded_folders, grading_fingerprint,
                           learner_key, write_atomic)
 from .intake import submission_files
@@ -122,7 +122,10 @@ def shard_of(learner: str, count: int) -> int:
 
 
 def default_learner_timeout(lessons: list[Lesson]) -> float:
-    return sum(sum(spec.timeout for spec in lesson.checks) + WORKER_START_ALLOWANCE for lesson in lessons)
+    # Each check may run up to its wall-clock bound (a loaded machine stretches checks, and
+    # the budgets are CPU seconds): the learner's whole grading may take their sum.
+    return sum(sum(cpu_clock.wall_bound(spec.timeout) for spec in lesson.checks) + WORKER_START_ALLOWANCE
+               for lesson in lessons)
 
 
 def _default_jobs() -> int:

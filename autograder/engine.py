@@ -26,7 +26,7 @@ from typing import Iterable
 
 import pytest
 
-from . import isolation
+from . import cpu_clock, isolation
 from .checks import CheckFailure, describe_student_error
 from .intake import contained, refused
 from .manifest import Course, Lesson
@@ -237,7 +237,9 @@ class GradingPlugin:
                 raise pytest.UsageError(f"{item.nodeid}: grader test without a course.yml check "
                                         f"(marker check({check_id!r}))")
             item.stash[_CHECK_KEY] = check_id
-            item.add_marker(pytest.mark.timeout(known[check_id].timeout))
+            # pytest-timeout is the wall-clock bound; the budget itself is the worker's CPU time
+            # where it can be measured (Sandbox.begin_check, autograder/cpu_clock.py).
+            item.add_marker(pytest.mark.timeout(cpu_clock.wall_bound(known[check_id].timeout)))
 
     # ---------------------------------------------------------------- fixtures
     @staticmethod
@@ -282,15 +284,16 @@ class GradingPlugin:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item):
         spec = self.lesson.check(item.stash[_CHECK_KEY])
-        # A backstop for platforms without SIGALRM; pytest-timeout normally fires first.
+        # The check's CPU budget, and the wall-clock bound's backstop for platforms without
+        # SIGALRM (pytest-timeout normally fires first).
         boxes = [box for box in (self.sandbox, self._own_sandbox) if box is not None]
         for box in boxes:
-            box.deadline = time.monotonic() + spec.timeout + 1.0
+            box.begin_check(spec.timeout)
         try:
             return (yield)
         finally:
             for box in boxes:
-                box.deadline = None
+                box.end_check()
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
@@ -323,6 +326,9 @@ class GradingPlugin:
             return Status.SKIPPED, Feedback.of(Text(exc.msg) if exc.msg.count(".") == 1 and " " not in exc.msg
                                                else message("engine.skipped", reason=exc.msg))
         if isinstance(exc, pytest.fail.Exception) and str(exc.msg).startswith("Timeout"):
+            if cpu_clock.measurable():
+                return Status.ERROR, Feedback.of(message("engine.timeout_wall", cpu=f"{spec.timeout:g}",
+                                                         seconds=f"{cpu_clock.wall_bound(spec.timeout):g}"))
             return Status.ERROR, Feedback.of(message("engine.timeout", seconds=spec.timeout))
         if isinstance(exc, AssertionError):
             return Status.FAILED, Feedback.of(message("engine.assertion", detail=str(exc)[:500]))

@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 import autograder
-from . import isolation
+from . import cpu_clock, isolation
+from .cpu_clock import CpuBudget
 # Submission intake lives in autograder/intake.py; these names stay importable from here.
 from .intake import MAX_FILE_BYTES, MAX_FILES, copy_submission, submission_files  # noqa: F401
 from .pool import ForkedSupervisor, PoolError, WarmPool
@@ -49,6 +50,9 @@ WORKER_BOOT = (
 INHERITED_ENV = ("CUDA_VISIBLE_DEVICES", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "SYSTEMROOT",
                  "LD_LIBRARY_PATH")
 STARTUP_TIMEOUT = 120.0
+# How often a check's CPU budget is read while the trusted side waits on the worker: the
+# budget is overrun by at most this much, and each poll is one read of /proc/PID/stat.
+CPU_POLL_S = 0.25
 # Linux capability numbers (linux/capability.h) and the user a root grader's worker runs as.
 CAP_SETGID, CAP_SETUID = 6, 7
 UNPRIVILEGED_USER = "nobody"
@@ -90,6 +94,10 @@ class WorkerDied(Exception):
     def __init__(self, feedback: Feedback) -> None:
         super().__init__(str(feedback))
         self.feedback = feedback
+
+
+class BudgetSpent(WorkerDied):
+    """The check's CPU budget ran out: the worker was stopped in the middle of the learner's code."""
 
 
 @functools.cache
@@ -251,7 +259,9 @@ class Sandbox:
         if self.user is not None:
             _hand_over(self._tmp, self.root, self._tmp / "home", self.user)
         self.generation = 0
-        self.deadline: float | None = None  # set per check by the grading plugin
+        self.deadline: float | None = None  # wall-clock end of the current check (begin_check)
+        self.cpu_budget: CpuBudget | None = None  # the current check's CPU seconds (begin_check)
+        self._cpu_polled = 0.0
         self._proc: subprocess.Popen | None = None
         self._dead: WorkerDied | None = None
         self._ready = False
@@ -334,6 +344,8 @@ class Sandbox:
         if not isinstance(msg, dict) or "ready" not in msg:
             self._die(message("engine.worker_garbage"))
         self._ready = True
+        if self.cpu_budget is not None:
+            self.cpu_budget.watch(self.worker_pid)  # a worker replaced mid-check: its start is free
         # Sent before any learner code ran: what the kernel enforced on this worker.
         ready = msg["ready"] if isinstance(msg["ready"], dict) else {}
         self.isolation_reports.append(isolation.clean_report(ready.get("isolation")))
@@ -379,6 +391,30 @@ class Sandbox:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    # ------------------------------------------------------------ time limits
+    def begin_check(self, timeout: float) -> None:
+        """Limit the requests of the check that starts now: `timeout` CPU seconds of the worker
+        where they can be measured, and a wall-clock bound (autograder/cpu_clock.py)."""
+        self.deadline = time.monotonic() + cpu_clock.wall_bound(timeout) + 1.0
+        self.cpu_budget = CpuBudget(timeout) if cpu_clock.measurable() else None
+        if self.cpu_budget is not None and self._ready and self._dead is None:
+            self.cpu_budget.watch(self.worker_pid)
+
+    def end_check(self) -> None:
+        self.deadline, self.cpu_budget = None, None
+
+    def _charge_cpu(self) -> None:
+        """Stop the worker once the check's CPU budget is spent (polled while we wait on it)."""
+        budget = self.cpu_budget
+        if budget is None or not self._ready:
+            return
+        now = time.monotonic()
+        if now - self._cpu_polled < CPU_POLL_S:
+            return
+        self._cpu_polled = now
+        if budget.exhausted():
+            self._die(message("engine.timeout_cpu", seconds=f"{budget.seconds:g}"), BudgetSpent)
 
     # ------------------------------------------------------------ requests
     def request(self, op: str, **payload: Any) -> Any:
@@ -427,7 +463,8 @@ class Sandbox:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 self._die(message("engine.timeout_generic"))
-            _, writable, _ = select.select([], [self._req_w], [], min(remaining, 0.5))
+            _, writable, _ = select.select([], [self._req_w], [], min(remaining, CPU_POLL_S))
+            self._charge_cpu()
             if writable:
                 try:
                     data = data[os.write(self._req_w, data):]
@@ -445,7 +482,9 @@ class Sandbox:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 self._die(message("engine.worker_start_timeout" if starting else "engine.timeout_generic"))
-            ready, _, _ = select.select([self._resp_r, self._status_fd], [], [], min(remaining, 0.5))
+            ready, _, _ = select.select([self._resp_r, self._status_fd], [], [], min(remaining, CPU_POLL_S))
+            if not starting:
+                self._charge_cpu()
             if self._status_fd in ready:
                 self._read_status()
             if self._resp_r in ready:
@@ -504,8 +543,8 @@ class Sandbox:
             return ""
         return data.decode(errors="replace").strip()
 
-    def _die(self, reason: Text) -> None:
-        self._dead = WorkerDied(Feedback((reason,)))
+    def _die(self, reason: Text, kind: type[WorkerDied] = WorkerDied) -> None:
+        self._dead = kind(Feedback((reason,)))
         self.kill()
         raise self._dead
 
@@ -547,6 +586,10 @@ class Sandbox:
             return cached
         try:
             handle = self.request("import", module=name)
+        except BudgetSpent:
+            # This check says it ran out of time; the later ones, that the import never ends.
+            self._modules[name] = WorkerDied(Feedback.of(message("engine.import_timeout", module=name)))
+            raise
         except (StudentError, WorkerDied) as exc:
             self._modules[name] = exc
             raise
