@@ -55,6 +55,20 @@ _ERROR_HINTS = (
 )
 
 
+def keys_not_taken(loaded: Any, weights: dict) -> list[str]:
+    """The grader's weight names that `load_state_dict(weights, strict=False)` did not take.
+
+    torch reports them as *unexpected* keys (the module has no parameter of that name: the
+    learner named the layer differently or left it out); its *missing* keys are the module's own
+    names, never the grader's. Whatever the learner's load_state_dict returned, this never raises.
+    """
+    unexpected = loaded[1] if isinstance(loaded, (list, tuple)) and len(loaded) == 2 else None
+    if not isinstance(unexpected, (list, tuple)):
+        return []
+    names = {key for key in unexpected if isinstance(key, str)}
+    return [key for key in weights if key in names]
+
+
 def describe_student_error(err: StudentError, check_todo: str | None, todo_titles: dict) -> Feedback:
     """A learner's exception as feedback: pending TODOs by name, otherwise a trimmed traceback."""
     from .feedback import format_traceback, student_frames

@@ -9,7 +9,7 @@ import re
 
 import torch
 
-from autograder.checks import describe_student_error, fail
+from autograder.checks import describe_student_error, fail, keys_not_taken
 from autograder.results import message
 from autograder.sandbox import Sandbox, StudentError
 
@@ -34,8 +34,8 @@ def function(sub: Sandbox, name: str):
 
 
 def load_weights(sub: Sandbox, handle, weights: dict, call: str) -> None:
-    missing, _unexpected = sub.call(handle, weights, method="load_state_dict", strict=False)
-    absent = [key for key in weights if key in missing]
+    loaded = sub.call(handle, weights, method="load_state_dict", strict=False)
+    absent = keys_not_taken(loaded, weights)
     if absent:
         fail(message("lesson02.weights_missing", keys=", ".join(absent), call=call))
 

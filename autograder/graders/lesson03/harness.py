@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from autograder.checks import describe_student_error, fail
+from autograder.checks import describe_student_error, fail, keys_not_taken
 from autograder.feedback import compare
 from autograder.results import Block, Figure, message
 from autograder.sandbox import Sandbox, StudentError
@@ -46,8 +46,8 @@ class LearnerAttention:
         cls = sub.getattr(sub.module("attention"), "CausalSelfAttention")
         self.handle = sub.call(cls, SimpleNamespace(**cfg), fused=fused)
         self.sd = weights if weights is not None else ref.random_weights(cfg["n_embd"], gen)
-        missing, _unexpected = sub.call(self.handle, self.sd, method="load_state_dict", strict=False)
-        absent = [key for key in self.sd if key in missing]
+        loaded = sub.call(self.handle, self.sd, method="load_state_dict", strict=False)
+        absent = keys_not_taken(loaded, self.sd)
         if absent:
             fail(message("lesson03.weights_missing", keys=", ".join(absent), call=self.call_text))
         sub.call(self.handle, method="train" if train else "eval")

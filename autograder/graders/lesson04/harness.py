@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import torch
 
-from autograder.checks import fail
+from autograder.checks import fail, keys_not_taken
 from autograder.feedback import compare
 from autograder.results import message
 from autograder.sandbox import Sandbox, StudentError
@@ -66,14 +66,14 @@ class Learner:
 
     def load(self, weights: dict) -> None:
         try:
-            missing, _unexpected = self.sub.call(self.handle, weights, method="load_state_dict", strict=False)
+            loaded = self.sub.call(self.handle, weights, method="load_state_dict", strict=False)
         except StudentError as err:
             found = _SIZE_MISMATCH.search(err.message)
             if err.todo_pending is None and found:
                 fail(message("lesson04.weights_shape", call=self.call_text, name=found[1],
                              expected=f"({found[2]})", got=f"({found[3]})"))
             raise
-        absent = [key for key in weights if key in missing]
+        absent = keys_not_taken(loaded, weights)
         if absent:
             fail(message("lesson04.weights_missing", keys=", ".join(absent[:6]), call=self.call_text))
         self.weights = weights

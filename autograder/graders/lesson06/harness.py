@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import torch
 
-from autograder.checks import describe_student_error, fail
+from autograder.checks import describe_student_error, fail, keys_not_taken
 from autograder.results import Block, message
 from autograder.sandbox import Sandbox, StudentError
 
@@ -65,8 +65,8 @@ class WorkerGPT:
         config = sub.call(sub.getattr(mod, "GPTConfig"), **self.cfg)
         self.handle = sub.call(sub.getattr(mod, "GPT"), config)
         self.state = ref.random_state(trusted_skeleton(self.cfg), gen)
-        missing, _unexpected = sub.call(self.handle, self.state, method="load_state_dict", strict=False)
-        absent = [key for key in self.state if key in missing]
+        loaded = sub.call(self.handle, self.state, method="load_state_dict", strict=False)
+        absent = keys_not_taken(loaded, self.state)
         if absent:
             fail(message("lesson06.gpt_weights_missing", keys=", ".join(absent[:6])))
         sub.call(self.handle, method="train" if train else "eval")

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from autograder.checks import describe_student_error, fail
+from autograder.checks import describe_student_error, fail, keys_not_taken
 from autograder.feedback import compare
 from autograder.results import message
 from autograder.sandbox import StudentError
@@ -75,8 +75,8 @@ def test_own_pieces(own_submission, check_seed):
 
     handle = _run("lesson06.own_what_build", build)
     state = ref.random_state(trusted_skeleton(cfg), gen)
-    missing, _ = _run("lesson06.own_what_build", lambda: own.call(handle, state, method="load_state_dict", strict=False))
-    absent = [key for key in state if key in missing]
+    loaded = _run("lesson06.own_what_build", lambda: own.call(handle, state, method="load_state_dict", strict=False))
+    absent = keys_not_taken(loaded, state)
     if absent:
         fail(message("lesson06.own_weights_missing", keys=", ".join(absent[:6])), message("lesson06.own_not_counted"))
     own.call(handle, method="eval")
