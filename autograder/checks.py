@@ -73,6 +73,9 @@ def describe_student_error(err: StudentError, check_todo: str | None, todo_title
     """A learner's exception as feedback: pending TODOs by name, otherwise a trimmed traceback."""
     from .feedback import format_traceback, student_frames
 
+    if err.type_name == "MissingSubmodule" and not err.frames_in_root():
+        # Raised by the worker's own capture hook, not by the learner's code.
+        return Feedback.of(message("engine.missing_submodule", name=err.message[:80]))
     pending = err.todo_pending
     if pending is not None:
         parts: list[Part] = [message("engine.todo_pending", todo=pending, title=todo_titles.get(pending, ""))]

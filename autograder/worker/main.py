@@ -26,6 +26,10 @@ from autograder.protocol import FrameReader, ProtocolError, decode, encode, writ
 LIBRARIES = ("torch", "numpy", "math", "functools")
 
 
+class MissingSubmodule(Exception):
+    """A grader asked to watch a submodule (e.g. attn_drop) that the learner's module lacks."""
+
+
 class Worker:
     def __init__(self, root: Path, req_fd: int, resp_fd: int) -> None:
         self.root = root
@@ -130,7 +134,12 @@ class Worker:
 
     @contextlib.contextmanager
     def _capture_inputs(self, module: Any, path: str, sink: list):
-        sub = module.get_submodule(path)
+        try:
+            sub = module.get_submodule(path)
+        except AttributeError:
+            # The grader's hook needs a part the learner's module lacks: say which, under a name
+            # the trusted side reports as such (not as the learner's AttributeError).
+            raise MissingSubmodule(path) from None
 
         def hook(_mod, inputs):
             if inputs:

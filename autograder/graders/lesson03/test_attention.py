@@ -35,10 +35,16 @@ from .harness import (
 def _weights(traced: dict, attn: LearnerAttention, x: torch.Tensor) -> torch.Tensor:
     """The attention weights as they entered attn_drop (the first time: passing through it
     more than once is dropout-modes' business)."""
-    captured = traced["captured"]
+    captured = [c for c in traced["captured"] if isinstance(c, torch.Tensor)]
     if not captured:
         fail(attn.called(x), message("lesson03.attn_drop_calls", count=0))
-    return captured[0]
+    first = captured[0]
+    heads = attn.n_head
+    if first.dim() == 3 and len(captured) >= heads and all(c.shape == first.shape for c in captured[:heads]):
+        # Heads computed one by one (a loop over heads, each through attn_drop): (B, T, T) each,
+        # stacked into the (B, nh, T, T) the checks read.
+        return torch.stack(captured[:heads], dim=1)
+    return first
 
 
 def _leak_not_from_mask(attn: LearnerAttention, x: torch.Tensor) -> list:
