@@ -44,18 +44,16 @@ RESTORE = "        model.train(was_training)"
 
 BUGGY: list[Variant] = [
     # ---- TODO [temperature]
-    # generate's greedy paths break too (torch.cat of (B, T) and (B,))
     Variant("greedy-no-keepdim", GEN, ARGMAX, "        return logits.argmax(dim=-1)",
             "temperature", "argmax without keepdim: (B,) instead of (B, 1)",
-            collateral=("crop-context", "kv-cache")),
-    # dividing by 0 gives nan: generate's greedy paths fail too
+            collateral=()),
+    # dividing by 0 gives nan
     Variant("greedy-divides-by-zero", GEN, GREEDY, "",
             "temperature", "no special case for temperature 0: divides by zero",
-            collateral=("crop-context", "kv-cache")),
-    # generate's greedy paths sample instead
+            collateral=()),
     Variant("greedy-samples", GEN, ARGMAX, "        temperature = 1.0",
             "temperature", "temperature 0 treated as 1: samples instead of taking the argmax",
-            collateral=("crop-context", "kv-cache")),
+            collateral=()),
     Variant("temperature-multiplied", GEN, DIVIDE, "    logits = logits * temperature\n",
             "temperature", "multiplies the logits by the temperature",
             collateral=()),

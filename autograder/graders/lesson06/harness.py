@@ -153,34 +153,44 @@ def rows(context: torch.Tensor, got: torch.Tensor, expected: torch.Tensor, limit
     return Block("\n".join(lines) + "\n")
 
 
-# ---------------------------------------------------------------- greedy generation
+# ---------------------------------------------------------------- sampled generation
+# The generation checks of crop-context, kv-cache and eval-mode sample at temperature 1 with
+# no top_k and a seeded generator: at temperature 1 the temperature TODO's division changes
+# nothing and its greedy branch is never taken, so a slip in sample_next costs only its own
+# checks (greedy and temperature), not every check that generates.
+SAMPLED_TEMPERATURE = 1.0
 
 
-def judge_greedy(model: WorkerGPT, idx: torch.Tensor, out: torch.Tensor, called, *, extra=()) -> None:
-    """Each new token must be the reference's argmax (within TIE) given the learner's prefix,
-    seen through the last block_size tokens."""
+def judge_sampled(model: WorkerGPT, idx: torch.Tensor, out: torch.Tensor, seed: int, called, *, extra=()) -> None:
+    """Replay the draws on the learner's own prefix, seen through the last block_size tokens:
+    one torch.multinomial per step on the eval-mode distribution, from a generator seeded
+    `seed`, as sample_next draws at temperature 1."""
     T, bs = idx.shape[1], model.cfg["block_size"]
     if not torch.equal(out[:, :T], idx):
         fail(called, message("lesson06.prefix_changed", got=str(out[0, :T].tolist()), expected=str(idx[0].tolist())))
     V = model.cfg["vocab_size"]
     if bool(((out < 0) | (out >= V)).any()):
         fail(called, message("lesson06.tokens_out_of_range", V=V, got=str(out[0].tolist())))
+    g = torch.Generator().manual_seed(seed)
+    expected = out.clone()
     steps = ref.next_logits(model.trusted, out, T, bs)  # (steps, B, V)
     for t in range(T, out.shape[1]):
-        logits = steps[t - T]
-        margin = ref.greedy_margin(logits, out[:, t])
-        if bool((margin > TIE).any()):
-            expected = out.clone()
-            expected[:, t] = logits.argmax(dim=-1)
-            fail(called, message("lesson06.greedy_step_wrong", step=t - T, position=t, bs=bs),
-                 message("lesson06.rows_legend"), rows(idx, out[:, :t + 1], expected[:, :t + 1]), *extra)
+        probs = torch.softmax(steps[t - T].float() / SAMPLED_TEMPERATURE, dim=-1)
+        expected[:, t] = torch.multinomial(probs, num_samples=1, generator=g).view(-1)
+        if not torch.equal(out[:, t], expected[:, t]):
+            fail(called, message("lesson06.sampled_wrong", step=t - T), message("lesson06.rows_legend"),
+                 rows(idx, out[:, :t + 1], expected[:, :t + 1]), *extra)
 
 
-def generate_greedy(submission, model: WorkerGPT, idx: torch.Tensor, steps: int, use_cache: bool, hints=None):
-    called = message("lesson06.called_generate", model=model.text, shape=tuple(idx.shape), steps=steps,
-                     options=f"temperature=0, use_cache={use_cache}")
+def generate_sampled(submission, model: WorkerGPT, idx: torch.Tensor, steps: int, use_cache: bool, seed: int,
+                     hints=None, mode: str = "eval"):
+    """The learner's generate at temperature 1 with a worker generator seeded `seed`:
+    (tokens (B, T + steps), the call's description for feedback)."""
+    called = message("lesson06.called_generate_sampled", model=model.text, shape=tuple(idx.shape), steps=steps,
+                     options=f"temperature={SAMPLED_TEMPERATURE}, use_cache={use_cache}", seed=seed, mode=mode)
     with hinted(*FROM_SAMPLE_NEXT, *(hints if hints is not None else CROP_HINTS)):
-        out = submission.call(function(submission, "generate"), model.handle, idx, steps, temperature=0,
+        out = submission.call(function(submission, "generate"), model.handle, idx, steps,
+                              temperature=SAMPLED_TEMPERATURE, generator=worker_generator(submission, seed),
                               use_cache=use_cache)
     return expect_tokens(out, (idx.shape[0], idx.shape[1] + steps), called, what="lesson06.what_generated"), called
 

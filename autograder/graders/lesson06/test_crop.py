@@ -1,7 +1,8 @@
 """Hidden checks of crop_context and of generate with a context longer than block_size
 (TODO crop-context). generate runs lesson 04's reference GPT, built in the worker with
-weights the grader draws; greedy decoding is judged token by token against the float64
-reference's argmax on the learner's own prefix (so a near-tie cannot fail a right answer)."""
+weights the grader draws; generation samples at temperature 1 with a seeded generator (so a
+slip in sample_next's greedy branch or temperature costs only those TODOs' checks) and each
+draw is replayed on the learner's own prefix."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from autograder.checks import fail
 from autograder.results import message
 
 from . import reference as ref
-from .harness import GPT_CFG, WorkerGPT, function, generate_greedy, generator, judge_greedy, tokens
+from .harness import GPT_CFG, WorkerGPT, draw_seed, function, generate_sampled, generator, judge_sampled, tokens
 
 
 def _crop_diagnosis(out: torch.Tensor, idx: torch.Tensor, bs: int):
@@ -56,5 +57,6 @@ def test_crop_generate(submission, check_seed):
     bs = GPT_CFG["block_size"]
     for T, steps in ((bs + 4, 4), (bs, 3)):
         idx = tokens(2, T, GPT_CFG["vocab_size"], gen)
-        out, called = generate_greedy(submission, model, idx, steps, use_cache=False)
-        judge_greedy(model, idx, out, called, extra=(message("lesson06.crop_generate_hint", bs=bs),))
+        seed = draw_seed(gen)
+        out, called = generate_sampled(submission, model, idx, steps, use_cache=False, seed=seed)
+        judge_sampled(model, idx, out, seed, called, extra=(message("lesson06.crop_generate_hint", bs=bs),))
