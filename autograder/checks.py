@@ -69,8 +69,11 @@ def keys_not_taken(loaded: Any, weights: dict) -> list[str]:
     return [key for key in weights if key in names]
 
 
-def describe_student_error(err: StudentError, check_todo: str | None, todo_titles: dict) -> Feedback:
-    """A learner's exception as feedback: pending TODOs by name, otherwise a trimmed traceback."""
+def describe_student_error(err: StudentError, check_todo: str | None, todo_titles: dict,
+                           raised_in: Any = None) -> Feedback:
+    """A learner's exception as feedback: pending TODOs by name, otherwise a trimmed traceback;
+    `raised_in` (results.RaisedIn) names the TODO whose code raised, when it is not this
+    check's: the check waits on that one."""
     from .feedback import format_traceback, student_frames
 
     if err.type_name == "MissingSubmodule" and not err.frames_in_root():
@@ -91,6 +94,9 @@ def describe_student_error(err: StudentError, check_todo: str | None, todo_title
         if needle in err.message:
             parts.append(Text(key))
             break
+    if raised_in is not None and check_todo and raised_in.todo != check_todo:
+        parts.append(message("engine.raised_in_other_todo", todo=check_todo, other=raised_in.todo,
+                             file=raised_in.file, line=raised_in.line))
     return Feedback(tuple(parts))
 
 

@@ -26,12 +26,12 @@ from typing import Iterable
 
 import pytest
 
-from . import cpu_clock, isolation
+from . import blame, cpu_clock, isolation
 from .checks import CheckFailure, describe_student_error
 from .intake import contained, refused
 from .manifest import Course, Lesson
 from .practice import grade_practice, has_practice_tests
-from .results import CheckResult, CourseResult, Feedback, LessonResult, Status, Text, message
+from .results import CheckResult, CourseResult, Feedback, LessonResult, RaisedIn, Status, Text, message
 from .sandbox import Limits, Sandbox, StudentError, WorkerDied
 
 GRADERS_ROOT = Path(__file__).with_name("graders")
@@ -122,7 +122,7 @@ def grade(course: Course, lessons: Iterable[Lesson], submission: Path | None = N
             if index + 1 < len(lessons):
                 sandbox_for(index + 1).start()
             sandbox = sandbox_for(index)
-            result = grade_lesson(lesson, sandbox, seed, own=mine)
+            result = grade_lesson(lesson, sandbox, seed, own=mine, stubs=stub_folder(course, lesson, folders[index]))
             sandboxes.pop(index).close()
             results.append(result)
             if on_lesson is not None:
@@ -144,11 +144,29 @@ def _provided_files(course: Course, lesson: Lesson, own: dict[str, Path] | None)
     return own or {}
 
 
+def stub_folder(course: Course, lesson: Lesson, submission: Path) -> Path | None:
+    """Where the lesson's untouched stubs are, for autograder/blame.py: the hidden graders' copy,
+    else the course's exercises/ when it is not the folder being graded (a learner's repository
+    holds their own code there); None when neither exists."""
+    copies = graders_root() / "stubs" / lesson.folder
+    if copies.is_dir():
+        return copies
+    exercises = course.root / "exercises" / lesson.folder
+    try:
+        if exercises.is_dir() and exercises.resolve() != Path(submission).resolve():
+            return exercises
+    except OSError:
+        pass
+    return None
+
+
 def grade_lesson(lesson: Lesson, sandbox: Sandbox, seed: int, *,
-                 own: dict[str, Path] | None = None) -> LessonResult:
+                 own: dict[str, Path] | None = None, stubs: Path | None = None) -> LessonResult:
     """Grade one lesson in `sandbox`; `own` are the learner's own files of the lessons it uses
-    (for the `own_submission` fixture), None when they are not there."""
+    (for the `own_submission` fixture), None when they are not there; `stubs` the folder of the
+    lesson's untouched stubs (to tell which TODO a line that raised belongs to)."""
     plugin = GradingPlugin(lesson, sandbox, seed, own)
+    plugin.stubs = stubs
     folder = graders_root() / lesson.graders
     if not folder.is_dir() and has_practice_tests(sandbox.submission):
         # A student release graded without the instructor's hidden graders: say so, and grade
@@ -218,6 +236,7 @@ class GradingPlugin:
         self.internal_error: Feedback | None = None
         self._todo_titles = {todo.id: dict(todo.title) for todo in lesson.todos}
         self.interrupted = False
+        self.stubs: Path | None = None
 
     def pytest_keyboard_interrupt(self, excinfo) -> None:
         # pytest also calls this for its own Interrupted (e.g. a collection error): only a
@@ -310,16 +329,41 @@ class GradingPlugin:
             max_score = 0.0 if status is Status.SKIPPED else float(spec.points)
             result = CheckResult(spec.id, spec.todo, status, 0.0, max_score, feedback, call.duration,
                                  figures=list(getattr(call.excinfo.value, "figures", ())))
+            if isinstance(call.excinfo.value, StudentError):
+                result.raised_in = self.raised_in(call.excinfo.value)
+                if result.raised_in is not None and result.raised_in.todo != spec.todo:
+                    result.waits_on = result.raised_in.todo
         else:
             return report
         self.records[check_id] = result
         return report
 
+    def raised_in(self, err: StudentError) -> RaisedIn | None:
+        """Where in the lesson's TODOs the learner's exception was raised (None: no claim)."""
+        pending = err.todo_pending
+        if pending is not None:
+            return RaisedIn(pending, "", 0)
+        frame = blame.innermost_learner_frame(err.frames, err.root)
+        if frame is None:
+            return None
+        try:
+            name = Path(frame["filename"]).relative_to(err.root).as_posix()
+        except ValueError:
+            return None
+        if name not in self.lesson.files:
+            return None
+        text = blame.read_text(Path(err.root) / name)
+        stub = blame.read_text(self.stubs / name) if self.stubs is not None else None
+        if text is None:
+            return None
+        todo = blame.todo_at(text, int(frame.get("lineno") or 0), stub, {t.id for t in self.lesson.todos})
+        return RaisedIn(todo, name, int(frame.get("lineno") or 0)) if todo is not None else None
+
     def classify(self, exc: BaseException, spec) -> tuple[Status, Feedback]:
         if isinstance(exc, CheckFailure):
             return Status.FAILED, exc.feedback
         if isinstance(exc, StudentError):
-            return Status.FAILED, describe_student_error(exc, spec.todo, self._todo_titles)
+            return Status.FAILED, describe_student_error(exc, spec.todo, self._todo_titles, self.raised_in(exc))
         if isinstance(exc, WorkerDied):
             return Status.ERROR, exc.feedback
         if isinstance(exc, pytest.skip.Exception):

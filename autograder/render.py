@@ -21,7 +21,7 @@ from rich.padding import Padding
 from rich.text import Text as RichText
 
 from . import i18n
-from .results import Block, CheckResult, CourseResult, Feedback, LessonResult, Status
+from .results import Block, CheckResult, CourseResult, Feedback, LessonResult, RaisedIn, Status
 
 # A check message longer than this many lines is folded into <details> in Markdown.
 MARKDOWN_FOLD_LINES = 15
@@ -108,6 +108,10 @@ def to_json_dict(result: CourseResult, lang: str) -> dict[str, Any]:
                         "score": _num(check.score),
                         "max_score": _num(check.max_score),
                         "informational": bool(check.informational),
+                        # Where the learner's code raised, and the other TODO this check waits on.
+                        "raised_in": ({"todo": check.raised_in.todo, "file": check.raised_in.file,
+                                       "line": check.raised_in.line} if check.raised_in else None),
+                        "waits_on": check.waits_on,
                         "message": i18n.feedback_text(check.feedback, lang),
                         # The same message in parts, so that a renderer reading this file
                         # (the workflow's report step) can fence heatmaps and tracebacks.
@@ -151,9 +155,15 @@ def from_json_dict(data: dict[str, Any]) -> CourseResult:
                 if parts is None:  # an older results.json: the message as one paragraph
                     parts = [{"kind": "text", "text": check["message"]}] if check["message"] else []
                 feedback = Feedback(tuple(Block(str(p["text"]), str(p["kind"])) for p in parts))
+                raised = check.get("raised_in")
+                waits = check.get("waits_on")
                 checks.append(CheckResult(str(check["id"]), check["todo"], Status(check["status"]),
                                           float(check["score"]), float(check["max_score"]), feedback,
-                                          informational=bool(check.get("informational", False))))
+                                          informational=bool(check.get("informational", False)),
+                                          raised_in=RaisedIn(str(raised["todo"]), str(raised.get("file", "")),
+                                                             int(raised.get("line", 0)))
+                                          if isinstance(raised, dict) else None,
+                                          waits_on=str(waits) if isinstance(waits, str) else None))
             walls = lesson.get("isolation")
             lessons.append(LessonResult(str(lesson["id"]), str(lesson["slug"]), {data["language"]: str(lesson["title"])},
                                         int(lesson["xp_max"]), checks, mode=str(lesson.get("mode", "hidden")),

@@ -74,6 +74,16 @@ class Feedback:
         return bool(self.parts)
 
 
+@dataclass(frozen=True)
+class RaisedIn:
+    """Where the learner's exception was raised: the TODO whose code raised it (autograder/
+    blame.py), and the file and line ("" and 0 for a pending TODO's stub)."""
+
+    todo: str
+    file: str
+    line: int
+
+
 @dataclass
 class CheckResult:
     id: str
@@ -87,6 +97,11 @@ class CheckResult:
     informational: bool = False
     # Pictures not yet drawn (autograder/figures.py draws them and points the feedback at them).
     figures: list[Figure] = field(default_factory=list)
+    # The learner's code raised inside this TODO's code (None: no exception, or no claim).
+    raised_in: RaisedIn | None = None
+    # Set when raised_in names ANOTHER TODO: this check cannot judge its own TODO until that
+    # one is fixed, and its message says so.
+    waits_on: str | None = None
 
 
 @dataclass

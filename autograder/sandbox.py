@@ -72,9 +72,17 @@ class Limits:
 class StudentError(Exception):
     """The learner's code raised an exception (in the worker)."""
 
-    def __init__(self, type_name: str, message: str, frames: list[dict], root: str) -> None:
+    def __init__(self, type_name: str, message: str, frames: list[dict], root: str,
+                 bases: tuple[str, ...] = ()) -> None:
         super().__init__(f"{type_name}: {message}")
         self.type_name, self.message, self.frames, self.root = type_name, message, frames, root
+        # The exception class's MRO by name (the worker sends it), the type itself first.
+        self.bases = tuple(bases) or (type_name,)
+
+    def is_a(self, name: str) -> bool:
+        """isinstance(exc, <builtin class `name`>), judged by name along the MRO: a learner's
+        subclass of ValueError is a ValueError."""
+        return name in self.bases
 
     def frames_in_root(self) -> bool:
         """Whether any frame of the traceback is in the learner's own files."""
@@ -443,7 +451,7 @@ class Sandbox:
         if "error" in msg:
             err = msg["error"] if isinstance(msg["error"], dict) else {}
             raise StudentError(str(err.get("type", "Error"))[:100], str(err.get("message", ""))[:4000],
-                               _frames(err.get("frames")), str(self.root))
+                               _frames(err.get("frames")), str(self.root), _names(err.get("bases")))
         try:
             return decode(msg.get("ok"), bufs, self._handle)
         except ProtocolError as exc:
@@ -623,6 +631,13 @@ class Sandbox:
 
     def vjp(self, target: Handle, x: Any, cotangents: list) -> list:
         return self.request("vjp", target=target, input=x, cotangents=cotangents)
+
+
+def _names(raw: Any) -> tuple[str, ...]:
+    """A worker's exception class names, reduced to bounded strings."""
+    if not isinstance(raw, list):
+        return ()
+    return tuple(str(name)[:100] for name in raw[:21] if isinstance(name, str))
 
 
 def _frames(raw: Any) -> list[dict]:

@@ -311,8 +311,10 @@ def sync(course: Course, check_only: bool) -> list[str]:
     # The reference pieces first: the graders of a later lesson need them even while another
     # lesson's solution is still being written.
     drift: list[str] = _sync_references(course, solutions_dir, check_only)
+    generated = {lesson.folder: generate_lesson(lesson, solutions_dir, exercises_dir) for lesson in course.lessons}
+    drift += _sync_stub_copies(course, generated, check_only)
     for lesson in course.lessons:
-        expected = generate_lesson(lesson, solutions_dir, exercises_dir)
+        expected = generated[lesson.folder]
         drift += _sync_folder(exercises_dir / lesson.folder, f"exercises/{lesson.folder}", expected, check_only)
     folders = {lesson.folder for lesson in course.lessons}
     if exercises_dir.is_dir():
@@ -340,6 +342,21 @@ def reference_pieces(course: Course, solutions_dir: Path) -> dict[str, str]:
                     raise StubError(f"{_shown(source)}: not found, but course.yml lists it for lesson {lesson.folder}")
                 pieces[f"{lesson.folder}/{name}"] = strip_markers(source.read_text(encoding="utf-8"), _shown(source))
     return pieces
+
+
+# The graders' copy of each lesson file's stub: in a learner's repository exercises/ holds the
+# learner's own code, and autograder/blame.py needs the stub to tell given code from a TODO's.
+STUB_COPIES_DIR = Path("autograder") / "graders" / "stubs"
+
+
+def _sync_stub_copies(course: Course, generated: dict[str, dict[str, str]], check_only: bool) -> list[str]:
+    target = course.root / STUB_COPIES_DIR
+    if not target.parent.is_dir():
+        return []
+    copies = {f"{lesson.folder}/{name}": generated[lesson.folder][name]
+              for lesson in course.lessons for name in lesson.files
+              if name.endswith(".py") and name in generated[lesson.folder]}
+    return _sync_folder(target, STUB_COPIES_DIR.as_posix(), copies, check_only)
 
 
 def _sync_references(course: Course, solutions_dir: Path, check_only: bool) -> list[str]:

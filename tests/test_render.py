@@ -97,7 +97,8 @@ def test_json_contract_types_and_values():
     assert type(l04["xp"]) is int and type(l04["completed"]) is bool
     assert (l03["xp_max"], l04["xp_max"], l03["mode"]) == (50, 60, "hidden")
 
-    check_keys = {"id", "todo", "status", "score", "max_score", "informational", "message", "feedback"}
+    check_keys = {"id", "todo", "status", "score", "max_score", "informational", "raised_in", "waits_on", "message",
+                  "feedback"}
     for lesson in data["lessons"]:
         for check in lesson["checks"]:
             assert set(check) == check_keys
@@ -114,6 +115,8 @@ def test_json_contract_types_and_values():
         "score": 6,
         "max_score": 6,
         "informational": False,
+        "raised_in": None,
+        "waits_on": None,
         "message": "",
         "feedback": [],
     }

@@ -465,6 +465,14 @@ def boom():
     raise ValueError("mal")
 
 
+class Unknown(ValueError):
+    pass
+
+
+def boom_subclass():
+    raise Unknown("no está en el vocabulario")
+
+
 def todo():
     raise NotImplementedError("TODO [mask] pendiente: registra la máscara")
 
@@ -611,6 +619,15 @@ def test_learner_exceptions_are_data(box):
     with pytest.raises(StudentError) as info:
         box.call(tiny(box, "todo"))
     assert info.value.todo_pending == "mask"
+
+
+def test_learner_exception_types_are_judged_like_isinstance(box):
+    with pytest.raises(StudentError) as info:
+        box.call(tiny(box, "boom_subclass"))
+    err = info.value
+    assert err.type_name == "Unknown"
+    assert err.is_a("Unknown") and err.is_a("ValueError") and err.is_a("Exception")
+    assert not err.is_a("KeyError") and not err.is_a("TypeError")
 
 
 def test_worker_and_supervisor_environments_hold_no_secret(box):

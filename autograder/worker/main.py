@@ -236,7 +236,10 @@ def _describe_exception(exc: BaseException) -> dict:
         message = str(exc)
     except BaseException:
         message = "<unprintable>"
-    return {"type": type(exc).__name__, "message": message[:4000], "frames": frames}
+    # The class names along the MRO, so the trusted side can judge "is a ValueError" the way
+    # isinstance would (a learner's subclass of the expected exception passes).
+    bases = [type(exc).__name__] + [cls.__name__ for cls in type(exc).__mro__ if cls.__module__ == "builtins"][:20]
+    return {"type": type(exc).__name__, "message": message[:4000], "frames": frames, "bases": bases}
 
 
 def _warm_up(torch) -> None:
