@@ -191,7 +191,12 @@ def annotations(course: Course, result, lang: str, repo: Path) -> list[str]:
             seen.add(key)
             if len(lines) == MAX_ANNOTATIONS:
                 return lines
-            file, line = locate(course, lesson, check.todo, check.id, repo)
+            raised = check.raised_in
+            if raised is not None and raised.line > 0 and raised.file in lesson.files:
+                # The learner's code raised: the annotation sits on the line that raised.
+                file, line = (Path("exercises") / lesson.folder / raised.file).as_posix(), raised.line
+            else:
+                file, line = locate(course, lesson, check.todo, check.id, repo)
             text = " ".join(i18n.feedback_text(check.feedback, lang).split())[:ANNOTATION_CHARS]
             title = f"{lesson.id} · {check.id}" + (f" · TODO [{check.todo}]" if check.todo else "")
             # An informational check (own-pieces) never costs points: a warning, not an error.

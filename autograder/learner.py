@@ -152,10 +152,15 @@ def _failing(check) -> bool:
 
 
 def blocking_todo(check, todo_ids: list[str]) -> str | None:
-    """The TODO a failing check waits on: the pending TODO the engine names in its feedback
-    (a later check cannot run while an earlier TODO raises NotImplementedError), else its own."""
+    """The TODO a failing check waits on: the TODO whose code raised (results.RaisedIn: the
+    learner's mistake, whichever check ran into it), the pending TODO the engine names in its
+    feedback (a later check cannot run while an earlier TODO raises NotImplementedError), else
+    its own."""
     from .results import Text
 
+    raised = getattr(check, "raised_in", None)
+    if raised is not None and raised.todo in todo_ids:
+        return raised.todo
     for part in check.feedback.parts:
         if isinstance(part, Text) and part.key == "engine.todo_pending" and part.params.get("todo") in todo_ids:
             return part.params["todo"]
@@ -168,6 +173,15 @@ def lesson_next_step(course: Course, lesson: Lesson, result) -> NextStep | None:
         return None
     order = [todo.id for todo in lesson.todos]
     failing = [check for check in result.checks if _failing(check)]
+    # An error the learner's code raised is the mistake to fix first, at the line that raised.
+    raised = [(order.index(c.raised_in.todo), index, c) for index, c in enumerate(failing)
+              if c.raised_in is not None and c.raised_in.todo in order and c.raised_in.line > 0
+              and c.raised_in.file in lesson.files]
+    if raised:
+        _, _, check = min(raised, key=lambda item: item[:2])
+        path = (Path("exercises") / lesson.folder / check.raised_in.file).as_posix()
+        return NextStep("todo", lesson, todo=check.raised_in.todo, check=check.id, path=path,
+                        line=check.raised_in.line)
     pointed = [(order.index(todo), index, check, todo) for index, check in enumerate(failing)
                if (todo := blocking_todo(check, order)) is not None]
     if pointed:

@@ -67,6 +67,32 @@ def test_next_step_is_the_first_failing_todo_at_its_line(tmp_path, region, todo,
         assert waiting and all(blocking_todo(c, [t.id for t in lesson.todos]) == "head-reshape" for c in waiting)
 
 
+@pytest.mark.parametrize("find, replace, todo", [
+    # A .view with the heads in the wrong place crashes in head-reshape's own line, although
+    # [mask] comes first in the lesson and its checks fail too.
+    ("q = q.view(B, T, self.n_head, hs).transpose(1, 2)", "q = q.view(B, self.n_head, T, hs * 2)", "head-reshape"),
+    # .view right after .transpose, without .contiguous(): the crash is contiguous-view's.
+    ("y = y.transpose(1, 2).contiguous().view(B, T, C)", "y = y.transpose(1, 2).view(B, T, C)", "contiguous-view"),
+])
+def test_next_step_is_the_line_that_raised(tmp_path, find, replace, todo):
+    root = make_course(tmp_path / "course", {"03": "solved"})
+    course = load_course(root / "course.yml")
+    lesson = course.lesson("03")
+    attention = root / "exercises" / lesson.folder / "attention.py"
+    text = attention.read_text(encoding="utf-8")
+    assert text.count(find) == 1
+    attention.write_text(text.replace(find, replace), encoding="utf-8")
+    line = next(n for n, row in enumerate(attention.read_text(encoding="utf-8").splitlines(), start=1)
+                if replace in row)
+
+    result = grade(course, [lesson], seed=SEED).lessons[0]
+    step = lesson_next_step(course, lesson, result)
+
+    assert (step.kind, step.todo, step.path, step.line) == (
+        "todo", todo, "exercises/03-atencion-causal/attention.py", line)
+    assert describe_step(step, "es")[0] == f"Siguiente: TODO [{todo}] en exercises/03-atencion-causal/attention.py:{line}"
+
+
 def test_locate_step_without_the_todo_comment_names_only_the_file(tmp_path):
     root = make_course(tmp_path / "course", {"03": "solved"})
     course = load_course(root / "course.yml")
