@@ -73,6 +73,8 @@ def test_next_step_is_the_first_failing_todo_at_its_line(tmp_path, region, todo,
     ("q = q.view(B, T, self.n_head, hs).transpose(1, 2)", "q = q.view(B, self.n_head, T, hs * 2)", "head-reshape"),
     # .view right after .transpose, without .contiguous(): the crash is contiguous-view's.
     ("y = y.transpose(1, 2).contiguous().view(B, T, C)", "y = y.transpose(1, 2).view(B, T, C)", "contiguous-view"),
+    # A SyntaxError has no frame of its own: its line is still where the step points.
+    ("q, k, v = qkv.split(C, dim=2)", "q, k, v = qkv.split(C, dim=2", "head-reshape"),
 ])
 def test_next_step_is_the_line_that_raised(tmp_path, find, replace, todo):
     root = make_course(tmp_path / "course", {"03": "solved"})

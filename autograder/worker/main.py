@@ -232,6 +232,11 @@ def _describe_exception(exc: BaseException) -> dict:
         {"filename": f.filename, "lineno": f.lineno or 0, "name": f.name, "line": (f.line or "")[:300]}
         for f in traceback.extract_tb(exc.__traceback__)
     ][-30:]
+    if isinstance(exc, SyntaxError) and isinstance(exc.filename, str) and isinstance(exc.lineno, int):
+        # A syntax error's place is not a frame of its traceback: add it as the innermost one,
+        # so the trusted side can point at the learner's line (and the TODO it belongs to).
+        frames.append({"filename": exc.filename, "lineno": exc.lineno, "name": "<module>",
+                       "line": (exc.text or "").rstrip("\n")[:300]})
     try:
         message = str(exc)
     except BaseException:
