@@ -2,7 +2,8 @@
 are not available (a student release whose workflow has no token for the instructor's graders).
 
 Each practice test becomes one check worth 1 point, named after the test and attributed to the
-TODO in its `@pytest.mark.todo("id")` marker; the lesson is completed when they all pass. The
+TODO in its `@pytest.mark.todo("id")` marker; the lesson is completed when they all pass (a
+test that skipped itself did not pass). The
 tests run inside the sandboxed worker (they import the learner's code), so the engine keeps
 its isolation, but their outcome is only as trustworthy as the learner's copy of the tests:
 the result is marked mode="practice" and every renderer says "nota de práctica".
@@ -59,9 +60,13 @@ def _check(outcome: dict, titles: dict) -> CheckResult:
     if status is Status.PASSED:
         return CheckResult(name, todo, status, 1.0, 1.0, duration=duration)
     if status is Status.SKIPPED:
-        return CheckResult(name, todo, status, 0.0, 0.0,
-                           Feedback.of(message("engine.skipped", reason=str(outcome.get("message", ""))[:300])),
-                           duration)
+        # A practice test that did not run proved nothing: it cannot count toward completing the
+        # lesson (the hidden graders' GPU check is the only check allowed to skip, and it is not
+        # a practice test). Its point stays on the table, on the same 1-point scale.
+        reason = str(outcome.get("message", "")).strip()
+        reason = reason[len("Skipped:"):].strip() if reason.startswith("Skipped:") else reason
+        return CheckResult(name, todo, Status.FAILED, 0.0, 1.0,
+                           Feedback.of(message("engine.practice_not_run", reason=reason[:300])), duration)
     detail = str(outcome.get("message", ""))
     pending = _PENDING.search(detail)
     parts = []

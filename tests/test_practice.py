@@ -98,3 +98,24 @@ def test_without_graders_nor_practice_tests_every_check_is_an_error(course, less
     files = solution_files(lesson03)
     lesson = grade(course, [lesson03], write_submission(tmp_path / "bare", files), seed=SEED).lessons[0]
     assert lesson.mode == "hidden" and all(c.status is Status.ERROR for c in lesson.checks)
+
+
+def test_a_practice_test_that_skipped_itself_never_completes_the_lesson(tmp_path, no_graders):
+    """The learner release: lesson 06 finished but lessons 03 and 04 still stubs, so the
+    practice tests that need the learner's GPT skip themselves. What they would have caught
+    (a wrong `pos`, say) must not earn "completada" and its XP."""
+    from autograder.manifest import load_course
+    from learner_course import make_course
+
+    root = make_course(tmp_path / "course", {"03": "stub", "04": "stub", "06": "solved"})
+    course = load_course(root / "course.yml")
+    lesson06 = course.lesson("06")
+    result = grade(course, [lesson06], seed=SEED).lessons[0]
+    assert result.mode == "practice"
+    not_run = [c for c in result.checks if "no se pudo ejecutar" in feedback_text(c.feedback, "es")]
+    assert not_run, "lesson 06's GPT-dependent practice tests skip while lessons 03 and 04 are stubs"
+    assert all(c.status is Status.FAILED and (c.score, c.max_score) == (0.0, 1.0) for c in not_run)
+    assert all("Skipped:" not in feedback_text(c.feedback, "es") for c in not_run)
+    assert "necesita tu GPT" in feedback_text(not_run[0].feedback, "es")
+    assert not result.completed and result.xp == 0
+    assert result.max_score == len(result.checks)  # one scale: every practice test is worth 1
