@@ -197,10 +197,13 @@ def lesson_next_step(course: Course, lesson: Lesson, result) -> NextStep | None:
     return NextStep("quiz" if check in quiz else "check", lesson, check=check.id, path=path, line=line)
 
 
-def next_step(course: Course, results: Iterable) -> NextStep:
+def next_step(course: Course, results: Iterable, completed: Iterable[str] = ()) -> NextStep:
     """The one next step after grading `results` (LessonResults): the first unfinished lesson's
-    step, else the lesson after the last one graded, else the course is done."""
+    step, else the first lesson after the last one graded that is not `completed` (the ids the
+    learner's history says are done), else the first such lesson before it; the course is done
+    only when every lesson is."""
     by_id = {result.id: result for result in results}
+    done = set(completed) | {result.id for result in by_id.values() if result.completed}
     last = -1
     for index, lesson in enumerate(course.lessons):
         if lesson.id in by_id:
@@ -208,8 +211,9 @@ def next_step(course: Course, results: Iterable) -> NextStep:
             step = lesson_next_step(course, lesson, by_id[lesson.id])
             if step is not None:
                 return step
-    for lesson in course.lessons[last + 1:]:
-        return lesson_step(course, lesson)
+    for lesson in [*course.lessons[last + 1:], *course.lessons[:last + 1]]:
+        if lesson.id not in done:
+            return lesson_step(course, lesson)
     return NextStep("done", None)
 
 
@@ -452,14 +456,9 @@ def known_step(course: Course, lesson: Lesson, store: LocalStore, lang: str) -> 
     return True, NextStep(saved["kind"], lesson, todo=todo, check=check, path=path, line=line)
 
 
-def local_progress(course: Course, store: LocalStore):
-    """XP and streak from the local history and the `grades` branch as the local git has it."""
-    from .progress import gather
-
-    return gather(course, store, fetch=False).progress
-
-
-# --- terminal output ---------------------------------------------------------------------------
+def completed_lessons(latest: dict) -> set[str]:
+    """The lessons whose latest grading (progress.Gathered.latest) completed them."""
+    return {lesson_id for lesson_id, entry in latest.items() if entry.completed}
 
 
 def course_xp_max(course: Course) -> int:
@@ -569,11 +568,14 @@ def main(course: Course, args) -> int:
     with Spinner(sys.stderr.isatty()) as status:
         result = grade_lessons(course, lessons, lang, seed=args.seed, status=status)
     record_result(course, result, store, lang)
-    step = next_step(course, result.lessons)
+    from .progress import gather
+
+    known = gather(course, store, fetch=False)
+    step = next_step(course, result.lessons, completed_lessons(known.latest))
     color = use_color(sys.stdout)
     width = terminal_width(sys.stdout)
     text = render_text(result, lang, color=color, width=width).rstrip("\n") + "\n\n"
-    text += render_footer(result, step, local_progress(course, store), course_xp_max(course), lang,
+    text += render_footer(result, step, known.progress, course_xp_max(course), lang,
                           color=color, width=width)
     # A learner's code may have read this process's environment; never echo a secret.
     sys.stdout.write(redact(text.rstrip("\n") + "\n", secrets_from_environ(os.environ)))

@@ -30,6 +30,7 @@ from .learner import (
     NextStep,
     Spinner,
     bar,
+    completed_lessons,
     describe_step,
     exercises_dir,
     grade_lessons,
@@ -168,7 +169,7 @@ class WatchSession:
         self.color = use_color(self.out)
         self.lessons = named or present_lessons(course)
         latest = gather(course, self.store, fetch=False, lang=lang).latest
-        self.completed = {lesson_id for lesson_id, entry in latest.items() if entry.completed}
+        self.completed = completed_lessons(latest)
         self.scores: dict[str, float] = {}
 
     def say(self, text: str, style: str | None = None) -> None:
@@ -230,11 +231,13 @@ class WatchSession:
         self.out.flush()
 
     def _after(self, lesson: Lesson) -> NextStep:
-        """The step once `lesson` is completed: the next lesson not completed yet, else done."""
+        """The step once `lesson` is completed: the next lesson not completed yet (after it,
+        else before it), else done: the course is complete only when every lesson is."""
         index = [item.id for item in self.course.lessons].index(lesson.id)
-        for later in self.course.lessons[index + 1:]:
-            if later.id not in self.completed:
-                return lesson_step(self.course, later)
+        lessons = self.course.lessons
+        for other in [*lessons[index + 1:], *lessons[:index]]:
+            if other.id not in self.completed and other.id != lesson.id:
+                return lesson_step(self.course, other)
         return NextStep("done", None)
 
 

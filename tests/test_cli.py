@@ -34,7 +34,9 @@ def assert_contract(data: dict) -> None:
         assert_isolation(lesson["isolation"])
         assert isinstance(lesson["completed"], bool) and isinstance(lesson["xp"], int)
         for check in lesson["checks"]:
-            assert set(check) == {"id", "todo", "status", "score", "max_score", "informational", "message", "feedback"}
+            # issue #14: where the learner's code raised, and the TODO a check waits on.
+            assert set(check) == {"id", "todo", "status", "score", "max_score", "informational", "raised_in", "waits_on",
+                                  "message", "feedback"}
             assert check["status"] in STATUSES
             assert check["todo"] is None or isinstance(check["todo"], str)
             assert isinstance(check["message"], str)

@@ -165,6 +165,25 @@ def test_check_every_present_lesson_in_english(tmp_path):
     assert [(e.id, e.completed) for e in record.lessons] == [("01", True), ("02", True), ("03", False)]
 
 
+def test_finishing_the_last_lesson_is_not_finishing_the_course(tmp_path):
+    """Lesson 06 done, lessons 01-05 not: the footer sends the learner to the first lesson not
+    completed, never "¡Has completado todas las lecciones del curso!"."""
+    root = make_course(tmp_path / "course", {"03": "stub", "06": "solved"})
+    proc = run_cli(root, "check", "06")
+    assert proc.returncode == 0, proc.stderr
+    assert "todas las lecciones" not in proc.stdout
+    course = load_course(root / "course.yml")
+    first = course.lessons[0]
+    assert f"Siguiente: lección {first.id} · {first.title['es']}" in proc.stdout, proc.stdout
+    # next_step itself: done only when every lesson is completed.
+    from autograder.results import LessonResult
+    from autograder.learner import next_step
+
+    finished = LessonResult("06", "generar", {"es": "x"}, 50, [])
+    assert next_step(course, [], completed=[lesson.id for lesson in course.lessons]).kind == "done"
+    assert next_step(course, [finished], completed=["01", "02", "03", "04"]).lesson.id == "05"
+
+
 def test_check_on_the_solution_points_to_the_next_lesson_and_hint_knows_it_is_done(tmp_path):
     root = make_course(tmp_path / "course", {"03": "solved"})
     course = load_course(root / "course.yml")
