@@ -456,6 +456,11 @@ def known_step(course: Course, lesson: Lesson, store: LocalStore, lang: str) -> 
     return True, NextStep(saved["kind"], lesson, todo=todo, check=check, path=path, line=line)
 
 
+def earned_lessons(progress) -> set[str]:
+    """The lessons whose XP the learner has earned (history.Progress; kept after a regression)."""
+    return {lp.id for lp in progress.lessons if lp.earned} if progress is not None else set()
+
+
 def completed_lessons(latest: dict) -> set[str]:
     """The lessons whose latest grading (progress.Gathered.latest) completed them."""
     return {lesson_id for lesson_id, entry in latest.items() if entry.completed}
@@ -497,9 +502,10 @@ def mode_lines(result, lang: str) -> list[str]:
 
 
 def render_footer(result, step: NextStep, progress, xp_max: int, lang: str, *, color: bool,
-                  width: int = 100) -> str:
+                  width: int = 100, earned_before: Iterable[str] = ()) -> str:
     """What `check` prints after the result: which graders, the next step, the XP so far
-    (`progress`: autograder.history.Progress of everything recorded; `xp_max`: the course's)."""
+    (`progress`: autograder.history.Progress of everything recorded; `xp_max`: the course's).
+    "+50 XP" is said only for a lesson not earned before (`earned_before`)."""
     from rich.text import Text as RichText
 
     from .render import make_console, printed
@@ -508,7 +514,7 @@ def render_footer(result, step: NextStep, progress, xp_max: int, lang: str, *, c
     for line in mode_lines(result, lang):
         console.print(RichText(line, style="yellow" if result.practice else "dim"), soft_wrap=True)
     for lesson in result.lessons:
-        if lesson.completed:
+        if lesson.completed and lesson.id not in earned_before:
             console.print(RichText(t("lesson_done", lang, id=lesson.id, xp=lesson.xp_max), style="green"),
                           soft_wrap=True)
     # One line each, never re-wrapped: a path:line must stay whole for terminals to link it.
@@ -564,19 +570,20 @@ def main(course: Course, args) -> int:
     except LearnerError as exc:
         print(f"autograder check: {exc}", file=sys.stderr)
         return 2
+    from .progress import gather
+
     store = LocalStore(course.root)
+    earned_before = earned_lessons(gather(course, store, fetch=False).progress)
     with Spinner(sys.stderr.isatty()) as status:
         result = grade_lessons(course, lessons, lang, seed=args.seed, status=status)
     record_result(course, result, store, lang)
-    from .progress import gather
-
     known = gather(course, store, fetch=False)
     step = next_step(course, result.lessons, completed_lessons(known.latest))
     color = use_color(sys.stdout)
     width = terminal_width(sys.stdout)
-    text = render_text(result, lang, color=color, width=width).rstrip("\n") + "\n\n"
+    text = render_text(result, lang, color=color, width=width, earned=earned_before).rstrip("\n") + "\n\n"
     text += render_footer(result, step, known.progress, course_xp_max(course), lang,
-                          color=color, width=width)
+                          color=color, width=width, earned_before=earned_before)
     # A learner's code may have read this process's environment; never echo a secret.
     sys.stdout.write(redact(text.rstrip("\n") + "\n", secrets_from_environ(os.environ)))
     sys.stdout.flush()

@@ -14,6 +14,7 @@ import html
 import io
 import json
 import re
+from collections.abc import Iterable
 from typing import Any
 
 from rich.console import Console
@@ -345,7 +346,8 @@ def print_feedback(console: Console, feedback: Feedback, lang: str) -> None:
             console.print(RichText(indented, style="cyan"), soft_wrap=True)
 
 
-def render_text(result: CourseResult, lang: str, *, color: bool | None = None, width: int = 100) -> str:
+def render_text(result: CourseResult, lang: str, *, color: bool | None = None, width: int = 100,
+                earned: Iterable[str] = ()) -> str:
     """Terminal text: per lesson a header, one line per check, the message under those that
     did not pass, then the totals. With color False the output is plain and stable."""
     _check_lang(lang)
@@ -359,10 +361,15 @@ def render_text(result: CourseResult, lang: str, *, color: bool | None = None, w
     for lesson in result.lessons:
         console.print()
         points = _t("render.points", lang, score=_num(lesson.score), max_score=_num(lesson.max_score))
-        xp = _t("render.xp", lang, xp=lesson.xp, xp_max=lesson.xp_max)
+        state, label = _lesson_state(lesson, lang)
+        # XP is shown one way in every channel: earned XP is kept (history.Progress), and a
+        # lesson earned before but failing now says so, as the Markdown report and `progress` do.
+        kept = lesson.id in earned and not lesson.completed
+        xp = _t("render.xp", lang, xp=lesson.xp_max if kept else lesson.xp, xp_max=lesson.xp_max)
+        if kept:
+            label += " · " + _t("render.earned_failing_now", lang)
         header = RichText(_t("render.lesson", lang, id=lesson.id, title=_title(lesson, lang)), style="bold")
         header.append(f"  {points} · {xp} · ")
-        state, label = _lesson_state(lesson, lang)
         header.append(label, style=_TEXT_STYLES[state])
         console.print(header)
 

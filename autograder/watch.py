@@ -32,6 +32,7 @@ from .learner import (
     bar,
     completed_lessons,
     describe_step,
+    earned_lessons,
     exercises_dir,
     grade_lessons,
     is_graded_input,
@@ -103,9 +104,10 @@ def changed_lessons(course: Course, paths: Iterable[Path], lessons: list[Lesson]
 
 
 def render_lesson(result, step: NextStep | None, next_after: NextStep, previous: float | None, lang: str,
-                  *, color: bool, width: int) -> str:
+                  *, color: bool, width: int, earned_before: bool = False) -> str:
     """The lesson after a grading: header with a bar, the change in points, the first failing
-    check with its message, and the next step (`next_after` once the lesson is completed)."""
+    check with its message, and the next step (`next_after` once the lesson is completed).
+    `earned_before`: its XP was earned in an earlier grading (kept; "+50 XP" is not said again)."""
     from rich.text import Text as RichText
 
     from .render import _num, make_console, print_feedback, printed
@@ -124,7 +126,9 @@ def render_lesson(result, step: NextStep | None, next_after: NextStep, previous:
     line.append("  " + " · ".join([
         i18n.translate("render.points", lang, score=_num(result.score), max_score=_num(result.max_score)),
         t("watch_checks", lang, passed=passed, total=len(counted)),
-        i18n.translate("render.xp", lang, xp=result.xp, xp_max=result.xp_max)]))
+        i18n.translate("render.xp", lang, xp=result.xp_max if earned_before else result.xp, xp_max=result.xp_max)]))
+    if earned_before and not result.completed:
+        line.append(" · " + i18n.translate("render.earned_failing_now", lang), style="yellow")
     if result.mode == "practice":
         line.append(" · " + i18n.translate("render.practice_tag", lang), style="yellow")
     console.print(line)
@@ -133,7 +137,8 @@ def render_lesson(result, step: NextStep | None, next_after: NextStep, previous:
         console.print(RichText("  " + t("watch_delta", lang, delta=f"{delta:+g}"),
                                style="green" if delta > 0 else "red"))
     if result.completed:
-        console.print(RichText(t("lesson_done", lang, id=result.id, xp=result.xp_max), style="bold green"))
+        if not earned_before:
+            console.print(RichText(t("lesson_done", lang, id=result.id, xp=result.xp_max), style="bold green"))
         step = next_after
     elif step is not None and step.check is not None:
         check = next((c for c in result.checks if c.id == step.check), None)
@@ -168,8 +173,9 @@ class WatchSession:
         self.store = LocalStore(course.root, warn=self.say)
         self.color = use_color(self.out)
         self.lessons = named or present_lessons(course)
-        latest = gather(course, self.store, fetch=False, lang=lang).latest
-        self.completed = completed_lessons(latest)
+        known = gather(course, self.store, fetch=False, lang=lang)
+        self.completed = completed_lessons(known.latest)
+        self.earned = earned_lessons(known.progress)  # XP kept: "+50 XP" is said once per lesson
         self.scores: dict[str, float] = {}
 
     def say(self, text: str, style: str | None = None) -> None:
@@ -224,8 +230,11 @@ class WatchSession:
         else:
             self.completed.discard(lesson.id)
         step = lesson_next_step(self.course, lesson, graded)
+        earned_before = lesson.id in self.earned
+        if graded.completed:
+            self.earned.add(lesson.id)
         text = render_lesson(graded, step, self._after(lesson), self.scores.get(lesson.id), self.lang,
-                             color=self.color, width=terminal_width(self.out))
+                             color=self.color, width=terminal_width(self.out), earned_before=earned_before)
         self.scores[lesson.id] = graded.score
         self.out.write(text.rstrip("\n") + "\n")
         self.out.flush()

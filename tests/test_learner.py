@@ -165,6 +165,26 @@ def test_check_every_present_lesson_in_english(tmp_path):
     assert [(e.id, e.completed) for e in record.lessons] == [("01", True), ("02", True), ("03", False)]
 
 
+def test_xp_is_said_once_and_shown_one_way_after_a_regression(tmp_path):
+    """"+50 XP" the first time a lesson is completed only; after a regression the header keeps
+    the earned XP and says the lesson fails now, as the footer and `progress` count it."""
+    root = make_course(tmp_path / "course", {"01": "solved"})
+    first = run_cli(root, "check", "01")
+    assert first.returncode == 0, first.stderr
+    assert "¡Lección 01 completada! +50 XP" in first.stdout
+    again = run_cli(root, "check", "01")
+    assert "+50 XP" not in again.stdout, again.stdout
+    data = root / "exercises" / "01-tokens-y-lotes" / "data.py"
+    text = data.read_text(encoding="utf-8")
+    good = "y = torch.stack([data[i + 1 : i + 1 + block_size] for i in ix])"
+    assert text.count(good) == 1
+    data.write_text(text.replace(good, "y = torch.stack([data[i : i + block_size] for i in ix])"), encoding="utf-8")
+    broken = run_cli(root, "check", "01")
+    header = next(line for line in broken.stdout.splitlines() if line.startswith("Lección 01"))
+    assert "XP 50/50" in header and "ahora falla" in header, header
+    assert "XP 50/" in next(line for line in broken.stdout.splitlines() if line.startswith("Tu progreso"))
+
+
 def test_finishing_the_last_lesson_is_not_finishing_the_course(tmp_path):
     """Lesson 06 done, lessons 01-05 not: the footer sends the learner to the first lesson not
     completed, never "¡Has completado todas las lecciones del curso!"."""

@@ -185,3 +185,22 @@ def test_watch_bad_input(tmp_path):
 def _linux_only():
     if not sys.platform.startswith("linux"):
         pytest.skip("pseudo-terminals and the fd-limit fallback test are exercised on Linux")
+
+
+def test_watch_says_plus_xp_once_and_keeps_earned_xp_after_a_regression():
+    from autograder.results import CheckResult, LessonResult, Status
+    from autograder.watch import render_lesson
+    from autograder.learner import NextStep
+
+    done = LessonResult("03", "atencion-causal", {"es": "Atención"}, 50,
+                        [CheckResult("mask", "mask", Status.PASSED, 5.0, 5.0)])
+    failing = LessonResult("03", "atencion-causal", {"es": "Atención"}, 50,
+                           [CheckResult("mask", "mask", Status.FAILED, 0.0, 5.0)])
+    after = NextStep("done", None)
+    first = render_lesson(done, None, after, None, "es", color=False, width=100)
+    again = render_lesson(done, None, after, 5.0, "es", color=False, width=100, earned_before=True)
+    assert "+50 XP" in first and "+50 XP" not in again
+    regressed = render_lesson(failing, None, after, 5.0, "es", color=False, width=100, earned_before=True)
+    assert "XP 50/50" in regressed and "ahora falla" in regressed, regressed
+    fresh = render_lesson(failing, None, after, None, "es", color=False, width=100)
+    assert "XP 0/50" in fresh and "ahora falla" not in fresh
