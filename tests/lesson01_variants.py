@@ -59,6 +59,10 @@ BUGGY: list[Variant] = [
             "vocab", "stoi numbered in set order: stoi and itos are not inverses", collateral=()),
     Variant("itos-copy-of-stoi", DATA, ITOS, "self.itos = {ch: i for i, ch in enumerate(self.chars)}",
             "vocab", "itos copied from stoi: character -> id again", collateral=()),
+    Variant("vocab-size-plus-one", DATA, SIZE, "self.vocab_size = len(self.chars) + 1",
+            "vocab", "one id reserved for padding or unknown: vocab_size off by one", collateral=()),
+    Variant("stoi-one-based", DATA, STOI, "self.stoi = {ch: i + 1 for i, ch in enumerate(self.chars)}",
+            "vocab", "ids counted from 1 (0 kept for padding)", collateral=()),
     # ---- TODO [encode-decode]
     Variant("decode-joins-with-spaces", DATA, DECODE, 'return " ".join(self.itos[int(i)] for i in ids)',
             "encode-decode", "decode puts a space between characters", collateral=()),
@@ -81,6 +85,10 @@ BUGGY: list[Variant] = [
     Variant("encode-error-one-based", DATA, ERROR_TEXT,
             'f"carácter desconocido {ch!r} en la posición {pos + 1}"',
             "encode-decode", "the position counted from 1", collateral=()),
+    Variant("encode-raises-keyerror-with-message", DATA, "raise ValueError(msg)", "raise KeyError(msg)",
+            "encode-decode", "a KeyError with a good message instead of a ValueError", collateral=()),
+    Variant("encode-raises-exception", DATA, "raise ValueError(msg)", "raise Exception(msg)",
+            "encode-decode", "a bare Exception instead of a ValueError", collateral=()),
     # ---- TODO [split]
     Variant("split-shuffles", DATA, N_TRAIN,
             f"data = data[torch.randperm(len(data))]\n    {N_TRAIN}",
@@ -93,18 +101,28 @@ BUGGY: list[Variant] = [
             "split", "returns (val, train)", collateral=()),
     Variant("split-overlap", DATA, SPLIT_RETURN, "return data[:n_train + 1], data[n_train:]",
             "split", "one token in both parts", collateral=()),
+    # n_val rounds to 0 on a short text: data[-0:] is the whole of data
+    Variant("split-negative-index", DATA, f"{N_TRAIN}\n", """\
+n_val = int(len(data) * val_fraction)
+    n_train = len(data) - n_val
+""", "split", "counts val from the end: data[:-n_val], data[-n_val:]", collateral=(),
+            also=((SPLIT_RETURN, "return data[:-n_val], data[-n_val:]"),)),
+    Variant("split-train-from-end", DATA, SPLIT_RETURN,
+            "return data[len(data) - n_train:], data[:len(data) - n_train]",
+            "split", "train cut from the end, val from the beginning", collateral=()),
     # ---- TODO [batch-offsets]
     Variant("offsets-off-by-one", DATA, IX,
             "ix = torch.randint(len(data) - block_size - 1, (batch_size,), generator=generator)",
             "batch-offsets", "the last valid window can never come out", collateral=()),
-    # a start past the end breaks every get_batch call that draws it, rarely in targets-shift's
+    # a start past the end breaks the get_batch calls that draw it: the checks of
+    # targets-shift judge a batch that came out whole, batch-range blames the starts
     Variant("offsets-overflow", DATA, IX,
             "ix = torch.randint(len(data) - block_size + 1, (batch_size,), generator=generator)",
             "batch-offsets", "a start one past the last valid one: y comes out short",
-            collateral=("targets-shift",)),
+            collateral=()),
     Variant("offsets-whole-length", DATA, IX, "ix = torch.randint(len(data), (batch_size,), generator=generator)",
             "batch-offsets", "starts anywhere in data: windows run past the end",
-            collateral=("targets-shift",)),
+            collateral=()),
     Variant("offsets-global-rng", DATA, IX, "ix = torch.randint(len(data) - block_size, (batch_size,))",
             "batch-offsets", "ignores generator: draws from torch's global generator", collateral=()),
     Variant("offsets-own-generator", DATA, IX,
@@ -112,15 +130,29 @@ BUGGY: list[Variant] = [
             "batch-offsets", "a fixed generator of its own", collateral=()),
     Variant("offsets-constant", DATA, IX, "ix = torch.zeros(batch_size, dtype=torch.long)",
             "batch-offsets", "every window starts at 0", collateral=()),
+    Variant("offsets-never-zero", DATA, IX,
+            "ix = torch.randint(1, len(data) - block_size, (batch_size,), generator=generator)",
+            "batch-offsets", "randint from 1: the first window never comes out", collateral=()),
+    Variant("offsets-python-random", DATA, IX, """\
+import random
+    ix = [random.randint(0, len(data) - block_size - 1) for _ in range(batch_size)]""",
+            "batch-offsets", "Python's random module: right range, but the generator is ignored", collateral=()),
     # ---- TODO [targets-shift]
     Variant("targets-not-shifted", DATA, Y, "y = torch.stack([data[i : i + block_size] for i in ix])",
             "targets-shift", "y equals x", collateral=()),
-    # data[i - 1 : ...] with i = 0 is empty: batch-range [batch-offsets] sees the error too
+    # data[i - 1 : ...] with i = 0 is empty: batch-range says it waits on targets-shift
     Variant("targets-shifted-left", DATA, Y, "y = torch.stack([data[i - 1 : i - 1 + block_size] for i in ix])",
-            "targets-shift", "y shifted the wrong way", collateral=("batch-offsets",)),
-    # y runs one past the end at the last window: batch-range [batch-offsets] sees the error too
+            "targets-shift", "y shifted the wrong way", collateral=()),
+    # y runs one past the end at the last window: batch-range says it waits on targets-shift
     Variant("targets-shifted-by-two", DATA, Y, "y = torch.stack([data[i + 2 : i + 2 + block_size] for i in ix])",
-            "targets-shift", "y shifted two positions", collateral=("batch-offsets",)),
+            "targets-shift", "y shifted two positions", collateral=()),
+    Variant("targets-from-x", DATA, Y, "y = x[:, 1:]",
+            "targets-shift", "y cut from x: one token short (B, T - 1)", collateral=()),
+    # the last window's y is one token shorter than the others: batch-range waits on it
+    Variant("targets-one-too-long", DATA, Y, "y = torch.stack([data[i + 1 : i + 2 + block_size] for i in ix])",
+            "targets-shift", "y one token longer than x", collateral=()),
+    Variant("batch-int32", DATA, "    return x, y\n", "    return x.int(), y.int()\n",
+            "targets-shift", "x and y cast to int32", collateral=()),
     Variant("targets-x-y-swapped", DATA, XY, """\
     x = torch.stack([data[i + 1 : i + 1 + block_size] for i in ix])  # (B, T)
     y = torch.stack([data[i : i + block_size] for i in ix])  # (B, T)
@@ -154,12 +186,20 @@ CORRECT: list[Variant] = [
             ch = err.args[0]
             raise ValueError(f"{ch!r} (posición {s.index(ch)}) no está en el vocabulario") from None
 """, note="a comprehension, and the KeyError turned into a ValueError"),
+    Variant("encode-valueerror-subclass", DATA, "raise ValueError(msg)", "raise UnknownCharacterError(msg)",
+            note="an exception class of its own, a subclass of ValueError",
+            also=(("class CharTokenizer:", "class UnknownCharacterError(ValueError):\n    pass\n\n\nclass CharTokenizer:"),)),
+    Variant("encode-index-in-message", DATA, ERROR_TEXT, 'f"{ch!r} no está en el vocabulario (s[{pos}])"',
+            note="another wording, with the character and the index"),
     Variant("decode-through-chars", DATA, DECODE, 'return "".join(self.chars[i] for i in ids)',
             note="decode indexes chars"),
     Variant("split-val-count-first", DATA, N_TRAIN, "n_train = len(data) - int(len(data) * val_fraction)",
             note="rounds val down instead of train"),
     Variant("split-round", DATA, N_TRAIN, "n_train = round(len(data) * (1 - val_fraction))",
             note="round() instead of int()"),
+    Variant("split-ceil-val", DATA, N_TRAIN, "n_train = len(data) - math.ceil(len(data) * val_fraction)",
+            note="val rounded up with math.ceil",
+            also=(("import torch\n", "import math\n\nimport torch\n"),)),
     Variant("offsets-low-and-high", DATA, IX,
             "ix = torch.randint(0, len(data) - block_size, (batch_size,), generator=generator)",
             note="randint(low, high, ...)"),
@@ -171,6 +211,10 @@ CORRECT: list[Variant] = [
     x = data[pos]  # (B, T)
     y = data[pos + 1]  # (B, T)
 """, note="one index matrix instead of torch.stack"),
+    Variant("batch-one-window", DATA, XY, """\
+    chunks = torch.stack([data[i : i + block_size + 1] for i in ix])  # (B, T + 1)
+    x, y = chunks[:, :block_size], chunks[:, 1:]  # (B, T), (B, T)
+""", note="one window of T + 1 tokens per row, then x and y from it"),
     Variant("batch-unfold", DATA, XY, """\
     windows = data.unfold(0, block_size + 1, 1)[ix]  # (B, T + 1)
     x, y = windows[:, :-1], windows[:, 1:]  # (B, T), (B, T)

@@ -56,7 +56,8 @@ BUGGY: list[Variant] = [
     # ---- TODO [mask]
     Variant("mask-not-cropped", ATTN, MASK_APPLY,
             'att = att.masked_fill(self.mask == 0, float("-inf"))',
-            "mask", "applies the whole (block_size, block_size) mask instead of [:T, :T]"),
+            "mask", "applies the whole (block_size, block_size) mask instead of [:T, :T]",
+            collateral=()),
     Variant("mask-tril-diagonal-minus-1", ATTN, MASK_BUILD,
             "tril = torch.tril(torch.ones(bs, bs, dtype=torch.bool), diagonal=-1)",
             "mask", "masks the diagonal too: token 0 sees nothing",
@@ -103,11 +104,10 @@ BUGGY: list[Variant] = [
     Variant("scale-times-sqrt-hs", ATTN, SCORES, "att = (q @ k.transpose(-2, -1)) * math.sqrt(hs)",
             "scaling", "multiplies by sqrt(hs)",
             collateral=()),
-    # its output depends on T: short-sequences [mask] fails and names the scale
     Variant("scale-sqrt-T", ATTN, SCORES,
             "att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-2)))",
             "scaling", "size(-2) of k is T, not hs",
-            collateral=("mask",)),
+            collateral=()),
     # ---- TODO [head-reshape]
     Variant("heads-interleaved", ATTN, HEADS, """\
         q = q.view(B, T, hs, self.n_head).transpose(2, 3).transpose(1, 2)
@@ -115,30 +115,29 @@ BUGGY: list[Variant] = [
         v = v.view(B, T, hs, self.n_head).transpose(2, 3).transpose(1, 2)
 """, "head-reshape", "view(B, T, hs, nh): head h gets channels h, h+nh, ...",
             collateral=()),
-    # mixes tokens, a real leak: the leak checks [mask] fail, saying it is not the mask
     Variant("heads-reshape-without-transpose", ATTN, HEADS, """\
         q = q.reshape(B, self.n_head, T, hs)
         k = k.reshape(B, self.n_head, T, hs)
         v = v.reshape(B, self.n_head, T, hs)
 """, "head-reshape", "reshapes (B, T, C) straight to (B, nh, T, hs): tokens get mixed",
-            collateral=("mask",)),
+            collateral=()),
     Variant("qk-swapped", ATTN, SPLIT, "k, q, v = qkv.split(C, dim=2)",
             "head-reshape", "splits in the order k, q, v",
             collateral=()),
     # ---- TODO [contiguous-view]
-    # mixes tokens, a real leak: the leak checks [mask] fail, saying it is not the mask
     Variant("merge-no-transpose", ATTN, MERGE, "y = y.contiguous().view(B, T, C)",
             "contiguous-view", "views (B, nh, T, hs) as (B, T, C) without moving T first",
-            collateral=("mask",)),
+            collateral=()),
     Variant("merge-view-not-contiguous", ATTN, MERGE, "y = y.transpose(1, 2).view(B, T, C)",
-            "contiguous-view", "view after transpose raises: not contiguous"),
+            "contiguous-view", "view after transpose raises: not contiguous",
+            collateral=()),
     # ---- outside the TODO regions
-    # outside the TODOs; the weights are no row softmax, so weight checks cannot judge
     Variant("softmax-dim-minus-2", ATTN, SOFTMAX, "att = F.softmax(att, dim=-2)",
             None, "normalises over the queries",
-            collateral=("mask", "head-reshape", "scaling")),
+            collateral=()),
     Variant("dropout-functional", ATTN, ATTN_DROP, "att = F.dropout(att, self.dropout)",
-            None, "F.dropout defaults to training=True: dropout also in eval"),
+            None, "F.dropout defaults to training=True: dropout also in eval",
+            collateral=()),
     Variant("attn-drop-twice", ATTN, ATTN_DROP, "att = self.attn_drop(self.attn_drop(att))",
             None, "dropout applied twice to the weights",
             collateral=()),
@@ -170,14 +169,12 @@ BUGGY: list[Variant] = [
 """, "fused", "scales q by 1/sqrt(hs) before SDPA, which scales again",
             collateral=()),
     # ---- TODO [np-mask]
-    # the learner's attention uses the mask and leaks: np-attention-causal names np-mask
     Variant("np-mask-multiplicative", NP, NP_WHERE, "return np.where(future, 0.0, 1.0)",
             "np-mask", "a 0/1 keep-mask instead of an additive one",
-            collateral=("np-attention",)),
-    # the learner's attention uses the mask and leaks: np-attention-causal names np-mask
+            collateral=()),
     Variant("np-mask-diagonal", NP, NP_FUTURE, "future = np.triu(np.ones((T, T), dtype=bool), k=0)",
             "np-mask", "k=0 masks the diagonal too",
-            collateral=("np-attention",)),
+            collateral=()),
     # ---- TODO [np-softmax]
     Variant("np-softmax-no-max", NP, NP_SOFTMAX, """\
     e = np.exp(x)
@@ -190,13 +187,12 @@ BUGGY: list[Variant] = [
     return e / np.sum(e, axis=-1, keepdims=True)
 """, "np-softmax", "always normalises the last axis",
             collateral=()),
-    # rows do not sum to 1: np-attention-causal names np-softmax
     Variant("np-softmax-no-keepdims", NP, NP_SOFTMAX, """\
     z = x - np.max(x, axis=axis, keepdims=True)
     e = np.exp(z)
     return e / np.sum(e, axis=axis)
 """, "np-softmax", "the sum loses its axis and broadcasts along the wrong one",
-            collateral=("np-attention",)),
+            collateral=()),
     # ---- TODO [np-attention]
     Variant("np-attention-sqrt-dmodel", NP, NP_SCORES,
             "scores = Q @ K.T / np.sqrt(X.shape[1]) + causal_mask(X.shape[0])",
@@ -279,3 +275,195 @@ CORRECT: list[Variant] = [
             note="sum(range(1, T + 1))"),
 ]
 
+
+
+# --------------------------------------------------------------------------- more (issue 14)
+# Realistic slips and idioms adapted from well-known codebases (nanoGPT, minGPT, the Karpathy
+# lecture's per-head Head modules, LLMs-from-scratch, Hugging Face GPT-2), each caught by a
+# check of its own TODO only.
+
+EXPLICIT = """\
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))  # (B, nh, T, T)
+            att = att.masked_fill(self.mask[:, :, :T, :T] == 0, float("-inf"))
+            # Cada fila es una distribución sobre las claves: el futuro, con -inf, recibe 0.
+            att = F.softmax(att, dim=-1)
+            att = self.attn_drop(att)
+            y = att @ v  # (B, nh, T, T) @ (B, nh, T, hs) -> (B, nh, T, hs)
+"""
+SOFTMAX_DROP = f"{SOFTMAX}\n            {ATTN_DROP}"
+ATT_V = "y = att @ v  # (B, nh, T, T) @ (B, nh, T, hs) -> (B, nh, T, hs)"
+QKV = "qkv = self.qkv(x)  # (B, T, 3C)"
+RETURN = "return self.resid_drop(self.proj(y))"
+
+BUGGY += [
+    # ---- TODO [mask]
+    Variant("mask-built-in-forward-cpu", ATTN, MASK_APPLY,
+            'att = att.masked_fill(torch.tril(torch.ones(T, T)) == 0, float("-inf"))',
+            "mask", "builds a fresh mask in forward without device=: breaks on a GPU (caught on meta)",
+            collateral=()),
+    Variant("mask-marks-future", ATTN, MASK_BUILD,
+            "tril = torch.triu(torch.ones(bs, bs), diagonal=1)",
+            "mask", "LLMs-from-scratch's convention: the buffer is 1 where j > i (what to hide)",
+            also=((MASK_APPLY, "att = att.masked_fill(self.mask.bool()[:, :, :T, :T], -torch.inf)"),),
+            collateral=()),
+    Variant("mask-crop-rows-only", ATTN, MASK_APPLY,
+            'att = att.masked_fill(self.mask[:, :, :T] == 0, float("-inf"))',
+            "mask", "crops the rows of the mask but not its columns",
+            collateral=()),
+    # ---- TODO [scaling]
+    Variant("scale-q-and-k-each-sqrt", ATTN, SCORES,
+            "att = (q / math.sqrt(hs)) @ (k / math.sqrt(hs)).transpose(-2, -1)",
+            "scaling", "scales q and k by 1/sqrt(hs) each: 1/hs in all",
+            collateral=()),
+    Variant("scores-transpose-1-2", ATTN, SCORES,
+            "att = (q @ k.transpose(1, 2)) * (1.0 / math.sqrt(hs))",
+            "scaling", "transposes heads and time of k instead of its last two dimensions (raises)",
+            collateral=()),
+    # ---- TODO [head-reshape]
+    Variant("heads-split-dim-1", ATTN, SPLIT, "q, k, v = qkv.split(C, dim=1)",
+            "head-reshape", "splits along T instead of the channels (raises)",
+            collateral=()),
+    # ---- TODO [contiguous-view]
+    Variant("merge-interleaved", ATTN, MERGE, "y = y.permute(0, 2, 3, 1).reshape(B, T, C)",
+            "contiguous-view", "merges the channels in (hs, nh) order: heads interleaved",
+            collateral=()),
+    # ---- outside the TODO regions
+    Variant("resid-drop-forgotten", ATTN, RETURN, "return self.proj(y)",
+            None, "no output dropout: only the weights are dropped in training",
+            collateral=()),
+    Variant("dropout-before-softmax", ATTN, SOFTMAX_DROP, f"{ATTN_DROP}\n            {SOFTMAX}",
+            None, "attn_drop on the scores, before the softmax",
+            collateral=()),
+    Variant("attn-drop-on-output", ATTN, f"            {ATTN_DROP}\n", "",
+            None, "dropout on att @ v instead of on the weights",
+            also=((ATT_V, "y = self.attn_drop(att @ v)"),),
+            collateral=()),
+    Variant("qkv-on-data", ATTN, QKV, "qkv = self.qkv(x.data)",
+            None, "x.data cuts the input from autograd: no gradient reaches x",
+            collateral=()),
+    # ---- TODO [fused]
+    Variant("fused-float-keep-mask", ATTN, SDPA_CALL, """\
+        T = q.size(-2)
+        return F.scaled_dot_product_attention(
+            q, k, v, attn_mask=self.mask[:, :, :T, :T].float(),
+            dropout_p=self.dropout if self.training else 0.0)
+""", "fused", "a float 0/1 mask is added to the scores, it hides nothing",
+            collateral=()),
+    # ---- NumPy
+    Variant("np-mask-tril", NP, NP_FUTURE, "future = np.tril(np.ones((T, T), dtype=bool), k=-1)",
+            "np-mask", "masks the past instead of the future",
+            collateral=()),
+    Variant("np-softmax-global-max", NP, NP_SOFTMAX, """\
+    z = x - np.max(x)
+    e = np.exp(z)
+    return e / np.sum(e, axis=axis, keepdims=True)
+""", "np-softmax", "subtracts the global max: a row far below it underflows to 0/0",
+            collateral=()),
+    Variant("np-attention-kq-swapped", NP, NP_SCORES,
+            "scores = K @ Q.T / np.sqrt(d_k) + causal_mask(X.shape[0])",
+            "np-attention", "K Q^T: rows are keys, columns queries",
+            collateral=()),
+    Variant("np-edges-half-square", NP, NP_EDGES, "return T * T // 2 if causal else T * T",
+            "np-edges", "T^2 / 2 forgets the diagonal's half",
+            collateral=()),
+]
+
+CORRECT += [
+    Variant("per-head-loop", ATTN, EXPLICIT, """\
+            heads = []
+            for h in range(self.n_head):  # the Karpathy lecture's Head, one at a time
+                wei = q[:, h] @ k[:, h].transpose(-2, -1) * hs ** -0.5  # (B, T, T)
+                wei = wei.masked_fill(self.mask[0, 0, :T, :T] == 0, float("-inf"))
+                wei = F.softmax(wei, dim=-1)
+                wei = self.attn_drop(wei)
+                heads.append(wei @ v[:, h])  # (B, T, hs)
+            y = torch.stack(heads, dim=1)  # (B, nh, T, hs)
+""", note="heads one by one in a loop, attn_drop once per head"),
+    Variant("einsum-everywhere", ATTN, EXPLICIT, """\
+            att = torch.einsum("bhtd,bhsd->bhts", q, k) / math.sqrt(hs)
+            att = att.masked_fill(~self.mask[:, :, :T, :T], float("-inf"))
+            att = att.softmax(dim=-1)
+            att = self.attn_drop(att)
+            y = torch.einsum("bhts,bhsd->bhtd", att, v)
+""", note="einsum for the scores and the weighted sum, Tensor.softmax, ~mask"),
+    Variant("hf-where-finfo-min", ATTN, MASK_APPLY,
+            "att = torch.where(self.mask[:, :, :T, :T].bool(), att, torch.finfo(att.dtype).min)",
+            note="Hugging Face GPT-2's torch.where with the dtype's most negative value"),
+    Variant("masked-fill-inplace", ATTN, MASK_APPLY,
+            'att.masked_fill_(self.mask[:, :, :T, :T] == 0, float("-inf"))',
+            note="masked_fill_ in place"),
+    Variant("scale-k-size", ATTN, SCORES,
+            "att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))",
+            note="nanoGPT's 1/sqrt(k.size(-1))"),
+    Variant("fused-explicit-scale", ATTN, SDPA_CALL, """\
+        return F.scaled_dot_product_attention(
+            q, k, v, is_causal=True, scale=1.0 / math.sqrt(q.size(-1)),
+            dropout_p=self.attn_drop.p if self.training else 0.0)
+""", note="the default scale passed explicitly"),
+]
+
+BUGGY += [
+    Variant("mask-2d-buffer", ATTN, MASK_REGISTER, 'self.register_buffer("mask", tril, persistent=False)',
+            "mask", "the lecture's (block_size, block_size) tril buffer, not (1, 1, bs, bs)",
+            also=((MASK_APPLY, 'att = att.masked_fill(self.mask[:T, :T] == 0, float("-inf"))'),),
+            collateral=()),
+    Variant("scale-precedence", ATTN, SCORES, "att = (q @ k.transpose(-2, -1)) * (1 / hs ** 1 / 2)",
+            "scaling", "hs ** 1 / 2 is hs / 2: operator precedence",
+            collateral=()),
+    Variant("qkv-order-q-v-k", ATTN, SPLIT, "q, v, k = qkv.split(C, dim=2)",
+            "head-reshape", "splits in the order q, v, k",
+            collateral=()),
+    Variant("fused-dropout-inverted", ATTN, FUSED_DROPOUT, "dropout_p=self.dropout if not self.training else 0.0,",
+            "fused", "dropout in eval and none in training",
+            collateral=()),
+    Variant("np-softmax-sum-all", NP, NP_SOFTMAX, """\
+    z = x - np.max(x, axis=axis, keepdims=True)
+    e = np.exp(z)
+    return e / np.sum(e)
+""", "np-softmax", "divides by the sum of every element, not along the axis",
+            collateral=()),
+    Variant("np-attention-returns-swapped", NP, "return weights @ V, weights  # (T, d_v), (T, T)",
+            "return weights, weights @ V", "np-attention", "returns (weights, output)",
+            collateral=()),
+]
+
+CORRECT += [
+    Variant("picogpt-additive-1e10", ATTN, f"""\
+        {MASK_BUILD}
+        # Un buffer sigue a .to(device) como los parámetros, pero no se entrena; no
+        # persistente porque se recalcula aquí y no tiene nada que guardar en el state_dict.
+        {MASK_REGISTER}
+""", """\
+        additive = (1 - torch.tril(torch.ones(bs, bs))) * -1e10  # picoGPT's causal mask
+        self.register_buffer("mask", additive.view(1, 1, bs, bs), persistent=False)
+""", note="picoGPT's (1 - tri) * -1e10, added to the scores",
+            also=((MASK_APPLY, "att = att + self.mask[:, :, :T, :T]"),)),
+    Variant("hf-scale-full-tensor", ATTN, SCORES,
+            "att = (q @ k.transpose(-2, -1)) / torch.full([], k.size(-1) ** 0.5, dtype=q.dtype, device=q.device)",
+            note="Hugging Face GPT-2's division by a 0-d tensor made on q's device"),
+    Variant("merge-permute-flatten", ATTN, MERGE, "y = y.permute(0, 2, 1, 3).flatten(2)",
+            note="permute + flatten instead of transpose + contiguous + view"),
+    Variant("heads-unflatten", ATTN, HEADS, """\
+        q = q.unflatten(-1, (self.n_head, hs)).transpose(1, 2)
+        k = k.unflatten(-1, (self.n_head, hs)).transpose(1, 2)
+        v = v.unflatten(-1, (self.n_head, hs)).transpose(1, 2)
+""", note="Tensor.unflatten"),
+    Variant("np-scale-after-mask", NP, NP_SCORES,
+            "scores = (Q @ K.T + causal_mask(X.shape[0])) / np.sqrt(d_k)",
+            note="the mask added before the scale: still hugely negative"),
+    Variant("np-mask-triu-full", NP, f"""\
+    {NP_FUTURE}  # True donde j > i
+""", "", note="np.triu of a -1e9 matrix", also=((NP_WHERE, "return np.triu(np.full((T, T), -1e9), k=1)"),)),
+    Variant("np-edges-tri-sum", NP, NP_EDGES, "return int(np.tri(T).sum()) if causal else T * T",
+            note="counts the ones of np.tri"),
+]
+
+BUGGY += [
+    Variant("fused-mask-on-cpu", ATTN, SDPA_CALL, """\
+        T = q.size(-2)
+        causal = torch.tril(torch.ones(T, T, dtype=torch.bool))  # no device=: on the CPU
+        return F.scaled_dot_product_attention(
+            q, k, v, attn_mask=causal, dropout_p=self.dropout if self.training else 0.0)
+""", "fused", "builds attn_mask in the fused path without device=: breaks on a GPU (caught on meta)",
+            collateral=()),
+]

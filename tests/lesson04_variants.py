@@ -86,14 +86,15 @@ BUGGY: list[Variant] = [
             "mlp", "creates self.dropout but never applies it",
             collateral=()),
     # ---- TODO [pre-norm]
-    # post-norm moves the LayerNorms onto the residual path: the residual checks fail too
+    # post-norm also moves the LayerNorms onto the residual path; the residual checks recognise
+    # the whole wiring and leave it to the pre-norm checks, which show the pre-norm block
     Variant("post-norm", MODEL, BLOCK, """\
         a = self.attn(x)
         x = self.ln_1(x + a)
         m = self.mlp(x)
         x = self.ln_2(x + m)
 """, "pre-norm", "the original Transformer's post-norm: ln(x + sublayer(x))",
-            collateral=("residual",)),
+            collateral=()),
     Variant("no-norm", MODEL, ATTN, "a = self.attn(x)",
             "pre-norm", "no LayerNorm before either sublayer",
             also=((MLP_CALL, "m = self.mlp(x)"),),
@@ -175,6 +176,46 @@ BUGGY: list[Variant] = [
             torch.nn.init.normal_(p, mean=0.0, std=0.02)
 """, "init", "N(0, 0.02) on every parameter, LayerNorms and biases included",
             collateral=()),
+    # ---- adapted idioms and further slips, by TODO
+    Variant("mlp-lecture-feedforward", MODEL, C_FC + "\n        " + GELU + "\n        " + C_PROJ + "\n        " + DROPOUT,
+            "self.net = nn.Sequential(nn.Linear(cfg.n_embd, 4 * cfg.n_embd), nn.GELU(),\n"
+            "                                 nn.Linear(4 * cfg.n_embd, cfg.n_embd), nn.Dropout(cfg.dropout))",
+            "mlp", "the lecture's FeedForward: one nn.Sequential, so the layers lose their names",
+            also=((MLP_FORWARD, "        return self.net(x)\n"),), collateral=()),
+    Variant("mlp-gelu-tanh-functional", MODEL, MLP_GELU, '        x = F.gelu(x, approximate="tanh")\n',
+            "mlp", "F.gelu with GPT-2's tanh approximation", collateral=()),
+    Variant("mlp-no-bias", MODEL, C_FC, "self.c_fc = nn.Linear(cfg.n_embd, 4 * cfg.n_embd, bias=False)",
+            "mlp", "c_fc and c_proj without bias",
+            also=((C_PROJ, "self.c_proj = nn.Linear(4 * cfg.n_embd, cfg.n_embd, bias=False)"),), collateral=()),
+    Variant("mlp-silu", MODEL, GELU, "self.gelu = nn.SiLU()",
+            "mlp", "LLaMA's SiLU instead of GELU", collateral=()),
+    Variant("mlp-no-grad", MODEL, MLP_FORWARD, """\
+        with torch.no_grad():
+            x = self.c_fc(x)  # (B, T, 4C)
+            x = self.gelu(x)
+            x = self.c_proj(x)  # (B, T, C)
+        return self.dropout(x)
+""", "mlp", "computes the MLP under no_grad: it never trains", collateral=()),
+    Variant("norm-without-affine", MODEL, ATTN, "a = self.attn(F.layer_norm(x, (x.size(-1),)))",
+            "pre-norm", "F.layer_norm without ln_1's weight and bias", collateral=()),
+    Variant("fresh-layer-norm", MODEL, MLP_CALL, "m = self.mlp(nn.LayerNorm(x.size(-1))(x))",
+            "pre-norm", "a new LayerNorm made at every call: ln_2's parameters never used", collateral=()),
+    Variant("rms-norm", MODEL, ATTN,
+            "a = self.attn(x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5) * self.ln_1.weight)",
+            "pre-norm", "LLaMA's RMSNorm by hand with ln_1's weight", collateral=()),
+    Variant("residual-detached", MODEL, RES_1, "x = x + a.detach()",
+            "residual", "adds the attention's output detached: the attention never trains", collateral=()),
+    Variant("tying-new-parameter", MODEL, TIE, "self.lm_head.weight = nn.Parameter(self.transformer.wte.weight)",
+            "weight-tying", "wraps the embedding in a new nn.Parameter: same memory, two parameters", collateral=()),
+    Variant("init-rescale-c-fc", MODEL, RESCALE_IF, 'if name.endswith("fc.weight"):',
+            "init", "rescales c_fc, which does not feed the residual stream", collateral=()),
+    Variant("init-zero-residual", MODEL, "torch.nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * cfg.n_layer))",
+            "torch.nn.init.zeros_(p)",
+            "init", "zero-initialised residual projections instead of the rescaled normal", collateral=()),
+    Variant("init-rescale-typo", MODEL, RESCALE_STD, "std=0.2 / math.sqrt(2 * cfg.n_layer)",
+            "init", "0.2 instead of 0.02 in the rescaled std", collateral=()),
+    Variant("positions-on-cpu", MODEL, "pos = torch.arange(T, device=idx.device)", 'pos = torch.arange(T, device="cpu")',
+            None, "the positions made on the CPU whatever idx's device", collateral=()),
 ]
 
 
@@ -208,4 +249,26 @@ CORRECT: list[Variant] = [
                 if name.endswith(("attn.proj.weight", "mlp.c_proj.weight")):
                     p.normal_(0.0, 0.02 * (2 * cfg.n_layer) ** -0.5)
 """, note="Tensor.normal_ under no_grad, the names spelled out"),
+    Variant("mlp-sequential", MODEL, "class MLP(nn.Module):", "class MLP(nn.Sequential):",
+            note="MLP as an nn.Sequential of its four named layers, without a forward of its own",
+            also=(("    def forward(self, x):\n" + MLP_FORWARD, ""),)),
+    Variant("mlp-gelu-exact-spelled", MODEL, GELU, 'self.gelu = nn.GELU(approximate="none")',
+            note="the exact GELU asked for by name"),
+    Variant("mlp-gelu-erf", MODEL, MLP_GELU, "        x = 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))\n",
+            note="the exact GELU written with erf"),
+    Variant("residual-commuted", MODEL, RES_1, "x = a + x", note="a + x",
+            also=((RES_2, "x = torch.add(x, m)"),)),
+    Variant("pre-norm-named", MODEL, ATTN, "h = self.ln_1(x)\n        a = self.attn(h)",
+            note="the normalised input in a variable of its own"),
+    Variant("tie-after-init", MODEL, f"        {TIE}\n", "",
+            note="ties after the initialisation, as Hugging Face does",
+            also=(("    def _init_weights(self, module):", f"        {TIE}\n\n    def _init_weights(self, module):"),)),
+    Variant("init-modules-loop", MODEL, APPLY, "        for module in self.modules():\n            self._init_weights(module)\n",
+            note="a loop over self.modules() instead of apply"),
+    Variant("init-layers-from-blocks", MODEL, RESCALE_STD, "std=0.02 / math.sqrt(2 * len(self.transformer.h))",
+            note="the number of layers counted from the blocks"),
+    Variant("init-data-normal", MODEL, "torch.nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * cfg.n_layer))",
+            "p.data.normal_(mean=0.0, std=0.02 / math.sqrt(2 * cfg.n_layer))", note="Tensor.normal_ on p.data"),
+    Variant("block-mlp-forward-call", MODEL, MLP_CALL, "m = self.mlp.forward(self.ln_2(x))",
+            note="calls mlp.forward directly"),
 ]

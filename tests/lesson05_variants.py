@@ -93,7 +93,29 @@ BUGGY: list[Variant] = [
             "    decay = [p for p in params if p.dim() >= 2 and id(p) not in embeddings]\n"
             "    no_decay = [p for p in params if p.dim() < 2 or id(p) in embeddings]\n",
             "weight-decay-groups", "minGPT's rule: embeddings without decay", collateral=()),
+    Variant("decay-only-above-two-dims", TRAIN, SPLIT,
+            "    decay = [p for p in params if p.dim() > 2]\n"
+            "    no_decay = [p for p in params if p.dim() <= 2]\n",
+            "weight-decay-groups", "p.dim() > 2: every matrix lands in the group without decay", collateral=()),
+    Variant("weight-decay-hardcoded", TRAIN, '{"params": decay, "weight_decay": weight_decay}',
+            '{"params": decay, "weight_decay": 0.1}',
+            "weight-decay-groups", "the usual 0.1 instead of the weight_decay argument", collateral=()),
+    Variant("betas-ignored", TRAIN, ADAMW, "return torch.optim.AdamW(groups, lr=learning_rate)",
+            "weight-decay-groups", "AdamW's default betas (0.9, 0.999) instead of the argument", collateral=()),
+    Variant("params-per-module", TRAIN, PARAMS,
+            "params = [p for m in model.modules() for p in m.parameters(recurse=False) if p.requires_grad]",
+            "weight-decay-groups", "walks the modules one by one: the tied weight comes twice (wte and lm_head)",
+            collateral=()),
     # ---- TODO [lr-schedule]
+    Variant("warmup-nanogpt", TRAIN, WARMUP, "return max_lr * (step + 1) / (warmup_steps + 1)",
+            "lr-schedule", "nanoGPT's warmup, (step + 1) / (warmup_steps + 1): not the course's contract",
+            collateral=()),
+    Variant("ratio-off-by-one", TRAIN, RATIO, "ratio = (step - warmup_steps) / (max_steps - warmup_steps - 1)",
+            "lr-schedule", "the cosine reaches min_lr one step early", collateral=()),
+    Variant("warmup-from-min-lr", TRAIN, WARMUP, "return min_lr + (max_lr - min_lr) * (step + 1) / warmup_steps",
+            "lr-schedule", "the warmup climbs from min_lr instead of from 0", collateral=()),
+    Variant("ratio-integer-division", TRAIN, RATIO, "ratio = (step - warmup_steps) // (max_steps - warmup_steps)",
+            "lr-schedule", "// instead of /: the ratio stays 0 and the cosine never decays", collateral=()),
     Variant("warmup-without-plus-one", TRAIN, WARMUP, "return max_lr * step / warmup_steps",
             "lr-schedule", "step 0 gets rate 0", collateral=()),
     Variant("warmup-inclusive", TRAIN, "if step < warmup_steps:", "if step <= warmup_steps:",
@@ -117,8 +139,18 @@ BUGGY: list[Variant] = [
             "    _, loss = model(x, y)",
             "zero-grad", "zeroes after backward: step() sees no gradient",
             also=((BACKWARD, BACKWARD + "    optimizer.zero_grad(set_to_none=True)\n"),),
-            collateral=("grad-clip",)),
+            collateral=()),
     # ---- TODO [grad-clip]
+    Variant("clip-max-norm", TRAIN, CLIP_CALL, 'torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip, norm_type=float("inf"))',
+            "grad-clip", "norm_type=inf: clips by the largest component, not the 2-norm", collateral=()),
+    Variant("clip-hardcoded-one", TRAIN, CLIP_CALL, "torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)",
+            "grad-clip", "clips to 1.0 whatever grad_clip says", collateral=()),
+    Variant("clip-before-backward", TRAIN, BACKWARD + CLIP_BLOCK, CLIP_BLOCK + BACKWARD,
+            "grad-clip", "clips before backward(): there is nothing to clip yet", collateral=()),
+    Variant("clip-ge-zero", TRAIN, "    if grad_clip > 0:\n", "    if grad_clip >= 0:\n",
+            "grad-clip", ">= 0: grad_clip = 0 clips to a norm of 0", collateral=()),
+    Variant("clip-if-not-none", TRAIN, "    if grad_clip > 0:\n", "    if grad_clip is not None:\n",
+            "grad-clip", "tests for None: grad_clip = 0 clips to a norm of 0", collateral=()),
     Variant("clip-by-value", TRAIN, CLIP_CALL, "torch.nn.utils.clip_grad_value_(model.parameters(), grad_clip)",
             "grad-clip", "clamps each component instead of the global norm", collateral=()),
     Variant("clip-each-parameter", TRAIN, CLIP_CALL,
@@ -137,10 +169,10 @@ BUGGY: list[Variant] = [
             "grad-clip", "rescales to grad_clip even a smaller gradient", collateral=()),
     # ---- train_step's return value (no TODO)
     Variant("returns-loss-tensor", TRAIN, STEP, "    optimizer.step()\n    return loss\n",
-            None, "returns the loss tensor, not a float"),
+            None, "returns the loss tensor, not a float", collateral=()),
     Variant("returns-loss-after-step", TRAIN, STEP,
             "    optimizer.step()\n    with torch.no_grad():\n        return model(x, y)[1].item()\n",
-            None, "returns the loss after the update"),
+            None, "returns the loss after the update", collateral=()),
     # ---- TODO [eval-mode]
     Variant("no-eval", TRAIN, EVAL, "",
             "eval-mode", "measures with dropout on", collateral=()),
@@ -162,6 +194,22 @@ BUGGY: list[Variant] = [
             "        _, loss = model(x, y)\n"
             "        losses.append(loss.item())\n",
             "eval-mode", "switches autograd off for the whole program", collateral=()),
+    Variant("mode-saved-after-eval", TRAIN, EVAL, "",
+            "eval-mode", "saves the mode after model.eval(): it always restores eval",
+            also=(("    was_training = model.training", "    model.eval()\n    was_training = model.training"),),
+            collateral=()),
+    Variant("mode-restored-in-loop", TRAIN, "            losses.append(loss.item())\n",
+            "            losses.append(loss.item())\n            model.train(was_training)\n",
+            "eval-mode", "restores the mode inside the loop: from the second batch on, dropout is on",
+            also=((RESTORE, ""),), collateral=()),
+    Variant("estimate-len-batches", TRAIN, MEAN, "return sum(losses) / len(batches)",
+            "eval-mode", "len(batches): train() passes a generator, which has no len()", collateral=()),
+    Variant("no-grad-not-entered", TRAIN, NO_GRAD_LOOP,
+            "    torch.no_grad()  # called, but never entered with `with`\n"
+            "    for x, y in batches:\n"
+            "        _, loss = model(x, y)\n"
+            "        losses.append(loss.item())\n",
+            "eval-mode", "calls torch.no_grad() without `with`: autograd stays on", collateral=()),
     Variant("estimate-sum", TRAIN, MEAN, "return sum(losses)",
             "eval-mode", "the sum of the losses, not the mean", collateral=()),
     Variant("estimate-tensor", TRAIN, "losses.append(loss.item())", "losses.append(loss)",
@@ -201,4 +249,46 @@ CORRECT: list[Variant] = [
             "        model.train()\n"
             "    return losses.mean().item()\n",
             note="inference_mode, a stacked mean, and the mode restored with an if"),
+    Variant("groups-by-ndim", TRAIN, SPLIT,
+            "    decay = [p for p in params if p.ndim >= 2]\n"
+            "    no_decay = [p for p in params if p.ndim < 2]\n",
+            note="Tensor.ndim instead of dim()"),
+    Variant("adamw-extra-options", TRAIN, ADAMW,
+            "return torch.optim.AdamW(groups, lr=learning_rate, betas=betas, eps=1e-8, foreach=False)",
+            note="AdamW with its eps spelled out and foreach=False"),
+    Variant("after-max-strict", TRAIN, "    if step >= max_steps:\n", "    if step > max_steps:\n",
+            note="build-nanogpt's `it > max_steps`: at max_steps the cosine gives min_lr anyway"),
+    Variant("warmup-slope", TRAIN, WARMUP, "return (step + 1) * (max_lr / warmup_steps)",
+            note="the warmup as a slope times the step"),
+    Variant("zero-grad-keep-tensors", TRAIN, "optimizer.zero_grad(set_to_none=True)",
+            "optimizer.zero_grad(set_to_none=False)", note="zeroes the .grad tensors instead of dropping them"),
+    Variant("manual-zero-grad", TRAIN, ZERO, "    for p in model.parameters():\n        p.grad = None\n",
+            note="drops every .grad by hand"),
+    Variant("clip-keyword-list", TRAIN, CLIP_CALL,
+            "torch.nn.utils.clip_grad_norm_(list(model.parameters()), max_norm=grad_clip, norm_type=2.0)",
+            note="a list of parameters, max_norm and norm_type by keyword"),
+    Variant("estimate-running-mean", TRAIN, NO_GRAD_LOOP + RESTORE + "    " + MEAN,
+            "    total, count = 0.0, 0\n"
+            "    with torch.set_grad_enabled(False):\n"
+            "        for x, y in batches:\n"
+            "            total += model(x, y)[1].item()\n"
+            "            count += 1\n"
+            "    model.train(was_training)\n"
+            "    return total / count",
+            note="a running sum and count under set_grad_enabled(False)"),
+    Variant("estimate-try-finally", TRAIN, NO_GRAD_LOOP + RESTORE + "    " + MEAN,
+            "    try:\n"
+            "        with torch.no_grad():\n"
+            "            losses = [model(x, y)[1].item() for x, y in batches]\n"
+            "    finally:\n"
+            "        model.train(was_training)\n"
+            "    return float(torch.tensor(losses, dtype=torch.float64).mean())",
+            note="the mode restored in a finally, the mean taken with torch"),
+    Variant("estimate-stack-mean", TRAIN, "losses.append(loss.item())", "losses.append(loss)",
+            note="keeps the loss tensors (made under no_grad) and takes their mean with torch",
+            also=((MEAN, "return torch.stack(losses).mean().item()"),)),
+    Variant("estimate-fsum", TRAIN, MEAN, "return math.fsum(losses) / len(losses)",
+            note="math.fsum for the sum"),
+    Variant("step-returns-float", TRAIN, STEP, "    optimizer.step()\n    return float(loss)\n",
+            note="float(loss) instead of loss.item()"),
 ]

@@ -151,6 +151,9 @@ def test_pesos_suman_uno_y_triangulo_superior_cero():
     m.attn_drop.register_forward_hook(lambda mod, inp, out: capturados.append(inp[0].detach()))
     with torch.no_grad():
         m(torch.randn(B, T, C))
+    # Una vez con los pesos (B, nh, T, T), o una por cabeza si las calculas en un bucle.
+    if len(capturados) == N_HEAD and capturados[0].dim() == 3:
+        capturados = [torch.stack(capturados, dim=1)]
     assert len(capturados) == 1, "los pesos deben pasar una vez por self.attn_drop(...)"
     w = capturados[0]
     assert w.shape == (B, N_HEAD, T, T), f"los pesos deben ser (B, nh, T, T), son {tuple(w.shape)}"

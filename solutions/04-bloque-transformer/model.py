@@ -46,7 +46,8 @@ class MLP(nn.Module):
         super().__init__()
         ### BEGIN SOLUTION mlp
         #: crea cuatro capas con estos nombres: c_fc (nn.Linear de C a 4C),
-        #: gelu (nn.GELU), c_proj (nn.Linear de 4C a C) y dropout (nn.Dropout con
+        #: gelu (nn.GELU() exacta, no la aproximación tanh de GPT-2), c_proj (nn.Linear de
+        #: 4C a C) y dropout (nn.Dropout con
         #: p = cfg.dropout). La capa intermedia es 4 veces más ancha: ahí cabe lo que cada
         #: posición "piensa" por su cuenta tras haber mirado a las demás con la atención.
         self.c_fc = nn.Linear(cfg.n_embd, 4 * cfg.n_embd)

@@ -60,7 +60,8 @@ def configure_optimizer(model, weight_decay=0.1, learning_rate=1e-3, betas=(0.9,
 def get_lr(step, *, max_lr, min_lr, warmup_steps, max_steps):
     """La tasa de aprendizaje del paso `step` (0, 1, 2...), un float:
 
-    - step < warmup_steps: sube en línea recta, max_lr * (step + 1) / warmup_steps;
+    - step < warmup_steps: sube en línea recta, max_lr * (step + 1) / warmup_steps (ojo: el
+      get_lr de nanoGPT divide entre warmup_steps + 1; aquí se divide entre warmup_steps);
     - de warmup_steps a max_steps: baja de max_lr a min_lr siguiendo medio coseno;
     - desde max_steps: min_lr.
     """
@@ -114,7 +115,9 @@ def train_step(model, optimizer, x, y, grad_clip=1.0):
 
 
 def estimate_loss(model, batches):
-    """La pérdida media de model sobre batches, un iterable de pares (x, y); un float.
+    """La pérdida media de model sobre batches, un iterable de pares (x, y); un float de
+    Python (no un tensor, como devuelve el estimate_loss de nanoGPT). batches puede ser un
+    generador: no tiene len() y solo se recorre una vez.
 
     Mide sin entrenar: en modo evaluación (el dropout se apaga) y sin gradientes. Al
     terminar, model vuelve al modo en que estaba, train o eval.

@@ -15,7 +15,8 @@ from .harness import function, has_values, show, type_name
 # (n, val_fraction); None: the default, 0.1. Each exact n * fraction is also checked by
 # ref.val_sizes, so both usual roundings (int(n * (1 - f)) for train, int(n * f) for val) pass.
 ORDER_CASES = ((40, 0.25), (37, 0.3))
-SIZE_CASES = ((1000, None), (40, 0.25), (7, 0.5), (200, 0.05), (37, 0.3))
+# (9, 0.1): val_fraction * n = 0.9, so val may be empty (rounded down): data[-0:] bites there.
+SIZE_CASES = ((1000, None), (40, 0.25), (7, 0.5), (200, 0.05), (37, 0.3), (9, 0.1))
 
 
 def _split(submission, data: torch.Tensor, fraction):
@@ -47,6 +48,10 @@ def test_split_order(submission, check_seed):
         if len(joined) != n:
             fail(called, got, message("lesson01.split_lost", count=len(joined), n=n))
         if torch.equal(torch.cat([val, train.to(val.dtype)]), data):
+            # The pieces are whole but in the wrong places: either the pair is returned the
+            # other way round (val has train's size) or train was cut from the end.
+            if len(val) in ref.val_sizes(n, fraction) and len(val) != len(train):
+                fail(called, got, message("lesson01.split_train_from_end"))
             fail(called, got, message("lesson01.split_swapped"))
         if torch.equal(joined.sort().values, data.sort().values):
             fail(called, got, message("lesson01.split_shuffled"))
@@ -68,7 +73,9 @@ def test_split_fraction(submission, check_seed):
             continue
         expected = ", ".join(str(s) for s in sizes)
         hint = None
-        if n_val in ref.val_sizes(n, 1 - f):
+        if n_val == n and n_train == 0 and min(sizes) == 0:
+            hint = message("lesson01.split_val_negative_zero", n=n, f=f, exact=f"{n * f:g}")
+        elif n_val in ref.val_sizes(n, 1 - f):
             hint = message("lesson01.split_inverted", f=f)
         elif fraction is not None and n_val in ref.val_sizes(n, 0.1):
             hint = message("lesson01.split_ignores_fraction", f=f)

@@ -231,8 +231,9 @@ def test_unknown_char(submission, check_seed):
 def _judge_error(err: StudentError, called, position: int, ch: str) -> None:
     text = err.message
     raised = message("lesson01.unknown_raised", type=err.type_name, message=truncate(text.strip(), SHOWN_CHARS))
-    if err.type_name != "ValueError":
-        hint = "lesson01.unknown_keyerror" if err.type_name == "KeyError" else "lesson01.unknown_type"
+    # Judged like isinstance: a ValueError of the learner's own (a subclass) is a ValueError.
+    if not err.is_a("ValueError"):
+        hint = "lesson01.unknown_keyerror" if err.is_a("KeyError") else "lesson01.unknown_type"
         fail(called, raised, message(hint, ch=show(ch)))
     if ch not in text:
         fail(called, raised, message("lesson01.unknown_no_char", ch=show(ch)))

@@ -146,6 +146,12 @@ class TableModel:
         sub.call(self.handle, method="eval")
 
 
+class CannotJudge(Exception):
+    """A sampling check cannot judge the sampling code: the logits TODO [last-step] hands it are
+    not (B, V), which the last-position check reports. The check then passes: its TODO is
+    judged once TODO [last-step] gives it what it needs."""
+
+
 class Generate:
     """The learner's generate(model, idx, max_new_tokens, generator=g), g a torch.Generator
     built in the worker with a seed the grader knows."""
@@ -163,15 +169,25 @@ class Generate:
         key = "lesson02.called_generate" if global_seed is None else "lesson02.called_generate_global"
         return message(key, shape=tuple(idx.shape), steps=steps, V=self.model.V, seed=seed, global_seed=global_seed)
 
-    def run(self, idx: torch.Tensor, steps: int, seed: int, *, global_seed: int = 0, spy: bool = False) -> dict:
+    def run(self, idx: torch.Tensor, steps: int, seed: int, *, global_seed: int = 0, spy: bool = False,
+            judging: str = "sampling", rows_fine: bool = False) -> dict:
         """{"value": the output, "spied": torch.multinomial's calls} with torch's global seed
         set to `global_seed` first (so that a learner who ignores `generator` is
-        reproducible too, and can be told apart)."""
+        reproducible too, and can be told apart).
+
+        judging: the TODO the calling check judges. "sampling": an error that comes from the
+        logits TODO [last-step] keeps (harness.last_step_broke) raises CannotJudge, since the
+        sampling code cannot be judged on them; "last-step": only the hints that name TODO
+        [last-step] are given, and any other error goes through as the learner raised it."""
         gen = self.worker_generator(seed)
-        with generate_hints(idx.shape, self.model.V):
-            result = self.sub.call_traced(self.fn, self.model.handle, idx, steps, generator=gen,
-                                          spy=(MULTINOMIAL,) if spy else (), seed=global_seed)
-        return result
+        with generate_hints(idx.shape, self.model.V, only_last_step=judging == "last-step", rows_fine=rows_fine):
+            try:
+                return self.sub.call_traced(self.fn, self.model.handle, idx, steps, generator=gen,
+                                            spy=(MULTINOMIAL,) if spy else (), seed=global_seed)
+            except StudentError as err:
+                if judging == "sampling" and last_step_broke(err, *idx.shape):
+                    raise CannotJudge from None
+                raise
 
     def run_keeping_input(self, idx: torch.Tensor, steps: int, seed: int) -> tuple:
         """(output, idx as the worker holds it after the call): generate is called through a
@@ -181,7 +197,12 @@ class Generate:
         partial = self.sub.getattr(self.sub.library("functools"), "partial")
         with generate_hints(idx.shape, self.model.V):
             bound = self.sub.call(partial, self.fn, self.model.handle, idx)
-            value = self.sub.call_traced(bound, steps, generator=gen, seed=0)["value"]
+            try:
+                value = self.sub.call_traced(bound, steps, generator=gen, seed=0)["value"]
+            except StudentError as err:
+                if last_step_broke(err, *idx.shape):
+                    raise CannotJudge from None
+                raise
         args = self.sub.getattr(bound, "args")
         after = args[1] if isinstance(args, tuple) and len(args) == 2 else None
         return value, after if isinstance(after, torch.Tensor) else None
@@ -263,11 +284,41 @@ def position_hints(T: int, cfg: dict):
     ))
 
 
-def generate_hints(shape, V: int):
+def generate_hints(shape, V: int, *, only_last_step: bool = False, rows_fine: bool = False):
+    """Hints for a learner's error in generate. only_last_step: only the errors that say the
+    logits kept by TODO [last-step] are not (B, V); any other error goes through as it is (the
+    engine then says in whose TODO it was raised). rows_fine: generate worked with B > 1, so
+    with B = 1 a 1-D draw is logits squeezed down to (V,)."""
     B, T = shape
-    return _hinted((
+    last_step = (
         (r"prob_dist must be 1 or 2 dim", lambda m: message("lesson02.hint_probs_3d")),
+        (r"Tensors must have same number of dimensions",
+         lambda m: message("lesson02.hint_last_step_squeezed", V=V) if rows_fine and B == 1 else None),
+        (r"Sizes of tensors must match except in dimension 1\D+(\d+)\D+(\d+)",
+         lambda m: message("lesson02.hint_cat_sizes", B=B) if not only_last_step or last_step_rows(int(m[2]), B, T) else None),
+    )
+    if only_last_step:
+        return _hinted(last_step)
+    return _hinted(last_step + (
         (r"Sizes of tensors must match except in dimension 1", lambda m: message("lesson02.hint_cat_sizes", B=B)),
         (r"invalid multinomial distribution|probability tensor contains", lambda m: message("lesson02.hint_probs_negative")),
         (r"Tensors must have same number of dimensions", lambda m: message("lesson02.hint_cat_dims")),
     ))
+
+
+def last_step_rows(rows: int, B: int, T: int) -> bool:
+    """Whether `rows` new tokens per step (instead of B) is what logits kept from every position
+    (B*T rows) or from the batch axis (logits[-1]: T rows) give: TODO [last-step]'s doing."""
+    return rows != B and rows in (B * T, T)
+
+
+def last_step_broke(err: StudentError, B: int, T: int) -> bool:
+    """Whether a learner's error in generate comes from the logits TODO [last-step] keeps not
+    being (B, V): torch.multinomial given a 3-D tensor, or B*T or T tokens drawn per step. The
+    sampling code itself is then not at fault, and its checks cannot judge it."""
+    if err.todo_pending is not None:
+        return False
+    if "prob_dist must be 1 or 2 dim" in err.message:
+        return True
+    found = re.search(r"Sizes of tensors must match except in dimension 1\D+(\d+)\D+(\d+)", err.message)
+    return bool(found) and last_step_rows(int(found[2]), B, T)

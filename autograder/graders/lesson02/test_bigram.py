@@ -122,23 +122,50 @@ def _expect_scalar_loss(loss, called, B: int, T: int) -> None:
         fail(called, message("lesson02.loss_shape", got=tuple(loss.shape)), message(hint) if hint else None)
 
 
+def _loss_tokens(B: int, T: int, V: int, gen) -> torch.Tensor:
+    """idx for the loss checks: random tokens with V - 1 among them, so that a lookup that sizes
+    a one-hot from the tokens it sees (TODO [embedding-lookup]'s business) still gives V logits."""
+    idx = tokens(B, T, V, gen)
+    idx.view(-1)[int(torch.randint(0, B * T, (1,), generator=gen))] = V - 1
+    return idx
+
+
+# Where the lookup's logits are not (B, T, V), the loss is judged with B = T = V: any 3-D
+# lookup result then has the sizes a right loss code needs, and is taken as the learner's
+# logits (a lookup that indexes the table's columns gives (V, B, T) there).
+CUBE = 5
+
+
 def _loss_check(submission, gen, V: int, B: int, T: int) -> None:
     model = _model(submission, gen, V)
-    idx, targets = tokens(B, T, V, gen), tokens(B, T, V, gen)
+    idx, targets = _loss_tokens(B, T, V, gen), tokens(B, T, V, gen)
+    # How the lookup alone shapes the logits (forward without targets).
+    plain, _ = model.logits(idx, with_targets=False, pair=False)
+    if tuple(plain.shape) not in ((B, T, V), (B * T, V)):
+        V = B = T = CUBE
+        model = _model(submission, gen, V)
+        idx, targets = _loss_tokens(B, T, V, gen), tokens(B, T, V, gen)
     called = model.called(idx, targets)
     logits, loss = model.logits(idx, targets)
-    _expect_unflattened_logits(logits, B, T, V, called, with_targets=True)
     _expect_scalar_loss(loss, called, B, T)
+    if tuple(logits.shape) == (B * T, V):
+        # Flattened in place and returned so: loss-none reports it; the value is judged here.
+        logits = logits.reshape(B, T, V)
+    elif logits.dim() != 3 or logits.shape[0] * logits.shape[1] != B * T:
+        fail(called, message("lesson02.logits_shape", got=tuple(logits.shape), expected=(B, T, V)),
+             message("lesson02.loss_waits_for_lookup"))
     # Judged on the learner's own logits: only how the loss is formed counts here.
     expected = ref.cross_entropy(logits, targets)
-    problem = compare(loss, expected.float(), what=message("lesson02.what_loss"), atol=ATOL, rtol=RTOL)
+    # In the logits' own dtype: float64 logits (logits-shape's business) give a float64 loss.
+    dtype = logits.dtype if logits.is_floating_point() else torch.float32
+    problem = compare(loss, expected.to(dtype), what=message("lesson02.what_loss"), atol=ATOL, rtol=RTOL)
     if problem is None:
         return
     variants = [(ref.cross_entropy(logits, targets, pairing="targets_transposed"), "lesson02.diag_loss_targets_transposed"),
                 (_time_major_logits(logits, targets), "lesson02.diag_loss_logits_transposed"),
                 (ref.cross_entropy(logits, targets, reduction="sum"), "lesson02.diag_loss_sum"),
                 (ref.cross_entropy(logits, targets, log_probs=False), "lesson02.diag_loss_no_log_softmax")]
-    if T == V:
+    if T == logits.shape[2]:
         variants.insert(0, (ref.cross_entropy(logits, targets, pairing="classes_T"), "lesson02.diag_loss_classes_T"))
     diagnoses = [message(key, T=T, V=V, B=B) for value, key in variants
                  if math.isclose(float(loss), float(value), rel_tol=1e-5, abs_tol=1e-6)]
@@ -167,10 +194,12 @@ def test_loss_classes(submission, check_seed):
 
 @pytest.mark.check("loss-none")
 def test_loss_none(submission, check_seed):
+    """Besides the loss's value: forward(idx) and forward(idx, None) give (logits, None), and
+    the logits come back (B, T, V) with targets too (flattening them is the loss code's)."""
     gen = generator(check_seed)
     V, B, T = BIGRAM["V"], BIGRAM["B"], BIGRAM["T"]
     model = _model(submission, gen)
-    idx = tokens(B, T, V, gen)
+    idx = _loss_tokens(B, T, V, gen)
     for with_targets in (False, True):  # forward(idx), then forward(idx, None)
         called = model.called(idx) if not with_targets else message("lesson02.called_bigram_none",
                                                                     call=model.call_text, shape=(B, T))
@@ -180,3 +209,8 @@ def test_loss_none(submission, check_seed):
                 and loss.device.type != "meta" else type(loss).__name__
             fail(called, message("lesson02.loss_without_targets", got=shown))
         _expect_unflattened_logits(logits, B, T, V, called, with_targets=False)
+    if tuple(logits.shape) != (B, T, V):
+        return  # the lookup's shape (logits-shape says what it is): the loss code cannot be seen
+    targets = tokens(B, T, V, gen)
+    logits, _ = model.logits(idx, targets)
+    _expect_unflattened_logits(logits, B, T, V, model.called(idx, targets), with_targets=False)

@@ -49,7 +49,7 @@ def test_positions_shape(submission, check_seed):
     cfg = EMBED
     emb = LearnerEmbedding(submission, cfg, gen)
     # T < block_size first: positions made for block_size instead of T show up there.
-    for B, T in ((cfg["B"], cfg["T"]), (cfg["B"], cfg["block_size"]), (3, 1)):
+    for B, T in ((cfg["B"], cfg["T"]), (cfg["B"], cfg["block_size"]), (3, 1), (1, cfg["T"])):
         idx = tokens(B, T, cfg["V"], gen)
         called = emb.called(idx)
         x = _output(emb, idx, called)

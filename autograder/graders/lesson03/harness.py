@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from autograder.checks import describe_student_error, fail, keys_not_taken
+from autograder.checks import CheckFailure, describe_student_error, fail, keys_not_taken
 from autograder.feedback import compare
 from autograder.results import Block, Figure, message
 from autograder.sandbox import Sandbox, StudentError
@@ -24,6 +24,38 @@ MAIN = {"n_embd": 24, "n_head": 3, "block_size": 11, "dropout": 0.0}
 MAIN_T = 7
 # A second shape family, used at T = 1 and T = block_size.
 SMALL = {"n_embd": 20, "n_head": 4, "block_size": 6, "dropout": 0.0}
+
+
+def captured_weights(captured: list, n_head: int) -> torch.Tensor | None:
+    """What entered attn_drop the first time, or the heads' (B, T, T) weights stacked into
+    (B, nh, T, T) when a loop over heads sent them one by one; None when nothing entered."""
+    tensors = [c for c in captured if isinstance(c, torch.Tensor)]
+    if not tensors:
+        return None
+    first = tensors[0]
+    if first.dim() == 3 and n_head > 1 and len(tensors) >= n_head and all(c.shape == first.shape for c in tensors[:n_head]):
+        return torch.stack(tensors[:n_head], dim=1)
+    return first
+
+
+def looks_like_weights(w: torch.Tensor, B: int, n_head: int, T: int) -> bool:
+    """Attention weights as attn_drop should get them: (B, nh, T, T), after the softmax (no
+    negative or infinite entry; NaN may come from a mask bug, for its checks to show)."""
+    if tuple(w.shape) != (B, n_head, T, T) or not w.is_floating_point():
+        return False
+    finite = w[torch.isfinite(w)]
+    return not bool(torch.isinf(w).any()) and not bool((finite < 0).any())
+
+# Heads smaller than their number (hs = 2 < nh = 6), and a single head (hs = C): for the
+# checks of the whole output.
+NARROW = {"n_embd": 12, "n_head": 6, "block_size": 9, "dropout": 0.0}
+ONE_HEAD = {"n_embd": 8, "n_head": 1, "block_size": 5, "dropout": 0.0}
+
+
+def exact(cfg: dict, T: int) -> dict:
+    """`cfg` with block_size = T: the checks of other TODOs than [mask] run at T = block_size,
+    where a mask that is not cropped to T (TODO [mask]) cannot break their forward."""
+    return {**cfg, "block_size": T}
 ATOL = RTOL = 1e-5
 SDPA = "torch.nn.functional.scaled_dot_product_attention"
 
@@ -65,10 +97,11 @@ class LearnerAttention:
         y = self.traced(x, seed=seed)["value"]
         return y
 
-    def traced(self, x: torch.Tensor, *, seed: int | None = None, spy: bool = False) -> dict:
+    def traced(self, x: torch.Tensor, *, seed: int | None = None, spy: bool = False,
+               capture: tuple[str, ...] = ("attn_drop",)) -> dict:
         """forward(x), with the attention weights captured where they enter attn_drop."""
         with mask_crop_hint(self.cfg, x.shape[1]):
-            result = self.sub.call_traced(self.handle, x, capture=("attn_drop",),
+            result = self.sub.call_traced(self.handle, x, capture=capture,
                                           spy=(SDPA,) if spy else (), seed=seed, no_grad=True)
         if not isinstance(result.get("value"), torch.Tensor):
             fail(self.called(x), message("lesson03.not_a_tensor", got=type(result.get("value")).__name__))
@@ -77,6 +110,53 @@ class LearnerAttention:
             fail(self.called(x), message("lesson03.not_a_tensor",
                                          got=f"Tensor(device={result['value'].device.type}, dtype={result['value'].dtype})"))
         return result
+
+    def weights(self, x: torch.Tensor, traced: dict | None = None, *, required: bool = True) -> torch.Tensor | None:
+        """The attention weights (B, nh, T, T) of forward(x): as they entered attn_drop (the
+        first time: passing through it more than once is dropout-modes' business), stacked when
+        the heads went through it one by one (a loop over heads, (B, T, T) each); or, when what
+        enters attn_drop is no weights (attn_drop never called, called on the scores before the
+        softmax or on the heads' output: conventions judged by dropout-modes alone), the weights
+        the module's float64 output implies. None (or, when `required`, a failure) when neither
+        works; what entered attn_drop when only that exists and the weights are `required`."""
+        traced = traced if traced is not None else self.traced(x)
+        seen = captured_weights(traced["captured"], self.n_head)
+        if seen is not None and looks_like_weights(seen, x.shape[0], self.n_head, x.shape[1]):
+            return seen
+        implied = self.implied_weights(x)
+        if implied is not None or not required:
+            return implied
+        if seen is None:
+            fail(self.called(x), message("lesson03.attn_drop_calls", count=0))
+        return seen  # for the check to show what it is
+
+    def implied_weights(self, x: torch.Tensor) -> torch.Tensor | None:
+        """The weights w with output = proj(merge(w @ v)) for the reference's values v, solved
+        from the module's float64 output (exact when hs >= T: v has full row rank). Used only
+        when the weights never pass through attn_drop; None when they cannot be solved for."""
+        B, T, C = x.shape
+        hs = C // self.n_head
+        if not 1 <= T <= hs:
+            return None
+        try:
+            self.sub.call(self.handle, method="double")
+            try:
+                y = self.forward(x.double())
+            finally:
+                self.sub.call(self.handle, method="float")
+        except (StudentError, CheckFailure):  # a module that cannot run in float64: no fallback
+            return None
+        if y.shape != x.shape or y.dtype != torch.float64 or not torch.isfinite(y).all():
+            return None
+        W, b = self.sd["proj.weight"].double(), self.sd["proj.bias"].double()
+        try:
+            merged = torch.linalg.solve(W, (y - b).transpose(-1, -2)).transpose(-1, -2)  # (B, T, C)
+            v = ref.values(x, self.sd, self.n_head)
+            w = torch.stack([merged[..., h * hs:(h + 1) * hs] @ torch.linalg.pinv(v[h])
+                             for h in range(self.n_head)], dim=1)  # (B, nh, T, T)
+        except RuntimeError:  # a singular system: nothing to say
+            return None
+        return torch.where(w.abs() < 1e-9, torch.zeros_like(w), w).float()
 
     def expect_output(self, x: torch.Tensor, expected: torch.Tensor, what, *diagnoses) -> torch.Tensor:
         y = self.forward(x)
@@ -168,11 +248,16 @@ def fit_scores(weights: torch.Tensor, raw: torch.Tensor) -> ScoreFit:
 
 
 def explain_weights(weights: torch.Tensor, x: torch.Tensor, sd: dict, n_head: int) -> tuple[str, ScoreFit] | None:
-    """The first split of ref.SPLITS under which the weights are a row softmax of q k^T / d."""
-    for split in ref.SPLITS:
-        fit = fit_scores(weights, ref.raw_scores(x, sd, n_head, split))
-        if fit.fits:
-            return split, fit
+    """The first split of ref.SPLITS under which the weights are a row softmax of q k^T / d;
+    failing that, a softmax over the queries (dim=-2: a slip outside the TODOs, judged by
+    reference-parity), so that how q and k are formed and the scale can still be judged."""
+    for transposed in (False, True):
+        for split in ref.SPLITS:
+            raw = ref.raw_scores(x, sd, n_head, split)
+            fit = (fit_scores(weights.transpose(-1, -2), raw.transpose(-1, -2)) if transposed
+                   else fit_scores(weights, raw))
+            if fit.fits:
+                return split, fit
     return None
 
 
@@ -180,6 +265,30 @@ def rows_sum_to_one(weights: torch.Tensor) -> bool:
     sums = weights.double().sum(dim=-1)
     finite = torch.isfinite(sums)
     return bool(torch.allclose(sums[finite], torch.ones_like(sums[finite]), atol=1e-5))
+
+
+def columns_sum_to_one(weights: torch.Tensor) -> bool:
+    """A softmax over the queries (dim=-2) instead of the keys."""
+    return rows_sum_to_one(weights.transpose(-1, -2))
+
+
+def mask_explains(weights: torch.Tensor | None) -> bool:
+    """Whether attention weights show a mask bug, when the output leaks or changes with T.
+
+    Weights that are finite, exactly 0 where j > i and a softmax over the keys (rows sum to 1)
+    are what a right mask gives: the leak then comes from mixing positions (heads split or
+    merged wrongly, checks of their own TODOs). Rows that do not sum to 1 while the columns do
+    are a softmax over the queries (outside the TODOs: reference-parity). Anything else, e.g.
+    the future zeroed after the softmax (rows < 1), is the mask's. No weights: no excuse."""
+    if weights is None:
+        return True
+    w = weights.double()
+    if w.dim() < 2 or w.shape[-1] != w.shape[-2] or not torch.isfinite(w).all():
+        return True
+    future = torch.ones(w.shape[-2:], dtype=torch.bool).triu(1)
+    if bool((w[..., future] != 0).any()):
+        return True
+    return not (rows_sum_to_one(w) or columns_sum_to_one(w))
 
 
 def expect_finite(value: torch.Tensor, called) -> None:

@@ -42,7 +42,9 @@ def np_edges(T: int, causal: bool) -> int:
 SCALES = ("sqrt_hs", "sqrt_C", "none", "hs", "times_sqrt_hs")
 MASKS = ("causal", "none", "inverted", "strict")
 # How q, k, v can be cut into heads: right, and three recognisable bugs.
-SPLITS = ("contiguous", "interleaved", "no_transpose", "qk_swapped")
+SPLITS = ("contiguous", "interleaved", "no_transpose", "qk_swapped", "kv_swapped", "qv_swapped")
+# Which third of qkv's output each of q, k, v takes under a split (q, k, v in that order is right).
+PART_ORDER = {"qk_swapped": (1, 0, 2), "kv_swapped": (0, 2, 1), "qv_swapped": (2, 1, 0)}
 
 
 def divisor(scale: str, hs: int, C: int) -> float:
@@ -68,12 +70,13 @@ def _allowed(T: int, mask: str) -> torch.Tensor:
 
 
 def attention_weights(x: torch.Tensor, sd: dict, n_head: int, *, scale: str = "sqrt_hs",
-                      mask: str = "causal", split: str = "contiguous") -> torch.Tensor:
-    """The attention matrix (B, nh, T, T) the reference computes, head by head."""
+                      mask: str = "causal", split: str = "contiguous", softmax_dim: int = -1) -> torch.Tensor:
+    """The attention matrix (B, nh, T, T) the reference computes, head by head (normalised
+    over the queries, a bug, when softmax_dim is -2)."""
     _, T, C = x.shape
     scores = raw_scores(x, sd, n_head, split) / divisor(scale, C // n_head, C)
     scores = scores.masked_fill(~_allowed(T, mask), float("-inf"))
-    return torch.softmax(scores, dim=-1)
+    return torch.softmax(scores, dim=softmax_dim)
 
 
 def values(x: torch.Tensor, sd: dict, n_head: int, split: str = "contiguous") -> list[torch.Tensor]:
@@ -88,6 +91,8 @@ def merge_and_project(weights: torch.Tensor, v_heads: list[torch.Tensor], sd: di
     heads = [weights[:, h].to(torch.float64) @ v_heads[h] for h in range(nh)]  # nh x (B, T, hs)
     if merge == "concat":
         y = torch.cat(heads, dim=-1)
+    elif merge == "interleaved":  # channels in (hs, nh) order: permute(0, 2, 3, 1)
+        y = torch.stack(heads, dim=-1).reshape(B, T, -1)
     else:  # "no_transpose": (B, nh, T, hs) viewed directly as (B, T, C)
         y = torch.stack(heads, dim=1).reshape(B, T, -1)
     if not proj:
@@ -111,9 +116,9 @@ def _project(x: torch.Tensor, sd: dict, n_head: int, split: str):
     hs = C // n_head
     qkv = x @ W.T + b  # (B, T, 3C)
     parts = [qkv[..., i * C:(i + 1) * C] for i in range(3)]
-    if split == "qk_swapped":  # k, q, v = qkv.split(C, dim=2)
-        parts = [parts[1], parts[0], parts[2]]
-    if split in ("contiguous", "qk_swapped"):  # head h owns channels [h*hs, (h+1)*hs)
+    if split in PART_ORDER:  # e.g. k, q, v = qkv.split(C, dim=2)
+        parts = [parts[i] for i in PART_ORDER[split]]
+    if split in ("contiguous", *PART_ORDER):  # head h owns channels [h*hs, (h+1)*hs)
         return [[p[..., h * hs:(h + 1) * hs] for h in range(n_head)] for p in parts]
     if split == "interleaved":  # a view(B, T, hs, nh) bug: head h gets channels h, h+nh, ...
         return [[p[..., h::n_head] for h in range(n_head)] for p in parts]
@@ -126,3 +131,33 @@ def raw_scores(x: torch.Tensor, sd: dict, n_head: int, split: str = "contiguous"
     """q @ k^T per head, (B, nh, T, T) in float64, neither scaled nor masked."""
     q, k, _ = _project(x, sd, n_head, split)
     return torch.stack([torch.einsum("btd,bsd->bts", q[h], k[h]) for h in range(n_head)], dim=1)
+
+
+def forward_detached(x: torch.Tensor, sd: dict, n_head: int, detach: tuple[str, ...] = ()) -> torch.Tensor:
+    """The module's output (float64) with some paths cut from autograd: "q", "k", "v" (that
+    projection), "weights" (the attention matrix). Same values as attention_forward; only the
+    gradient with respect to x differs (a learner's .detach() or .data on that path)."""
+    q, k, v = _project(x, sd, n_head, "contiguous")
+    cut = {"q": q, "k": k, "v": v}
+    for name in ("q", "k", "v"):
+        if name in detach:
+            cut[name] = [t.detach() for t in cut[name]]
+    T = x.shape[1]
+    hs = x.shape[2] // n_head
+    scores = torch.stack([torch.einsum("btd,bsd->bts", cut["q"][h], cut["k"][h]) for h in range(n_head)], dim=1)
+    scores = (scores / math.sqrt(hs)).masked_fill(~_allowed(T, "causal"), float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    if "weights" in detach:
+        weights = weights.detach()
+    return merge_and_project(weights, cut["v"], sd)
+
+
+def input_vjp(x: torch.Tensor, sd: dict, n_head: int, cotangents: list[torch.Tensor],
+              detach: tuple[str, ...] = ()) -> list[torch.Tensor]:
+    """d <forward(x), c> / dx for each cotangent c, in float64."""
+    xg = x.detach().double().requires_grad_(True)
+    y = forward_detached(xg, sd, n_head, detach)
+    if not y.requires_grad:  # every path cut
+        return [torch.zeros_like(xg) for _ in cotangents]
+    grads = [torch.autograd.grad(y, xg, c.double(), retain_graph=True, allow_unused=True)[0] for c in cotangents]
+    return [torch.zeros_like(xg) if g is None else g for g in grads]

@@ -150,7 +150,7 @@ def test_np_attention(submission, check_seed):
         # This check judges masked_self_attention itself: with the learner's own causal_mask
         # (a TODO with a check of its own), is the computation right?
         own = _with_learner_pieces(submission, inputs)
-        if own is not None and compare(weights, own, what="") is None:
+        if own is not None and _matches(weights, own):
             expected_w = own
             expected_out = own @ (inputs[0] @ inputs[3])
         else:
@@ -166,22 +166,39 @@ def test_np_attention(submission, check_seed):
 
 
 def _with_learner_pieces(submission, inputs):
-    """The weights the reference computes with the learner's own causal_mask (a TODO with a
-    check of its own), or None when it does not run or does not return a (T, T) array."""
+    """The weights a right masked_self_attention gives with the learner's own causal_mask and
+    softmax (TODOs with checks of their own): so that np-attention judges the composition only.
+    None when those pieces are right (nothing to excuse), do not run, or return no (T, T) array."""
     X, W_Q, W_K, _ = inputs
     T = X.shape[0]
     try:
         mask = submission.call(function(submission, "causal_mask"), T)
     except StudentError:
         return None
-    if not isinstance(mask, np.ndarray) or mask.shape != (T, T) or is_causal_mask(mask, T):
+    if not isinstance(mask, np.ndarray) or mask.shape != (T, T):
         return None
     Q, K = X @ W_Q, X @ W_K
     try:
         with np.errstate(all="ignore"):
-            return ref.np_softmax(Q @ K.T / math.sqrt(Q.shape[1]) + mask.astype(np.float64), axis=-1)
+            scores = Q @ K.T / math.sqrt(Q.shape[1]) + mask.astype(np.float64)
     except (TypeError, ValueError):  # not a numeric mask
         return None
+    try:
+        with np.errstate(all="ignore"):
+            weights = submission.call(function(submission, "softmax"), scores, axis=-1)
+    except StudentError:
+        return None
+    if not isinstance(weights, np.ndarray) or weights.shape != (T, T) or not np.issubdtype(weights.dtype, np.number):
+        return None
+    with np.errstate(all="ignore"):
+        if is_causal_mask(mask, T) and np.allclose(weights, ref.np_softmax(scores), atol=1e-9, equal_nan=True):
+            return None
+    return weights.astype(np.float64)
+
+
+def _matches(actual, expected) -> bool:
+    return (actual.shape == expected.shape and np.issubdtype(actual.dtype, np.number)
+            and bool(np.allclose(actual, expected, atol=1e-6, equal_nan=True)))
 
 
 def _blame_pieces(submission, T: int) -> list:
@@ -206,6 +223,9 @@ def test_np_attention_causal(submission, check_seed):
     T = inputs[0].shape[0]
     if weights.shape != (T, T):
         fail(called, message("lesson03.np_weights_shape", got=tuple(weights.shape), T=T))
+    own = _with_learner_pieces(submission, inputs)
+    if own is not None and _matches(weights, own):
+        return  # right, given the learner's own causal_mask and softmax: their checks say what is wrong
     leaks = leaking_cells(weights)
     if leaks.any():
         fail(called, message("lesson03.future_weights", count=int(leaks.sum())),

@@ -132,6 +132,42 @@ class Learner:
         expect_tensor(value, self.called(x))
         return value
 
+    def grads(self, x: torch.Tensor, v: torch.Tensor, path: str = "") -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        """The gradient of <forward(x), v> with respect to every parameter of the submodule at
+        `path` ("" the whole module) and to x: ({parameter name: gradient}, x's gradient).
+
+        Computed in the worker by torch.func.vjp over torch.func.functional_call(module,
+        parameters, (x,)), so no grader code runs there and the module's own .grad stay as
+        they were. A parameter the output does not depend on (a .detach(), torch.no_grad())
+        gets a zero gradient."""
+        sub = self.sub
+        target = self.child(path) if path else self.handle
+        pairs = sub.request("call", target=target, method="named_parameters", options={"materialize": True})
+        params = {str(name): value for name, value in pairs if isinstance(value, torch.Tensor)}
+        torch_h = sub.library("torch")
+        func = sub.getattr(torch_h, "func")
+        partial = sub.getattr(sub.library("functools"), "partial")
+        module_call = sub.call(partial, sub.getattr(func, "functional_call"), target)
+        result = sub.call(sub.getattr(func, "vjp"), module_call, params, (x.detach().clone(),))
+        called = self.called_grads(x)
+        if not (isinstance(result, tuple) and len(result) == 2):
+            fail(called, message("lesson04.not_a_tensor", got=type(result).__name__))
+        out, vjp_fn = result
+        expect_tensor(out, called)
+        if tuple(out.shape) != tuple(v.shape):
+            fail(called, message("lesson04.shape_wrong", what=message("lesson04.what_output"), got=tuple(out.shape),
+                                 expected=tuple(v.shape)))
+        grads = sub.call(vjp_fn, v.to(out.dtype))
+        if not (isinstance(grads, tuple) and len(grads) == 2 and isinstance(grads[0], dict)
+                and isinstance(grads[1], tuple) and len(grads[1]) == 1 and isinstance(grads[1][0], torch.Tensor)):
+            fail(called, message("lesson04.grads_unreadable"))
+        by_name = {str(k): g for k, g in grads[0].items() if isinstance(g, torch.Tensor)}
+        return by_name, grads[1][0]
+
+    def called_grads(self, x: torch.Tensor):
+        return message("lesson04.called_grads", call=self.call_text, shape=tuple(x.shape),
+                       how=message("lesson04.how_weights" if self.weights is not None else "lesson04.how_init"))
+
     def parameters_named(self) -> dict[str, torch.Tensor]:
         """named_parameters(): each distinct parameter once, as nn.Module lists them."""
         pairs = self.sub.request("call", target=self.handle, method="named_parameters",

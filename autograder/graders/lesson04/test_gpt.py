@@ -7,9 +7,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from autograder.checks import CheckFailure, fail
+from autograder.checks import CheckFailure, describe_student_error, fail
 from autograder.feedback import compare, heatmap, leaking_cells
 from autograder.results import Feedback, Figure, message
+from autograder.sandbox import StudentError
 
 from . import reference as ref
 from .harness import (
@@ -132,15 +133,15 @@ _MODEL_VARIANTS = (
 @pytest.mark.check("model-parity")
 def test_model_parity(submission, check_seed):
     gen = generator(check_seed)
-    for cfg, T in ((MAIN, MAIN_T), (MAIN, MAIN["block_size"]), (SMALL, 1)):
+    for cfg, T, B in ((MAIN, MAIN_T, 2), (MAIN, MAIN["block_size"], 2), (SMALL, 1, 2), (SMALL, 3, 1)):
         sd = ref.gpt_weights(cfg, gen)
         model = Learner(submission, "GPT", cfg, sd)
-        idx, targets = tokens(2, T, cfg["vocab_size"], gen), tokens(2, T, cfg["vocab_size"], gen)
+        idx, targets = tokens(B, T, cfg["vocab_size"], gen), tokens(B, T, cfg["vocab_size"], gen)
         try:
             logits, loss = model.logits_loss(idx, targets)
             called = message("lesson04.called_gpt_targets", call=model.call_text, shape=tuple(idx.shape),
                              how=message("lesson04.how_weights"))
-            expect_shape(logits, (2, T, cfg["vocab_size"]), called, "lesson04.what_logits")
+            expect_shape(logits, (B, T, cfg["vocab_size"]), called, "lesson04.what_logits")
             expected, expected_loss = ref.gpt(idx, sd, cfg, targets)
             problem = compare(logits, expected.float(), what=message("lesson04.what_logits"),
                               atol=MODEL_ATOL, rtol=MODEL_RTOL)
@@ -160,6 +161,37 @@ def test_model_parity(submission, check_seed):
         except CheckFailure as failure:
             # This check belongs to no TODO: point at the ones whose checks say where to look.
             raise CheckFailure(failure.feedback + Feedback.of(message("lesson04.parity_hint"))) from None
+    _judge_device(submission, check_seed)
+
+
+def _judge_device(submission, check_seed) -> None:
+    """The device contract, without a GPU: the model moved to the "meta" device (shapes, no
+    data) and fed meta indices. A tensor made on another device (torch.arange(T) without
+    device=idx.device, a .cuda() or .to("cpu")) either raises or shows up on the CPU, and the
+    positions that enter wpe are looked at on the way."""
+    cfg, B, T = MAIN, 2, MAIN_T
+    model = _own_init(submission, check_seed, cfg)
+    idx = torch.empty(B, T, dtype=torch.long, device="meta")
+    called = message("lesson04.called_meta", call=model.call_text, shape=(B, T))
+    try:
+        submission.call(model.handle, "meta", method="to")
+        result = submission.call_traced(model.handle, idx, capture=("transformer.wpe",), no_grad=True)
+    except StudentError as err:
+        if err.todo_pending is not None or err.is_a("MissingSubmodule"):
+            raise
+        fail(called, message("lesson04.device_raised"), describe_student_error(err, None, {}))
+    value = result.get("value")
+    logits = value[0] if isinstance(value, tuple) and len(value) == 2 else value
+    for seen in result.get("captured", []):
+        if isinstance(seen, torch.Tensor) and seen.device.type != "meta":
+            fail(called, message("lesson04.positions_wrong_device", got=seen.device.type, device="meta"))
+    if not isinstance(logits, torch.Tensor):
+        fail(called, message("lesson04.not_a_pair", got=type(value).__name__))
+    if logits.device.type != "meta":
+        fail(called, message("lesson04.logits_wrong_device", got=logits.device.type, device="meta"))
+    if tuple(logits.shape) != (B, T, cfg["vocab_size"]):
+        fail(called, message("lesson04.shape_wrong", what=message("lesson04.what_logits"), got=tuple(logits.shape),
+                             expected=(B, T, cfg["vocab_size"])))
 
 
 @pytest.mark.check("future-leak")

@@ -97,14 +97,19 @@ def test_init_residual(submission):
     L = INIT["n_layer"]
     target = ref.residual_std(L)
     found = {name: p.detach().double().std().item() for name, p in params.items() if name.endswith(RESIDUAL)}
-    if len(found) != 2 * L:
-        fail(message("lesson04.init_residual_missing", names=", ".join(found) or "—", count=2 * L))
+    # An MLP whose output layer is not called c_proj is TODO [mlp]'s mistake (mlp-structure
+    # names it): then only the attention's projections, which the worker's attention always
+    # has, are judged here.
+    expected = L * (1 + any(name.endswith(RESIDUAL[1]) for name in params))
+    if len(found) != expected:
+        fail(message("lesson04.init_residual_missing", names=", ".join(found) or "—", count=expected))
     wrong = {name: std for name, std in found.items() if not _near(std, target)}
     if not wrong:
         return
     lines = [_line(name, params[name], target) for name in wrong]
     std = next(iter(wrong.values()))
-    fixed = {suffix for suffix in RESIDUAL if not any(name.endswith(suffix) for name in wrong)}
+    fixed = {suffix for suffix in RESIDUAL if any(name.endswith(suffix) for name in found)
+             and not any(name.endswith(suffix) for name in wrong)}
     candidates = (
         (ref.INIT_STD, "lesson04.diag_residual_not_rescaled"),
         (ref.INIT_STD / math.sqrt(L), "lesson04.diag_residual_no_two"),
@@ -120,7 +125,7 @@ def test_init_residual(submission):
         if diagnosis is None and _near(std, ref.default_linear_std(_fan_in(params[next(iter(wrong))]))):
             diagnosis = message("lesson04.diag_init_default_linear")
     fail(message("lesson04.called_init", call=model.call_text, seed=INIT_SEED),
-         message("lesson04.init_residual_wrong", count=len(wrong), total=2 * L), Block("\n".join(lines[:6]), kind="table"),
+         message("lesson04.init_residual_wrong", count=len(wrong), total=len(found)), Block("\n".join(lines[:6]), kind="table"),
          diagnosis, message("lesson04.init_residual_hint", L=L))
 
 

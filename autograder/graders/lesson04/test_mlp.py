@@ -85,6 +85,37 @@ def test_mlp_parity(submission, check_seed):
         expect_shape(y, x.shape, mlp.called(x))
         expect_close(y, ref.mlp(x, sd), message("lesson04.what_output"), mlp.called(x), *_mlp_diagnoses(x, sd),
                      hint=message("lesson04.mlp_hint"))
+        if cfg is MAIN:
+            _judge_grads(mlp, x, sd, gen)
+
+
+GRAD_ATOL = GRAD_RTOL = 1e-4
+
+
+def _judge_grads(mlp: Learner, x: torch.Tensor, sd: dict, gen: torch.Generator) -> None:
+    """The gradient of <mlp(x), v> reaches every weight of the MLP and x, as with trusted math
+    (a forward computed under torch.no_grad() or detached gives the right values and never
+    trains)."""
+    v = torch.randn(x.shape, generator=gen)
+    grads, x_grad = mlp.grads(x, v)
+    weights = {name: value.double().requires_grad_(True) for name, value in sd.items()}
+    xd = x.double().requires_grad_(True)
+    (ref.mlp(xd, weights) * v.double()).sum().backward()
+    called = mlp.called_grads(x)
+    if not any(bool(g.abs().sum() > 0) for g in grads.values()) and not bool(x_grad.abs().sum() > 0):
+        fail(called, message("lesson04.mlp_no_grad"), message("lesson04.mlp_hint"))
+    for name, value in weights.items():
+        got = grads.get(name)
+        if got is None:
+            continue  # a layer under another name: mlp-structure says which
+        problem = compare(got, value.grad.float(), what=message("lesson04.what_param_grad", name=name),
+                          atol=GRAD_ATOL, rtol=GRAD_RTOL)
+        if problem:
+            fail(called, problem, message("lesson04.mlp_grad_hint"))
+    problem = compare(x_grad, xd.grad.float(), what=message("lesson04.what_input_grad"), atol=GRAD_ATOL,
+                      rtol=GRAD_RTOL)
+    if problem:
+        fail(called, problem, message("lesson04.mlp_grad_hint"))
 
 
 @pytest.mark.check("mlp-dropout")

@@ -58,7 +58,7 @@ class Trainer:
             try:
                 self._functions[name] = self.sub.getattr(self.module, name)
             except StudentError as err:
-                if err.type_name == "AttributeError":
+                if err.is_a("AttributeError"):
                     fail(message("lesson05.missing_function", name=name))
                 raise
         return self._functions[name]
@@ -100,6 +100,17 @@ class Trainer:
             self.sub.call(model, state, method="load_state_dict")
         return self.sub.call(model, method="train" if train else "eval")
 
+    def no_zeroing(self, *targets: Handle) -> None:
+        """Make zero_grad a no-op on these objects (a model, an optimizer): for checks of one
+        step on a fresh model, whose gradients start as None, so that where the learner zeroes
+        them (TODO [zero-grad]) cannot change what those checks see. The no-op is
+        functools.partial(functools.partial, torch.is_grad_enabled): called with any arguments,
+        it only builds a partial object."""
+        partial = self._attr(self.sub.library("functools"), "partial")
+        noop = self.sub.call(partial, partial, self._attr(self.torch, "is_grad_enabled"))
+        for target in targets:
+            self.sub.request("setattr", target=target, name="zero_grad", value=noop)
+
     def sgd(self, model: Handle, lr: float = 1.0) -> Handle:
         """torch.optim.SGD(model.parameters(), lr): with lr 1 the update IS the gradient."""
         params = self.sub.call(model, method="parameters")
@@ -129,6 +140,13 @@ class Trainer:
         """TensorDataset(xs, ys) in the worker: iterating it yields the pairs (xs[i], ys[i])."""
         return self.sub.call(self._attr(self.torch, "utils.data.TensorDataset"), xs, ys)
 
+    def one_pass(self, xs: torch.Tensor, ys: torch.Tensor) -> Handle:
+        """zip(list(xs), list(ys)) in the worker: the pairs (xs[i], ys[i]) as a one-pass
+        iterator without len(), the kind of iterable train() hands estimate_loss (a generator)."""
+        builtins = self.sub.getattr(self.sub.library("functools"), "__builtins__")
+        zip_ = builtins["zip"] if isinstance(builtins, dict) else self.sub.getattr(builtins, "zip")
+        return self.sub.call(zip_, list(xs.unbind(0)), list(ys.unbind(0)))
+
     def batch_source(self, train: tuple, val: tuple) -> Handle:
         """A get_batch for train(): get_batch("train") -> train, get_batch("val") -> val.
 
@@ -146,11 +164,13 @@ class Step:
     with a plain SGD optimizer of lr 1, so that the change of the weights is exactly the
     gradient the learner's code handed to optimizer.step()."""
 
-    def __init__(self, trainer: Trainer, cfg: dict, state: dict) -> None:
+    def __init__(self, trainer: Trainer, cfg: dict, state: dict, *, zeroing: bool = True) -> None:
         self.trainer, self.cfg = trainer, cfg
         self.names = ref.parameter_names(cfg)
         self.model = trainer.gpt(cfg, state)
         self.optimizer = trainer.sgd(self.model)
+        if not zeroing:
+            trainer.no_zeroing(self.model, self.optimizer)
         self.state = state
 
     def run(self, x: torch.Tensor, y: torch.Tensor, grad_clip: float) -> tuple[object, dict, torch.Tensor]:

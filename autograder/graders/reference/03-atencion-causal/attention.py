@@ -14,6 +14,11 @@ Hay dos caminos que deben dar el mismo resultado:
 - explícito (fused=False): puntuaciones, máscara, softmax y suma ponderada, paso a paso;
 - fusionado (fused=True): una sola llamada a F.scaled_dot_product_attention, que hace lo
   mismo con un kernel optimizado y sin guardar la matriz (T, T) completa.
+
+Convenciones del curso (el corrector las comprueba; ver el README): la máscara vale 1/True
+donde se puede mirar (j <= i, como torch.tril); los pesos (B, nh, T, T) ya normalizados pasan
+exactamente una vez por el dropout de los pesos (una por cabeza si las calculas en un bucle)
+y la salida de proj por el dropout de salida; todo tensor creado en forward nace en x.device.
 """
 
 import math

@@ -81,8 +81,8 @@ def generate(model, idx, max_new_tokens, generator=None):
         # Son los únicos que predicen un token que aún no está en idx.
         raise NotImplementedError("TODO [last-step] pendiente: quédate con los logits de la última posición")
         # TODO [sampling]: muestrea un token por fila y añádelo al final de idx.
-        # Pasa los logits a probabilidades con una softmax sobre el vocabulario (la última
-        # dimensión), saca un índice por fila con
+        # Pasa a probabilidades lo que te dejó el paso anterior, con una softmax sobre el
+        # vocabulario (la última dimensión), saca un índice por fila con
         # torch.multinomial(probs, num_samples=1, generator=generator), de forma (B, 1), y
         # concaténalo a idx por la dimensión del tiempo con torch.cat (crea un tensor
         # nuevo: no modifiques el idx que te pasaron).
