@@ -16,15 +16,20 @@ from .sandbox import StudentError
 class CheckFailure(Exception):
     """The learner's code ran and did the wrong thing; `feedback` explains it."""
 
-    def __init__(self, feedback: Feedback, figures: tuple[Figure, ...] = ()) -> None:
+    def __init__(self, feedback: Feedback, figures: tuple[Figure, ...] = (), waits_on: str | None = None) -> None:
         super().__init__(repr(feedback))
         self.feedback = feedback
         self.figures = figures
+        # The other TODO whose result this check could not judge past (CheckResult.waits_on).
+        self.waits_on = waits_on
 
 
-def fail(*parts: Part | Figure | str | Feedback | None) -> None:
+def fail(*parts: Part | Figure | str | Feedback | None, waits_on: str | None = None) -> None:
     """Fail the current check: fail("lesson03.rows_not_normalised", heatmap_block, ...).
-    A `Figure` among the parts is kept aside, to be drawn where an image can be shown."""
+    A `Figure` among the parts is kept aside, to be drawn where an image can be shown.
+    `waits_on`: the check cannot judge its own TODO because another TODO's result is wrong
+    (e.g. sampling given logits of the wrong shape by last-step); the engine records it and
+    says so, and the learner's next step goes to that TODO."""
     out: list[Part] = []
     figures: list[Figure] = []
     for part in parts:
@@ -38,7 +43,7 @@ def fail(*parts: Part | Figure | str | Feedback | None) -> None:
             out.append(Text(part))
         else:
             out.append(part)
-    raise CheckFailure(Feedback(tuple(out)), tuple(figures))
+    raise CheckFailure(Feedback(tuple(out)), tuple(figures), waits_on)
 
 
 def expect(condition: Any, *parts: Part | str | Feedback | None) -> None:
@@ -89,7 +94,9 @@ def describe_student_error(err: StudentError, check_todo: str | None, todo_title
         return Feedback.of(message("engine.missing_file", file=err.message))
     parts = [message("engine.student_raised", type=err.type_name, message=_shorten(err.message))]
     if err.frames_in_root():
-        parts.append(format_traceback(student_frames(err.frames, err.root), err.type_name, err.message))
+        # The error itself is in the line above ("Tu código lanzó ..."): the frames only, once.
+        parts.append(format_traceback(student_frames(err.frames, err.root), err.type_name, err.message,
+                                      final_line=False))
     for needle, key in _ERROR_HINTS:
         if needle in err.message:
             parts.append(Text(key))

@@ -42,6 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     grade.add_argument("--output", type=Path, default=None, metavar="FILE", help="write here instead of stdout")
     grade.add_argument("--lang", choices=("es", "en"), default=None, help="feedback language (default: course.yml)")
     grade.add_argument("--seed", type=int, default=None, help="replay a run with the seed it reported")
+    grade.add_argument("--verbose", action="store_true",
+                       help="text format: every check's message in full (by default checks failing "
+                            "for one cause are one block)")
     grade.add_argument("--figures", type=Path, default=None, metavar="DIR",
                        help="draw the attention matrices of failing mask checks as PNG files here "
                             "(the feedback says which)")
@@ -137,7 +140,7 @@ def _grade(course, args, parser) -> int:
         text = render_classroom(result, lang)
     else:
         color = None if args.output is None else False
-        text = render_text(result, lang, color=color)
+        text = render_text(result, lang, color=color, verbose=args.verbose)
     # A learner's code may have read this process's environment; never echo a secret.
     text = redact(text, secrets_from_environ(os.environ))
     if args.output is not None:

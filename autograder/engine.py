@@ -329,6 +329,11 @@ class GradingPlugin:
             max_score = 0.0 if status is Status.SKIPPED else float(spec.points)
             result = CheckResult(spec.id, spec.todo, status, 0.0, max_score, feedback, call.duration,
                                  figures=list(getattr(call.excinfo.value, "figures", ())))
+            waits = getattr(call.excinfo.value, "waits_on", None) if isinstance(call.excinfo.value, CheckFailure) else None
+            if waits is not None and waits != spec.todo and waits in self._todo_titles:
+                result.waits_on = waits
+                result.feedback = Feedback((*result.feedback.parts,
+                                            message("engine.waits_on_other_todo", todo=spec.todo, other=waits)))
             if isinstance(call.excinfo.value, StudentError):
                 result.raised_in = self.raised_in(call.excinfo.value)
                 if result.raised_in is not None and result.raised_in.todo != spec.todo:

@@ -356,6 +356,7 @@ def format_traceback(
     message: str,
     *,
     lang: str = i18n.DEFAULT_LANGUAGE,
+    final_line: bool = True,
 ) -> Block:
     """A compact Python-like traceback of the given (already trimmed) frames:
 
@@ -376,8 +377,9 @@ def format_traceback(
         source = (frame.get("line") or "").strip()
         if source:
             lines.append("    " + source)
-    message = truncate(str(message).strip(), TRACEBACK_MESSAGE_LIMIT)
-    lines.append(f"{exc_type}: {message}" if message else str(exc_type))
+    if final_line:  # off where the message above the traceback already says "Type: message"
+        message = truncate(str(message).strip(), TRACEBACK_MESSAGE_LIMIT)
+        lines.append(f"{exc_type}: {message}" if message else str(exc_type))
     return Block("\n".join(lines) + "\n", kind="traceback")
 
 

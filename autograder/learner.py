@@ -161,6 +161,9 @@ def blocking_todo(check, todo_ids: list[str]) -> str | None:
     raised = getattr(check, "raised_in", None)
     if raised is not None and raised.todo in todo_ids:
         return raised.todo
+    waits = getattr(check, "waits_on", None)
+    if waits in todo_ids:  # a grader said it cannot judge past that TODO's wrong result
+        return waits
     for part in check.feedback.parts:
         if isinstance(part, Text) and part.key == "engine.todo_pending" and part.params.get("todo") in todo_ids:
             return part.params["todo"]
@@ -558,6 +561,8 @@ def add_parser(sub) -> None:
                         help="lesson id (03) or slug; none means every lesson folder in exercises/")
     parser.add_argument("--lang", choices=i18n.LANGUAGES, default=None, help="language (default: course.yml)")
     parser.add_argument("--seed", type=int, default=None, help="replay a grading with the seed it reported")
+    parser.add_argument("--verbose", action="store_true",
+                        help="every check's message in full (by default checks failing for one cause are one block)")
 
 
 def main(course: Course, args) -> int:
@@ -581,7 +586,8 @@ def main(course: Course, args) -> int:
     step = next_step(course, result.lessons, completed_lessons(known.latest))
     color = use_color(sys.stdout)
     width = terminal_width(sys.stdout)
-    text = render_text(result, lang, color=color, width=width, earned=earned_before).rstrip("\n") + "\n\n"
+    text = render_text(result, lang, color=color, width=width, earned=earned_before,
+                       verbose=args.verbose).rstrip("\n") + "\n\n"
     text += render_footer(result, step, known.progress, course_xp_max(course), lang,
                           color=color, width=width, earned_before=earned_before)
     # A learner's code may have read this process's environment; never echo a secret.

@@ -22,7 +22,7 @@ from rich.padding import Padding
 from rich.text import Text as RichText
 
 from . import i18n
-from .results import Block, CheckResult, CourseResult, Feedback, LessonResult, RaisedIn, Status
+from .results import Block, CheckResult, CourseResult, Feedback, LessonResult, RaisedIn, Status, Text
 
 # A check message longer than this many lines is folded into <details> in Markdown.
 MARKDOWN_FOLD_LINES = 15
@@ -346,10 +346,51 @@ def print_feedback(console: Console, feedback: Feedback, lang: str) -> None:
             console.print(RichText(indented, style="cyan"), soft_wrap=True)
 
 
+# Feedback parts that belong to one check of a group with the same cause (which TODO waits).
+_PER_CHECK_PARTS = ("engine.waits_for", "engine.raised_in_other_todo")
+
+
+def _cause(check: CheckResult, lang: str) -> tuple | None:
+    """What made a check fail, when other checks can share it: the TODO, file and line where
+    the learner's code raised (or the pending TODO) and the error's own message."""
+    if check.raised_in is None or check.status is Status.PASSED or not check.feedback.parts:
+        return None
+    first = check.feedback.parts[0]
+    # The exception's type, not its message: the same .view error says other sizes in each check.
+    kind = (first.key, str(first.params.get("type", ""))) if isinstance(first, Text) else ()
+    return (check.raised_in.todo, check.raised_in.file, check.raised_in.line, kind)
+
+
+def _shared_feedback(feedback: Feedback) -> Feedback:
+    return Feedback(tuple(p for p in feedback.parts if not (isinstance(p, Text) and p.key in _PER_CHECK_PARTS)))
+
+
+def _group_by_cause(checks: list[CheckResult], lang: str) -> dict[int, list[CheckResult]]:
+    """{index of a group's first check: the checks of the group, its leader first} for causes
+    shared by 2+. The leader is a check of the TODO whose code raised, when there is one, so
+    the block opens with the TODO to fix."""
+    groups: dict[tuple, list[int]] = {}
+    for index, check in enumerate(checks):
+        cause = _cause(check, lang)
+        if cause is not None:
+            groups.setdefault(cause, []).append(index)
+    out = {}
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        group = [checks[i] for i in members]
+        leader = next((c for c in group if c.todo == c.raised_in.todo), group[0])
+        out[members[0]] = [leader, *(c for c in group if c is not leader)]
+    return out
+
+
 def render_text(result: CourseResult, lang: str, *, color: bool | None = None, width: int = 100,
-                earned: Iterable[str] = ()) -> str:
+                earned: Iterable[str] = (), verbose: bool = False) -> str:
     """Terminal text: per lesson a header, one line per check, the message under those that
-    did not pass, then the totals. With color False the output is plain and stable."""
+    did not pass, then the totals. Checks that fail for one cause (the learner's code raised at
+    one line, or one TODO is pending) are one block: the first check's line, the error once,
+    and the others named; `verbose` shows every check in full. With color False the output is
+    plain and stable."""
     _check_lang(lang)
     console, buffer = make_console(color, width)
     console.print(RichText(result.course, style="bold"))
@@ -377,7 +418,15 @@ def render_text(result: CourseResult, lang: str, *, color: bool | None = None, w
         scores = [f"{_num(c.score)}/{_num(c.max_score)}" for c in lesson.checks]
         label_width = max(map(len, labels), default=0)
         score_width = max(map(len, scores), default=0)
-        for check, label, score in zip(lesson.checks, labels, scores, strict=True):
+        groups = {} if verbose else _group_by_cause(lesson.checks, lang)
+        grouped = {id(c) for members in groups.values() for c in members}
+        rows = list(zip(lesson.checks, labels, scores, strict=True))
+        position = {id(c): i for i, c in enumerate(lesson.checks)}
+        for index, (check, label, score) in enumerate(rows):
+            if index in groups:  # the block of a cause opens with its leader, at the first's place
+                check, label, score = rows[position[id(groups[index][0])]]
+            elif id(check) in grouped:
+                continue  # said once, in its group's block
             line = RichText("  ")
             line.append(_TEXT_SYMBOLS[check.status], style=_TEXT_STYLES[check.status])
             line.append(f" {label.ljust(label_width)}  {score.rjust(score_width)}")
@@ -388,7 +437,17 @@ def render_text(result: CourseResult, lang: str, *, color: bool | None = None, w
             console.print(line)
             if check.status is Status.PASSED:
                 continue
-            print_feedback(console, check.feedback, lang)
+            members = groups.get(index)
+            if members is None:
+                print_feedback(console, check.feedback, lang)
+                continue
+            # The leader's own "raised in another TODO" line stays when no check of that TODO led.
+            own = check.todo == check.raised_in.todo
+            print_feedback(console, _shared_feedback(check.feedback) if own else check.feedback, lang)
+            lost = sum(c.max_score - c.score for c in members)
+            others = ", ".join(c.id for c in members[1:])
+            console.print(Padding(RichText(_t("render.same_cause", lang, n=len(members), points=_num(lost),
+                                              checks=others), style="yellow"), (0, 0, 0, 6)))
 
     console.print()
     points = _t("render.points", lang, score=_num(result.score), max_score=_num(result.max_score))

@@ -7,6 +7,7 @@ followed by a check that still runs, a skip, and a course.yml check with no grad
 
 from __future__ import annotations
 
+import shutil
 import textwrap
 
 import pytest
@@ -150,3 +151,36 @@ def test_a_grader_test_without_a_manifest_check_is_reported(toy_course, tmp_path
     result = grade(course, course.lessons, submission, seed=1).lessons[0]
     assert all(c.status is Status.ERROR for c in result.checks)
     assert "not-in-course-yml" in feedback_text(result.checks[0].feedback, "es")
+
+
+def test_a_grader_that_waits_on_another_todo_says_so_and_records_it(tmp_path, monkeypatch):
+    """fail(..., waits_on=...) from a hidden grader: the result names the TODO it waits on, its
+    message says to fix that one first, and the next step goes there."""
+    from autograder.engine import grade
+    from autograder.i18n import feedback_text
+    from autograder.learner import blocking_todo
+    from autograder.manifest import load_course
+    from conftest import ROOT, SEED, solution_files, write_submission
+
+    course = load_course(ROOT / "course.yml")
+    lesson = course.lesson("01")
+    graders = tmp_path / "graders"
+    shutil.copytree(ROOT / "autograder" / "graders", graders, ignore=shutil.ignore_patterns("__pycache__"))
+    test_file = graders / lesson.graders / "test_waits_probe.py"
+    test_file.write_text(
+        "import pytest\n"
+        "from autograder.checks import fail\n"
+        "from autograder.results import message\n\n"
+        "@pytest.mark.check('split-order')\n"
+        "def test_probe(submission):\n"
+        "    fail(message('engine.assertion', detail='x'), waits_on='vocab')\n", encoding="utf-8")
+    # Two tests for one check: the probe replaces the real split-order test's verdict.
+    for path in (graders / lesson.graders).glob("test_split.py"):
+        path.unlink()
+    monkeypatch.setenv("AUTOGRADER_GRADERS", str(graders))
+    folder = write_submission(tmp_path / "sub", solution_files(lesson))
+    result = grade(course, [lesson], folder, seed=SEED).lessons[0]
+    check = next(c for c in result.checks if c.id == "split-order")
+    assert check.waits_on == "vocab"
+    assert "arregla antes TODO [vocab]" in feedback_text(check.feedback, "es")
+    assert blocking_todo(check, [t.id for t in lesson.todos]) == "vocab"

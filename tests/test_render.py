@@ -179,8 +179,10 @@ def test_markdown_blocks_cannot_break_out_of_their_fence():
     start = md.index("````text\n")
     end = md.index("\n````", start + 1)
     fenced = md[start:end]
-    assert "RuntimeError: boom ``` | <b>" in fenced  # verbatim inside a longer fence
+    assert "y = q @ k  # ```" in fenced  # verbatim inside a longer fence
     assert "&lt;b&gt;" not in fenced
+    # The error's own text is said once, above the traceback, as escaped text.
+    assert "RuntimeError: boom" not in fenced and "&lt;b&gt;" in md.replace(fenced, "")
     assert "<b>" not in md.replace(fenced, "")
 
 
