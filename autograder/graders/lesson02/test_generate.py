@@ -106,14 +106,15 @@ def _grown(out, idx: torch.Tensor, steps: int) -> bool:
 
 
 def _unless_last_step_broke(check):
-    """A sampling check that passes when the logits TODO [last-step] keeps are not (B, V): the
-    sampling code cannot be judged on them, and last-position says so."""
+    """A sampling check that cannot judge the sampling code when the logits TODO [last-step]
+    keeps are not (B, V): it fails saying it waits on last-step (which last-position explains),
+    never blaming the sampling code."""
     @functools.wraps(check)
     def judged(*args, **kwargs):
         try:
             return check(*args, **kwargs)
         except CannotJudge:
-            return None
+            fail(message("lesson02.sampling_waits_for_last_step"), waits_on="last-step")
     return judged
 
 
