@@ -353,9 +353,15 @@ _PER_CHECK_PARTS = ("engine.waits_for", "engine.raised_in_other_todo")
 def _cause(check: CheckResult, lang: str) -> tuple | None:
     """What made a check fail, when other checks can share it: the TODO, file and line where
     the learner's code raised (or the pending TODO) and the error's own message."""
-    if check.raised_in is None or check.status is Status.PASSED or not check.feedback.parts:
+    if check.status is Status.PASSED or not check.feedback.parts:
         return None
     first = check.feedback.parts[0]
+    if check.raised_in is None:
+        # The engine's own verdicts (a missing file, a worker that died at import) are the same
+        # words in every check they hit: one cause. A grader's diagnosis is always its own.
+        if isinstance(first, Text) and first.key.startswith("engine."):
+            return ("engine", i18n.feedback_text(check.feedback, lang))
+        return None
     # The exception's type, not its message: the same .view error says other sizes in each check.
     kind = (first.key, str(first.params.get("type", ""))) if isinstance(first, Text) else ()
     return (check.raised_in.todo, check.raised_in.file, check.raised_in.line, kind)
@@ -379,7 +385,7 @@ def _group_by_cause(checks: list[CheckResult], lang: str) -> dict[int, list[Chec
         if len(members) < 2:
             continue
         group = [checks[i] for i in members]
-        leader = next((c for c in group if c.todo == c.raised_in.todo), group[0])
+        leader = next((c for c in group if c.raised_in is not None and c.todo == c.raised_in.todo), group[0])
         out[members[0]] = [leader, *(c for c in group if c is not leader)]
     return out
 
@@ -442,7 +448,7 @@ def render_text(result: CourseResult, lang: str, *, color: bool | None = None, w
                 print_feedback(console, check.feedback, lang)
                 continue
             # The leader's own "raised in another TODO" line stays when no check of that TODO led.
-            own = check.todo == check.raised_in.todo
+            own = check.raised_in is None or check.todo == check.raised_in.todo
             print_feedback(console, _shared_feedback(check.feedback) if own else check.feedback, lang)
             lost = sum(c.max_score - c.score for c in members)
             others = ", ".join(c.id for c in members[1:])

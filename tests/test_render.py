@@ -12,7 +12,7 @@ from autograder import i18n
 from autograder.checks import describe_student_error
 from autograder.render import render_json, render_markdown, render_text, to_json_dict
 from autograder.sandbox import StudentError
-from autograder.results import Block, CheckResult, CourseResult, Feedback, LessonResult, Status, Text
+from autograder.results import Block, CheckResult, CourseResult, Feedback, LessonResult, Status, Text, message
 
 MESSAGES = Path(i18n.__file__).with_name("messages")
 
@@ -317,3 +317,38 @@ def test_from_json_rejects_a_file_that_is_not_a_result():
 
     with pytest.raises(ValueError, match="not a results.json"):
         from_json_dict({"course": "x", "lessons": [{"id": "03"}]})
+
+
+def test_checks_failing_for_one_cause_are_one_block_and_verbose_shows_them_all():
+    from autograder.results import RaisedIn
+
+    raised = RaisedIn("head-reshape", "attention.py", 71)
+
+    def crashed(check_id, todo, size):
+        parts = [message("engine.student_raised", type="RuntimeError", message=f"shape '[{size}, 3]' is invalid"),
+                 Block("  attention.py:71 en forward\n    q = q.view(B, nh, T, hs)\n", kind="traceback")]
+        if todo != "head-reshape":
+            parts.append(message("engine.raised_in_other_todo", todo=todo, other="head-reshape",
+                                 file="attention.py", line=71))
+        return CheckResult(check_id, todo, Status.FAILED, 0, 5, Feedback(tuple(parts)), raised_in=raised,
+                           waits_on=None if todo == "head-reshape" else "head-reshape")
+
+    missing = [CheckResult(f"np-{n}", "np-mask", Status.FAILED, 0, 2,
+                           Feedback.of(message("engine.missing_file", file="attention_numpy.py"))) for n in range(3)]
+    checks = [*missing, crashed("mask-buffer", "mask", 2), crashed("future-leak", "mask", 8),
+              crashed("shapes", "head-reshape", 3), CheckResult("quiz-1", None, Status.PASSED, 2, 2)]
+    result = CourseResult("c", "es", 1, [LessonResult("03", "atencion-causal", {"es": "t"}, 50, checks)])
+    text = render_text(result, "es", color=False, width=200)
+    # The error once, led by the check of the TODO whose code raised; the others named.
+    assert text.count("Tu código lanzó RuntimeError") == 1
+    lines = text.splitlines()
+    lead = next(n for n, line in enumerate(lines) if "✘" in line and "TODO [head-reshape]" in line)
+    assert lines[lead].lstrip().startswith("✘ shapes")
+    assert "Esta misma causa hace fallar 3 comprobaciones (15 puntos); las otras: mask-buffer, future-leak." in text
+    assert not any(line.lstrip().startswith(("✘ mask-buffer", "✘ future-leak")) for line in lines)
+    # The engine's own verdict (a missing file) is one cause too.
+    assert text.count("No encuentro el archivo attention_numpy.py") == 1
+    assert "Esta misma causa hace fallar 3 comprobaciones (6 puntos); las otras: np-1, np-2." in text
+    full = render_text(result, "es", color=False, width=200, verbose=True)
+    assert full.count("Tu código lanzó RuntimeError") == 3 and full.count("No encuentro el archivo") == 3
+    assert "Esta misma causa" not in full
