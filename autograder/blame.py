@@ -11,8 +11,8 @@ course's `exercises/`, or the copy the hidden graders carry under `graders/stubs
   in the same function, belongs to that TODO;
 - otherwise the lines that replaced a stub's TODO block (found with difflib) belong to it; when
   one run of new lines replaced several adjacent blocks, one statement per block goes in order,
-  else the block whose hint text shares the most names with the line wins, and a tie claims
-  nothing.
+  else the block whose hint text shares the most names with the line wins, and a tie goes
+  to the block at the line's relative place in the run (or claims nothing).
 
 Every answer is a best effort: None means "no claim", never a guess.
 """
@@ -114,20 +114,27 @@ def _by_diff(rows: list[str], index: int, stub: StubBlocks, todos: set[str]) -> 
             code = [n for n in range(j1, j2) if mine[n] and not mine[n].startswith("#")]
             if len(code) == len(hit) and index in code:
                 return hit[code.index(index)][2]
-            return _closest(mine[index], hit, stub)
+            return _closest(mine[index], hit, stub, (index - j1 + 0.5) / (j2 - j1))
         return None
     return None
 
 
-def _closest(line: str, blocks: list[tuple[int, int, str]], stub: StubBlocks) -> str | None:
+def _closest(line: str, blocks: list[tuple[int, int, str]], stub: StubBlocks, where: float) -> str | None:
+    """Among adjacent blocks one run of new lines replaced: the block whose hint shares the
+    most names with the line; on a tie, the block at the same relative place in the run
+    (`where`, 0..1) as the line, the learner having written the TODOs in their order."""
     names = set(_NAME.findall(line))
-    scores = []
+    scores = [len(names & set(_NAME.findall(" ".join(stub.lines[first:last + 1])))) for first, last, _ in blocks]
+    best = max(scores)
+    tied = [b for b, score in zip(blocks, scores) if score == best]
+    if len(tied) == 1 and best > 0:
+        return tied[0][2]
+    total = sum(last - first + 1 for first, last, _ in blocks)
+    edge = 0.0
     for first, last, todo in blocks:
-        hint = set(_NAME.findall(" ".join(stub.lines[first:last + 1])))
-        scores.append((len(names & hint), todo))
-    scores.sort(reverse=True)
-    if scores[0][0] > 0 and (len(scores) == 1 or scores[0][0] > scores[1][0]):
-        return scores[0][1]
+        edge += (last - first + 1) / total
+        if where <= edge:
+            return todo if any(todo == b[2] for b in tied) else None
     return None
 
 

@@ -4,7 +4,9 @@ tests/test_variants.py grades them all).
 
 - BUGGY: a realistic learner mistake. The graders must catch it: the lesson is not completed
   and at least one failed check names the TODO where the mistake lives (`todo`; None when the
-  mistake is outside every TODO region, and then any failed check will do).
+  mistake is outside every TODO region, and then any failed check will do). It costs only that
+  TODO: every other failed check belongs to no TODO, or says it waits on this one (the
+  learner's code raised in this TODO's code, or a grader could not judge past its result).
 - CORRECT: a different but correct way to write the same thing. It must get full marks.
 
 `find` must occur exactly once in the file, so that an edit of the solution cannot silently
@@ -26,10 +28,6 @@ class Variant:
     todo: str | None = None  # the TODO a failing check must name (None: any failed check)
     note: str = ""  # what the learner did, in a few words
     also: tuple[tuple[str, str], ...] = ()  # further (find, replace) pairs in the same file
-    # Attribution: None makes no claim (a crash fails every check alike); a tuple lists the
-    # other TODOs whose checks may fail too, and then a failed check naming any TODO not in
-    # (todo, *collateral) is a misattribution (checks of no TODO may always fail).
-    collateral: tuple[str, ...] | None = None
 
     @property
     def substitutions(self) -> tuple[tuple[str, str], ...]:

@@ -38,8 +38,9 @@ def sample_next(logits, temperature=1.0, top_k=None, generator=None):
     """Elige el token siguiente de cada fila: logits (B, V) -> índices (B, 1), int64.
 
     temperature divide los logits: < 1 afila la distribución, > 1 la aplana, y 0 significa
-    greedy (el token de logit máximo, sin sortear). top_k deja sortear solo entre los k
-    logits mayores de cada fila (si top_k >= V, entre todos). El sorteo usa `generator`.
+    greedy (el token de logit máximo, sin sortear: `generator` queda intacto). top_k deja
+    sortear solo entre los k logits mayores de cada fila (si top_k >= V, entre todos). El
+    sorteo usa `generator`.
     """
     ### BEGIN SOLUTION temperature
     #: temperatura 0 es greedy: devuelve ya el argmax de cada fila.
@@ -166,10 +167,10 @@ def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, generator=
     """Añade max_new_tokens tokens a cada fila de idx (B, T): devuelve (B, T + max_new_tokens).
 
     Sin caché, cada paso pasa por el modelo el contexto recortado entero. Con caché, el primer
-    paso procesa el contexto (prefill) y los demás solo el token nuevo. Cuando la caché ya
-    tiene block_size tokens no cabe uno más: las posiciones son absolutas, así que al desplazar
-    la ventana cambian las de todos los tokens y sus claves guardadas dejan de valer. Entonces
-    se reconstruye desde el contexto recortado. Así los dos caminos dan los mismos tokens
+    paso procesa el contexto (prefill) y los demás solo el token nuevo (un token por paso: el
+    corrector lo cuenta). Cuando la caché ya tiene block_size tokens no cabe uno más: las
+    posiciones son absolutas, así que al desplazar la ventana cambian las de todos los tokens y
+    sus claves guardadas dejan de valer. Entonces se reconstruye desde el contexto recortado. Así los dos caminos dan los mismos tokens
     (con la ventana llena, la caché ya no ahorra nada: cada paso es un prefill completo).
     """
     was_training = model.training

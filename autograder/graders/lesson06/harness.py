@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import contextlib
 import re
+from pathlib import Path
 from types import SimpleNamespace
 
 import torch
 
+from autograder import blame
 from autograder.checks import describe_student_error, fail, keys_not_taken
 from autograder.results import Block, message
 from autograder.sandbox import Sandbox, StudentError
@@ -59,12 +61,17 @@ class WorkerGPT:
     here (lesson 04's reference code, never the learner's)."""
 
     def __init__(self, sub: Sandbox, gen: torch.Generator, cfg: dict | None = None, *,
-                 train: bool = False) -> None:
+                 train: bool = False, blind: tuple[int, ...] = (), why: str = "lesson06.model_blind") -> None:
         self.sub, self.cfg = sub, dict(cfg or GPT_CFG)
         mod = sub.module("model")
         config = sub.call(sub.getattr(mod, "GPTConfig"), **self.cfg)
         self.handle = sub.call(sub.getattr(mod, "GPT"), config)
         self.state = ref.random_state(trusted_skeleton(self.cfg), gen)
+        self.blind, self.why = tuple(blind), why
+        C = self.cfg["n_embd"]
+        for layer in self.blind:  # values 0: the layer's attention output is its bias, whatever the mask
+            for name in ("weight", "bias"):
+                self.state[f"transformer.h.{layer}.attn.qkv.{name}"][2 * C:] = 0.0
         loaded = sub.call(self.handle, self.state, method="load_state_dict", strict=False)
         absent = keys_not_taken(loaded, self.state)
         if absent:
@@ -73,8 +80,24 @@ class WorkerGPT:
         self.trusted = ref.gpt({**self.cfg, "dropout": 0.0}, self.state)
 
     @property
-    def text(self) -> str:
-        return f"GPT(GPTConfig({cfg_text(self.cfg)}))"
+    def text(self):
+        text = f"GPT(GPTConfig({cfg_text(self.cfg)}))"
+        if self.blind:
+            return message(self.why, model=text, layers=", ".join(str(i) for i in self.blind))
+        return text
+
+    def attach(self, name: str) -> str:
+        """Put the learner's function `name` on the model as an attribute, so that a traced call
+        (sub.call_traced(model.handle, model.handle, ..., method=...)) can hook the model's
+        submodules while the learner's function runs; returns the method name."""
+        method = f"_graded_{name}"
+        self.sub.request("setattr", target=self.handle, name=method, value=function(self.sub, name))
+        return method
+
+    def attention(self, layer: int):
+        """The handle of block `layer`'s attention in the worker."""
+        blocks = self.sub.getattr(self.sub.getattr(self.handle, "transformer"), "h")
+        return self.sub.getattr(self.sub.getattr(blocks, str(layer)), "attn")
 
     def full_logits(self, idx: torch.Tensor) -> torch.Tensor:
         """The reference full forward's logits (B, T, V), float64."""
@@ -161,10 +184,12 @@ def rows(context: torch.Tensor, got: torch.Tensor, expected: torch.Tensor, limit
 SAMPLED_TEMPERATURE = 1.0
 
 
-def judge_sampled(model: WorkerGPT, idx: torch.Tensor, out: torch.Tensor, seed: int, called, *, extra=()) -> None:
+def judge_sampled(model: WorkerGPT, idx: torch.Tensor, out: torch.Tensor, seed: int, called, *, extra=(),
+                  window: torch.Tensor | None = None) -> None:
     """Replay the draws on the learner's own prefix, seen through the last block_size tokens:
     one torch.multinomial per step on the eval-mode distribution, from a generator seeded
-    `seed`, as sample_next draws at temperature 1."""
+    `seed`, as sample_next draws at temperature 1. With `window`, the model saw that instead
+    of the prompt (the learner's own crop of it), followed by the new tokens."""
     T, bs = idx.shape[1], model.cfg["block_size"]
     if not torch.equal(out[:, :T], idx):
         fail(called, message("lesson06.prefix_changed", got=str(out[0, :T].tolist()), expected=str(idx[0].tolist())))
@@ -173,7 +198,10 @@ def judge_sampled(model: WorkerGPT, idx: torch.Tensor, out: torch.Tensor, seed: 
         fail(called, message("lesson06.tokens_out_of_range", V=V, got=str(out[0].tolist())))
     g = torch.Generator().manual_seed(seed)
     expected = out.clone()
-    steps = ref.next_logits(model.trusted, out, T, bs)  # (steps, B, V)
+    if window is None:
+        steps = ref.next_logits(model.trusted, out, T, bs)  # (steps, B, V)
+    else:
+        steps = ref.next_logits(model.trusted, torch.cat((window, out[:, T:]), dim=1), window.shape[1], bs)
     for t in range(T, out.shape[1]):
         probs = torch.softmax(steps[t - T].float() / SAMPLED_TEMPERATURE, dim=-1)
         expected[:, t] = torch.multinomial(probs, num_samples=1, generator=g).view(-1)
@@ -183,19 +211,143 @@ def judge_sampled(model: WorkerGPT, idx: torch.Tensor, out: torch.Tensor, seed: 
 
 
 def generate_sampled(submission, model: WorkerGPT, idx: torch.Tensor, steps: int, use_cache: bool, seed: int,
-                     hints=None, mode: str = "eval"):
+                     hints=None, mode: str = "eval", own: str | None = None, fed: list | None = None):
     """The learner's generate at temperature 1 with a worker generator seeded `seed`:
-    (tokens (B, T + steps), the call's description for feedback)."""
+    (tokens (B, T + steps), the call's description for feedback). With `fed` (a list), the
+    token counts that reached the token embedding, one per forward pass, are appended to it."""
     called = message("lesson06.called_generate_sampled", model=model.text, shape=tuple(idx.shape), steps=steps,
                      options=f"temperature={SAMPLED_TEMPERATURE}, use_cache={use_cache}", seed=seed, mode=mode)
-    with hinted(*FROM_SAMPLE_NEXT, *(hints if hints is not None else CROP_HINTS)):
-        out = submission.call(function(submission, "generate"), model.handle, idx, steps,
-                              temperature=SAMPLED_TEMPERATURE, generator=worker_generator(submission, seed),
-                              use_cache=use_cache)
+    options = dict(temperature=SAMPLED_TEMPERATURE, generator=worker_generator(submission, seed), use_cache=use_cache)
+    with hinted(*FROM_SAMPLE_NEXT, *(hints if hints is not None else CROP_HINTS), own=own, called=called):
+        if fed is None:
+            out = submission.call(function(submission, "generate"), model.handle, idx, steps, **options)
+        else:
+            traced = submission.call_traced(model.handle, model.handle, idx, steps, method=model.attach("generate"),
+                                            capture=("transformer.wte",), **options)
+            out = traced["value"]
+            fed += [int(t.shape[-1]) if isinstance(t, torch.Tensor) and t.dim() >= 1 else -1
+                    for t in traced["captured"]]
     return expect_tokens(out, (idx.shape[0], idx.shape[1] + steps), called, what="lesson06.what_generated"), called
 
 
+def cache_feeds(T: int, steps: int, block_size: int) -> list[int]:
+    """The tokens each forward pass of the cached generate feeds: the prefill, then one token
+    per step while the cache has room, and a prefill of the cropped context when it is full."""
+    fed, cached, length = [], None, T
+    for _ in range(steps):
+        if cached is None or cached == block_size:
+            cached = min(length, block_size)
+            fed.append(cached)
+        else:
+            cached += 1
+            fed.append(1)
+        length += 1
+    return fed
+
+
+# ---------------------------------------------------------------- probes of the other TODOs
+# A check of one TODO runs the learner's code of another only where it must; where that code is
+# wrong, the check judges with what it measured of it, or leaves the case that needs it aside
+# (that TODO's own checks fail and say why).
+
+
+def generator_untouched(sub: Sandbox, gen_handle, seed: int) -> bool:
+    """Whether the worker generator `gen_handle`, seeded `seed`, has drawn nothing since."""
+    state = sub.call(gen_handle, method="get_state")
+    fresh = torch.Generator().manual_seed(seed).get_state()
+    return isinstance(state, torch.Tensor) and state.shape == fresh.shape and bool(torch.equal(state.cpu(), fresh))
+
+
+def crop_agrees(sub: Sandbox, B: int, lengths, block_size: int, V: int, gen: torch.Generator) -> bool:
+    """Whether the learner's crop_context returns the reference crop for every length in
+    `lengths` (TODO [crop-context]). An error in it goes to the engine, which says that the
+    check waits on crop-context (a pending stub included)."""
+    fn = function(sub, "crop_context")
+    for T in sorted(set(lengths)):
+        idx = tokens(B, T, V, gen)
+        out = sub.call(fn, idx, block_size)
+        expected = ref.crop(idx, block_size)
+        if not (isinstance(out, torch.Tensor) and out.device.type == "cpu" and tuple(out.shape) == tuple(expected.shape)
+                and torch.equal(out, expected)):
+            return False
+    return True
+
+
+def learner_crop(sub: Sandbox, idx: torch.Tensor, block_size: int) -> torch.Tensor | None:
+    """The learner's crop_context(idx, block_size) when it is a usable window of idx's rows
+    ((B, L) int64 on the CPU, 1 <= L <= min(T, block_size)), else None."""
+    out = sub.call(function(sub, "crop_context"), idx, block_size)  # an error: as in crop_agrees
+    B, T = idx.shape
+    if not (isinstance(out, torch.Tensor) and out.device.type == "cpu" and out.dtype == torch.int64
+            and out.dim() == 2 and out.shape[0] == B and 1 <= out.shape[1] <= min(T, block_size)):
+        return None
+    return out
+
+
+def given_kv(state: dict, n_head: int, x: torch.Tensor, result, prefix: str = "", align: str = "bottom_right"):
+    """The output cached_attention should give for x with the keys and values IT returned, over
+    the `align` mask (float64), or None when the result cannot be judged that way (not three
+    tensors, or keys and values not (B, nh, S, hs) with S >= T)."""
+    if not (isinstance(result, (tuple, list)) and len(result) == 3 and all(isinstance(t, torch.Tensor) for t in result)):
+        return None
+    _, k, v = result
+    B, T, C = x.shape
+    if k.device.type != "cpu" or v.device.type != "cpu" or k.dim() != 4 or tuple(k.shape) != tuple(v.shape):
+        return None
+    if tuple(k.shape[:2]) != (B, n_head) or k.shape[3] != C // n_head or k.shape[2] < T:
+        return None
+    if not (k.is_floating_point() and torch.isfinite(k).all() and torch.isfinite(v).all()):
+        return None
+    q, _, _ = ref.project(state, x, n_head, prefix)
+    return ref.attend_over(state, q, k, v, align=align, prefix=prefix)
+
+
+def close(a, b) -> bool:
+    return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and tuple(a.shape) == tuple(b.shape)
+            and a.device.type == "cpu" and bool(torch.allclose(a.double(), b.double(), atol=1e-4, rtol=1e-4)))
+
+
+def alignment_agrees(sub: Sandbox, gen: torch.Generator) -> bool:
+    """Whether the learner's cached_attention masks as the reference does (TODO [cache-alignment]),
+    judged with the keys and values it returns (so a slip in TODO [kv-cache] plays no part):
+    a prefill, one token after a cache and a chunk after a cache. An error in the alignment's
+    code counts as no; anything else that cannot be judged, as yes (the check then runs as
+    usual and fails where the mistake is)."""
+    attn = WorkerAttention(sub, gen)
+    C, fn = attn.cfg["n_embd"], function(sub, "cached_attention")
+    for B, P, T in ((2, 0, 4), (1, 4, 1), (2, 5, 3)):
+        x = torch.randn(B, T, C, generator=gen)
+        past_k = past_v = None
+        if P:
+            _, past_k, past_v = attn.past(B, P, gen)
+        try:
+            result = sub.call(fn, attn.handle, x, past_k, past_v)
+        except StudentError as err:
+            return raised_in(err) != "cache-alignment"
+        expected = given_kv(attn.state, attn.n_head, x, result)
+        if expected is not None and not close(result[0], expected):
+            return False
+    return True
+
+
 # ---------------------------------------------------------------- errors with a known cause
+
+
+STUB = Path(__file__).resolve().parents[1] / "stubs" / "06-generar" / f"{FILE}.py"
+TODOS = frozenset({"temperature", "top-k", "crop-context", "kv-cache", "cache-alignment"})
+
+
+def raised_in(err: StudentError) -> str | None:
+    """The TODO whose code raised `err` (autograder/blame.py, as the engine tells it), or None."""
+    if err.todo_pending is not None:
+        return err.todo_pending
+    frame = blame.innermost_learner_frame(err.frames, err.root)
+    if frame is None or Path(str(frame.get("filename", ""))).name != f"{FILE}.py":
+        return None
+    text = blame.read_text(Path(str(frame["filename"])))
+    if text is None:
+        return None
+    return blame.todo_at(text, int(frame.get("lineno") or 0), blame.read_text(STUB), set(TODOS))
 
 
 def _hint_for(err: StudentError, patterns) -> object | None:
@@ -213,15 +365,19 @@ def _hint_for(err: StudentError, patterns) -> object | None:
 
 
 @contextlib.contextmanager
-def hinted(*patterns):
+def hinted(*patterns, own: str | None = None, called=None):
     """Re-raise a learner's error as feedback with a hint when it matches one of `patterns`
-    ((regex, lambda match: message or None)); other errors pass through to the engine."""
+    ((regex, lambda match: message or None)); other errors pass through to the engine. An error
+    raised in another TODO's code than `own` always passes through: the engine then says that
+    the check waits on that TODO."""
     try:
         yield
     except StudentError as err:
+        if own is not None and raised_in(err) not in (None, own):
+            raise
         hint = _hint_for(err, patterns)
         if hint is not None:
-            fail(describe_student_error(err, None, {}), hint)
+            fail(*([called] if called is not None else []), describe_student_error(err, None, {}), hint)
         raise
 
 
@@ -247,8 +403,12 @@ CACHE_HINTS = (
      lambda m: message("lesson06.hint_mask_shape")),
     (r"must match the size of tensor b \(\d+\) at non-singleton dimension 1",
      lambda m: message("lesson06.hint_cat_dim")),
-    (r"attn_mask|Expected attn_mask", lambda m: message("lesson06.hint_mask_shape")),
+    (r"\A[^\n]*attn_mask", lambda m: message("lesson06.hint_mask_shape")),
 )
+
+# A tensor born on the CPU meeting the meta device's (or a GPU's).
+DEVICE_HINTS = ((r"is not on the expected device|Expected all tensors to be on the same device",
+                 lambda m: message("lesson06.hint_device")),)
 
 CROP_HINTS = (
     (r"AssertionError: .*block_size|Cannot forward sequence", lambda m: message("lesson06.hint_not_cropped")),

@@ -62,7 +62,7 @@ def crop(idx: torch.Tensor, block_size: int) -> torch.Tensor:
 
 # ---------------------------------------------------------------- the models
 
-ALIGNS = ("bottom_right", "top_left", "none")
+ALIGNS = ("bottom_right", "top_left", "none", "no_self", "one_ahead")
 
 
 def visible(T: int, S: int, align: str = "bottom_right") -> torch.Tensor:
@@ -73,6 +73,10 @@ def visible(T: int, S: int, align: str = "bottom_right") -> torch.Tensor:
         return j <= S - T + i
     if align == "top_left":  # what is_causal=True does when T < S
         return j <= i
+    if align == "no_self":  # each query misses its own key (a bug: SDPA gives a row of 0 where none is left)
+        return j < S - T + i
+    if align == "one_ahead":  # each query also sees the next token (a bug)
+        return j <= S - T + i + 1
     return torch.ones(T, S, dtype=torch.bool)
 
 
@@ -138,17 +142,25 @@ def attend(sd: dict, x: torch.Tensor, past_k, past_v, n_head: int, *, align: str
         pk, pv = past_k.double(), past_v.double()
         k, v = ((torch.cat((pk, k), dim=2), torch.cat((pv, v), dim=2)) if order == "past_first"
                 else (torch.cat((k, pk), dim=2), torch.cat((v, pv), dim=2)))
+    return attend_over(sd, q, k, v, align=align, prefix=prefix), k, v
+
+
+def attend_over(sd: dict, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, align: str = "bottom_right",
+                prefix: str = "") -> torch.Tensor:
+    """y (B, T, C) in float64: the T queries q (B, nh, T, hs) attending to the S keys and values
+    k, v (B, nh, S, hs), whatever they are, through the `align` mask, then the projection."""
+    q, k, v = q.double(), k.double(), v.double()
     B, nh, T, hs = q.shape
     S = k.shape[2]
     see = visible(T, S, align)
     out = []
     for h in range(nh):
         scores = q[:, h] @ k[:, h].transpose(-2, -1) / math.sqrt(hs)
-        w = torch.softmax(scores.masked_fill(~see, float("-inf")), dim=-1)
+        w = torch.softmax(scores.masked_fill(~see, float("-inf")), dim=-1).nan_to_num(0.0)  # a blind row: 0
         out.append(w @ v[:, h])  # (B, T, hs)
     y = torch.cat(out, dim=-1)
     W, b = sd[prefix + "proj.weight"].double(), sd[prefix + "proj.bias"].double()
-    return y @ W.T + b, k, v
+    return y @ W.T + b
 
 
 def walk(model: torch.nn.Module, idx: torch.Tensor, chunks: list[int], *, align: str = "bottom_right",

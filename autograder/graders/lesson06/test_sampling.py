@@ -17,7 +17,16 @@ from autograder.checks import fail
 from autograder.results import Block, message
 
 from . import reference as ref
-from .harness import SAMPLING_HINTS, draw_seed, expect_tokens, function, generator, hinted, worker_generator
+from .harness import (
+    SAMPLING_HINTS,
+    draw_seed,
+    expect_tokens,
+    function,
+    generator,
+    generator_untouched,
+    hinted,
+    worker_generator,
+)
 
 V = 19
 GREEDY_HINTS = (
@@ -32,13 +41,16 @@ def _called(shape, temperature, top_k, seed):
                    top_k="None" if top_k is None else top_k, seed=seed)
 
 
-def _sample(submission, logits, temperature, top_k, seed, hints=SAMPLING_HINTS):
-    """(tokens (B, 1), the call described) from the learner's sample_next."""
+def _sample(submission, logits, temperature, top_k, seed, hints=SAMPLING_HINTS, own=None, drew: list | None = None):
+    """(tokens (B, 1), the call described) from the learner's sample_next; with `drew` (a list),
+    whether the generator was used is appended to it."""
     called = _called(logits.shape, temperature, top_k, seed)
     fn = function(submission, "sample_next")
-    with hinted(*hints):
-        out = submission.call(fn, logits, temperature=temperature, top_k=top_k,
-                              generator=worker_generator(submission, seed))
+    gen = worker_generator(submission, seed)
+    with hinted(*hints, own=own, called=called):
+        out = submission.call(fn, logits, temperature=temperature, top_k=top_k, generator=gen)
+    if drew is not None:
+        drew.append(not generator_untouched(submission, gen, seed))
     return expect_tokens(out, (logits.shape[0], 1), called), called
 
 
@@ -56,57 +68,66 @@ def _diagnosis(out: torch.Tensor, candidates) -> list:
 
 @pytest.mark.check("greedy")
 def test_greedy(submission, check_seed):
-    """temperature 0: the argmax of each row, (B, 1) int64, also with top_k set; no draw."""
+    """temperature 0 (int and float, B = 6 and B = 1): the argmax of each row, (B, 1) int64,
+    and no draw: the generator is left as it was given."""
     gen = generator(check_seed)
-    for temperature, top_k, B in ((0, None, 6), (0.0, 3, 5)):
+    for temperature, B in ((0, 6), (0.0, 1)):
         logits = torch.randn(B, V, generator=gen) * 2
         seed = draw_seed(gen)
-        out, called = _sample(submission, logits, temperature, top_k, seed, GREEDY_HINTS)
+        drew: list[bool] = []
+        out, called = _sample(submission, logits, temperature, None, seed, GREEDY_HINTS, own="temperature", drew=drew)
         expected = logits.argmax(dim=-1, keepdim=True)
-        if torch.equal(out, expected):
-            continue
-        diagnoses = [(logits.argmin(dim=-1, keepdim=True), "lesson06.diag_argmin"),
-                     (ref.sample_replay(logits, seed), "lesson06.diag_greedy_sampled")]
-        fail(called, message("lesson06.greedy_wrong", got=str(out.view(-1).tolist()),
-                             expected=str(expected.view(-1).tolist())), *_diagnosis(out, diagnoses))
+        if not torch.equal(out, expected):
+            diagnoses = [(logits.argmin(dim=-1, keepdim=True), "lesson06.diag_argmin"),
+                         (ref.sample_replay(logits, seed), "lesson06.diag_greedy_sampled")]
+            fail(called, message("lesson06.greedy_wrong", got=str(out.view(-1).tolist()),
+                                 expected=str(expected.view(-1).tolist())), *_diagnosis(out, diagnoses))
+        if drew[0]:
+            fail(called, message("lesson06.greedy_drew"), message("lesson06.temperature_hint"))
 
 
 @pytest.mark.check("temperature")
 def test_temperature(submission, check_seed):
-    """temperature T > 0: exactly the draw of softmax(logits / T) with the learner's generator."""
+    """temperature T > 0 (no top_k): exactly the draw of softmax(logits / T) with the learner's
+    generator, for B = 64 and B = 1."""
     gen = generator(check_seed)
-    B = 64
-    for temperature in (0.5, 2.5, 1.0):
+    for temperature, B in ((0.5, 64), (2.5, 64), (1.0, 64), (0.7, 1)):
         logits = torch.randn(B, V, generator=gen) * 1.5
         seed = draw_seed(gen)
-        out, called = _sample(submission, logits, temperature, None, seed)
+        drew: list[bool] = []
+        out, called = _sample(submission, logits, temperature, None, seed, own="temperature", drew=drew)
         expected = ref.sample_replay(logits, seed, temperature=temperature)
         if torch.equal(out, expected):
             continue
-        diagnoses = [(ref.sample_replay(logits, seed), "lesson06.diag_temperature_ignored"),
-                     (ref.sample_replay(logits, seed, temperature=1 / temperature), "lesson06.diag_temperature_multiplied"),
-                     (ref.sample_replay(logits, seed, temperature=temperature ** 2), "lesson06.diag_temperature_twice"),
-                     (logits.argmax(dim=-1, keepdim=True), "lesson06.diag_always_greedy")]
-        if temperature == 1.0:
-            diagnoses = diagnoses[3:]
+        if not drew[0]:
+            # The generator it was given never drew: argmax, or a draw from another generator.
+            greedy = torch.equal(out, logits.argmax(dim=-1, keepdim=True))
+            diagnoses = [message("lesson06.diag_always_greedy" if greedy else "lesson06.diag_generator_unused")]
+        else:
+            diagnoses = _diagnosis(out, [
+                (ref.sample_replay(logits, seed), "lesson06.diag_temperature_ignored"),
+                (ref.sample_replay(logits, seed, temperature=1 / temperature), "lesson06.diag_temperature_multiplied"),
+                (ref.sample_replay(logits, seed, temperature=temperature ** 2), "lesson06.diag_temperature_twice"),
+            ] if temperature != 1.0 else [])
         count = int((out != expected).sum())
         fail(called, message("lesson06.samples_differ", count=count, B=B, expected=message(
             "lesson06.expected_temperature", temperature=temperature)),
-            _differing_rows(out, expected), *_diagnosis(out, diagnoses), message("lesson06.temperature_hint"))
+            _differing_rows(out, expected), *diagnoses, message("lesson06.temperature_hint"))
 
 
 # ---------------------------------------------------------------- TODO [top-k]
 
 @pytest.mark.check("top-k-support")
 def test_top_k_support(submission, check_seed):
-    """Over 300 rows of nearly flat logits at temperature 2, only the k best of each row are
-    ever drawn, and each of the k ranks is drawn at least once (k = 1 and k = 4)."""
+    """Over 300 rows of nearly flat logits at temperature 1 (so TODO [temperature] plays no
+    part), only the k best of each row are ever drawn, and each of the k ranks is drawn at
+    least once (k = 4 and k = 1)."""
     gen = generator(check_seed)
     B = 300
     for k in (4, 1):
-        logits = torch.randn(B, V, generator=gen) * 0.3
+        logits = torch.randn(B, V, generator=gen) * 0.15
         seed = draw_seed(gen)
-        out, called = _sample(submission, logits, 2.0, k, seed)
+        out, called = _sample(submission, logits, 1.0, k, seed, own="top-k")
         rank = ref.ranks(logits).gather(-1, out)  # (B, 1): 0 = the row's best
         outside = (rank >= k).view(-1)
         if outside.any():
@@ -131,7 +152,7 @@ def test_top_k_sampling(submission, check_seed):
     for k in (5, V + 4, V):
         logits = torch.randn(B, V, generator=gen) * 1.5
         seed = draw_seed(gen)
-        out, called = _sample(submission, logits, 1.0, k, seed)
+        out, called = _sample(submission, logits, 1.0, k, seed, own="top-k")
         expected = ref.sample_replay(logits, seed, top_k=k)
         if torch.equal(out, expected):
             continue
