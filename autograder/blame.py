@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from .results import RaisedIn
+
 _TODO_COMMENT = re.compile(r"#\s*TODO \[([\w-]+)\]")
 _BEGIN = re.compile(r"###\s*BEGIN SOLUTION\s+([\w-]+)")
 _END = re.compile(r"###\s*END SOLUTION")
@@ -136,6 +138,31 @@ def _closest(line: str, blocks: list[tuple[int, int, str]], stub: StubBlocks, wh
         if where <= edge:
             return todo if any(todo == b[2] for b in tied) else None
     return None
+
+
+def raised_in(err, files, todos, stubs: Path | None) -> RaisedIn | None:
+    """Where the learner's exception `err` (sandbox.StudentError) was raised among the TODOs
+    `todos` of the lesson files `files` (names relative to the submission's root), comparing
+    with the untouched stubs in the folder `stubs`: None when it claims nothing. The engine
+    records it in every check's result; a grader may ask it too."""
+    pending = err.todo_pending
+    if pending is not None:
+        return RaisedIn(pending, "", 0)
+    frame = innermost_learner_frame(err.frames, err.root)
+    if frame is None:
+        return None
+    try:
+        name = Path(frame["filename"]).relative_to(err.root).as_posix()
+    except ValueError:
+        return None
+    if name not in files:
+        return None
+    text = read_text(Path(err.root) / name)
+    if text is None:
+        return None
+    line = int(frame.get("lineno") or 0)
+    todo = todo_at(text, line, read_text(stubs / name) if stubs is not None else None, set(todos))
+    return RaisedIn(todo, name, line) if todo is not None else None
 
 
 def innermost_learner_frame(frames: list[dict], root: str) -> dict | None:

@@ -345,24 +345,7 @@ class GradingPlugin:
 
     def raised_in(self, err: StudentError) -> RaisedIn | None:
         """Where in the lesson's TODOs the learner's exception was raised (None: no claim)."""
-        pending = err.todo_pending
-        if pending is not None:
-            return RaisedIn(pending, "", 0)
-        frame = blame.innermost_learner_frame(err.frames, err.root)
-        if frame is None:
-            return None
-        try:
-            name = Path(frame["filename"]).relative_to(err.root).as_posix()
-        except ValueError:
-            return None
-        if name not in self.lesson.files:
-            return None
-        text = blame.read_text(Path(err.root) / name)
-        stub = blame.read_text(self.stubs / name) if self.stubs is not None else None
-        if text is None:
-            return None
-        todo = blame.todo_at(text, int(frame.get("lineno") or 0), stub, {t.id for t in self.lesson.todos})
-        return RaisedIn(todo, name, int(frame.get("lineno") or 0)) if todo is not None else None
+        return blame.raised_in(err, self.lesson.files, [t.id for t in self.lesson.todos], self.stubs)
 
     def classify(self, exc: BaseException, spec) -> tuple[Status, Feedback]:
         if isinstance(exc, CheckFailure):

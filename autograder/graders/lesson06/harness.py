@@ -333,21 +333,14 @@ def alignment_agrees(sub: Sandbox, gen: torch.Generator) -> bool:
 # ---------------------------------------------------------------- errors with a known cause
 
 
-STUB = Path(__file__).resolve().parents[1] / "stubs" / "06-generar" / f"{FILE}.py"
+STUBS = Path(__file__).resolve().parents[1] / "stubs" / "06-generar"
 TODOS = frozenset({"temperature", "top-k", "crop-context", "kv-cache", "cache-alignment"})
 
 
 def raised_in(err: StudentError) -> str | None:
-    """The TODO whose code raised `err` (autograder/blame.py, as the engine tells it), or None."""
-    if err.todo_pending is not None:
-        return err.todo_pending
-    frame = blame.innermost_learner_frame(err.frames, err.root)
-    if frame is None or Path(str(frame.get("filename", ""))).name != f"{FILE}.py":
-        return None
-    text = blame.read_text(Path(str(frame["filename"])))
-    if text is None:
-        return None
-    return blame.todo_at(text, int(frame.get("lineno") or 0), blame.read_text(STUB), set(TODOS))
+    """The TODO whose code raised `err`, as the engine tells it (autograder/blame.py), or None."""
+    where = blame.raised_in(err, [f"{FILE}.py"], TODOS, STUBS)
+    return where.todo if where is not None else None
 
 
 def _hint_for(err: StudentError, patterns) -> object | None:
