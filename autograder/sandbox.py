@@ -632,6 +632,13 @@ class Sandbox:
     def vjp(self, target: Handle, x: Any, cotangents: list) -> list:
         return self.request("vjp", target=target, input=x, cotangents=cotangents)
 
+    def param_vjp(self, target: Handle, args: list, cotangents: list, **kwargs: Any) -> dict:
+        """One forward call target(*args, **kwargs) and, per cotangent (shaped like the output:
+        a tensor, or a tuple with None where nothing is asked), the gradient reaching each
+        parameter: {"output": ..., "grads": [{name: gradient} or None when nothing asked for
+        depends on a parameter]}."""
+        return self.request("param_vjp", target=target, args=list(args), kwargs=kwargs, cotangents=cotangents)
+
 
 def _names(raw: Any) -> tuple[str, ...]:
     """A worker's exception class names, reduced to bounded strings."""

@@ -159,6 +159,19 @@ import random
             "targets-shift", "returns (y, x)"),
     Variant("batch-float", DATA, X, "x = torch.stack([data[i : i + block_size] for i in ix]).float()",
             "targets-shift", "x as float32: no longer ids"),
+    # The device contract, seen on the meta device: rows copied out through Python or into a
+    # tensor made on the CPU would leave a GPU batch on the CPU.
+    Variant("batch-through-tolist", DATA, XY, """\
+    x = torch.tensor([data[i : i + block_size].tolist() for i in ix])  # (B, T)
+    y = torch.tensor([data[i + 1 : i + 1 + block_size].tolist() for i in ix])  # (B, T)
+""", "targets-shift", "rows through .tolist() and torch.tensor: always on the CPU"),
+    Variant("batch-filled-cpu-zeros", DATA, XY, """\
+    x = torch.zeros(batch_size, block_size, dtype=torch.long)  # (B, T)
+    y = torch.zeros(batch_size, block_size, dtype=torch.long)  # (B, T)
+    for b, i in enumerate(ix):
+        x[b] = data[i : i + block_size]
+        y[b] = data[i + 1 : i + 1 + block_size]
+""", "targets-shift", "fills torch.zeros made on the CPU: a GPU batch comes back on the CPU"),
     Variant("batch-stacked-on-dim-1", DATA, XY, """\
     x = torch.stack([data[i : i + block_size] for i in ix], dim=1)  # (T, B)
     y = torch.stack([data[i + 1 : i + 1 + block_size] for i in ix], dim=1)  # (T, B)

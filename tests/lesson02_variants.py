@@ -46,6 +46,11 @@ BUGGY: list[Variant] = [
     Variant("lookup-float64", BG, LOOKUP,
             "logits = F.one_hot(idx, self.vocab_size).double() @ self.token_embedding_table.weight.double()",
             "embedding-lookup", "a one-hot product in float64: the logits are no longer float32"),
+    # Values right, gradient cut: the table would never learn (logits-lookup asks autograd).
+    Variant("lookup-detached", BG, LOOKUP, "logits = self.token_embedding_table(idx).detach()",
+            "embedding-lookup", "detaches the logits from the graph: right values, no gradient"),
+    Variant("lookup-weight-data", BG, LOOKUP, "logits = self.token_embedding_table.weight.data[idx]",
+            "embedding-lookup", "looks up .data: right values, no gradient reaches the table"),
     # ---- TODO [loss-reshape]
     Variant("loss-unflattened", BG, LOSS_CALL, "loss = F.cross_entropy(logits, targets)",
             "loss-reshape", "F.cross_entropy on (B, T, V): dim 1 (T) taken as the classes"),
@@ -83,6 +88,12 @@ logits = logits.view(B * T, V)
             "loss-reshape", "only the last position's loss"),
     Variant("loss-nll-on-logits", BG, LOSS_CALL, "loss = F.nll_loss(logits.view(B * T, V), targets.view(B * T))",
             "loss-reshape", "F.nll_loss on raw logits, no log-softmax"),
+    Variant("loss-detached", BG, LOSS_CALL,
+            "loss = F.cross_entropy(logits.view(B * T, V), targets.view(B * T)).detach()",
+            "loss-reshape", "detaches the loss: right value, loss.backward() moves nothing"),
+    Variant("loss-rebuilt-from-number", BG, LOSS_CALL,
+            "loss = torch.tensor(F.cross_entropy(logits.view(B * T, V), targets.view(B * T)).item(), requires_grad=True)",
+            "loss-reshape", "rebuilds the loss from its value: a leaf with no gradient to the table"),
     # ---- TODO [positions]
     Variant("positions-on-cpu", BG, POS, "pos = torch.arange(T, dtype=torch.long)  # (T,)",
             "positions", "positions created on the CPU, not on idx's device"),
@@ -106,6 +117,9 @@ logits = logits.view(B * T, V)
     Variant("positions-global-device", BG, POS,
             'pos = torch.arange(T, device="cuda" if torch.cuda.is_available() else "cpu")',
             "positions", "the device picked once for the machine, not idx's"),
+    Variant("positions-detached", BG, POS_ADD,
+            "x = tok + self.position_embedding_table(pos).detach()",
+            "positions", "detaches the positions' embedding: right values, the positions never learn"),
     # ---- TODO [last-step]
     Variant("last-step-first", BG, LAST, "logits = logits[:, 0, :]",
             "last-step", "samples from the first position's logits"),

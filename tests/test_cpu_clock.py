@@ -1,7 +1,9 @@
 """Checks are limited in the worker's CPU time, so machine load does not change verdicts
 (autograder/cpu_clock.py): a worker that gets a fraction of a core still passes, an infinite
-loop is stopped at its CPU budget, a sleeping worker at the wall-clock bound, and lesson 06
-graded under a CPU hog on every core get the verdicts of an idle machine."""
+loop is stopped at its CPU budget, a sleeping worker at the wall-clock bound, and gradings
+under a CPU hog on every core (the whole course on its solutions, and buggy variants of the
+lessons whose checks once hit their time limits under load: 04 and 06) get the verdicts of an
+idle machine."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import sys
 import time
 
 import pytest
-from conftest import failed, solution_files
+from conftest import ROOT, SEED, failed, solution_files
 
 from autograder import cpu_clock
 from autograder.i18n import feedback_text
@@ -161,19 +163,32 @@ def verdicts(result) -> dict[str, tuple[str, float]]:
     return {c.id: (c.status.value, c.score) for c in result.checks if c.id != "gpu-parity"}
 
 
-def test_a_lesson_graded_under_a_hog_on_every_core_gets_the_verdicts_of_an_idle_machine(course, grade_files):
-    from lesson06_variants import BUGGY
+@pytest.mark.parametrize("lesson_id, variant_name", [("06", "cache-new-keys-first"), ("04", "post-norm")])
+def test_a_buggy_lesson_graded_under_a_hog_on_every_core_gets_the_verdicts_of_an_idle_machine(
+        course, grade_files, lesson_id, variant_name):
+    import importlib
 
-    lesson06 = course.lesson("06")
-    buggy = next(v for v in BUGGY if v.name == "cache-new-keys-first").apply(solution_files(lesson06))
-    idle = grade_files(buggy, lesson=lesson06)
+    lesson = course.lesson(lesson_id)
+    catalog = importlib.import_module(f"lesson{lesson_id}_variants")
+    buggy = next(v for v in catalog.BUGGY if v.name == variant_name).apply(solution_files(lesson))
+    idle = grade_files(buggy, lesson=lesson)
     assert failed(idle), "the buggy variant must fail somewhere for the comparison to mean anything"
     cores = len(os.sched_getaffinity(0))
     with cpu_hogs(2 * cores):
-        loaded_buggy = grade_files(buggy, lesson=lesson06)
-        loaded = [grade_files(solution_files(lesson06), lesson=lesson06)]
-    assert verdicts(loaded_buggy) == verdicts(idle)
-    for result in loaded:
-        problems = {c.id: feedback_text(c.feedback, "es") for c in failed(result)}
-        assert not problems and result.score == result.max_score, problems
-    assert all(c.status is not Status.ERROR for result in loaded for c in result.checks)
+        loaded = grade_files(buggy, lesson=lesson)
+    assert verdicts(loaded) == verdicts(idle)
+    assert all(c.status is not Status.ERROR for c in loaded.checks)
+
+
+def test_the_course_graded_under_a_hog_on_every_core_gets_full_marks(course):
+    """Every lesson's solution, graded as one run with a busy-looping process per core and one
+    more: every check passes (a wall-clock limit lost points here for correct code)."""
+    from autograder.engine import grade
+
+    cores = len(os.sched_getaffinity(0))
+    with cpu_hogs(2 * cores):
+        result = grade(course, course.lessons, ROOT / "solutions", seed=SEED)
+    for lesson in result.lessons:
+        problems = {c.id: feedback_text(c.feedback, "es") for c in failed(lesson)}
+        assert not problems and lesson.score == lesson.max_score, (lesson.id, problems)
+        assert lesson.completed

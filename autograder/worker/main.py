@@ -118,6 +118,27 @@ class Worker:
             grads.append(torch.zeros_like(x) if g is None else g)
         return grads
 
+    def op_param_vjp(self, req: dict) -> Any:
+        # Where training needs gradients (a loss, logits) the grader asks which parameters they
+        # reach: plain autograd on one forward call, never touching the module's own .grad.
+        import torch
+
+        module = req["target"]
+        out = module(*req.get("args", []), **req.get("kwargs", {}))
+        named = [(str(name), p) for name, p in module.named_parameters() if p.requires_grad]
+        results = []
+        for cotangent in req["cotangents"]:
+            pairs = _pair_outputs(out, cotangent)
+            pairs = [(o, c) for o, c in pairs if o.grad_fn is not None]
+            if not pairs or not named:
+                results.append(None)  # nothing the cotangent touches depends on a parameter
+                continue
+            grads = torch.autograd.grad([o for o, _ in pairs], [p for _, p in named],
+                                        [c.to(o.dtype) for o, c in pairs], retain_graph=True, allow_unused=True)
+            results.append({name: torch.zeros_like(p) if g is None else g
+                            for (name, p), g in zip(named, grads)})
+        return {"output": out, "grads": results}
+
     def op_practice(self, req: dict) -> Any:
         from autograder.worker import practice
 
@@ -214,6 +235,19 @@ class Worker:
             except BaseException as exc:  # SystemExit and KeyboardInterrupt from learner code too
                 msg, buffers = {"id": req.get("id"), "error": _describe_exception(exc)}, []
             write_frame(self.resp_fd, msg, buffers)
+
+
+def _pair_outputs(out: Any, cotangent: Any) -> list:
+    """(output tensor, cotangent) pairs of one call's output and a cotangent of the same
+    structure: a tensor, or a tuple/list whose None entries ask for nothing."""
+    import torch
+
+    if isinstance(cotangent, torch.Tensor):
+        return [(out, cotangent)] if isinstance(out, torch.Tensor) else []
+    if isinstance(cotangent, (list, tuple)) and isinstance(out, (list, tuple)) and len(out) == len(cotangent):
+        return [(o, c) for o, c in zip(out, cotangent)
+                if isinstance(o, torch.Tensor) and isinstance(c, torch.Tensor) and o.shape == c.shape]
+    return []
 
 
 def _describe(value: Any) -> Any:

@@ -17,7 +17,8 @@ from autograder.results import message
 from autograder.sandbox import StudentError
 
 from . import reference as ref
-from .harness import RETRIES, as_rows, batch_call, get_batch, get_batch_whole, positions, short_rows, show
+from .harness import (RETRIES, as_rows, batch_call, function, get_batch, get_batch_whole, positions, short_rows, show,
+                      type_name, worker_generator)
 
 # ---------------------------------------------------------------- TODO [batch-offsets]
 
@@ -190,6 +191,32 @@ def test_batch_shapes(submission, check_seed):
         for b in range(B):
             if ref.window_start(x[b], data, where) is None:
                 fail(called, message("lesson01.row_not_window", name="x", b=b, row=show(x[b]), T=T))
+    _expect_batch_on_data_device(submission, check_seed)
+
+
+def _expect_batch_on_data_device(submission, check_seed: int) -> None:
+    """The device contract without a GPU: data on the "meta" device (shapes, no values). x and y
+    cut from data (slices, torch.stack, an index matrix) stay on its device; rows copied out
+    through Python (.tolist(), torch.tensor(...), filling a torch.zeros made on the CPU) cannot
+    leave meta, as on a GPU they would come back on the CPU, away from the model."""
+    n, T, B = 40, 6, 3
+    data = torch.empty(n, dtype=torch.int64, device="meta")
+    seed = check_seed % 10_000
+    called = message("lesson01.called_meta", call=batch_call(n, T, B, seed))
+    try:
+        result = submission.call_traced(function(submission, "get_batch"), data, T, B,
+                                        worker_generator(submission, seed))["value"]
+    except StudentError as err:
+        if err.todo_pending is not None:
+            raise
+        fail(called, describe_student_error(err, None, {}), message("lesson01.batch_device_error"))
+    if not (isinstance(result, (tuple, list)) and len(result) == 2):
+        fail(called, message("lesson01.batch_not_pair", got=type_name(result)))
+    for name, value in zip("xy", result):
+        if not isinstance(value, torch.Tensor):
+            fail(called, message("lesson01.batch_not_tensor", name=name, got=type_name(value)))
+        if value.device.type != "meta":
+            fail(called, message("lesson01.batch_wrong_device", name=name, got=value.device.type))
 
 
 @pytest.mark.check("targets-shift")

@@ -14,6 +14,8 @@ from autograder.results import message
 from autograder.sandbox import Sandbox, StudentError
 
 FILE = "bigram"
+TABLE = "token_embedding_table.weight"
+POSITIONS = "position_embedding_table.weight"
 MULTINOMIAL = "torch.multinomial"
 # B, T, V and C all different (and T < block_size), so that an axis mixed up cannot hide.
 BIGRAM = {"V": 13, "B": 3, "T": 7}
@@ -46,7 +48,7 @@ class LearnerBigram:
     def __init__(self, sub: Sandbox, V: int, table: torch.Tensor) -> None:
         self.sub, self.V, self.table = sub, V, table
         self.handle = sub.call(function(sub, "BigramLanguageModel"), V)
-        load_weights(sub, self.handle, {"token_embedding_table.weight": table}, self.call_text)
+        load_weights(sub, self.handle, {TABLE: table}, self.call_text)
         sub.call(self.handle, method="eval")
 
     @property
@@ -82,6 +84,22 @@ class LearnerBigram:
         expect_tensor(logits, self.called(idx, targets), "lesson02.what_logits")
         return logits, loss
 
+    def table_grads(self, idx: torch.Tensor, targets: torch.Tensor | None, cotangents: list) -> list:
+        """Per cotangent (shaped like forward's output), the gradient reaching the table, or
+        None where what the cotangent asks for carries no gradient to any parameter."""
+        args = [idx] if targets is None else [idx, targets]
+        with loss_hints(idx.shape, self.V):
+            result = self.sub.param_vjp(self.handle, args, cotangents)
+        grads = result.get("grads") if isinstance(result, dict) else None
+        if not (isinstance(grads, list) and len(grads) == len(cotangents)):
+            fail(self.called_grad(idx, targets), message("lesson02.grads_unreadable"))
+        return [g.get(TABLE) if isinstance(g, dict) and isinstance(g.get(TABLE), torch.Tensor) else None
+                for g in grads]
+
+    def called_grad(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
+        key = "lesson02.called_grad" if targets is None else "lesson02.called_grad_targets"
+        return message(key, call=self.call_text, shape=tuple(idx.shape))
+
 
 def expect_tensor(value, called, what_key: str) -> None:
     if not isinstance(value, torch.Tensor) or value.device.type == "meta" or value.is_complex():
@@ -99,7 +117,7 @@ class LearnerEmbedding:
         self.pos = torch.randn(bs, C, generator=gen)
         self.handle = sub.call(function(sub, "TokenPositionEmbedding"), V, C, bs)
         load_weights(sub, self.handle, {"token_embedding_table.weight": self.tok,
-                                        "position_embedding_table.weight": self.pos}, self.call_text)
+                                        POSITIONS: self.pos}, self.call_text)
         sub.call(self.handle, method="eval")
 
     @property
@@ -110,6 +128,9 @@ class LearnerEmbedding:
     def called(self, idx: torch.Tensor, device: str = "cpu"):
         key = "lesson02.called_embedding" if device == "cpu" else "lesson02.called_embedding_device"
         return message(key, call=self.call_text, shape=tuple(idx.shape), device=device)
+
+    def called_grad(self, idx: torch.Tensor):
+        return message("lesson02.called_embedding_grad", call=self.call_text, shape=tuple(idx.shape))
 
     def forward(self, idx: torch.Tensor, handle=None, *, capture: bool = False) -> dict:
         with position_hints(idx.shape[1], self.cfg):

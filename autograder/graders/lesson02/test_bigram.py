@@ -92,6 +92,24 @@ def test_logits_lookup(submission, check_seed):
                       what=message("lesson02.what_logits"), atol=ATOL, rtol=RTOL)
     if problem:
         fail(model.called(idx), problem, *_lookup_diagnoses(logits, model.table, idx), message("lesson02.lookup_hint"))
+    _expect_lookup_gradient(model, idx, logits, gen)
+
+
+def _expect_lookup_gradient(model: LearnerBigram, idx: torch.Tensor, logits: torch.Tensor, gen) -> None:
+    """Training moves the table only if the logits carry its gradient: <logits, v> differentiated
+    with respect to the table is v's rows added up at each token's row (a .detach(), .data or
+    torch.tensor(...) in the lookup gives zero, and the model never learns)."""
+    V = model.V
+    v = torch.randn(logits.shape, generator=gen)
+    # forward(idx) may return (logits, None) or, wrongly (loss-none's business), logits alone.
+    got = next((g for g in model.table_grads(idx, None, [(v, None), v]) if g is not None), None)
+    expected = torch.zeros(V, V, dtype=torch.float64).index_add_(0, idx.reshape(-1), v.double().reshape(-1, V))
+    called = model.called_grad(idx)
+    if got is None or not bool(got.abs().sum() > 0):
+        fail(called, message("lesson02.logits_no_gradient"), message("lesson02.lookup_hint"))
+    problem = compare(got, expected.float(), what=message("lesson02.what_table_grad"), atol=ATOL, rtol=RTOL)
+    if problem:
+        fail(called, problem, message("lesson02.logits_gradient_wrong"))
 
 
 # ---------------------------------------------------------------- TODO [loss-reshape]
@@ -148,6 +166,7 @@ def _loss_check(submission, gen, V: int, B: int, T: int) -> None:
     called = model.called(idx, targets)
     logits, loss = model.logits(idx, targets)
     _expect_scalar_loss(loss, called, B, T)
+    returned_shape = tuple(logits.shape)
     if tuple(logits.shape) == (B * T, V):
         # Flattened in place and returned so: loss-none reports it; the value is judged here.
         logits = logits.reshape(B, T, V)
@@ -160,6 +179,7 @@ def _loss_check(submission, gen, V: int, B: int, T: int) -> None:
     dtype = logits.dtype if logits.is_floating_point() else torch.float32
     problem = compare(loss, expected.to(dtype), what=message("lesson02.what_loss"), atol=ATOL, rtol=RTOL)
     if problem is None:
+        _expect_loss_gradient(model, idx, targets, logits, returned_shape)
         return
     variants = [(ref.cross_entropy(logits, targets, pairing="targets_transposed"), "lesson02.diag_loss_targets_transposed"),
                 (_time_major_logits(logits, targets), "lesson02.diag_loss_logits_transposed"),
@@ -170,6 +190,26 @@ def _loss_check(submission, gen, V: int, B: int, T: int) -> None:
     diagnoses = [message(key, T=T, V=V, B=B) for value, key in variants
                  if math.isclose(float(loss), float(value), rel_tol=1e-5, abs_tol=1e-6)]
     fail(called, problem, *diagnoses[:1], message("lesson02.loss_hint", N=B * T, V=V))
+
+
+def _expect_loss_gradient(model: LearnerBigram, idx, targets, logits: torch.Tensor, returned_shape: tuple) -> None:
+    """The loss must carry the gradient training needs: what reaches the table from the loss
+    is what reaches it from the learner's own logits with the cross-entropy's gradient
+    (softmax - one-hot) / N as their cotangent. A loss rebuilt from a number (.item(),
+    torch.tensor(...)) or detached has none. Logits that carry no gradient at all are the
+    lookup's business (logits-lookup says so), not the loss's."""
+    probe = logits.detach().double().requires_grad_(True)
+    ref.cross_entropy(probe, targets).backward()
+    through_logits = probe.grad.reshape(returned_shape).float()
+    via_logits, via_loss = model.table_grads(idx, targets, [(through_logits, None), (None, torch.tensor(1.0))])
+    if via_logits is None or not bool(via_logits.abs().sum() > 0):
+        return
+    called = model.called_grad(idx, targets)
+    if via_loss is None or not bool(via_loss.abs().sum() > 0):
+        fail(called, message("lesson02.loss_no_gradient"))
+    problem = compare(via_loss, via_logits, what=message("lesson02.what_table_grad"), atol=ATOL, rtol=1e-4)
+    if problem:
+        fail(called, problem, message("lesson02.loss_gradient_wrong"))
 
 
 def _time_major_logits(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:

@@ -16,7 +16,7 @@ from autograder.feedback import compare
 from autograder.results import message
 
 from . import reference as ref
-from .harness import ATOL, EMBED, RTOL, LearnerEmbedding, expect_tensor, generator, tokens
+from .harness import ATOL, EMBED, POSITIONS, RTOL, LearnerEmbedding, expect_tensor, generator, position_hints, tokens
 
 
 def _output(emb: LearnerEmbedding, idx: torch.Tensor, called) -> torch.Tensor:
@@ -79,6 +79,27 @@ def test_positions_value(submission, check_seed):
         problem = compare(x, expected.float(), what=message("lesson02.what_x"), atol=ATOL, rtol=RTOL)
         if problem:
             fail(called, problem, *_diagnoses(x, emb, idx), message("lesson02.positions_hint"))
+    _expect_position_gradient(emb, idx, gen)
+
+
+def _expect_position_gradient(emb: LearnerEmbedding, idx: torch.Tensor, gen) -> None:
+    """The position table learns only if its rows carry x's gradient: <x, v> differentiated with
+    respect to it is v summed over the batch at rows 0..T-1, and zero below (a .detach() or
+    .data on the positions' embedding gives zero everywhere)."""
+    B, T = idx.shape
+    v = torch.randn(B, T, emb.cfg["C"], generator=gen)
+    with position_hints(T, emb.cfg):
+        result = emb.sub.param_vjp(emb.handle, [idx], [v])
+    grads = result.get("grads") if isinstance(result, dict) else None
+    got = grads[0].get(POSITIONS) if isinstance(grads, list) and len(grads) == 1 and isinstance(grads[0], dict) else None
+    called = emb.called_grad(idx)
+    if not isinstance(got, torch.Tensor) or not bool(got.abs().sum() > 0):
+        fail(called, message("lesson02.positions_no_gradient"))
+    expected = torch.zeros(emb.cfg["block_size"], emb.cfg["C"], dtype=torch.float64)
+    expected[:T] = v.double().sum(dim=0)
+    problem = compare(got, expected.float(), what=message("lesson02.what_position_grad"), atol=ATOL, rtol=RTOL)
+    if problem:
+        fail(called, problem)
 
 
 @pytest.mark.check("positions-device")
