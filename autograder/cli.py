@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
 def _grade(course, args, parser) -> int:
     from .engine import grade
     from .feedback import redact, secrets_from_environ
-    from .render import render_json, render_markdown, render_text
+    from .render import grade_step, render_json, render_markdown, render_text
 
     lessons = [course.lesson(key) for key in args.lessons] if args.lessons else list(course.lessons)
     hide_environment()
@@ -140,7 +140,8 @@ def _grade(course, args, parser) -> int:
         text = render_classroom(result, lang)
     else:
         color = None if args.output is None else False
-        text = render_text(result, lang, color=color, verbose=args.verbose)
+        step = grade_step(course, result, args.submission)  # the one next step, as `check` says it
+        text = render_text(result, lang, color=color, verbose=args.verbose, step=step)
     # A learner's code may have read this process's environment; never echo a secret.
     text = redact(text, secrets_from_environ(os.environ))
     if args.output is not None:

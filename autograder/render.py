@@ -14,11 +14,13 @@ import html
 import io
 import json
 import re
+import string
 from collections.abc import Iterable
 from typing import Any
 
 from rich.console import Console
 from rich.padding import Padding
+from rich.table import Table
 from rich.text import Text as RichText
 
 from . import i18n
@@ -143,6 +145,24 @@ def render_json(result: CourseResult, lang: str) -> str:
     return json.dumps(to_json_dict(result, lang), indent=2, ensure_ascii=False) + "\n"
 
 
+# Messages the terminal summarises (a pending TODO, a blank quiz answer): read back from a
+# results.json as the catalog message they were, so the summary is the same from either.
+_RECOVERABLE = ("engine.todo_pending", "quiz.blank")
+
+
+def _recovered(text: str, lang: str) -> Text | Block:
+    """A localised message part as its catalog Text when it is one of _RECOVERABLE, else a
+    text Block."""
+    for key in _RECOVERABLE:
+        template = i18n.catalog(lang).get(key, "") if lang in i18n.LANGUAGES else ""
+        pattern = "".join(re.escape(literal) + (f"(?P<{field}>.+?)" if field else "")
+                          for literal, field, _, _ in string.Formatter().parse(template))
+        found = re.fullmatch(pattern, text, re.S) if template else None
+        if found and i18n.translate(key, lang, **found.groupdict()) == text:
+            return Text(key, found.groupdict())
+    return Block(text, "text")
+
+
 def from_json_dict(data: dict[str, Any]) -> CourseResult:
     """The inverse of `to_json_dict`, already localised: messages come back as blocks of their
     kind, so every renderer gives the same output as from the original result. Raises
@@ -155,7 +175,8 @@ def from_json_dict(data: dict[str, Any]) -> CourseResult:
                 parts = check.get("feedback")
                 if parts is None:  # an older results.json: the message as one paragraph
                     parts = [{"kind": "text", "text": check["message"]}] if check["message"] else []
-                feedback = Feedback(tuple(Block(str(p["text"]), str(p["kind"])) for p in parts))
+                feedback = Feedback(tuple(_recovered(str(p["text"]), data["language"]) if p["kind"] == "text"
+                                          else Block(str(p["text"]), str(p["kind"])) for p in parts))
                 raised = check.get("raised_in")
                 waits = check.get("waits_on")
                 checks.append(CheckResult(str(check["id"]), check["todo"], Status(check["status"]),
@@ -390,13 +411,92 @@ def _group_by_cause(checks: list[CheckResult], lang: str) -> dict[int, list[Chec
     return out
 
 
+def _pending_todo(check: CheckResult) -> str | None:
+    """The TODO a failing check waits on because it is still the stub (engine.todo_pending),
+    else None: such checks are work not yet started, not a mistake to explain."""
+    if check.status is Status.PASSED or check.informational:
+        return None
+    for part in check.feedback.parts:
+        if isinstance(part, Text) and part.key == "engine.todo_pending":
+            return str(part.params.get("todo", "")) or None
+    return None
+
+
+def _pending_title(check: CheckResult) -> Any:
+    """The title engine.todo_pending gave the pending TODO ("" when none)."""
+    return next((part.params.get("title") or "" for part in check.feedback.parts
+                 if isinstance(part, Text) and part.key == "engine.todo_pending"), "")
+
+
+def _quiz_blank(check: CheckResult) -> int | None:
+    """The question number of a quiz check whose answer is blank, else None."""
+    parts = check.feedback.parts
+    if check.status is Status.PASSED or len(parts) != 1:
+        return None
+    part = parts[0]
+    return part.params.get("n") if isinstance(part, Text) and part.key == "quiz.blank" else None
+
+
+def _summaries(checks: list[CheckResult], lang: str) -> dict[int, tuple[Status, str]]:
+    """{index of the first check summarised: (status, one line)} for the checks that are not
+    started yet: every check waiting on a pending TODO becomes one line naming the pending
+    TODOs, every blank quiz question one line naming the questions. What they hide is said in
+    full by `verbose` and the JSON."""
+    pending = [(i, todo, c) for i, c in enumerate(checks) if (todo := _pending_todo(c)) is not None]
+    blank = [(i, n, c) for i, c in enumerate(checks) if (n := _quiz_blank(c)) is not None]
+    out: dict[int, tuple[Status, str]] = {}
+    if pending:
+        todos = list(dict.fromkeys(todo for _, todo, _ in pending))
+        named = ", ".join(_t("render.todo", lang, todo=todo) for todo in todos)
+        title = _pending_title(pending[0][2])
+        if len(todos) == 1 and title:  # one TODO left: say what it is, as its own message did
+            named = _t("render.todo_titled", lang, todo=todos[0], title=title)
+        waiting = _t("render.waiting_one" if len(pending) == 1 else "render.waiting_many", lang, n=len(pending))
+        line = _t("render.pending_one" if len(todos) == 1 else "render.pending_many", lang, todos=named,
+                  checks=waiting, points=_num(sum(c.max_score - c.score for _, _, c in pending)))
+        out[pending[0][0]] = (Status.FAILED, line)
+    if blank:
+        numbers = ", ".join(str(n) for _, n, _ in blank)
+        line = _t("render.quiz_blank_one" if len(blank) == 1 else "render.quiz_blank_many", lang,
+                  numbers=numbers, points=_num(sum(c.max_score - c.score for _, _, c in blank)))
+        out[blank[0][0]] = (Status.FAILED, line)
+    return out
+
+
+def step_line(step: Any, result: CourseResult, lang: str) -> str:
+    """The one step `grade` ends with (autograder.learner.NextStep): "Empieza por: lección 01,
+    TODO [vocab] en exercises/01-tokens-y-lotes/data.py:12 · autograder watch 01" while nothing
+    scores yet, "Siguiente: …" after; other kinds of step as `check` says them."""
+    if step.kind != "todo":
+        from .learner import describe_step
+
+        return describe_step(step, lang)[0]
+    started = result.score > 0 or any(lesson.completed for lesson in result.lessons)
+    return _t("render.next_todo" if started else "render.start_todo", lang, id=step.lesson.id, todo=step.todo,
+              where=step.where())
+
+
+def grade_step(course: Any, result: CourseResult, submission: Any = None) -> Any:
+    """The next step after `grade` (autograder.learner.next_step, the rule `check` follows), or
+    None when the graded folder is not the course's own exercises/: the step names its files."""
+    from pathlib import Path
+
+    from .learner import exercises_dir, next_step
+
+    if submission is not None and Path(submission).resolve() != exercises_dir(course).resolve():
+        return None
+    return next_step(course, result.lessons)
+
+
 def render_text(result: CourseResult, lang: str, *, color: bool | None = None, width: int = 100,
-                earned: Iterable[str] = (), verbose: bool = False) -> str:
+                earned: Iterable[str] = (), verbose: bool = False, step: Any = None) -> str:
     """Terminal text: per lesson a header, one line per check, the message under those that
     did not pass, then the totals. Checks that fail for one cause (the learner's code raised at
-    one line, or one TODO is pending) are one block: the first check's line, the error once,
-    and the others named; `verbose` shows every check in full. With color False the output is
-    plain and stable."""
+    one line) are one block: the first check's line, the error once, and the others named;
+    checks that wait on a pending TODO are one line per lesson naming those TODOs, and blank
+    quiz answers one line; `verbose` shows every check in full. `step` (a learner.NextStep,
+    see grade_step) ends the text with the one next step. With color False the output is plain
+    and stable."""
     _check_lang(lang)
     console, buffer = make_console(color, width)
     console.print(RichText(result.course, style="bold"))
@@ -420,15 +520,32 @@ def render_text(result: CourseResult, lang: str, *, color: bool | None = None, w
         header.append(label, style=_TEXT_STYLES[state])
         console.print(header)
 
+        summaries = {} if verbose else _summaries(lesson.checks, lang)
+        summarised = set() if verbose else {
+            id(c) for c in lesson.checks if _pending_todo(c) is not None or _quiz_blank(c) is not None}
         labels = [_check_label(c, lang) for c in lesson.checks]
         scores = [f"{_num(c.score)}/{_num(c.max_score)}" for c in lesson.checks]
-        label_width = max(map(len, labels), default=0)
-        score_width = max(map(len, scores), default=0)
-        groups = {} if verbose else _group_by_cause(lesson.checks, lang)
+        shown = [i for i, c in enumerate(lesson.checks) if id(c) not in summarised]
+        label_width = max((len(labels[i]) for i in shown), default=0)
+        score_width = max((len(scores[i]) for i in shown), default=0)
+        rest = [c for c in lesson.checks if id(c) not in summarised]
+        position = {id(c): i for i, c in enumerate(lesson.checks)}
+        # Grouped among the other checks, keyed by the place of the group's first check.
+        groups = {} if verbose else {position[id(rest[index])]: members
+                                     for index, members in _group_by_cause(rest, lang).items()}
         grouped = {id(c) for members in groups.values() for c in members}
         rows = list(zip(lesson.checks, labels, scores, strict=True))
-        position = {id(c): i for i, c in enumerate(lesson.checks)}
         for index, (check, label, score) in enumerate(rows):
+            if index in summaries:  # the checks not started yet: one line for them all
+                status, text = summaries[index]
+                row = Table.grid(padding=(0, 1))  # a wrapped line stays under its text
+                row.add_column(no_wrap=True)
+                row.add_column()
+                row.add_row(RichText("  " + _TEXT_SYMBOLS[status], style=_TEXT_STYLES[status]), RichText(text))
+                console.print(row)
+                continue
+            if id(check) in summarised:
+                continue
             if index in groups:  # the block of a cause opens with its leader, at the first's place
                 check, label, score = rows[position[id(groups[index][0])]]
             elif id(check) in grouped:
@@ -464,4 +581,8 @@ def render_text(result: CourseResult, lang: str, *, color: bool | None = None, w
     if result.practice:
         console.print(RichText(_t("render.practice_tag", lang).capitalize(), style="yellow"))
     console.print(RichText(_t("render.seed", lang, seed=result.seed), style="dim"))
+    if step is not None:
+        # One line, never re-wrapped: a path:line must stay whole for terminals to link it.
+        console.print()
+        console.print(RichText(step_line(step, result, lang), style="bold cyan"), soft_wrap=True)
     return printed(buffer)

@@ -109,7 +109,7 @@ def test_the_readme_main_command_on_the_stubs_shows_zero_and_the_first_todo():
     first_todo = course.lessons[0].todos[0].id
     first_check = next(line for line in lines if line.startswith("  ✘ "))
     assert f"TODO [{first_todo}]" in first_check
-    assert f"TODO [{first_todo}] pendiente" in proc.stdout
+    assert lines[-1].startswith(f"Empieza por: lección {course.lessons[0].id}, TODO [{first_todo}] en ")
 
 
 @pytest.mark.parametrize("args, needle", [

@@ -220,7 +220,7 @@ def test_text_plain_snapshot():
     assert check_lines[:6] == [
         "  ✔ np-mask · TODO [np-mask]                  6/6",
         "  ✘ future-leak · TODO [mask]                 0/6  fallida",
-        "  ✘ scaling · TODO [scaling]                  0/6  fallida",
+        "  ✘ Pendiente: TODO [scaling] (escala las puntuaciones por 1/sqrt(hs)) · de él depende 1",
         "  ! heads-merge · TODO [contiguous-view]      0/6  no se pudo terminar",
         "  ✔ quiz-1                                1.5/1.5",
         "  – gpu-parity                                0/0  omitida",
@@ -235,17 +235,19 @@ def test_text_plain_snapshot():
     i = lines.index(check_lines[1])
     assert lines[i + 1].startswith("      Los valores de los pesos de atención")
     assert "      i\\j 0 1 2 3" in lines
-    assert "        attention.py:57 en forward" in lines
+    assert "        attention.py:57 · forward()" in lines
     assert all(not line.endswith(" ") for line in lines)
     # Plain output is stable.
     assert render_text(make_result(), "es", color=False) == out
 
 
 def test_text_wraps_messages_to_the_width():
-    out = render_text(make_result(), "es", color=False, width=60)
-    pending = [
-        line for line in out.splitlines() if "NotImplementedError" in line or "TODO [scaling] pend" in line
-    ]
+    out = render_text(make_result(), "es", color=False, width=60).splitlines()
+    # The one-line summary of pending TODOs wraps under its own text, not under the symbol.
+    first = next(n for n, line in enumerate(out) if "Pendiente: TODO [scaling]" in line)
+    assert len(out[first]) <= 60 and out[first + 1].startswith("    1/sqrt(hs))") and len(out[first + 1]) <= 60
+    full = render_text(make_result(), "es", color=False, width=60, verbose=True)
+    pending = [line for line in full.splitlines() if "NotImplementedError" in line or "TODO [scaling] pend" in line]
     assert pending and all(len(line) <= 60 for line in pending)
 
 
@@ -259,7 +261,8 @@ def test_english_labels():
     assert "Lesson 03 · Causal multi-head self-attention  7.5/25.5 points · XP 0/50 · not completed" in text
     assert "0/6  failed" in text and "completed" in text
     assert "Total: 12.5/30.5 points · XP 60/110" in text
-    assert "attention.py:57 in forward" not in text  # blocks are made at check time, in Spanish here
+    # Blocks are made at check time, before the language is known: they hold no word of either.
+    assert "attention.py:57 · forward()" in text and "57 en forward" not in text
     md = render_markdown(result, "en")
     assert "| Lesson | Status | Points | XP |" in md
     assert "✅ completed" in md and "Skipped checks" in md
@@ -326,7 +329,7 @@ def test_checks_failing_for_one_cause_are_one_block_and_verbose_shows_them_all()
 
     def crashed(check_id, todo, size):
         parts = [message("engine.student_raised", type="RuntimeError", message=f"shape '[{size}, 3]' is invalid"),
-                 Block("  attention.py:71 en forward\n    q = q.view(B, nh, T, hs)\n", kind="traceback")]
+                 Block("  attention.py:71 · forward()\n    q = q.view(B, nh, T, hs)\n", kind="traceback")]
         if todo != "head-reshape":
             parts.append(message("engine.raised_in_other_todo", todo=todo, other="head-reshape",
                                  file="attention.py", line=71))
@@ -352,3 +355,98 @@ def test_checks_failing_for_one_cause_are_one_block_and_verbose_shows_them_all()
     full = render_text(result, "es", color=False, width=200, verbose=True)
     assert full.count("Tu código lanzó RuntimeError") == 3 and full.count("No encuentro el archivo") == 3
     assert "Esta misma causa" not in full
+
+
+def _not_started_lesson() -> LessonResult:
+    """Lesson 01 as the untouched stub leaves it: three TODOs pending, one check waiting on
+    another's pending TODO, the quiz blank, one real failure."""
+    titles = {"vocab": "el vocabulario", "split": "la partición", "batch-offsets": "los inicios"}
+
+    def pending(check_id, todo, waits=None):
+        parts = [message("engine.todo_pending", todo=waits or todo, title=titles[waits or todo])]
+        if waits:
+            parts.append(message("engine.waits_for", todo=todo, pending=waits))
+        return CheckResult(check_id, todo, Status.FAILED, 0, 5, Feedback(tuple(parts)))
+
+    checks = [pending("vocab", "vocab"), pending("encode", "vocab"), pending("split-order", "split"),
+              pending("batch-range", "batch-offsets"), pending("targets-shift", "targets-shift", waits="batch-offsets"),
+              CheckResult("decode", "vocab", Status.FAILED, 0, 5, Feedback.of(message("engine.assertion", detail="x"))),
+              *(CheckResult(f"quiz-{n}", None, Status.FAILED, 0, 2, Feedback.of(message("quiz.blank", n=n)))
+                for n in (1, 2, 3))]
+    return LessonResult("01", "tokens-y-lotes", {"es": "Tokens y lotes", "en": "Tokens and batches"}, 50, checks)
+
+
+def test_checks_not_started_are_one_line_per_lesson_and_verbose_shows_them_all():
+    result = CourseResult("c", "es", 1, [_not_started_lesson()])
+    lines = render_text(result, "es", color=False, width=200).splitlines()
+    assert lines[3:6] == [
+        "  ✘ Pendientes: TODO [vocab], TODO [split], TODO [batch-offsets] · de ellos dependen 5 comprobaciones "
+        "(25 puntos)",
+        "  ✘ decode · TODO [vocab]  0/5  fallida",
+        "      La comprobación falló: x",
+    ]
+    assert "  ✘ Quiz: las preguntas 1, 2, 3 están sin responder en quiz.yml (6 puntos)" in lines
+    assert not any("pendiente:" in line or "sin responder en quiz.yml." in line for line in lines)
+    english = render_text(result, "en", color=False, width=200)
+    assert "  ✘ Pending: TODO [vocab], TODO [split], TODO [batch-offsets] · 5 checks depend on them (25 points)" \
+        in english.splitlines()
+    assert "  ✘ Quiz: questions 1, 2, 3 are unanswered in quiz.yml (6 points)" in english.splitlines()
+    # One TODO left: its title is said, as its own message did.
+    single = CourseResult("c", "es", 1, [LessonResult("01", "s", {"es": "t"}, 50, _not_started_lesson().checks[:2])])
+    assert "  ✘ Pendiente: TODO [vocab] (el vocabulario) · de él dependen 2 comprobaciones (10 puntos)" \
+        in render_text(single, "es", color=False, width=200).splitlines()
+    # Every check in full with --verbose, and in the JSON.
+    full = render_text(result, "es", color=False, width=200, verbose=True)
+    for check in result.lessons[0].checks:
+        assert f"  ✘ {check.id}" in full
+    assert full.count("TODO [batch-offsets] pendiente") == 2 and full.count("sin responder en quiz.yml.") == 3
+    assert [c["id"] for c in to_json_dict(result, "es")["lessons"][0]["checks"]] == \
+        [c.id for c in result.lessons[0].checks]
+
+
+def test_the_next_step_ends_the_text():
+    from autograder.learner import NextStep
+    from autograder.manifest import load_course
+
+    course = load_course(Path(__file__).resolve().parent.parent / "course.yml")
+    lesson = course.lessons[0]
+    step = NextStep("todo", lesson, todo="vocab", check="vocab", path="exercises/01-tokens-y-lotes/data.py", line=41)
+    result = CourseResult("c", "es", 1, [_not_started_lesson()])
+    lines = render_text(result, "es", color=False, width=60, step=step).splitlines()
+    # Never wrapped: terminals link a whole path:line.
+    assert lines[-2:] == ["", f"Empieza por: lección {lesson.id}, TODO [vocab] en exercises/01-tokens-y-lotes/data.py:41 "
+                              f"· autograder watch {lesson.id}"]
+    assert render_text(result, "en", color=False, step=step).splitlines()[-1].startswith(
+        f"Start with: lesson {lesson.id}, TODO [vocab] in exercises/")
+    # Once something scores, it is the next step, not the start.
+    result.lessons[0].checks[0] = CheckResult("vocab", "vocab", Status.PASSED, 5, 5)
+    assert render_text(result, "es", color=False, step=step).splitlines()[-1].startswith(
+        f"Siguiente: lección {lesson.id}, TODO [vocab] en exercises/01-tokens-y-lotes/data.py:41")
+    assert render_text(result, "es", color=False).splitlines()[-1].startswith("Semilla")  # no step, no line
+
+
+def test_the_untouched_course_is_short_and_ends_with_where_to_start(course):
+    """Issue 15, item 2: the stub course's text output (~147 lines before) is at most ~60 lines
+    and its last line is the start step; --verbose still shows every check."""
+    from autograder.engine import grade
+    from autograder.render import grade_step
+
+    root = Path(__file__).resolve().parent.parent
+    result = grade(course, list(course.lessons), root / "exercises", lang="es", seed=1)
+    step = grade_step(course, result, root / "exercises")
+    lines = render_text(result, "es", color=False, step=step).splitlines()
+    assert len(lines) <= 60, "\n".join(lines)
+    first = course.lessons[0]
+    todo = first.todos[0]
+    start = f"Empieza por: lección {first.id}, TODO [{todo.id}] en exercises/{first.folder}/{todo.file}:"
+    assert lines[-1].startswith(start) and lines[-1].endswith(f" · autograder watch {first.id}"), lines[-1]
+    line = int(lines[-1][len(start):].split(" ")[0])
+    assert f"TODO [{todo.id}]" in (root / "exercises" / first.folder / todo.file).read_text().splitlines()[line - 1]
+    assert sum(line.startswith("Empieza por") for line in lines) == 1
+    full = render_text(result, "es", color=False, verbose=True)
+    for lesson in result.lessons:
+        for check in lesson.checks:
+            assert f" {check.id}" in full, check.id
+    assert len(full.splitlines()) > 3 * len(lines)
+    # A folder that is not the course's exercises/ gets no step: it would name other files.
+    assert grade_step(course, result, root / "solutions") is None
