@@ -211,9 +211,9 @@ def _grade_all(course: Course, args: argparse.Namespace, lang: str) -> int:
     counts = _grade(course, lessons, todo, store, run, jobs, args.learner_timeout, say)
     if counts is None:
         return 1
-    publish(course, store, run, lang)
+    failures = publish(course, store, run, lang)
     say.out("batch.summary", graded=counts[0], same=unchanged, errors=failed + counts[1], out=str(args.out))
-    return 0
+    return _report_failed_outputs(say, store, failures)
 
 
 def _triage(course: Course, lessons: list[Lesson], learners: list[Learner], store: Store, run: dict,
@@ -231,9 +231,16 @@ def _triage(course: Course, lessons: list[Lesson], learners: list[Learner], stor
             say.line(f"batch.problem_{kind}", id=learner.id, detail=detail)
             failed += 1
             continue
-        content = content_hash(course, lessons, learner.exercises, boundary=learner.folder)
+        try:
+            content = content_hash(course, lessons, learner.exercises, boundary=learner.folder)
+            record.timestamp = _submission_time(course, lessons, learner)
+        except OSError as exc:  # an unreadable folder or an odd file: this learner only
+            record.status, record.error, record.detail = "error", "unreadable", f"{type(exc).__name__}: {exc}"
+            store.save(record, _error_json(course, lessons, run, record))
+            say.line("batch.problem_unreadable", id=learner.id, detail=record.detail)
+            failed += 1
+            continue
         record.key = learner_key(run["fingerprint"], content)
-        record.timestamp = _submission_time(course, lessons, learner)
         if store.is_done(learner.id, record.key):
             _refresh(store, record)
             unchanged += 1
@@ -323,16 +330,37 @@ def _error_json(course: Course, lessons: list[Lesson], run: dict, record: Record
     return render_json(result, run["language"])
 
 
-def publish(course: Course, store: Store, run: dict, lang: str) -> None:
-    """The gradebook, the CSVs and the report, from the run's results in `store`."""
+def publish(course: Course, store: Store, run: dict, lang: str) -> list[tuple[str, str]]:
+    """The gradebook, the CSVs and the report, from the run's results in `store`, each written on
+    its own: one that fails (a library missing, a full disk, a locked file) is reported and the
+    others are still written. Returns [(output, why)] of those that failed; results/ is
+    never touched here."""
     from .cohort import load, render_chart, render_markdown
-    from .gradebook import write_csvs, write_gradebook
+    from .gradebook import grades_csv, cohort_csv, write_gradebook
 
     cohort = load(course, run, store)
-    write_gradebook(store.root / "gradebook.db", cohort)
-    write_csvs(store.root, cohort)
-    render_chart(cohort, lang, store.root / "report.png")
-    write_atomic(store.root / "report.md", render_markdown(cohort, lang, chart="report.png"))
+    outputs = (
+        ("grades.csv", lambda: write_atomic(store.root / "grades.csv", grades_csv(cohort))),
+        ("cohort.csv", lambda: write_atomic(store.root / "cohort.csv", cohort_csv(cohort))),
+        ("report.md", lambda: write_atomic(store.root / "report.md", render_markdown(cohort, lang, chart="report.png"))),
+        ("report.png", lambda: render_chart(cohort, lang, store.root / "report.png")),
+        ("gradebook.db", lambda: write_gradebook(store.root / "gradebook.db", cohort)),
+    )
+    failures = []
+    for name, write in outputs:
+        try:
+            write()
+        except Exception as exc:  # noqa: BLE001 - any failure of one output must spare the others
+            failures.append((name, f"{type(exc).__name__}: {exc}"))
+    return failures
+
+
+def _report_failed_outputs(say: "_Say", store: Store, failures: list[tuple[str, str]]) -> int:
+    """Name each output that could not be written; exit status 1 when any failed (so a cron job
+    notices), 0 otherwise. The results of every learner are in results/ either way."""
+    for name, why in failures:
+        say.line("batch.output_failed", output=str(store.root / name), detail=why)
+    return 1 if failures else 0
 
 
 # ------------------------------------------------------------------------------ merging
@@ -383,9 +411,10 @@ def _merge(course: Course, args: argparse.Namespace, lang: str) -> int:
     merged = {**{name: first[name] for name in _SAME_RUN}, "shard": None, "learners": sorted(owner),
               "merged_from": [str(folder) for folder, _ in runs]}
     out.write_run(merged)
-    publish(course, out, merged, first["language"])
-    _Say(lang).out("batch.merged", shards=len(runs), learners=len(owner), out=str(args.out))
-    return 0
+    failures = publish(course, out, merged, first["language"])
+    say = _Say(lang)
+    say.out("batch.merged", shards=len(runs), learners=len(owner), out=str(args.out))
+    return _report_failed_outputs(say, out, failures)
 
 
 # ------------------------------------------------------------------------------ output

@@ -27,7 +27,6 @@ import tempfile
 import warnings
 from pathlib import Path
 
-from .batch_store import write_atomic
 from .cohort import Cohort, Entry
 
 # nbgrader export's columns, in its order (nbgrader/plugins/export.py).
@@ -62,13 +61,12 @@ def write_gradebook(path: Path, cohort: Cohort) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
-    if path.is_file():
-        # Start from a copy of the previous gradebook, emptied: a new one costs nbgrader a
-        # subprocess (`alembic heads`, seconds) to learn its schema version.
-        shutil.copyfile(path, tmp)
-    else:
-        os.unlink(tmp)  # SQLite creates it
     try:
+        if path.is_file():
+            # Start from a copy of the previous gradebook, emptied (its schema is already made).
+            shutil.copyfile(path, tmp)
+        else:
+            _create_schema(tmp)
         with warnings.catch_warnings():
             # nbgrader's own relationships make SQLAlchemy warn while a submission is built.
             warnings.simplefilter("ignore")
@@ -82,6 +80,28 @@ def write_gradebook(path: Path, cohort: Cohort) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _create_schema(path: str) -> None:
+    """nbgrader's tables and the alembic revision they are at, made in this process.
+
+    nbgrader's Gradebook, given an empty database, learns the revision by running `alembic
+    heads` as a subprocess found on PATH: from a venv that is not activated (cron, systemd,
+    venv/bin/autograder) there is no such program, and the whole cohort's outputs would be lost
+    at the last step. alembic's own API reads the same revision from nbgrader's migrations."""
+    from alembic.script import ScriptDirectory
+    from nbgrader import api, dbutil
+    from sqlalchemy import create_engine, text
+
+    head = ScriptDirectory(dbutil.ALEMBIC_DIR).get_current_head()
+    engine = create_engine(f"sqlite:///{path}")
+    try:
+        api.Base.metadata.create_all(bind=engine)
+        with engine.begin() as conn:
+            conn.execute(text("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL)"))
+            conn.execute(text("INSERT INTO alembic_version (version_num) VALUES (:head)"), {"head": head})
+    finally:
+        engine.dispose()
 
 
 def _fill(gb, api, cohort: Cohort) -> None:
@@ -164,8 +184,3 @@ def _csv(columns: list[str], rows: list[dict[str, str]]) -> str:
     writer.writeheader()
     writer.writerows(rows)
     return buffer.getvalue()
-
-
-def write_csvs(folder: Path, cohort: Cohort) -> None:
-    write_atomic(folder / "grades.csv", grades_csv(cohort))
-    write_atomic(folder / "cohort.csv", cohort_csv(cohort))
