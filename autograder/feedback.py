@@ -355,25 +355,20 @@ def format_traceback(
     exc_type: str,
     message: str,
     *,
-    lang: str = i18n.DEFAULT_LANGUAGE,
     final_line: bool = True,
 ) -> Block:
     """A compact Python-like traceback of the given (already trimmed) frames:
 
-      attention.py:57 en forward
+      attention.py:57 · forward()
         y = q @ k
     RuntimeError: ...
+
+    A Block is kept verbatim and rendered later in whichever language the reader asked for, so
+    its lines hold no word of either language (it once said "en forward" under --lang en).
     """
     lines = []
     for frame in frames:
-        where = i18n.translate(
-            "feedback.traceback_frame",
-            lang,
-            file=frame.get("filename", "?"),
-            line=frame.get("lineno", "?"),
-            name=frame.get("name", "?"),
-        )
-        lines.append("  " + where)
+        lines.append("  " + frame_location(frame))
         source = (frame.get("line") or "").strip()
         if source:
             lines.append("    " + source)
@@ -381,6 +376,13 @@ def format_traceback(
         message = truncate(str(message).strip(), TRACEBACK_MESSAGE_LIMIT)
         lines.append(f"{exc_type}: {message}" if message else str(exc_type))
     return Block("\n".join(lines) + "\n", kind="traceback")
+
+
+def frame_location(frame: Mapping[str, Any]) -> str:
+    """A frame as "attention.py:57 · forward()"; a module-level one ("<module>") as its file and line."""
+    where = f"{frame.get('filename', '?')}:{frame.get('lineno', '?')}"
+    name = str(frame.get("name") or "")
+    return where if not name or name.startswith("<") else f"{where} · {name}()"
 
 
 # --- text hygiene ---------------------------------------------------------------------------
