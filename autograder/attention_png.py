@@ -1,6 +1,6 @@
 """Attention matrices as a PNG: the attention viewer's export and a picture for feedback.
 
-    attention_png(weights, tokens, leaks=None, *, lang="es", title=None) -> bytes
+    attention_png(weights, tokens, leaks=None, *, lang="es", title=None, kind="weights") -> bytes
 
 One heatmap per head (rows: queries i, columns: keys j, labelled with the tokens), drawn with
 matplotlib's Agg backend through a `Figure` of its own (no pyplot state: safe in a server
@@ -12,11 +12,15 @@ constants below, so the page and the PNG show the same picture:
   line follows the diagonal where the future begins;
 - a leak (j > i with a non-zero weight) keeps its shade and gets a LEAK_COLOR outline;
 - NaN is NAN_COLOR.
+
+The future-leak checks draw an influence map instead (kind="influence": how much output i changes
+with input x_j, measured on the whole module, not one head's weights): same look, its own labels.
 """
 
 from __future__ import annotations
 
 import io
+import textwrap
 import unicodedata
 from collections.abc import Sequence
 from typing import Any
@@ -32,6 +36,10 @@ LEAK_COLOR = "#e00000"  # no shade of COLOR_STOPS is red: an outline is never mi
 NAN_COLOR = "#9e9e9e"
 BORDER_COLOR = "#555555"
 DPI = 100
+MARGIN = 0.02  # of the figure's width, kept free on each side of a wrapped title or legend
+# What a picture shows: a head's attention weights (the viewer, the mask checks) or an influence
+# map (output i's sensitivity to input x_j, from the future-leak checks), labelled apart.
+KINDS = ("weights", "influence")
 
 
 def token_label(token: str) -> str:
@@ -42,20 +50,35 @@ def token_label(token: str) -> str:
 
 
 def attention_png(weights: Any, tokens: Sequence[str] | None = None, leaks: Any = None, *,
-                  lang: str = i18n.DEFAULT_LANGUAGE, title: str | None = None) -> bytes:
+                  lang: str = i18n.DEFAULT_LANGUAGE, title: str | None = None, kind: str = "weights") -> bytes:
     """PNG bytes of `weights`, (T, T) or (heads, T, T), labelled with `tokens` (T strings; None:
     the positions 0..T-1). `leaks` (same shape as weights, or (T, T) for every head) marks the
     cells to outline; None computes them with feedback.leaking_cells, head by head (`head_leaks`).
+    `kind` says what the matrix is (KINDS): a head's attention weights, or an influence map
+    (how much output i changes with input x_j, measured on the whole module), labelled as such.
 
     The graders can call it with a captured (B, nh, T, T) tensor's batch 0 and their own
     `leaking_cells` result, and attach the bytes wherever an image can be shown.
     """
+    fig = attention_figure(weights, tokens, leaks, lang=lang, title=title, kind=kind)
+    out = io.BytesIO()
+    fig.savefig(out, format="png", facecolor="white")
+    return out.getvalue()
+
+
+def attention_figure(weights: Any, tokens: Sequence[str] | None = None, leaks: Any = None, *,
+                     lang: str = i18n.DEFAULT_LANGUAGE, title: str | None = None, kind: str = "weights"):
+    """The matplotlib Figure that attention_png saves (drawing it lays it out): every text fits
+    the canvas, a long title or legend wrapped to the figure's width."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.collections import PatchCollection
     from matplotlib.colors import LinearSegmentedColormap, ListedColormap
     from matplotlib.figure import Figure
     from matplotlib.patches import Rectangle
 
+    if kind not in KINDS:
+        raise ValueError(f"attention_png(): kind {kind!r}, expected one of {', '.join(KINDS)}")
+    influence = kind == "influence"
     w = _as_heads(weights)
     heads, T, _ = w.shape
     marks = _leak_marks(w, leaks)
@@ -67,7 +90,7 @@ def attention_png(weights: Any, tokens: Sequence[str] | None = None, leaks: Any 
     nan_cmap = ListedColormap([NAN_COLOR]).with_extremes(bad=(0, 0, 0, 0))
     side = 3.4 if T <= 32 else 4.4
     fig = Figure(figsize=(side * heads + 0.9, side + 1.0), dpi=DPI, layout="constrained")
-    FigureCanvasAgg(fig)
+    canvas = FigureCanvasAgg(fig)
     axes = fig.subplots(1, heads, squeeze=False)[0]
     future = np.triu(np.ones((T, T), dtype=bool), k=1)
     font = 9 if T <= 16 else 7 if T <= 32 else 5
@@ -88,17 +111,40 @@ def attention_png(weights: Any, tokens: Sequence[str] | None = None, leaks: Any 
         ax.set_xticks(range(T), labels, fontsize=font)
         ax.set_yticks(range(T), labels, fontsize=font)
         ax.tick_params(length=0)
-        ax.set_title(i18n.translate("viewer.head", lang, head=h), fontsize=10)
-        ax.set_xlabel(i18n.translate("viewer.keys", lang), fontsize=8)
+        if influence:  # not a head: the whole module's output i against its input j
+            ax.set_title(i18n.translate("render.figure_influence_axes", lang), fontsize=10)
+            ax.set_xlabel(i18n.translate("render.figure_inputs", lang), fontsize=8)
+        else:
+            ax.set_title(i18n.translate("viewer.head", lang, head=h), fontsize=10)
+            ax.set_xlabel(i18n.translate("viewer.keys", lang), fontsize=8)
         if h == 0:
-            ax.set_ylabel(i18n.translate("viewer.queries", lang), fontsize=8)
-    fig.colorbar(image, ax=list(axes), shrink=0.8, label=i18n.translate("viewer.weight", lang))
+            ax.set_ylabel(i18n.translate("render.figure_outputs" if influence else "viewer.queries", lang),
+                          fontsize=8)
+    bar = i18n.translate("render.figure_influence_bar" if influence else "viewer.weight", lang)
+    fig.colorbar(image, ax=list(axes), shrink=0.8, label=bar)
+    legend = i18n.translate("render.figure_influence_legend" if influence else "viewer.png_legend", lang)
+    # As the figure's x label, so that the constrained layout keeps room for it, wrapped or not.
+    texts = [fig.supxlabel(legend, x=MARGIN, ha="left", fontsize=7, color=BORDER_COLOR)]
     if title:
-        fig.suptitle(title, fontsize=11)
-    fig.text(0.01, 0.005, i18n.translate("viewer.png_legend", lang), fontsize=7, color=BORDER_COLOR)
-    out = io.BytesIO()
-    fig.savefig(out, format="png", facecolor="white")
-    return out.getvalue()
+        texts.append(fig.suptitle(title, fontsize=11))
+    renderer = canvas.get_renderer()
+    for text in texts:  # wrapped to the canvas: a title cut at both edges says nothing
+        _fit_width(text, renderer, fig.bbox.width * (1 - 2 * MARGIN))
+    return fig
+
+
+def _fit_width(text, renderer, room: float) -> None:
+    """Wrap a matplotlib Text at word boundaries until it is at most `room` pixels wide."""
+    words = " ".join(text.get_text().split())
+    width = text.get_window_extent(renderer).width
+    if width <= room:
+        return
+    columns = max(8, int(len(words) * room / width))
+    while True:
+        text.set_text(textwrap.fill(words, columns, break_long_words=True))
+        if text.get_window_extent(renderer).width <= room or columns <= 8:
+            return
+        columns -= 1
 
 
 def head_leaks(weights: np.ndarray) -> np.ndarray:

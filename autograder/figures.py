@@ -11,6 +11,10 @@ Gradescope) says where the picture is without knowing about images.
 
 A lesson's earlier pictures in the folder are removed first: a picture never outlives the
 failure it showed. Drawing imports matplotlib, so it happens only when a figure is pending.
+
+A figure is a head's attention weights unless its title is one of INFLUENCE_TITLES: the
+future-leak checks draw how much output i changes with input x_j (an influence map measured on
+the whole module), which is labelled as influence, not as a head's weights.
 """
 
 from __future__ import annotations
@@ -19,7 +23,16 @@ from pathlib import Path
 
 from . import i18n
 from .manifest import _shown
-from .results import CourseResult, Feedback, message
+from .results import CourseResult, Feedback, Figure, Text, message
+
+# The graders' titles of influence maps (output i against input x_j), not attention weights.
+INFLUENCE_TITLES = frozenset({"lesson03.figure_influence", "lesson03.figure_grad", "lesson04.figure_influence"})
+
+
+def figure_kind(figure: Figure) -> str:
+    """attention_png's kind for a grader's figure: "influence" or "weights"."""
+    title = figure.title
+    return "influence" if isinstance(title, Text) and title.key in INFLUENCE_TITLES else "weights"
 
 
 def write_figures(result: CourseResult, folder: Path, lang: str) -> list[Path]:
@@ -38,7 +51,8 @@ def write_figures(result: CourseResult, folder: Path, lang: str) -> list[Path]:
                 suffix = f"-{n}" if len(pending) > 1 else ""
                 path = folder / f"{lesson.id}-{check.id}{suffix}.png"
                 title = i18n.localize(figure.title, lang) if figure.title is not None else None
-                path.write_bytes(attention_png(figure.weights, leaks=figure.leaks, lang=lang, title=title))
+                path.write_bytes(attention_png(figure.weights, leaks=figure.leaks, lang=lang, title=title,
+                                               kind=figure_kind(figure)))
                 check.feedback = check.feedback + Feedback.of(message("render.figure", path=_shown(path)))
                 written.append(path)
     return written

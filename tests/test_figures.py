@@ -13,10 +13,11 @@ from conftest import ROOT, SEED, solution_files, write_submission
 from learner_course import make_course, run_cli
 from lesson03_variants import BUGGY
 
-from autograder.attention_png import LEAK_COLOR
+from autograder import i18n
+from autograder.attention_png import LEAK_COLOR, attention_figure
 from autograder.checks import CheckFailure, fail
 from autograder.engine import grade
-from autograder.figures import write_figures
+from autograder.figures import INFLUENCE_TITLES, figure_kind, write_figures
 from autograder.manifest import load_course
 from autograder.render import render_text
 from autograder.results import Block, Figure, message
@@ -131,6 +132,79 @@ def test_lesson04_whole_model_leak_is_drawn(course, tmp_path):
     result = grade(course, [lesson], write_submission(tmp_path / "entrega", files), seed=SEED)
     leak = next(c for c in result.lessons[0].checks if c.id == "future-leak")
     assert leak.status.value == "failed" and len(leak.figures) == 1
+    assert figure_kind(leak.figures[0]) == "influence"  # the whole model's, not a head's weights
     written = write_figures(result, tmp_path / "figuras", "es")
     assert tmp_path / "figuras" / "04-future-leak.png" in written
     assert red_pixels(tmp_path / "figuras" / "04-future-leak.png") > 100
+
+
+# --- what a picture says, and that it fits -------------------------------------------------------
+
+
+def texts_of(fig) -> list:
+    from matplotlib.text import Text
+
+    return [t for t in fig.findobj(Text) if t.get_visible() and t.get_text().strip()]
+
+
+def leaking(T: int, heads: int = 1) -> np.ndarray:
+    w = np.tril(np.ones((T, T))) + 0.3 * np.triu(np.ones((T, T)), k=1)
+    return np.broadcast_to(w / w.sum(-1, keepdims=True), (heads, T, T)).copy()
+
+
+@pytest.mark.parametrize("lang", ["es", "en"])
+@pytest.mark.parametrize(("kind", "heads", "T", "title"), [
+    ("influence", 1, 7, message("lesson03.figure_influence")),   # issue 15, item 8: cut on both sides
+    ("influence", 1, 7, message("lesson04.figure_influence")),
+    ("influence", 1, 7, message("lesson03.figure_grad")),
+    ("weights", 3, 7, message("lesson03.figure_weights")),
+    ("weights", 1, 3, message("lesson03.figure_weights")),
+    ("weights", 2, 40, "«" + "una frase muy larga que alguien escribió en el visor " * 4 + "» · explícita"),
+], ids=["l03-influence", "l04-influence", "l03-grad", "weights-3-heads", "weights-1-head", "viewer-long-title"])
+def test_every_text_of_a_figure_fits_its_canvas(kind, heads, T, title, lang):
+    """Titles and legends are wrapped to the figure: measured with matplotlib's own renderer,
+    every text's extent lies inside the canvas, and none overlaps another."""
+    fig = attention_figure(leaking(T, heads), lang=lang, title=i18n.localize(title, lang), kind=kind)
+    fig.canvas.draw()  # the constrained layout, as savefig does it
+    renderer = fig.canvas.get_renderer()
+    canvas = fig.bbox
+    boxes = {}
+    for text in texts_of(fig):
+        box = text.get_window_extent(renderer)
+        assert canvas.x0 - 0.5 <= box.x0 and box.x1 <= canvas.x1 + 0.5, (text.get_text(), box, canvas)
+        assert canvas.y0 - 0.5 <= box.y0 and box.y1 <= canvas.y1 + 0.5, (text.get_text(), box, canvas)
+        boxes[text.get_text()] = box
+    title_box = next(box for text, box in boxes.items() if text.replace("\n", " ").startswith(
+        i18n.localize(title, lang)[:12]))
+    legend = next(box for text, box in boxes.items() if text.startswith(("Blanco", "White")))
+    # The legend and the title overlap no label.
+    for text, box in boxes.items():
+        if box is not legend and box is not title_box:
+            assert not box.overlaps(legend) and not box.overlaps(title_box), text
+
+
+@pytest.mark.parametrize("lang", ["es", "en"])
+def test_an_influence_map_is_labelled_as_influence_not_as_a_head(lang):
+    words = {"es": ("influencia de x_j en la salida i", "influencia", "cabeza", "peso"),
+             "en": ("influence of x_j on output i", "influence", "head", "weight")}[lang]
+    influence = [t.get_text() for t in texts_of(attention_figure(leaking(5), lang=lang, kind="influence"))]
+    assert words[0] in influence
+    assert any(text.startswith(words[1] + " ") for text in influence)  # the colour bar
+    assert not any(words[2] in text or text == words[3] for text in influence)
+    heads = [t.get_text() for t in texts_of(attention_figure(leaking(5, 2), lang=lang))]
+    assert f"{words[2]} 1" in heads and words[3] in heads  # a head's weights keep their labels
+
+
+def test_the_graders_influence_maps_are_drawn_as_influence():
+    """Every picture a grader asks for is either a head's weights or one of the influence maps
+    figures.py knows: a new influence figure cannot silently be labelled "cabeza 0"."""
+    import re
+
+    keys = set()
+    for path in (ROOT / "autograder" / "graders").rglob("*.py"):
+        keys |= set(re.findall(r"Figure\([^)]*?title=message\(\"([\w.]+)\"\)", path.read_text(encoding="utf-8")))
+    assert keys >= INFLUENCE_TITLES
+    assert all(key in INFLUENCE_TITLES or key.endswith(".figure_weights") for key in keys), keys
+    assert figure_kind(Figure(np.eye(2), title=message("lesson03.figure_influence"))) == "influence"
+    assert figure_kind(Figure(np.eye(2), title=message("lesson03.figure_weights"))) == "weights"
+    assert figure_kind(Figure(np.eye(2))) == "weights"
