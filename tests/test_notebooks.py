@@ -20,6 +20,7 @@ import pytest
 from conftest import ROOT, solution_files
 from lesson03_variants import BUGGY
 
+from autograder.notebooks.build import notebook_text
 from autograder.notebooks.sources import (
     files_from_history,
     files_from_notebook,
@@ -259,8 +260,11 @@ def test_release_notebooks_hold_no_solution_and_no_hidden_test(course, tmp_path)
         # No hidden test: nothing of the test cells but their comment, and no trace of the graders.
         for marker in ("BEGIN HIDDEN TESTS", "run_check", "autograder.notebooks", "BEGIN SOLUTION", "END SOLUTION"):
             assert marker not in everything, (lesson.folder, marker)
-        # No solution: every lesson cell is, piece by piece, exactly the repository's exercise.
+        # No solution: every lesson cell is, piece by piece, exactly the repository's exercise
+        # (saying this notebook where the exercise says README: notebook_text).
         exercise = generate_lesson(lesson, ROOT / "solutions", ROOT / "exercises")
+        exercise = {name: notebook_text(text, course.language, readme_key="quiz_reference" if name == lesson.quiz
+                                        else "readme_reference") for name, text in exercise.items()}
         released = {}
         for cell in lesson_cells(release):
             header = parse_header(cell.source.split("\n")[0])

@@ -10,15 +10,23 @@ files and commands), and its test cells from course.yml's checks and points.
     DIR/source/NN-slug/NN-slug.ipynb          one assignment per lesson (nbgrader's source)
     DIR/source/NN-slug/<data files>           e.g. lesson 01's corpus, released with it
 
-A lesson's notebook, top to bottom: the README's title, goals and idea (read-only markdown);
-how to work in the notebook and the lesson's TODOs (course.yml); per lesson file, its pieces as
-code cells (`sources.split_module`): solution cells where a piece holds a region, read-only
-cells otherwise; the quiz questions and a `%%writefile quiz.yml` answer cell; then one
-autograder test cell per check, worth the check's points, whose only code is hidden.
+A lesson's notebook, top to bottom: the README's title, goals and idea (read-only markdown;
+of the sections about the repository, only their `###` subsections about the lesson, such as
+lesson 03's conventions); how to work in the notebook and the lesson's TODOs (course.yml); per
+lesson file, its pieces as code cells (`sources.split_module`): solution cells where a piece
+holds a region, read-only cells otherwise; the practice tests (`%%writefile test_practica.py`)
+and the visible cell that runs them on the learner's cells (practice.py); the quiz questions
+and a `%%writefile quiz.yml` answer cell; then one autograder test cell per check, worth the
+check's points, whose only code is hidden.
+
+A notebook learner has no README, no repository and no `autograder` command: the text taken
+from the sources says "este cuaderno" where they say README (`notebook_text`), and paragraphs
+that send the learner to the repository's files or commands are left out.
 """
 
 from __future__ import annotations
 
+import ast
 import functools
 import json
 import os
@@ -31,15 +39,24 @@ import nbformat
 from .. import i18n
 from ..manifest import Course, Lesson
 from ..stubs import CACHE_DIRS, CACHE_SUFFIXES, generate_lesson, parse_regions
+from . import practice
 from .kernel import grading_budget
 from .sources import header_line, split_module
 
-__all__ = ["BuildReport", "NotebookBuildError", "build_course_dir", "course_files", "lesson_notebook"]
+__all__ = ["BuildReport", "NotebookBuildError", "build_course_dir", "course_files", "lesson_notebook",
+           "notebook_text"]
 
 README = "README.md"
 # README sections that describe the repository edition (its folders and commands), not the
 # lesson: left out of the notebook, whose own instructions replace them.
 REPOSITORY_SECTIONS = ("Los TODO", "Cómo comprobar")
+# Paragraphs left out of what is kept of those sections: they speak of the repository.
+REPOSITORY_TEXT = re.compile(r"`autograder |`pytest |`python |exercises/|\.autograder/")
+# The sources say README where the notebook has its own text instead (`notebook_text`).
+README_MENTION = re.compile(r"\b(?:el )?README(?:\.md)?\b")
+PYTHON_COMMAND = re.compile(r"`python (?:[\w.\-]+/)*(?P<file>[\w.\-]+\.py)`")
+PRACTICE_TESTS = "test_*.py"
+PRACTICE_TEXTS = "notebooks.practice."  # the catalog's texts that comprobar() prints
 IDEA_SECTION = "La idea"  # every lesson README has one; the notebook is built around it
 QUIZ_SECTION = "Comprueba tu comprensión"  # placed just above the quiz's answer cell
 SOURCE_FOLDER = "source"
@@ -180,7 +197,8 @@ c.GenerateFeedback.preprocessors = generate_feedback_preprocessors()
 
 def data_files(course: Course, lesson: Lesson) -> dict[str, bytes]:
     """The lesson folder's other files (e.g. a corpus and its licence), released with the
-    notebook: everything but the lesson's files, its quiz, its README and practice tests."""
+    notebook: everything but the lesson's files, its quiz, its README and practice tests (the
+    notebook holds those in its own cells)."""
     source = course.root / "solutions" / lesson.folder
     skip = {*lesson.files, *([lesson.quiz] if lesson.quiz else []), README}
     out = {}
@@ -229,10 +247,17 @@ def lesson_notebook(course: Course, lesson: Lesson, lang: str) -> nbformat.Noteb
     t = functools.partial(_text, lang)
     cells = [_markdown("text-title", title)]
     for index, (heading, body) in enumerate(sections, start=1):
-        if heading not in REPOSITORY_SECTIONS and heading != QUIZ_SECTION:
-            cells.append(_markdown(f"text-{index}", body))
+        if heading == QUIZ_SECTION:
+            continue
+        if heading in REPOSITORY_SECTIONS:
+            # Only its subsections about the lesson itself (lesson 03's conventions), as sections.
+            for part, sub in enumerate(_subsections(body), start=1):
+                cells.append(_markdown(f"text-{index}-{part}", _lesson_text(sub[1:], course.language)))
+        else:
+            text = _demo_cells(notebook_text(body, course.language), lesson, course.language)
+            cells.append(_markdown(f"text-{index}", text))
     texts = {name: (source / name).read_text(encoding="utf-8") for name in lesson.files}
-    code_cells = {name: _file_cells(name, texts[name]) for name in lesson.files}
+    code_cells = {name: _file_cells(name, notebook_text(texts[name], course.language)) for name in lesson.files}
     example = code_cells[lesson.files[0]][0].source.partition("\n")[0]
     cells.append(_markdown("howto", _howto(course, lesson, example, t, lang)))
     if any("__file__" in text for text in texts.values()):
@@ -243,11 +268,13 @@ def lesson_notebook(course: Course, lesson: Lesson, lang: str) -> nbformat.Noteb
     for name in lesson.files:
         cells.append(_markdown(f"file-{_slug(name)}", t("file_heading", file=name)))
         cells += code_cells[name]
+    cells += _practice_cells(course, lesson, t, lang)
 
     if lesson.quiz:
         quiz_body = dict(sections)[QUIZ_SECTION]
         cells.append(_markdown("quiz-questions", _quiz_markdown(quiz_body, lesson.quiz, t)))
-        cells += _file_cells(lesson.quiz, (source / lesson.quiz).read_text(encoding="utf-8"))
+        quiz = (source / lesson.quiz).read_text(encoding="utf-8")
+        cells += _file_cells(lesson.quiz, notebook_text(quiz, course.language, readme_key="quiz_reference"))
 
     cells += _check_cells(lesson, t, lang)
 
@@ -281,15 +308,111 @@ def readme_sections(text: str) -> tuple[str, list[tuple[str, str]]]:
     return "\n".join(head).strip(), [(heading, "\n".join(lines).strip()) for heading, lines in sections]
 
 
+def notebook_text(text: str, language: str, readme_key: str = "readme_reference") -> str:
+    """A lesson file's text as the notebook holds it: where it sends the learner to the README,
+    it says the notebook instead (a comment or hint, so the line count, and every line number
+    a traceback gives, stays the same). `language` is the sources' (course.yml's)."""
+    return README_MENTION.sub(lambda _: i18n.translate(f"notebooks.{readme_key}", language), text)
+
+
+def _lesson_text(markdown: str, language: str) -> str:
+    """A subsection of a README section about the repository, for the notebook: without its
+    paragraphs about the repository's files and commands, and saying this notebook where it
+    says README."""
+    paragraphs = [p for p in re.split(r"\n\s*\n", markdown.strip()) if not REPOSITORY_TEXT.search(p)]
+    return notebook_text("\n\n".join(paragraphs), language)
+
+
+def _demo_cells(markdown: str, lesson: Lesson, language: str) -> str:
+    """"`python data.py`" (a lesson file's own demo, its `if __name__ == "__main__":` block) as
+    the notebook has it: that file's last cell, which runs the demo in the kernel."""
+    def cell(match: re.Match) -> str:
+        name = match["file"]
+        return i18n.translate("notebooks.demo_cell", language, file=name) if name in lesson.files else match[0]
+    return PYTHON_COMMAND.sub(cell, markdown)
+
+
+def _subsections(section: str) -> list[str]:
+    """The `### ` subsections of a README section, each from its heading on."""
+    found: list[list[str]] = []
+    fenced = False
+    for line in section.split("\n"):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        if not fenced and line.startswith("### "):
+            found.append([line])
+        elif found:
+            found[-1].append(line)
+    return ["\n".join(lines).strip() for lines in found]
+
+
 def _howto(course: Course, lesson: Lesson, example: str, t, lang: str) -> str:
     files = ", ".join(f"`{name}`" for name in lesson.files)
-    parts = [t("howto_title"), t("howto", files=files, example=example), t("todo_table_head"), "|---|---|---|"]
+    howto = t("howto", files=files, example=example)
+    if _practice_tests(course, lesson):
+        howto += "\n\n" + t("howto_practice")
+    howto += "\n\n" + t("howto_todos")
+    parts = [t("howto_title"), howto, t("todo_table_head"), "|---|---|---|"]
     rows = [f"| `{todo.id}` | `{todo.file}` | {i18n.localize(todo.title, lang)} |" for todo in lesson.todos]
     text = "\n\n".join(parts[:2]) + "\n\n" + "\n".join(parts[2:] + rows)
     for used in (course.lesson(u) for u in lesson.uses):
         files = ", ".join(f"`{name}`" for name in used.files)
         text += "\n\n" + t("uses_note", lesson=used.id, files=files, folder=used.folder)
     return text
+
+
+def _practice_tests(course: Course, lesson: Lesson) -> list[Path]:
+    return sorted((course.root / "solutions" / lesson.folder).glob(PRACTICE_TESTS))
+
+
+def _practice_cells(course: Course, lesson: Lesson, t, lang: str) -> list[nbformat.NotebookNode]:
+    """The practice tests as `%%writefile` cells (collapsed, readable), the cell that defines
+    `comprobar` (collapsed: practice.py's code) and the visible cell that calls it."""
+    tests = _practice_tests(course, lesson)
+    if not tests:
+        return []
+    first_todo = lesson.todos[0].id if lesson.todos else "..."
+    cells = [_markdown("practice", t("practice_title") + "\n\n" + t("practice_intro", todo=first_todo))]
+    for path in tests:
+        text = _practice_docstring(path.read_text(encoding="utf-8"), t("practice_tests_doc", lesson=lesson.id))
+        # Written to a file, never run in the kernel: it imports the lesson's files from disk.
+        cells.append(_code(f"practice-{_slug(path.name)}", f"%%writefile {path.name}\n" + text.strip("\n"),
+                           locked=True, collapsed=True))
+    # What comprobar() prints, in the notebook's language (the learner's kernel has no catalog).
+    keys = sorted(key for key in i18n.catalog(lang) if key.startswith(PRACTICE_TEXTS))
+    texts = {key.removeprefix(PRACTICE_TEXTS): i18n.catalog(lang)[key] for key in keys}
+    uses = [(used.id, used.folder) for used in (course.lesson(u) for u in lesson.uses)]
+    call = ("comprobar = PracticeTests(\n"
+            f"    {json.dumps(lesson.id)},\n"
+            f"    files={json.dumps(list(lesson.files))},\n"
+            f"    tests={json.dumps([path.name for path in tests])},\n"
+            f"    uses={json.dumps(uses)},\n"
+            f"    todos={json.dumps([todo.id for todo in lesson.todos])},\n"
+            "    texts={\n"
+            + "".join(f"        {json.dumps(k)}: {json.dumps(v, ensure_ascii=False)},\n" for k, v in texts.items())
+            + "    },\n)")
+    runner = "\n".join([t("practice_runner_comment"), _practice_source(), "", call])
+    cells.append(_code("practice-runner", runner, locked=True, collapsed=True))
+    cells.append(_code("practice-run", t("practice_run_comment") + "\ncomprobar()", locked=True))
+    return cells
+
+
+@functools.cache
+def _practice_source() -> str:
+    """practice.py's code, without its module docstring (written for maintainers)."""
+    text = Path(practice.__file__).read_text(encoding="utf-8")
+    docstring = ast.parse(text).body[0]
+    return "\n".join(text.split("\n")[docstring.end_lineno:]).strip("\n")
+
+
+def _practice_docstring(text: str, docstring: str) -> str:
+    """A practice test file with the notebook's docstring in place of its own (which tells how
+    to run it from the repository)."""
+    body = ast.parse(text).body
+    if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        text = "\n".join(text.split("\n")[body[0].end_lineno:])
+    return f'"""{docstring}\n"""\n\n' + text.lstrip("\n")
 
 
 def _check_cells(lesson: Lesson, t, lang: str) -> list[nbformat.NotebookNode]:
@@ -346,10 +469,12 @@ def _markdown(cell_id: str, text: str) -> nbformat.NotebookNode:
 
 
 def _code(cell_id: str, source: str, *, solution: bool = False, grade: bool = False, locked: bool = False,
-          points: float | None = None) -> nbformat.NotebookNode:
+          points: float | None = None, collapsed: bool = False) -> nbformat.NotebookNode:
     cell = nbformat.v4.new_code_cell(source)
     cell.id = cell_id  # fixed ids: the same sources always build the same notebook
     cell.metadata = {"nbgrader": _nbgrader(cell_id, solution=solution, grade=grade, locked=locked, points=points)}
+    if collapsed:
+        cell.metadata["jupyter"] = {"source_hidden": True}  # long and not to edit: shown on a click
     return cell
 
 
