@@ -292,7 +292,8 @@ def _verify_pyproject(text: str, shown: str) -> None:
 
 
 def render_readme(course: Course, release_files: set[str]) -> str:
-    """The learner README: the template with {{course}}, {{lessons_table}}, {{first_lesson}} filled."""
+    """The learner README: the template with {{course}}, {{lessons_table}}, {{first_lesson}} and
+    {{torch}} (the requirement pyproject.toml pins, for the CPU-build install) filled."""
     try:
         template = TEMPLATE.read_text(encoding="utf-8")
     except OSError as exc:
@@ -301,6 +302,7 @@ def render_readme(course: Course, release_files: set[str]) -> str:
         "course": course.name,
         "lessons_table": _lessons_table(course, release_files),
         "first_lesson": course.lessons[0].folder,
+        "torch": _torch_requirement(course),
     }
 
     def fill(match: re.Match) -> str:
@@ -313,6 +315,17 @@ def render_readme(course: Course, release_files: set[str]) -> str:
         return values[name]
 
     return _PLACEHOLDER.sub(fill, template)
+
+
+def _torch_requirement(course: Course) -> str:
+    """pyproject.toml's "torch==X.Y.Z" (the CPU build is installed first at that version, so that
+    installing the course finds torch satisfied); plain "torch" when nothing pins it."""
+    try:
+        text = (course.root / "pyproject.toml").read_text(encoding="utf-8")
+    except OSError:
+        return "torch"
+    found = re.search(r'"(torch\s*==\s*[^";]+)"', text)
+    return found.group(1).replace(" ", "") if found else "torch"
 
 
 def _lessons_table(course: Course, release_files: set[str]) -> str:

@@ -149,6 +149,17 @@ def test_learner_readme_and_marker(course, release):
         "graders_ref": REF, "version": __import__("autograder").__version__}
 
 
+def test_learner_readme_installs_cpu_torch_before_the_course(release):
+    """On a learner's laptop `pip install -e .` would pull torch from PyPI (a multi-GB CUDA
+    build on Linux): the README installs the CPU build first, at the version pyproject pins."""
+    from test_repository import assert_cpu_torch_first
+
+    out, _ = release
+    readme = (out / "README.md").read_text(encoding="utf-8")
+    assert_cpu_torch_first(readme, "the learner README")
+    assert "python -m pip install torch== --" not in readme and "{{torch}}" not in readme
+
+
 # --- the output folder -----------------------------------------------------------------------------
 
 
