@@ -50,46 +50,28 @@ _HOST = re.compile(r"[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?|\[?[0-9a-f:.]+\]?")
 
 
 def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "grade-all", help="grade a whole cohort (instructors): every learner and lesson, in parallel",
-        description="Grade every learner of a cohort with the hidden graders, in parallel, into DIR: "
-                    "one results JSON per learner, an nbgrader gradebook, grades.csv (the columns of "
-                    "`nbgrader export` plus XP), cohort.csv (a row per learner) and a cohort report "
-                    "(report.md, report.png). Rerunning regrades only what changed.")
-    parser.add_argument("submissions", nargs="?", type=Path, metavar="SUBMISSIONS",
-                        help="a folder with one folder per learner (a clone of their repository, or "
-                             "its exercises/ folder); with --roster, where the clones are kept")
-    parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="where the results go")
-    parser.add_argument("--jobs", type=int, default=None, metavar="N",
-                        help="learners graded at once (default: the number of CPUs)")
-    parser.add_argument("--shard", default=None, metavar="I/N",
-                        help="grade only the I-th of N stable parts of the cohort (1 <= I <= N)")
-    parser.add_argument("--roster", type=Path, default=None, metavar="FILE",
-                        help="CSV with id,name,email,url[,ref]: clone or update each repository first. "
-                             "Only remote URLs with an allowed scheme and host (see --allow-scheme, "
-                             "--allow-host; git@host:path is ssh); never local paths or file://; a "
-                             "refused URL stops the run before anything is fetched")
+    from .results import message  # help texts are catalog messages (messages/<lang>/cli.yml)
+
+    parser = subparsers.add_parser("grade-all", help=message("cli.grade_all.help"),
+                                   description=message("cli.grade_all.description"))
+    parser.add_argument("submissions", nargs="?", type=Path, metavar=message("cli.metavar.submissions"),
+                        help=message("cli.grade_all.submissions"))
+    parser.add_argument("--out", type=Path, required=True, metavar=message("cli.metavar.dir"), help=message("cli.grade_all.out"))
+    parser.add_argument("--jobs", type=int, default=None, metavar="N", help=message("cli.grade_all.jobs"))
+    parser.add_argument("--shard", default=None, metavar="I/N", help=message("cli.grade_all.shard"))
+    parser.add_argument("--roster", type=Path, default=None, metavar=message("cli.metavar.file"), help=message("cli.grade_all.roster"))
     parser.add_argument("--allow-scheme", action="append", choices=SCHEMES, default=None, metavar="SCHEME",
-                        help="a scheme the roster's URLs may use: https, ssh or http; repeat it for several "
-                             "(replaces the default: https)")
+                        help=message("cli.grade_all.allow_scheme"))
     parser.add_argument("--allow-host", action="append", default=None, metavar="HOST",
-                        help="a host the roster's URLs may point to; repeat it for several "
-                             "(replaces the default: github.com)")
-    parser.add_argument("--allow-unisolated", action="store_true",
-                        help="grade even where the learners' code cannot be walled in (no Landlock or "
-                             "seccomp, or AUTOGRADER_ISOLATION=off): each result then says which walls "
-                             "were missing. Without it, such a machine refuses to grade a cohort")
-    parser.add_argument("--lessons", nargs="+", default=None, metavar="LESSON",
-                        help="grade only these lessons (id or slug; default: every lesson in course.yml)")
-    parser.add_argument("--seed", type=int, default=None,
-                        help="the run's seed (default: the one DIR's previous run used, else a new one)")
-    parser.add_argument("--lang", choices=i18n.LANGUAGES, default=None,
-                        help="language of the feedback and the report (default: course.yml)")
+                        help=message("cli.grade_all.allow_host"))
+    parser.add_argument("--allow-unisolated", action="store_true", help=message("cli.grade_all.allow_unisolated"))
+    parser.add_argument("--lessons", nargs="+", default=None, metavar=message("cli.metavar.lesson"), help=message("cli.grade_all.lessons"))
+    parser.add_argument("--seed", type=int, default=None, help=message("cli.grade_all.seed"))
+    parser.add_argument("--lang", choices=i18n.LANGUAGES, default=None, help=message("cli.grade_all.lang"))
     parser.add_argument("--learner-timeout", type=float, default=None, metavar="SECONDS",
-                        help="stop grading a learner after this long (default: the sum of the "
-                             "checks' timeouts plus a minute per lesson)")
-    parser.add_argument("--merge", nargs="+", type=Path, default=None, metavar="DIR",
-                        help="instead of grading, combine the output folders of the shards of one run")
+                        help=message("cli.grade_all.learner_timeout"))
+    parser.add_argument("--merge", nargs="+", type=Path, default=None, metavar=message("cli.metavar.dir"),
+                        help=message("cli.grade_all.merge"))
 
 
 def main(course: Course, args: argparse.Namespace) -> int:

@@ -235,13 +235,16 @@ def locate(course: Course, lesson: Lesson, todo: str | None, check_id: str, repo
 
 
 def add_parser(sub) -> None:
-    ci = sub.add_parser("ci", help="steps of the GitHub Actions grading workflow")
-    steps = ci.add_subparsers(dest="step", required=True)
-    rec = steps.add_parser("record", help="append this grade to the history on the grades branch")
-    rec.add_argument("--results", type=Path, required=True, metavar="FILE")
-    rep = steps.add_parser("report", help="job summary, annotations, comment body and step outputs")
-    rep.add_argument("--results", type=Path, required=True, metavar="FILE")
-    rep.add_argument("--out", type=Path, required=True, metavar="DIR")
+    from .results import message  # help texts are catalog messages (messages/<lang>/cli.yml)
+
+    ci = sub.add_parser("ci", help=message("cli.ci.help"), description=message("cli.ci.description"))
+    steps = ci.add_subparsers(dest="step", required=True, metavar=message("cli.ci.step_metavar"),
+                              help=message("cli.ci.step_help"))
+    rec = steps.add_parser("record", help=message("cli.ci.record.help"), description=message("cli.ci.record.description"))
+    rec.add_argument("--results", type=Path, required=True, metavar=message("cli.metavar.file"), help=message("cli.ci.results"))
+    rep = steps.add_parser("report", help=message("cli.ci.report.help"), description=message("cli.ci.report.description"))
+    rep.add_argument("--results", type=Path, required=True, metavar=message("cli.metavar.file"), help=message("cli.ci.results"))
+    rep.add_argument("--out", type=Path, required=True, metavar=message("cli.metavar.dir"), help=message("cli.ci.out"))
 
 
 def main(course: Course, args) -> int:

@@ -9,60 +9,208 @@
 
 `grade` exits 0 whenever grading ran, whatever the score; 2 for usage errors (an unknown
 lesson, a malformed course.yml); 1 for an internal failure, always with a message.
+
+Every text of the command line (help, usage errors, argparse's own words) comes from the
+catalogs (messages/<lang>/cli.yml), in one language chosen before parsing, with one precedence:
+`--lang` on the command line, over $AUTOGRADER_LANG, over course.yml's `language`, over Spanish.
+$AUTOGRADER_LANG also sets the feedback's language of every command that has --lang.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import difflib
+import functools
 import importlib
 import os
+import re
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
-from . import __version__
-from .manifest import ManifestError, load_course
+from . import __version__, i18n
+from .manifest import ManifestError, find_course_file, load_course
+from .results import Text, message
 
 FORMATS = ("text", "json", "markdown", "gradescope", "classroom")
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="autograder", description="Transformers desde cero: grading engine.")
-    parser.add_argument("--version", action="version", version=f"autograder {__version__}")
-    parser.add_argument("--course", type=Path, default=None,
-                        help="course.yml to use (default: $AUTOGRADER_COURSE, else found from the current folder)")
-    sub = parser.add_subparsers(dest="command", required=True)
+LANG_ENV_VAR = "AUTOGRADER_LANG"
 
-    grade = sub.add_parser("grade", help="grade lessons with the hidden graders")
-    grade.add_argument("lessons", nargs="*", metavar="LESSON",
-                       help="lesson id (03) or slug; none means every lesson in course.yml")
-    grade.add_argument("--submission", type=Path, default=None, metavar="DIR",
-                       help="with one LESSON, DIR holds that lesson's files; otherwise DIR holds "
-                            "NN-slug/ folders like exercises/ (default: exercises/)")
-    grade.add_argument("--format", choices=FORMATS, default="text")
-    grade.add_argument("--output", type=Path, default=None, metavar="FILE", help="write here instead of stdout")
-    grade.add_argument("--lang", choices=("es", "en"), default=None, help="feedback language (default: course.yml)")
-    grade.add_argument("--seed", type=int, default=None, help="replay a run with the seed it reported")
-    grade.add_argument("--verbose", action="store_true",
-                       help="text format: every check's message in full (by default checks failing "
-                            "for one cause are one block)")
-    grade.add_argument("--figures", type=Path, default=None, metavar="DIR",
-                       help="draw the attention matrices of failing mask checks as PNG files here "
-                            "(the feedback says which)")
 
-    stubs = sub.add_parser("stubs", help="regenerate exercises/ from the solutions' TODO regions")
-    stubs.add_argument("--check", action="store_true", help="only report drift; exit 1 if any")
+def build_parser(lang: str = i18n.DEFAULT_LANGUAGE) -> argparse.ArgumentParser:
+    """The whole command line, its texts in `lang` (argparse's own words only while
+    `argparse_language(lang)` is active, as `main` does)."""
+    parser = _parser_class(lang)(prog="autograder", description=message("cli.description"),
+                                 epilog=message("cli.epilog"))
+    parser.add_argument("--version", action="version", version=f"autograder {__version__}",
+                        help=message("cli.version"))
+    parser.add_argument("--course", type=Path, default=None, metavar=message("cli.metavar.file"), help=message("cli.course"))
+    # Before the command, for every command; a command's own --lang (dest "lang") wins over it.
+    parser.add_argument("--lang", dest="cli_lang", choices=i18n.LANGUAGES, default=None, help=message("cli.lang"))
+    sub = parser.add_subparsers(dest="command", required=True, title=i18n.translate("cli.commands", lang),
+                                metavar=message("cli.command_metavar"), help=message("cli.command_help"))
 
-    release = sub.add_parser("release", help="build the learners' template repository (no solutions, "
-                                             "no hidden graders)")
-    release.add_argument("--out", type=Path, required=True, metavar="DIR")
-    release.add_argument("--graders-ref", default=None, metavar="REF",
-                         help="commit of this repository whose hidden graders the release fetches "
-                              "(default: the current HEAD)")
-    release.add_argument("--force", action="store_true", help="replace a previous release in DIR")
+    grade = sub.add_parser("grade", help=message("cli.grade.help"), description=message("cli.grade.description"))
+    grade.add_argument("lessons", nargs="*", metavar=message("cli.metavar.lesson"), help=message("cli.lessons"))
+    grade.add_argument("--submission", type=Path, default=None, metavar=message("cli.metavar.dir"), help=message("cli.grade.submission"))
+    grade.add_argument("--format", choices=FORMATS, default="text", help=message("cli.grade.format"))
+    grade.add_argument("--output", type=Path, default=None, metavar=message("cli.metavar.file"), help=message("cli.grade.output"))
+    grade.add_argument("--lang", choices=i18n.LANGUAGES, default=None, help=message("cli.lang"))
+    grade.add_argument("--seed", type=int, default=None, help=message("cli.grade.seed"))
+    grade.add_argument("--verbose", action="store_true", help=message("cli.grade.verbose"))
+    grade.add_argument("--figures", type=Path, default=None, metavar=message("cli.metavar.dir"), help=message("cli.grade.figures"))
+
+    stubs = sub.add_parser("stubs", help=message("cli.stubs.help"), description=message("cli.stubs.description"))
+    stubs.add_argument("--check", action="store_true", help=message("cli.stubs.check"))
+
+    release = sub.add_parser("release", help=message("cli.release.help"),
+                             description=message("cli.release.description"))
+    release.add_argument("--out", type=Path, required=True, metavar=message("cli.metavar.dir"), help=message("cli.release.out"))
+    release.add_argument("--graders-ref", default=None, metavar="REF", help=message("cli.release.graders_ref"))
+    release.add_argument("--force", action="store_true", help=message("cli.release.force"))
 
     for name in COMMAND_MODULES.values():
         importlib.import_module(name).add_parser(sub)
+    _localize(parser, lang)
     return parser
+
+
+# --- the command line's language ---------------------------------------------------------------
+
+# argparse's own words, which it takes from gettext (no Spanish catalog exists for them):
+# its English text -> our catalog key.
+ARGPARSE_WORDS = {
+    "usage: ": "cli.argparse.usage",
+    "positional arguments": "cli.argparse.positionals",
+    "options": "cli.argparse.options",
+    "show this help message and exit": "cli.argparse.help",
+    "argument %(argument_name)s: %(message)s": "cli.argparse.argument",
+    "unrecognized arguments: %s": "cli.argparse.unrecognized",
+    "the following arguments are required: %s": "cli.argparse.required",
+    "one of the arguments %s is required": "cli.argparse.one_of_required",
+    "expected one argument": "cli.argparse.expected_one",
+    "expected at most one argument": "cli.argparse.expected_at_most_one",
+    "expected at least one argument": "cli.argparse.expected_at_least_one",
+    "ambiguous option: %(option)s could match %(matches)s": "cli.argparse.ambiguous",
+    "invalid %(type)s value: %(value)r": "cli.argparse.invalid_value",
+    "invalid choice: %(value)r (choose from %(choices)s)": "cli.argparse.invalid_choice",
+    "not allowed with argument %s": "cli.argparse.not_allowed",
+    "ignored explicit argument %r": "cli.argparse.ignored_explicit",
+    "can't open '%(filename)s': %(error)s": "cli.argparse.cannot_open",
+    "unexpected option string: %s": "cli.argparse.unexpected_option",
+    "%(prog)s: error: %(message)s\n": "cli.argparse.error",
+}
+
+
+@contextlib.contextmanager
+def argparse_language(lang: str) -> Iterator[None]:
+    """argparse's words ("usage:", "options", its errors) in `lang` while the block runs: they
+    are looked up through argparse's module-level gettext aliases, which this swaps and restores."""
+    words = i18n.catalog(lang)
+
+    def gettext(text):
+        key = ARGPARSE_WORDS.get(text)
+        return words.get(key, text) if key else text
+
+    def ngettext(singular, plural, n):
+        if singular == "expected %s argument":  # nargs=N
+            return gettext("expected one argument") if n == 1 else words.get("cli.argparse.expected_n", plural)
+        return singular if n == 1 else plural
+
+    saved = argparse._, argparse.ngettext
+    argparse._, argparse.ngettext = gettext, ngettext
+    try:
+        yield
+    finally:
+        argparse._, argparse.ngettext = saved
+
+
+def cli_language(argv: list[str], environ=os.environ) -> str:
+    """The language of the command line's text: --lang in argv, else $AUTOGRADER_LANG, else the
+    course's `language`, else Spanish. Read before parsing (help is printed while parsing), from
+    the raw arguments and a cheap look at course.yml, so --help never waits on the validation of
+    the manifest and still speaks the course language when course.yml is broken."""
+    for index, arg in enumerate(argv):
+        value = argv[index + 1] if arg == "--lang" and index + 1 < len(argv) else arg.partition("=")[2]
+        if (arg == "--lang" or arg.startswith("--lang=")) and value in i18n.LANGUAGES:
+            return value
+    env = environ.get(LANG_ENV_VAR, "").strip()
+    if env in i18n.LANGUAGES:
+        return env
+    return _course_language(argv) or i18n.DEFAULT_LANGUAGE
+
+
+def _course_language(argv: list[str]) -> str | None:
+    path = None
+    for index, arg in enumerate(argv):
+        if arg == "--course" and index + 1 < len(argv):
+            path = argv[index + 1]
+        elif arg.startswith("--course="):
+            path = arg.partition("=")[2]
+    try:
+        text = Path(path).read_text(encoding="utf-8") if path else find_course_file().read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError, ManifestError):
+        return None
+    found = re.search(r"^language:[ \t]*[\"']?([a-z]+)", text, re.MULTILINE)
+    return found.group(1) if found and found.group(1) in i18n.LANGUAGES else None
+
+
+def _env_language_warning(environ, lang: str) -> str | None:
+    """A one-line warning for an $AUTOGRADER_LANG that names no language of the course."""
+    value = environ.get(LANG_ENV_VAR, "").strip()
+    if not value or value in i18n.LANGUAGES:
+        return None
+    return i18n.translate("cli.bad_env_lang", lang, value=value, languages=", ".join(i18n.LANGUAGES), lang=lang)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with our usage errors: an unknown choice says which one was probably meant."""
+
+    lang = i18n.DEFAULT_LANGUAGE  # each language has its own subclass: see _parser_class
+
+    def _check_value(self, action, value):
+        if action.choices is None or value in action.choices:
+            return
+        choices = [str(choice) for choice in action.choices]
+        close = difflib.get_close_matches(str(value), choices, n=1, cutoff=0.6)
+        if isinstance(action, argparse._SubParsersAction):
+            text = i18n.translate("cli.unknown_command_close" if close else "cli.unknown_command", self.lang,
+                                  value=value, close=close[0] if close else "", commands=", ".join(choices))
+            raise argparse.ArgumentError(None, text)  # no "argument ORDEN:" before it
+        text = i18n.translate("cli.invalid_choice_close" if close else "cli.invalid_choice", self.lang,
+                              value=value, close=close[0] if close else "", choices=", ".join(choices))
+        raise argparse.ArgumentError(action, text)
+
+
+@functools.cache
+def _parser_class(lang: str) -> type[_Parser]:
+    # A class, not an instance attribute: argparse builds sub-command parsers from type(parent).
+    return type(f"_Parser_{lang}", (_Parser,), {"lang": lang})
+
+
+def _localize(parser: argparse.ArgumentParser, lang: str) -> None:
+    """Every catalog `Text` in the parser tree (descriptions, help, metavars) as `lang` text."""
+    parser.description = _plain(parser.description, lang)
+    parser.epilog = _plain(parser.epilog, lang)
+    for action in parser._actions:
+        action.help = _help(action.help, lang)
+        action.metavar = _plain(action.metavar, lang)
+        if isinstance(action, argparse._SubParsersAction):
+            for choice in action._choices_actions:
+                choice.help = _help(choice.help, lang)
+            for subparser in set(action.choices.values()):
+                _localize(subparser, lang)
+
+
+def _plain(value, lang: str):
+    return i18n.localize(value, lang) if isinstance(value, Text) else value
+
+
+def _help(value, lang: str):
+    # argparse %-formats help strings (for %(default)s); a catalog's "%" is a plain percent sign.
+    return i18n.localize(value, lang).replace("%", "%%") if isinstance(value, Text) else value
 
 
 # Commands that live in a module of their own: each has add_parser(subparsers) (registering one
@@ -80,30 +228,75 @@ COMMAND_MODULES = {
 }
 
 
+class UsageError(Exception):
+    """A command the course cannot run as typed (an unknown lesson, a wrong folder): reported
+    once, in the command line's language, with exit status 2."""
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    lang = cli_language(argv)
+    warning = _env_language_warning(os.environ, lang)
+    if warning:
+        print(warning, file=sys.stderr)
+    with argparse_language(lang):
+        parser = build_parser(lang)
+        args = parser.parse_args(argv)
+    if getattr(args, "lang", "absent") is None:  # every command reads `args.lang or course.language`
+        env = os.environ.get(LANG_ENV_VAR, "").strip()
+        args.lang = args.cli_lang or (env if env in i18n.LANGUAGES else None)
     try:
         course = load_course(args.course)
+        check_lessons(course, args, lang)
         if args.command == "grade":
             return _grade(course, args, parser)
         if args.command == "release":
-            return _release(course, args)
+            return _release(course, args, lang)
         if args.command in COMMAND_MODULES:
             return importlib.import_module(COMMAND_MODULES[args.command]).main(course, args)
-        return _stubs(course, args)
+        return _stubs(course, args, lang)
+    except UsageError as exc:
+        print(_error_line(f"autograder {args.command}", str(exc), lang), file=sys.stderr)
+        return 2
     except ManifestError as exc:
         print(f"autograder: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("autograder: interrupted", file=sys.stderr)
+        print(f"autograder: {i18n.translate('cli.interrupted', lang)}", file=sys.stderr)
         return 130
     except Exception as exc:  # an internal failure: say so plainly, never a silent non-zero
         import traceback
 
         traceback.print_exc()
-        print(f"autograder: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print("autograder: " + i18n.translate("cli.internal_error", lang, type=type(exc).__name__, detail=str(exc)),
+              file=sys.stderr)
         return 1
+
+
+def _error_line(prog: str, text: str, lang: str) -> str:
+    # The same "prog: error: ..." line argparse prints for its own usage errors.
+    return i18n.catalog(lang)["cli.argparse.error"].rstrip("\n") % {"prog": prog, "message": text}
+
+
+def check_lessons(course, args, lang: str) -> None:
+    """Every lesson the command names exists in the course; else a UsageError that lists them
+    and suggests the closest (every command's `LESSON` argument is `lessons` or `lesson`)."""
+    keys = list(getattr(args, "lessons", None) or [])
+    if getattr(args, "lesson", None) is not None:
+        keys.append(args.lesson)
+    for key in keys:
+        try:
+            course.lesson(key)
+        except ManifestError:
+            raise UsageError(unknown_lesson_text(course, str(key), lang)) from None
+
+
+def unknown_lesson_text(course, key: str, lang: str) -> str:
+    names = [name for lesson in course.lessons for name in (lesson.id, lesson.slug, lesson.folder)]
+    close = difflib.get_close_matches(key, names, n=1, cutoff=0.6)
+    listing = ", ".join(f"{lesson.id} {lesson.slug}" for lesson in course.lessons)
+    return i18n.translate("cli.unknown_lesson_close" if close else "cli.unknown_lesson", lang,
+                          key=key, close=close[0] if close else "", lessons=listing)
 
 
 def _grade(course, args, parser) -> int:
@@ -113,11 +306,11 @@ def _grade(course, args, parser) -> int:
 
     lessons = [course.lesson(key) for key in args.lessons] if args.lessons else list(course.lessons)
     hide_environment()
-    if args.submission is not None and not args.submission.is_dir():
-        parser.error(f"--submission {args.submission}: not a folder")
-    if args.output is not None and args.output.is_dir():
-        parser.error(f"--output {args.output}: is a folder; give a file name")
     lang = args.lang or course.language
+    if args.submission is not None:
+        check_submission(course, lessons, args.submission, lang)
+    if args.output is not None and args.output.is_dir():
+        raise UsageError(i18n.translate("cli.output_is_folder", lang, path=args.output))
     progress = _Progress(enabled=sys.stderr.isatty())
     progress.start(len(lessons))
     result = grade(course, lessons, args.submission, lang=lang, seed=args.seed, on_lesson=progress.advance)
@@ -168,7 +361,46 @@ def hide_environment() -> None:
         pass
 
 
-def _release(course, args) -> int:
+def check_submission(course, lessons, submission: Path, lang: str) -> None:
+    """--submission names a folder where grading finds something of these lessons; else one
+    UsageError now, instead of every check of every lesson failing on a missing file."""
+    from .engine import lesson_submission_dir
+
+    if not submission.is_dir():
+        raise UsageError(i18n.translate("cli.submission_not_folder", lang, folder=submission))
+    single = len(lessons) == 1
+    for lesson in lessons:
+        folder = lesson_submission_dir(course, lesson, submission, single)
+        if any((folder / name).is_file() for name in _lesson_files(lesson)):
+            return
+    if single:
+        lesson = lessons[0]
+        text = i18n.translate("cli.submission_no_lesson_files", lang, folder=submission, id=lesson.id,
+                              files=", ".join(_lesson_files(lesson)))
+        found = _nearby(submission, _lesson_files(lesson), prefer=lesson.folder)
+        if found is not None:
+            text += " " + i18n.translate("cli.submission_found_at", lang, id=lesson.id, found=found)
+        raise UsageError(text)
+    text = i18n.translate("cli.submission_no_lessons", lang, folder=submission, example=f"{lessons[0].folder}/")
+    found = _nearby(submission, [lesson.folder for lesson in lessons])
+    if found is not None:
+        text += " " + i18n.translate("cli.submission_lessons_at", lang, found=found)
+    raise UsageError(text)
+
+
+def _lesson_files(lesson) -> list[str]:
+    return [*lesson.files, *([lesson.quiz] if lesson.quiz else [])]
+
+
+def _nearby(folder: Path, names: list[str], prefer: str | None = None) -> Path | None:
+    """The folder one or two levels below `folder` that holds one of `names` (the likely meant
+    --submission), one called `prefer` first; None if there is none."""
+    found = [path.parent for depth in ("*", "*/*") for name in names for path in sorted(folder.glob(f"{depth}/{name}"))]
+    found.sort(key=lambda path: path.name != prefer)  # stable: keeps the shallower first
+    return found[0] if found else None
+
+
+def _release(course, args, lang: str) -> int:
     from .release import ReleaseError, build_release
 
     try:
@@ -177,13 +409,12 @@ def _release(course, args) -> int:
         print(f"autograder release: {exc}", file=sys.stderr)
         return 2
     for warning in report.warnings:
-        print(f"autograder release: warning: {warning}", file=sys.stderr)
-    print(f"release written to {args.out} ({len(report.files)} files; hidden graders fetched at "
-          f"{report.graders_ref})")
+        print("autograder release: " + i18n.translate("cli.release_warning", lang, warning=warning), file=sys.stderr)
+    print(i18n.translate("cli.release_written", lang, out=args.out, files=len(report.files), ref=report.graders_ref))
     return 0
 
 
-def _stubs(course, args) -> int:
+def _stubs(course, args, lang: str) -> int:
     from .stubs import StubError, sync
 
     try:
@@ -195,7 +426,7 @@ def _stubs(course, args) -> int:
         print(line)
     if args.check:
         return 1 if drift else 0
-    print(f"exercises/ and the graders' reference pieces regenerated ({len(drift)} file(s) changed)")
+    print(i18n.translate("cli.stubs_regenerated", lang, changed=len(drift)))
     return 0
 
 

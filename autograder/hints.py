@@ -150,13 +150,14 @@ def remember_level(state: dict[str, Any], lesson: Lesson, todo: str, level: int)
 
 
 def add_parser(sub) -> None:
-    parser = sub.add_parser("hint", help="a hint for a TODO: each call shows the next of three levels")
-    parser.add_argument("lesson", metavar="LESSON", help="lesson id (03) or slug")
-    parser.add_argument("todo", nargs="?", default=None, metavar="TODO",
-                        help="the TODO id, as in `# TODO [id]`; default: your next step in the lesson")
-    parser.add_argument("--level", type=int, default=None, metavar="N",
-                        help=f"show level N (1-{LEVELS}) instead of the next one")
-    parser.add_argument("--lang", choices=i18n.LANGUAGES, default=None, help="language (default: course.yml)")
+    from .results import message  # help texts are catalog messages (messages/<lang>/cli.yml)
+
+    parser = sub.add_parser("hint", help=message("cli.hint.help"), description=message("cli.hint.description",
+                                                                                       levels=LEVELS))
+    parser.add_argument("lesson", metavar=message("cli.metavar.lesson"), help=message("cli.hint.lesson"))
+    parser.add_argument("todo", nargs="?", default=None, metavar="TODO", help=message("cli.hint.todo"))
+    parser.add_argument("--level", type=int, default=None, metavar="N", help=message("cli.hint.level", levels=LEVELS))
+    parser.add_argument("--lang", choices=i18n.LANGUAGES, default=None, help=message("cli.lang"))
 
 
 def main(course: Course, args) -> int:

@@ -4,6 +4,10 @@
 Spanish is the course language; English is the alternative catalog. A key missing from a
 catalog falls back to Spanish rather than failing a learner's grading; a test keeps the two
 catalogs' keys identical.
+
+A count that names a noun takes the noun's two forms in the placeholder's format spec:
+"{jobs:plural:proceso|procesos}" renders "1 proceso" or "4 procesos" (number included), so a
+message never says "1 procesos" and needs no second key for the singular.
 """
 
 from __future__ import annotations
@@ -58,12 +62,37 @@ def localize(value: Any, lang: str) -> Any:
     return value
 
 
+_PLURAL = "plural:"
+
+
+class _Formatter(string.Formatter):
+    """str.format, plus the "plural:one|many" spec (see the module docstring)."""
+
+    def format_field(self, value: Any, format_spec: str) -> str:
+        if format_spec.startswith(_PLURAL):
+            one, _, many = format_spec[len(_PLURAL):].partition("|")
+            if isinstance(value, _Placeholder):  # a missing count: show the placeholder
+                return f"{value} {many}"
+            return f"{value} {one if _is_one(value) else many or one}"
+        return super().format_field(value, format_spec)
+
+
+def _is_one(value: Any) -> bool:
+    try:
+        return float(value) == 1
+    except (TypeError, ValueError):
+        return False
+
+
+_FORMATTER = _Formatter()
+
+
 def translate(key: str, lang: str, /, **params: Any) -> str:
     template = catalog(lang).get(key) or catalog(DEFAULT_LANGUAGE).get(key)
     if template is None:
         return key + (" " + repr(params) if params else "")
     values = _Lenient({k: localize(v, lang) for k, v in params.items()})
-    return string.Formatter().vformat(template, (), values)
+    return _FORMATTER.vformat(template, (), values)
 
 
 def render_parts(feedback: Feedback, lang: str) -> list[tuple[str, str]]:

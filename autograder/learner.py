@@ -555,14 +555,13 @@ class Spinner:
 
 
 def add_parser(sub) -> None:
-    parser = sub.add_parser("check", help="grade your exercises and show the one next step (hidden graders "
-                                          "when available, else the practice tests)")
-    parser.add_argument("lessons", nargs="*", metavar="LESSON",
-                        help="lesson id (03) or slug; none means every lesson folder in exercises/")
-    parser.add_argument("--lang", choices=i18n.LANGUAGES, default=None, help="language (default: course.yml)")
-    parser.add_argument("--seed", type=int, default=None, help="replay a grading with the seed it reported")
-    parser.add_argument("--verbose", action="store_true",
-                        help="every check's message in full (by default checks failing for one cause are one block)")
+    from .results import message  # help texts are catalog messages (messages/<lang>/cli.yml)
+
+    parser = sub.add_parser("check", help=message("cli.check.help"), description=message("cli.check.description"))
+    parser.add_argument("lessons", nargs="*", metavar=message("cli.metavar.lesson"), help=message("cli.check.lessons"))
+    parser.add_argument("--lang", choices=i18n.LANGUAGES, default=None, help=message("cli.lang"))
+    parser.add_argument("--seed", type=int, default=None, help=message("cli.check.seed"))
+    parser.add_argument("--verbose", action="store_true", help=message("cli.check.verbose"))
 
 
 def main(course: Course, args) -> int:

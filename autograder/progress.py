@@ -54,6 +54,7 @@ class Gathered:
     problems: list[str] = field(default_factory=list)  # already phrased for the learner
     progress: object = None  # autograder.history.Progress over both sources
     latest: dict = field(default_factory=dict)  # lesson id -> its most recent LessonEntry
+    fetched: str | None = None  # what --fetch found (see fetch_branch); None: not asked to fetch
 
 
 def _git(root: Path, *args: str, timeout: float = GIT_TIMEOUT) -> subprocess.CompletedProcess[bytes] | None:
@@ -66,20 +67,27 @@ def _git(root: Path, *args: str, timeout: float = GIT_TIMEOUT) -> subprocess.Com
         return None
 
 
-def fetch_branch(root: Path, lang: str, warn) -> None:
-    """Bring the remote `grades` branch into origin/grades; a failure only warns."""
+# What a --fetch found (Gathered.fetched): the branch came, the remote has none yet, or it failed.
+FETCHED, NOT_ON_REMOTE, FETCH_FAILED = "fetched", "not_on_remote", "failed"
+
+
+def fetch_branch(root: Path, lang: str, warn) -> str:
+    """Bring the remote `grades` branch into origin/grades; a failure only warns. Returns
+    FETCHED, NOT_ON_REMOTE or FETCH_FAILED."""
     listing = _git(root, "ls-remote", "--heads", REMOTE, f"refs/heads/{BRANCH}", timeout=FETCH_TIMEOUT)
     if listing is None or listing.returncode != 0:
         detail = listing.stderr.decode("utf-8", "replace").strip() if listing is not None else "git"
         warn(t("progress_fetch_failed", lang, branch=BRANCH, remote=REMOTE, detail=_last_line(detail)))
-        return
+        return FETCH_FAILED
     if not listing.stdout.strip():
-        return  # no grades branch yet: nothing to fetch, nothing wrong
+        return NOT_ON_REMOTE  # no grades branch yet: nothing to fetch, nothing wrong
     proc = _git(root, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", REMOTE,
                 f"+refs/heads/{BRANCH}:refs/remotes/{REMOTE}/{BRANCH}", timeout=FETCH_TIMEOUT)
     if proc is None or proc.returncode != 0:
         detail = proc.stderr.decode("utf-8", "replace").strip() if proc is not None else "git"
         warn(t("progress_fetch_failed", lang, branch=BRANCH, remote=REMOTE, detail=_last_line(detail)))
+        return FETCH_FAILED
+    return FETCHED
 
 
 def _last_line(text: str) -> str:
@@ -117,7 +125,7 @@ def gather(course: Course, store: LocalStore, *, fetch: bool, lang: str | None =
     lang = lang or course.language
     out = Gathered()
     if fetch:
-        fetch_branch(course.root, lang, store.warn)
+        out.fetched = fetch_branch(course.root, lang, store.warn)
     out.local, bad = store.records()
     out.problems += [t("progress_history_problem", lang, source=LOCAL_HISTORY, detail=p)
                      for p in bad]
@@ -193,9 +201,18 @@ def render_progress(course: Course, gathered: Gathered, lang: str, *, color: boo
     local = (t(_counted("progress_local", len(gathered.local)), lang, n=len(gathered.local), path=LOCAL_HISTORY)
              if gathered.local else t("progress_local_none", lang))
     branch = (t(_counted("progress_branch", len(gathered.branch)), lang, n=len(gathered.branch),
-                ref=gathered.branch_ref) if gathered.branch_ref else t("progress_branch_none", lang))
+                ref=gathered.branch_ref) if gathered.branch_ref else _no_branch(gathered.fetched, lang))
     console.print(RichText(f"{local} · {branch}", style="dim"), soft_wrap=True)
     return printed(buffer)
+
+
+def _no_branch(fetched: str | None, lang: str) -> str:
+    """Why there is no grades branch to read, and what to do: --fetch only if not tried yet."""
+    if fetched is None:
+        return t("progress_branch_none", lang)
+    if fetched == FETCH_FAILED:  # the warning above says why
+        return t("progress_branch_none_fetch_failed", lang, remote=REMOTE)
+    return t("progress_branch_none_on_remote", lang, remote=REMOTE)
 
 
 def _counted(key: str, n: int) -> str:
@@ -206,11 +223,12 @@ def _counted(key: str, n: int) -> str:
 
 
 def add_parser(sub) -> None:
-    parser = sub.add_parser("progress", help="your XP, streak and lessons, from your local history and "
-                                             "the grades branch")
-    parser.add_argument("--fetch", action="store_true",
-                        help=f"first fetch the {BRANCH} branch from {REMOTE} (otherwise only what this clone has)")
-    parser.add_argument("--lang", choices=i18n.LANGUAGES, default=None, help="language (default: course.yml)")
+    from .results import message  # help texts are catalog messages (messages/<lang>/cli.yml)
+
+    parser = sub.add_parser("progress", help=message("cli.progress.help"),
+                            description=message("cli.progress.description", branch=BRANCH))
+    parser.add_argument("--fetch", action="store_true", help=message("cli.progress.fetch", branch=BRANCH, remote=REMOTE))
+    parser.add_argument("--lang", choices=i18n.LANGUAGES, default=None, help=message("cli.lang"))
 
 
 def main(course: Course, args) -> int:

@@ -53,14 +53,11 @@ CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' 
 # ---------------------------------------------------------------- command line
 
 def add_parser(subparsers) -> None:
-    viewer = subparsers.add_parser(
-        "viewer", help="draw your lesson-03 attention for a sentence, in the browser (127.0.0.1 only)")
-    viewer.add_argument("--submission", type=Path, default=None, metavar="DIR",
-                        help="folder holding attention.py (default: the lesson's folder in exercises/)")
-    viewer.add_argument("--port", type=_port, default=DEFAULT_PORT,
-                        help=f"port on 127.0.0.1 (default {DEFAULT_PORT}; 0 picks a free one)")
-    viewer.add_argument("--lang", choices=i18n.LANGUAGES, default=None, help="page language (default: course.yml)")
-    viewer.add_argument("--no-browser", action="store_true", help="do not open a browser tab")
+    viewer = subparsers.add_parser("viewer", help=message("cli.viewer.help"), description=message("cli.viewer.description"))
+    viewer.add_argument("--submission", type=Path, default=None, metavar=message("cli.metavar.dir"), help=message("cli.viewer.submission"))
+    viewer.add_argument("--port", type=_port, default=DEFAULT_PORT, help=message("cli.viewer.port", port=DEFAULT_PORT))
+    viewer.add_argument("--lang", choices=i18n.LANGUAGES, default=None, help=message("cli.viewer.lang"))
+    viewer.add_argument("--no-browser", action="store_true", help=message("cli.viewer.no_browser"))
 
 
 def _port(text: str) -> int:

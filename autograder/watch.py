@@ -254,13 +254,12 @@ class WatchSession:
 
 
 def add_parser(sub) -> None:
-    parser = sub.add_parser("watch", help="grade a lesson again each time you save one of its files")
-    parser.add_argument("lessons", nargs="*", metavar="LESSON",
-                        help="lesson id (03) or slug: watch these (always re-graded, even when completed); "
-                             "none: every lesson folder in exercises/, skipping completed lessons")
-    parser.add_argument("--poll", action="store_true",
-                        help="poll the files instead of using file-system notifications")
-    parser.add_argument("--lang", choices=i18n.LANGUAGES, default=None, help="language (default: course.yml)")
+    from .results import message  # help texts are catalog messages (messages/<lang>/cli.yml)
+
+    parser = sub.add_parser("watch", help=message("cli.watch.help"), description=message("cli.watch.description"))
+    parser.add_argument("lessons", nargs="*", metavar=message("cli.metavar.lesson"), help=message("cli.watch.lessons"))
+    parser.add_argument("--poll", action="store_true", help=message("cli.watch.poll"))
+    parser.add_argument("--lang", choices=i18n.LANGUAGES, default=None, help=message("cli.lang"))
 
 
 def main(course: Course, args) -> int:

@@ -113,10 +113,10 @@ def test_the_readme_main_command_on_the_stubs_shows_zero_and_the_first_todo():
 
 
 @pytest.mark.parametrize("args, needle", [
-    (["grade", "99"], "unknown lesson"),
-    (["grade", "03", "--submission", "/nonexistent/folder"], "not a folder"),
-    (["grade", "03", "--format", "pdf"], "invalid choice"),
-    (["grade", "03", "--lang", "fr"], "invalid choice"),
+    (["grade", "99"], "no hay ninguna lección `99` en el curso"),
+    (["grade", "03", "--submission", "/nonexistent/folder"], "--submission /nonexistent/folder: no es una carpeta"),
+    (["grade", "03", "--format", "pdf"], "argumento --format: valor no válido: `pdf`"),
+    (["grade", "03", "--lang", "fr"], "argumento --lang: valor no válido: `fr`"),
 ])
 def test_usage_errors_exit_2_with_a_message(args, needle):
     proc = run_cli(*args)

@@ -244,7 +244,7 @@ def test_check_in_practice_mode_says_so(tmp_path):
 def test_check_bad_input(tmp_path):
     root = make_course(tmp_path / "course", {"03": "stub"})
     unknown = run_cli(root, "check", "99")
-    assert unknown.returncode == 2 and "unknown lesson '99'" in unknown.stderr
+    assert unknown.returncode == 2 and "no hay ninguna lección `99` en el curso" in unknown.stderr
     missing = run_cli(root, "check", "02")
     assert missing.returncode == 2
     assert "La carpeta exercises/02-bigrama de la lección 02 no existe" in missing.stderr

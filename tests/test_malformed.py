@@ -122,6 +122,8 @@ def test_missing_attention_py(tmp_path, lesson03):
 def test_missing_lesson_folder(tmp_path):
     root = tmp_path / "my-course"  # a submission root without 03-atencion-causal/
     (root / "otra-cosa").mkdir(parents=True)
+    (root / "01-tokens-y-lotes").mkdir()  # another lesson is there: the root is the right folder
+    (root / "01-tokens-y-lotes" / "data.py").write_text("", encoding="utf-8")
     checks = grade_cli(tmp_path, root, lesson=None)  # every lesson, from the root
     for check in ATTENTION_CHECKS:
         assert_failed(checks, [check], "No encuentro el archivo attention.py")
@@ -130,9 +132,8 @@ def test_missing_lesson_folder(tmp_path):
 
 
 def test_submission_folder_that_does_not_exist_is_a_usage_error(tmp_path, capsys):
-    with pytest.raises(SystemExit) as info:
-        cli.main(["--course", str(ROOT / "course.yml"), "grade", "03", "--submission", str(tmp_path / "nope")])
-    assert info.value.code == 2 and "not a folder" in capsys.readouterr().err
+    code = cli.main(["--course", str(ROOT / "course.yml"), "grade", "03", "--submission", str(tmp_path / "nope")])
+    assert code == 2 and "no es una carpeta" in capsys.readouterr().err
 
 
 def test_wrong_class_name(tmp_path, lesson03):

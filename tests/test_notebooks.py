@@ -216,7 +216,7 @@ def test_build_writes_a_course_directory_and_never_clobbers_an_earlier_one(tmp_p
     assert (out / "gradebook.db").read_bytes() == b"nbgrader's own" and (out / "submitted" / "ana").is_dir()
 
     unknown = autograder("notebooks", "--out", str(out), "99")
-    assert unknown.returncode == 2 and "unknown lesson '99'" in unknown.stderr
+    assert unknown.returncode == 2 and "no hay ninguna lección `99` en el curso" in unknown.stderr
 
 
 def test_a_lesson_with_incomplete_sources_writes_nothing(tmp_path):
