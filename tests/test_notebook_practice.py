@@ -208,3 +208,25 @@ def test_practice_cell_says_which_earlier_lesson_it_needs(course, tmp_path, monk
     for name in lesson.files:
         assert (folder / name).read_text(encoding="utf-8") == expected[name].text
     assert "the last run wins" in (folder / lesson.files[0]).read_text(encoding="utf-8")
+
+
+def test_hidden_check_feedback_names_notebooks_not_commands(course):
+    """The graders' feedback sends a learner to another lesson with `autograder grade 03`; in a
+    notebook it names that lesson's notebook instead (what the hidden test cells print)."""
+    import string
+
+    from autograder import i18n
+    from autograder.notebooks.kernel import _for_notebooks
+
+    notebooks = {lesson.id: f"{lesson.folder}.ipynb" for lesson in course.lessons}
+    found = 0
+    for lang in ("es", "en"):
+        for key, template in i18n.catalog(lang).items():
+            if not key.startswith("lesson") or "autograder grade" not in template:
+                continue
+            fields = {name: "03" for _, name, _, _ in string.Formatter().parse(template) if name}
+            text = _for_notebooks(template.format(**fields), notebooks)
+            assert "autograder" not in text and "`03-atencion-causal.ipynb`" in text, (key, text)
+            found += 1
+    assert found >= 2
+    assert _for_notebooks("Corrígela con `autograder grade 99`.", notebooks) == "Corrígela con `autograder grade 99`."

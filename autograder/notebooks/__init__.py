@@ -16,6 +16,8 @@ gives the same code.
     hooks.py     nbgrader's side (imported by nbgrader_config.py): learner stubs like
                  exercises/, and feedback without the hidden code
     kernel.py    what the hidden test cells run in the notebook's kernel
+    practice.py  what the visible practice cell (`comprobar()`) runs in the learner's kernel:
+                 the lesson's practice tests on the learner's cells; copied into the notebook
 
 This command is for instructors, so its own messages are in English; every text a learner
 reads in a notebook comes from the catalogs (messages/<lang>/notebooks.yml).
@@ -31,14 +33,20 @@ __all__ = ["add_parser", "main"]
 
 
 def add_parser(subparsers) -> None:
-    from ..results import message  # help texts are catalog messages (messages/<lang>/cli.yml)
-
-    parser = subparsers.add_parser("notebooks", help=message("cli.notebooks.help"),
-                                   description=message("cli.notebooks.description"))
-    parser.add_argument("lessons", nargs="*", metavar=message("cli.metavar.lesson"), help=message("cli.lessons"))
-    parser.add_argument("--out", type=Path, required=True, metavar=message("cli.metavar.dir"), help=message("cli.notebooks.out"))
-    parser.add_argument("--lang", choices=("es", "en"), default=None, help=message("cli.notebooks.lang"))
-    parser.add_argument("--force", action="store_true", help=message("cli.notebooks.force"))
+    parser = subparsers.add_parser(
+        "notebooks", help="build the Jupyter edition: an nbgrader course directory",
+        description="Build an nbgrader course directory (source notebooks, nbgrader_config.py) from "
+                    "solutions/ and course.yml. Then, from DIR: `nbgrader generate_assignment NN-slug` and "
+                    "`nbgrader autograde NN-slug`.")
+    parser.add_argument("lessons", nargs="*", metavar="LESSON",
+                        help="lesson id (03) or slug; none means every lesson in course.yml")
+    parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="the nbgrader course directory")
+    parser.add_argument("--lang", choices=("es", "en"), default=None,
+                        help="language of the notebooks' instructions and feedback (default: course.yml); "
+                             "the lesson text itself is the README's")
+    parser.add_argument("--force", action="store_true",
+                        help="replace files of an earlier build that would change (never the gradebook, "
+                             "submissions or releases)")
 
 
 def main(course, args: argparse.Namespace) -> int:

@@ -56,6 +56,8 @@ _KERNEL_ONLY = ("PYTHON", "MPLBACKEND", "JPY_", "PYDEVD", "IPY")
 
 _results: dict[str, dict] = {}  # a cache key -> the lesson's results (the JSON contract)
 _FRAME = re.compile(r"^(?P<lead>\s*)(?P<file>[\w.\-]+\.py):(?P<line>\d+)\b")
+# A grader's feedback may send the learner to another lesson's command ("`autograder grade 03`").
+_GRADE_COMMAND = re.compile(r"`?autograder grade (?P<lesson>\d+)`?")
 
 
 class CheckFailed(AssertionError):
@@ -86,7 +88,8 @@ def run_check(lesson_id: str, check_id: str, lang: str | None = None) -> float |
         if check_id not in checks:
             raise CheckFailed(i18n.translate("notebooks.check_unknown", lang, lesson=lesson.id, check=check_id))
         check = checks[check_id]
-        text = _describe(check, result, files, names, lang)
+        notebooks = {other.id: f"{other.folder}.ipynb" for other in course.lessons}
+        text = _for_notebooks(_describe(check, result, files, names, lang), notebooks)
         if check["status"] == "passed" or check["informational"]:
             print(text)
             return None
@@ -187,6 +190,15 @@ def _describe(check: dict, result: dict, files: dict[str, NotebookFile], names: 
             out.append(_locate_frames(part["text"], files, lang).rstrip("\n"))
     out.append(i18n.translate("render.seed", lang, seed=result["seed"]))
     return "\n".join(chunk for chunk in out if chunk)
+
+
+def _for_notebooks(text: str, notebooks: dict[str, str]) -> str:
+    """Feedback as a notebook learner can follow it: the lesson's notebook (`03-atencion-causal.ipynb`)
+    where the repository edition names its command (`autograder grade 03`)."""
+    def notebook(match: re.Match) -> str:
+        name = notebooks.get(match["lesson"])
+        return f"`{name}`" if name else match[0]
+    return _GRADE_COMMAND.sub(notebook, text)
 
 
 def _locate_frames(block: str, files: dict[str, NotebookFile], lang: str) -> str:
