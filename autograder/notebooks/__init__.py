@@ -33,20 +33,14 @@ __all__ = ["add_parser", "main"]
 
 
 def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser(
-        "notebooks", help="build the Jupyter edition: an nbgrader course directory",
-        description="Build an nbgrader course directory (source notebooks, nbgrader_config.py) from "
-                    "solutions/ and course.yml. Then, from DIR: `nbgrader generate_assignment NN-slug` and "
-                    "`nbgrader autograde NN-slug`.")
-    parser.add_argument("lessons", nargs="*", metavar="LESSON",
-                        help="lesson id (03) or slug; none means every lesson in course.yml")
-    parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="the nbgrader course directory")
-    parser.add_argument("--lang", choices=("es", "en"), default=None,
-                        help="language of the notebooks' instructions and feedback (default: course.yml); "
-                             "the lesson text itself is the README's")
-    parser.add_argument("--force", action="store_true",
-                        help="replace files of an earlier build that would change (never the gradebook, "
-                             "submissions or releases)")
+    from ..results import message  # help texts are catalog messages (messages/<lang>/cli.yml)
+
+    parser = subparsers.add_parser("notebooks", help=message("cli.notebooks.help"),
+                                   description=message("cli.notebooks.description"))
+    parser.add_argument("lessons", nargs="*", metavar=message("cli.metavar.lesson"), help=message("cli.lessons"))
+    parser.add_argument("--out", type=Path, required=True, metavar=message("cli.metavar.dir"), help=message("cli.notebooks.out"))
+    parser.add_argument("--lang", choices=("es", "en"), default=None, help=message("cli.notebooks.lang"))
+    parser.add_argument("--force", action="store_true", help=message("cli.notebooks.force"))
 
 
 def main(course, args: argparse.Namespace) -> int:
