@@ -101,6 +101,8 @@ ARGPARSE_WORDS = {
     "can't open '%(filename)s': %(error)s": "cli.argparse.cannot_open",
     "unexpected option string: %s": "cli.argparse.unexpected_option",
     "%(prog)s: error: %(message)s\n": "cli.argparse.error",
+    # Our own argument types' errors, raised while parsing: looked up the same way.
+    "%r is not a port number (0-65535)": "cli.argparse.bad_port",
 }
 
 

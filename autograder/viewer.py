@@ -61,12 +61,13 @@ def add_parser(subparsers) -> None:
 
 
 def _port(text: str) -> int:
+    # argparse._ is the command line's language while parsing (cli.argparse_language).
     try:
         port = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
-    if not 0 <= port <= 65535:
-        raise argparse.ArgumentTypeError(f"{port} is not a port number (0-65535)")
+        port = None
+    if port is None or not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(argparse._("%r is not a port number (0-65535)") % text)
     return port
 
 

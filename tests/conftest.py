@@ -14,6 +14,9 @@ from autograder.results import LessonResult, Status
 from autograder.stubs import strip_markers
 
 ROOT = Path(__file__).resolve().parent.parent
+# The tests assert the course's language (Spanish) wherever no --lang is given: a developer's
+# own AUTOGRADER_LANG must not change what every subprocess they start speaks.
+os.environ.pop("AUTOGRADER_LANG", None)
 SEED = 20261202  # fixed so a failing test can be replayed; the graders draw inputs from it
 
 

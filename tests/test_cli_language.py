@@ -144,6 +144,10 @@ def test_argparse_own_errors_are_in_spanish():
     assert extra.returncode == 2 and "no entiendo estos argumentos: now" in extra.stderr
     close = run("grade", "03", "--format", "jsn")
     assert close.returncode == 2 and "¿Quisiste decir `json`?" in close.stderr
+    port = run("viewer", "--port", "x")
+    assert port.returncode == 2 and "argumento --port: 'x' no es un número de puerto (0-65535)" in port.stderr
+    english_port = run("--lang", "en", "viewer", "--port", "70000")
+    assert english_port.returncode == 2 and "'70000' is not a port number (0-65535)" in english_port.stderr
 
 
 @pytest.mark.parametrize("args", [("check", "7"), ("hint", "7"), ("watch", "7"), ("grade", "7")])
