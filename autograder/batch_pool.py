@@ -80,6 +80,7 @@ class _Process:
         self.ready = False
         self.task: Task | None = None
         self.sent_at = 0.0
+        self.running = ""  # "<lesson> <check>": the check it is running for its task, if known
 
     def stop(self) -> None:
         """Kill the grading process (its zygote and workers follow) and remove its scratch."""
@@ -140,7 +141,7 @@ class GradingPool:
         self._procs = []
 
     def _send(self, proc: _Process, task: Task) -> None:
-        proc.task, proc.sent_at = task, time.monotonic()
+        proc.task, proc.sent_at, proc.running = task, time.monotonic(), ""
         try:
             proc.conn.send(task)
         except (OSError, ValueError):
@@ -166,6 +167,8 @@ class GradingPool:
                     reply = proc.conn.recv()
                     if reply[0] == "ready":
                         proc.ready = True
+                    elif reply[0] == "running" and proc.task is not None and reply[1] == proc.task.learner:
+                        proc.running = f"{reply[2]} {reply[3]}"
                     elif reply[0] == "done" and proc.task is not None:
                         _, learner, text, pending, seconds = reply
                         outcome, proc.task = Outcome(learner, text, pending, seconds), None
@@ -186,8 +189,9 @@ class GradingPool:
                 proc.task = None
             return outcome, True
         if proc.task is not None and now - proc.sent_at >= self.learner_timeout:
+            # The limit, then the check that was running (see batch_store.Record.error_reason).
             outcome = Outcome(proc.task.learner, seconds=now - proc.sent_at, error="timeout",
-                              detail=f"{self.learner_timeout:g}")
+                              detail=f"{self.learner_timeout:g}\n{proc.running}".strip())
             proc.task = None
             return outcome, True
         if not proc.ready and now - proc.started >= START_TIMEOUT:
@@ -246,6 +250,21 @@ def _serve(conn, setup: Setup, scratch: str, parent: int) -> None:
     course = load_course(setup.course_file)
     lessons = [course.lesson(key) for key in setup.lessons]
     secrets = secrets_from_environ(os.environ)
+    task = None
+
+    def running(path: str, check_id: str) -> None:
+        lesson = next((lesson.id for lesson in lessons if lesson.graders in Path(path).parts), "?")
+        try:
+            conn.send(("running", task.learner, lesson, check_id))
+        except (OSError, ValueError, AttributeError):
+            pass
+
+    global _on_check_start
+    _on_check_start = running
+    # The engine's own pytest run loads this module as a plugin too (pytest_runtest_setup
+    # below): the parent learns which check is running, and names it if the learner's time
+    # limit stops grading there.
+    os.environ["PYTEST_PLUGINS"] = __name__
     _warm_up()
     _freeze_heap()
     conn.send(("ready",))
@@ -271,6 +290,16 @@ def _serve(conn, setup: Setup, scratch: str, parent: int) -> None:
         graded += 1
         if graded == 1:
             _freeze_heap()  # what grading itself imported (grader modules' dependencies, caches)
+
+
+_on_check_start = None  # in a grading process: called with (grader file, check id)
+
+
+def pytest_runtest_setup(item) -> None:
+    """A pytest hook (see _serve): a check of the hidden graders starts."""
+    marker = item.get_closest_marker("check")
+    if _on_check_start is not None and marker is not None and marker.args:
+        _on_check_start(str(item.path), str(marker.args[0]))
 
 
 def pending_todos(result) -> dict[str, dict[str, str]]:

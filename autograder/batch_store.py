@@ -33,6 +33,7 @@ from typing import Any
 import autograder
 from .engine import GRADERS_ROOT, REFERENCE_FOLDER, graders_root, lesson_submission_dir
 from .manifest import Course, Lesson
+from .neutral import terminal
 from .results import Text, message
 from .intake import contained, read_files, refused, submission_files
 
@@ -164,7 +165,9 @@ class Record:
     commit: str | None = None  # the graded commit, when the learner's folder is a git clone
     timestamp: int | None = None  # the submission's time, Unix seconds (commit time, else newest file)
     error: str | None = None  # "timeout" | "crashed" | "internal" | "fetch" | "folder" | "link"
-    detail: str = ""  # the error's own words (git's message, the last lines of a traceback)
+    # The error's own words (git's message, the last lines of a traceback); for a timeout, the
+    # limit in seconds and, on a second line, "<lesson> <check>": the check that was running.
+    detail: str = ""
     # {lesson id: {check id: TODO id}}: checks that stopped at work not started (a stub's
     # NotImplementedError, a missing file): the cohort report tells "not started" from "stuck".
     pending: dict[str, dict[str, str]] = field(default_factory=dict)
@@ -176,11 +179,19 @@ class Record:
         lines = [line for line in (self.detail or "").strip().splitlines() if line.strip()]
         if not lines:
             return ""
-        return lines[-1] if self.error == "internal" else lines[0]
+        # Learner text (a crashed worker's last words, git's message): no escape sequence.
+        return terminal(lines[-1] if self.error == "internal" else lines[0])
 
     def error_reason(self) -> Text:
         """Why grading failed, as a catalog message (for the learner's result, the progress
-        lines and the report)."""
+        lines and the report); a timeout names the check that was running when it struck."""
+        if self.error == "timeout":
+            seconds, _, running = (self.detail or "").partition("\n")
+            lesson, _, check = running.strip().partition(" ")
+            if check:
+                return message("batch.error_timeout_in", seconds=seconds, lesson=terminal(lesson),
+                               check=terminal(check))
+            return message("batch.error_timeout", seconds=seconds, detail="")
         return message(f"batch.error_{self.error}", seconds=self.detail, detail=self.error_summary())
 
     @classmethod

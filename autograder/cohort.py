@@ -1,24 +1,39 @@
 """A graded cohort, read back from a `grade-all` output folder, and its report for the
-instructor: which checks and which TODOs learners fail, as a Markdown table and a PNG chart.
+instructor: which TODOs and which checks learners fail, as a Markdown table and a PNG chart.
 
-"Stuck" on a TODO means the learner wrote something there and a check of that TODO still fails;
-"not started" means the TODO still raises the stub's NotImplementedError. The TODO most
-learners are stuck on comes first. Learners whose grading itself failed (a crash, a timeout, a
-repository that could not be fetched) are listed apart and left out of the rates.
+"Not started" on a TODO means the TODO still raises the stub's NotImplementedError, or every
+check of it that fails stops at such a TODO (it waits on one, so nothing the learner wrote
+there has run yet: on an untouched copy every TODO is not started). "Stuck" means a check of
+that TODO fails on the learner's own work. The TODO, and the check, most learners are stuck on
+comes first; quizzes and informational checks (0 points) are a short section of their own.
+Learners whose grading itself failed (a crash, a timeout, a repository that could not be
+fetched) are listed apart and left out of the rates; so are the checks that ran out of time,
+named per learner.
+
+Everything a learner wrote (an error's words, an id) reaches report.md through
+autograder/neutral.py, inert.
 """
 
 from __future__ import annotations
 
+import functools
+import re
+import string
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import i18n
+from . import i18n, neutral
 from .batch_store import BatchError, Record, Store
 from .manifest import Course, Lesson
-from .render import _md_cell as _cell, _t, from_json_dict
-from .results import CourseResult, LessonResult, Status
+from .render import _md_cell as _cell, _quiz_blank, _t, from_json_dict
+from .results import CheckResult, CourseResult, LessonResult, Status, Text
 
 _FAILING = (Status.FAILED, Status.ERROR)
+# A check that ran out of time says so with one of these (its worker was stopped).
+_TIMEOUTS = ("engine.timeout", "engine.timeout_cpu", "engine.timeout_wall", "engine.timeout_generic",
+             "engine.import_timeout")
+# At most this many checks named per learner in the list of checks that ran out of time.
+MAX_HUNG_NAMED = 6
 
 
 @dataclass
@@ -32,6 +47,19 @@ class Entry:
 
     def lesson(self, lesson_id: str) -> LessonResult | None:
         return next((lesson for lesson in self.result.lessons if lesson.id == lesson_id), None)
+
+    def waiting(self, lesson_id: str) -> dict[str, str]:
+        """{check id: the TODO it stops at} for this learner's checks of a lesson that stop at
+        work not started: a TODO still the stub (the check's own or another), a missing file
+        (the check's TODO, "" for the lesson as a whole), or a failing check that waits on a
+        TODO that is still the stub."""
+        found = dict(self.record.pending.get(lesson_id, {}))
+        pending = {todo for todo in found.values() if todo}
+        result = self.lesson(lesson_id)
+        for check in result.checks if result is not None else ():
+            if check.id not in found and check.status in _FAILING and check.waits_on in pending:
+                found[check.id] = str(check.waits_on)
+        return found
 
 
 @dataclass
@@ -62,7 +90,7 @@ def load(course: Course, run: dict, store: Store) -> Cohort:
 class Rate:
     """How many of `total` learners are stuck on (and have not started) a check or a TODO."""
 
-    kind: str  # "check" | "todo"
+    kind: str  # "check" | "todo" | "quiz" | "informational"
     lesson: str
     id: str
     todo: str | None
@@ -70,23 +98,42 @@ class Rate:
     stuck: int
     pending: int
     order: int  # position in course.yml, the tie-breaker
+    note: str = ""  # a quiz's most failed question: "2" (or "")
+
+    def share(self, count: int) -> float:
+        return count / self.total if self.total else 0.0
 
     def sort_key(self) -> tuple:
-        return (-self.stuck, -self.pending, self.order)
+        return (-self.share(self.stuck), -self.share(self.pending), self.order)
+
+
+def is_quiz(lesson: Lesson, check_id: str) -> bool:
+    return bool(lesson.quiz) and check_id.startswith("quiz-")
+
+
+def _graded_lessons(cohort: Cohort, lesson: Lesson):
+    """(entry, its result for `lesson`) of every graded learner that has one."""
+    for entry in cohort.entries:
+        result = entry.lesson(lesson.id) if entry.graded else None
+        if result is not None:
+            yield entry, result
 
 
 def check_rates(cohort: Cohort) -> list[Rate]:
+    """The checks that count (not quizzes, not informational), most stuck first."""
     rates, order = [], 0
     for lesson in cohort.lessons:
         for spec in lesson.checks:
             order += 1
+            if spec.informational or is_quiz(lesson, spec.id):
+                continue
             total = stuck = pending = 0
-            for entry in cohort.entries:
-                check = _check(entry, lesson.id, spec.id)
-                if not entry.graded or check is None or check.status is Status.SKIPPED:
+            for entry, result in _graded_lessons(cohort, lesson):
+                check = _check(result, spec.id)
+                if check is None or check.status is Status.SKIPPED:
                     continue
                 total += 1
-                if spec.id in entry.record.pending.get(lesson.id, {}):
+                if spec.id in entry.waiting(lesson.id):
                     pending += 1
                 elif check.status in _FAILING:
                     stuck += 1
@@ -95,30 +142,125 @@ def check_rates(cohort: Cohort) -> list[Rate]:
 
 
 def todo_rates(cohort: Cohort) -> list[Rate]:
+    """Every TODO of the graded lessons, most stuck first. A learner has not started a TODO
+    that is still the stub, or whose failing checks all wait on a TODO that is; is stuck on
+    it when a check of it fails on their own work."""
     rates, order = [], 0
     for lesson in cohort.lessons:
         for todo in lesson.todos:
             order += 1
             total = stuck = pending = 0
-            specs = [spec for spec in lesson.checks if spec.todo == todo.id]
-            for entry in cohort.entries:
-                result = entry.lesson(lesson.id)
-                if not entry.graded or result is None:
-                    continue
+            for entry, _ in _graded_lessons(cohort, lesson):
                 total += 1
-                waiting = entry.record.pending.get(lesson.id, {})
-                if todo.id in waiting.values():
-                    pending += 1
-                elif any((c := _check(entry, lesson.id, spec.id)) is not None and c.status in _FAILING
-                         and spec.id not in waiting for spec in specs):
-                    stuck += 1
+                state = todo_state(entry, lesson, todo.id)
+                stuck += state == "stuck"
+                pending += state == "pending"
             rates.append(Rate("todo", lesson.id, todo.id, todo.id, total, stuck, pending, order))
     return sorted(rates, key=Rate.sort_key)
 
 
-def _check(entry: Entry, lesson_id: str, check_id: str):
-    lesson = entry.lesson(lesson_id)
-    return None if lesson is None else next((c for c in lesson.checks if c.id == check_id), None)
+def todo_state(entry: Entry, lesson: Lesson, todo: str) -> str | None:
+    """"pending" (not started), "stuck" or None (done, or nothing of it failing) for one
+    learner's TODO."""
+    result = entry.lesson(lesson.id)
+    if result is None:
+        return None
+    waiting = entry.waiting(lesson.id)
+    if todo in waiting.values():
+        return "pending"
+    failing = [c for c in result.checks if c.todo == todo and c.status in _FAILING]
+    if any(c.id not in waiting for c in failing):
+        return "stuck"
+    return "pending" if failing else None  # every failing check of it waits on a TODO not started
+
+
+def apart_rates(cohort: Cohort) -> list[Rate]:
+    """Quizzes (one row per lesson: learners with a wrong answer, learners with every answer
+    blank, the most failed question) and informational checks, in course order."""
+    rates, order = [], 0
+    for lesson in cohort.lessons:
+        quiz = [spec.id for spec in lesson.checks if is_quiz(lesson, spec.id)]
+        order += 1
+        if quiz:
+            total = stuck = pending = 0
+            wrong = {check_id: 0 for check_id in quiz}
+            for entry, result in _graded_lessons(cohort, lesson):
+                checks = [c for c in (_check(result, i) for i in quiz) if c is not None]
+                waiting = entry.waiting(lesson.id)  # a missing quiz file: nothing answered
+                blank = [c for c in checks if _quiz_blank(c) is not None or c.id in waiting]
+                total += 1
+                missed = [c for c in checks if c.status in _FAILING and c not in blank]
+                for check in missed:
+                    wrong[check.id] += 1
+                if missed:
+                    stuck += 1
+                elif checks and len(blank) == len(checks):
+                    pending += 1
+            worst = max(quiz, key=lambda i: wrong[i])
+            note = worst.split("-", 1)[1] if wrong[worst] else ""
+            rates.append(Rate("quiz", lesson.id, "quiz", None, total, stuck, pending, order, note))
+        for spec in lesson.checks:
+            if not spec.informational:
+                continue
+            total = stuck = pending = 0
+            for entry, result in _graded_lessons(cohort, lesson):
+                check = _check(result, spec.id)
+                if check is None or check.status is Status.SKIPPED:
+                    continue
+                total += 1
+                if check.status in _FAILING and (spec.id in entry.waiting(lesson.id)
+                                                 or _own_pending(check, entry.result.language)):
+                    pending += 1
+                elif check.status in _FAILING:
+                    stuck += 1
+            rates.append(Rate("informational", lesson.id, spec.id, spec.todo, total, stuck, pending, order))
+    return rates
+
+
+@functools.lru_cache(maxsize=None)
+def _pattern(key: str, lang: str) -> re.Pattern | None:
+    template = i18n.catalog(lang).get(key, "") if lang in i18n.LANGUAGES else ""
+    if not template:
+        return None
+    return re.compile("".join(re.escape(literal) + (".+?" if field else "")
+                              for literal, field, _, _ in string.Formatter().parse(template)), re.S)
+
+
+def _said(check: CheckResult, keys: tuple[str, ...], lang: str) -> bool:
+    """Whether one of the check's message parts is one of these catalog messages (a results.json
+    keeps them as localised text: matched against the catalog's templates)."""
+    for part in check.feedback.parts:
+        if isinstance(part, Text):
+            if part.key in keys:
+                return True
+            continue
+        text = getattr(part, "text", "")
+        if any((pattern := _pattern(key, lang)) is not None and pattern.fullmatch(text) for key in keys):
+            return True
+    return False
+
+
+def _own_pending(check: CheckResult, lang: str) -> bool:
+    """An informational check of the learner's own pieces that stopped at a TODO still the stub
+    in an earlier lesson (lessonNN.own_pending)."""
+    keys = tuple(key for key in i18n.catalog(lang) if key.endswith(".own_pending")) if lang in i18n.LANGUAGES else ()
+    return _said(check, keys, lang)
+
+
+def hung_checks(cohort: Cohort) -> list[tuple[Entry, str, list[str]]]:
+    """(learner, lesson id, the checks that ran out of time) for graded learners whose code
+    never finished a check (an endless loop, an import that never returns)."""
+    out = []
+    for lesson in cohort.lessons:
+        for entry, result in _graded_lessons(cohort, lesson):
+            ids = [c.id for c in result.checks if c.status in _FAILING and _said(c, _TIMEOUTS, entry.result.language)]
+            if ids:
+                out.append((entry, lesson.id, ids))
+    return sorted(out, key=lambda row: (row[0].record.learner, row[1]))
+
+
+def _check(result: LessonResult, check_id: str) -> CheckResult | None:
+    return next((c for c in result.checks if c.id == check_id), None)
 
 
 # ------------------------------------------------------------------------------ Markdown
@@ -126,6 +268,11 @@ def _check(entry: Entry, lesson_id: str, check_id: str):
 def _share(count: int, total: int, lang: str) -> str:
     percent = round(100 * count / total) if total else 0
     return _t("batch.report_share", lang, count=count, percent=percent)
+
+
+def _code(text: str) -> str:
+    """An id (a learner's, a check's, a TODO's) as inert code in a table cell or a list."""
+    return neutral.markdown_cell_code(text)
 
 
 def render_markdown(cohort: Cohort, lang: str, chart: str | None = None) -> str:
@@ -151,23 +298,57 @@ def render_markdown(cohort: Cohort, lang: str, chart: str | None = None) -> str:
             f"{_t('batch.report_col_stuck', lang)} | {_t('batch.report_col_pending', lang)} |",
             "|---|---|---:|---:|"]
     for rate in todo_rates(cohort):
-        out.append(f"| `{_cell(rate.id)}` | {rate.lesson} | {_share(rate.stuck, rate.total, lang)} | "
+        out.append(f"| {_code(rate.id)} | {rate.lesson} | {_share(rate.stuck, rate.total, lang)} | "
                    f"{_share(rate.pending, rate.total, lang)} |")
 
-    out += ["", f"## {_cell(_t('batch.report_checks', lang))}", "",
-            f"| {_t('batch.report_col_check', lang)} | {_t('batch.report_col_todo', lang)} | "
-            f"{_t('batch.report_col_lesson', lang)} | {_t('batch.report_col_failed', lang)} | "
-            f"{_t('batch.report_col_pending', lang)} |", "|---|---|---|---:|---:|"]
-    for rate in check_rates(cohort):
-        todo = f"`{_cell(rate.todo)}`" if rate.todo else "—"
-        out.append(f"| `{_cell(rate.id)}` | {todo} | {rate.lesson} | {_share(rate.stuck, rate.total, lang)} | "
-                   f"{_share(rate.pending, rate.total, lang)} |")
+    # The checks somebody is stuck on, highest failure rate first; the rest in one line.
+    rates = check_rates(cohort)
+    stuck = [rate for rate in rates if rate.stuck]
+    out += ["", f"## {_cell(_t('batch.report_checks', lang))}", "", _cell(_t("batch.report_checks_help", lang)), ""]
+    if stuck:
+        out += [f"| {_t('batch.report_col_check', lang)} | {_t('batch.report_col_todo', lang)} | "
+                f"{_t('batch.report_col_lesson', lang)} | {_t('batch.report_col_failed', lang)} | "
+                f"{_t('batch.report_col_pending', lang)} |", "|---|---|---|---:|---:|"]
+        for rate in stuck:
+            todo = _code(rate.todo) if rate.todo else "—"
+            out.append(f"| {_code(rate.id)} | {todo} | {rate.lesson} | {_share(rate.stuck, rate.total, lang)} | "
+                       f"{_share(rate.pending, rate.total, lang)} |")
+        out.append("")
+    if len(stuck) < len(rates):
+        rest = "batch.report_checks_rest" if stuck else "batch.report_checks_none"
+        out.append(_cell(_t(rest, lang, n=len(rates) - len(stuck))))
+
+    apart = apart_rates(cohort)
+    if apart:
+        out += ["", f"## {_cell(_t('batch.report_apart', lang))}", "", _cell(_t("batch.report_apart_help", lang)), "",
+                f"| {_t('batch.report_col_check', lang)} | {_t('batch.report_col_lesson', lang)} | "
+                f"{_t('batch.report_col_failed', lang)} | {_t('batch.report_col_pending', lang)} |",
+                "|---|---|---:|---:|"]
+        for rate in apart:
+            if rate.kind == "quiz":
+                name = _cell(_t("batch.report_quiz", lang))
+                if rate.note:
+                    name += " · " + _cell(_t("batch.report_quiz_worst", lang, n=rate.note))
+            else:
+                name = f"{_code(rate.id)} · {_cell(_t('batch.report_informational', lang))}"
+            out.append(f"| {name} | {rate.lesson} | {_share(rate.stuck, rate.total, lang)} | "
+                       f"{_share(rate.pending, rate.total, lang)} |")
+
+    hung = hung_checks(cohort)
+    if hung:
+        out += ["", f"## {_cell(_t('batch.report_hung', lang))}", "", _cell(_t("batch.report_hung_help", lang)), ""]
+        for entry, lesson_id, ids in hung:
+            named = ", ".join(_code(check) for check in ids[:MAX_HUNG_NAMED])
+            if len(ids) > MAX_HUNG_NAMED:
+                named += " " + _cell(_t("batch.report_more", lang, n=len(ids) - MAX_HUNG_NAMED))
+            out.append(f"- {_code(entry.record.learner)} · {_cell(_t('batch.report_in_lesson', lang, id=lesson_id))}: "
+                       f"{named}")
 
     if failed:
         out += ["", f"## {_cell(_t('batch.report_errors', lang))}", ""]
         for entry in failed:
             reason = i18n.localize(entry.record.error_reason(), lang)
-            out.append(f"- `{_cell(entry.record.learner)}`: {_cell(reason)}")
+            out.append(f"- {_code(entry.record.learner)}: {_cell(reason)}")
     if chart:
         out += ["", f"![{_cell(_t('batch.chart_title', lang))}]({chart})"]
     return "\n".join(out) + "\n"

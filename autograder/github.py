@@ -20,7 +20,13 @@ PATCH /repos/{repo}/issues/comments/{id}); commit statuses (POST /repos/{repo}/s
 description at most 140 characters); a comment body at most 65536 characters.
 
 The truncation notes come from the message catalog (autograder/messages/<lang>/formats.yml),
-read with a small line reader instead of PyYAML; that file keeps every entry on one line.
+the pull request's unverified grade from ci.yml, read with a small line reader instead of
+PyYAML; those files keep every entry on one line.
+
+A pull request's grade (`pr-comment`, run by grade-comment.yml) comes from an artifact of the
+pull request's own run, which the pull request could have changed: it is read as data only
+(results.json), rendered here with every text made inert (autograder/neutral.py), and said to
+be a practice grade, unverified, in the comment and in the status; never "XP n/m" as a grade.
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from . import __version__
+from . import __version__, neutral
 
 DEFAULT_API_URL = "https://api.github.com"
 API_VERSION = "2022-11-28"
@@ -61,7 +67,7 @@ _MAX_PAGES = 100  # 100 pages of 100 comments: far beyond any real thread
 _MAX_ERROR_CHARS = 1000
 
 _CATALOG_DIR = Path(__file__).with_name("messages")
-_CATALOG_LINE = re.compile(r'(formats\.[A-Za-z0-9_.]+):\s*("(?:[^"\\]|\\.)*")\s*')
+_CATALOG_LINE = re.compile(r'([a-z]+\.[A-Za-z0-9_.]+):\s*("(?:[^"\\]|\\.)*")\s*')
 _FALLBACK_NOTES = {  # only if the catalog file cannot be read
     "formats.truncated_comment": "_(truncated)_",
     "formats.truncated_summary": "_(truncated)_",
@@ -71,20 +77,21 @@ _FALLBACK_NOTES = {  # only if the catalog file cannot be read
 # --- messages -------------------------------------------------------------------------------
 
 
-def catalog_messages(lang: str) -> dict[str, str]:
-    """The formats.* entries of a language's catalog, read without PyYAML (one
-    `key: "double-quoted"` entry per line; the quoted text is decoded as JSON, which agrees
-    with YAML for the escapes these files use; a test checks both readers agree)."""
+def catalog_messages(lang: str, name: str = "formats") -> dict[str, str]:
+    """The `name`.* entries of a language's catalog file `name`.yml (formats or ci), read
+    without PyYAML (one `key: "double-quoted"` entry per line; the quoted text is decoded as
+    JSON, which agrees with YAML for the escapes these files use; a test checks both readers
+    agree)."""
     if lang not in LANGUAGES:
         raise ValueError(f"unknown language {lang!r}; expected one of {', '.join(LANGUAGES)}")
     out: dict[str, str] = {}
     try:
-        text = (_CATALOG_DIR / lang / "formats.yml").read_text(encoding="utf-8")
+        text = (_CATALOG_DIR / lang / f"{name}.yml").read_text(encoding="utf-8")
     except OSError:
         return out
     for line in text.splitlines():
         match = _CATALOG_LINE.fullmatch(line)
-        if match:
+        if match and match.group(1).startswith(name + "."):
             try:
                 out[match.group(1)] = json.loads(match.group(2))
             except ValueError:
@@ -466,35 +473,95 @@ class _UsageError(Exception):
     pass
 
 
-PR_STATUS_CONTEXT = "autograder / XP"
+# Not the context of the verified "XP n/m" status grade.yml sets on a push: a pull request's
+# own run can never overwrite it, nor satisfy a branch protection rule that requires it.
+PR_STATUS_CONTEXT = "autograder / práctica (PR)"
 # Bounds on what is read from a pull request's artifact (untrusted, possibly huge).
 MAX_ARTIFACT_FILE = 1 << 20
+MAX_RESULTS_FILE = 16 << 20
+MAX_LESSONS = 100
+MAX_FAILING_NAMED = 8
+_NOT_FAILING = ("passed", "skipped")
 
 
-def _read_artifact_file(folder: Path, name: str) -> str:
+def _read_artifact_file(folder: Path, name: str, limit: int = MAX_ARTIFACT_FILE) -> str:
     path = folder / name
     if path.is_symlink() or not path.is_file():
         raise ValueError(f"the graded artifact has no {name}")
     with open(path, "rb") as fh:
-        data = fh.read(MAX_ARTIFACT_FILE + 1)
-    if len(data) > MAX_ARTIFACT_FILE:
-        raise ValueError(f"the graded artifact's {name} is larger than {MAX_ARTIFACT_FILE} bytes")
+        data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise ValueError(f"the graded artifact's {name} is larger than {limit} bytes")
     return data.decode("utf-8", errors="replace")
 
 
-def _read_graded_dir(folder: Path) -> tuple[int, str, str]:
-    """pr.json's number, comment.md and status.json's description, validated as data."""
+def _read_graded_dir(folder: Path) -> tuple[int, dict]:
+    """pr.json's number and results.json, validated as data (comment.md and status.json, which
+    the pull request's run wrote as it pleased, are not used)."""
     try:
         pr = json.loads(_read_artifact_file(folder, "pr.json"))
-        status = json.loads(_read_artifact_file(folder, "status.json"))
+        results = json.loads(_read_artifact_file(folder, "results.json", MAX_RESULTS_FILE))
     except json.JSONDecodeError as exc:
         raise ValueError(f"the graded artifact is not valid JSON: {exc}") from None
-    if not isinstance(pr, dict) or not isinstance(status, dict):
-        raise ValueError("the graded artifact's pr.json and status.json must be JSON objects")
-    description = status.get("description")
-    if not isinstance(description, str) or not description.strip():
-        raise ValueError("the graded artifact's status.json has no description")
-    return _validate_number(pr.get("number")), _read_artifact_file(folder, "comment.md"), description
+    if not isinstance(pr, dict) or not isinstance(results, dict):
+        raise ValueError("the graded artifact's pr.json and results.json must be JSON objects")
+    return _validate_number(pr.get("number")), results
+
+
+def _amount(value: Any, what: str) -> int | float:
+    """A points or XP value of an untrusted results.json: a finite number in [0, 10^6]."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1_000_000:
+        raise ValueError(f"the graded artifact's results.json: {what} is not a number of points")
+    return int(value) if float(value).is_integer() else round(float(value), 2)
+
+
+def _field(data: Any, key: str, kind: type, what: str) -> Any:
+    value = data.get(key) if isinstance(data, dict) else None
+    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
+        raise ValueError(f"the graded artifact's results.json: {what}.{key} is missing or not a {kind.__name__}")
+    return value
+
+
+def unverified_report(results: dict, lang: str, run_url: str | None = None) -> tuple[str, str]:
+    """(comment body, status description) for a pull request's results.json: a practice grade,
+    unverified, said first; every value read as untrusted data (numbers checked, texts inert)."""
+    lang = results.get("language") if results.get("language") in LANGUAGES else lang
+
+    def t(key: str, **params: Any) -> str:
+        template = catalog_messages(lang, "ci").get(key) or key
+        return template.format(**params)
+
+    xp, xp_max = _amount(results.get("xp"), "xp"), _amount(results.get("xp_max"), "xp_max")
+    lessons = _field(results, "lessons", list, "results")
+    if len(lessons) > MAX_LESSONS:
+        raise ValueError(f"the graded artifact's results.json has more than {MAX_LESSONS} lessons")
+    out = ["> [!WARNING]", f"> **{neutral.markdown_inline(t('ci.pr_title'))}** {neutral.markdown_inline(t('ci.pr_note'))}",
+           "", neutral.markdown_inline(t("ci.pr_totals", xp=xp, xp_max=xp_max,
+                                          score=_amount(results.get("score"), "score"),
+                                          max_score=_amount(results.get("max_score"), "max_score"))), "",
+           "| " + " | ".join(t(f"ci.pr_col_{c}") for c in ("lesson", "status", "points", "xp")) + " |",
+           "|---|---|---:|---:|"]
+    failing = []
+    for lesson in lessons:
+        name = f"{_field(lesson, 'id', str, 'lesson')} · {_field(lesson, 'title', str, 'lesson')}"
+        done = _field(lesson, "completed", bool, "lesson")
+        state = f"✅ {t('ci.pr_completed')}" if done else f"❌ {t('ci.pr_not_completed')}"
+        points = f"{_amount(lesson.get('score'), 'score')}/{_amount(lesson.get('max_score'), 'max_score')}"
+        gained = f"{_amount(lesson.get('xp'), 'xp')}/{_amount(lesson.get('xp_max'), 'xp_max')}"
+        out.append("| " + " | ".join(neutral.markdown_inline(cell) for cell in (name, state, points, gained)) + " |")
+        checks = _field(lesson, "checks", list, "lesson")
+        bad = [_field(c, "id", str, "check") for c in checks
+               if _field(c, "status", str, "check") not in _NOT_FAILING]
+        if bad and not done:
+            named = ", ".join(neutral.markdown_code(check) for check in bad[:MAX_FAILING_NAMED])
+            if len(bad) > MAX_FAILING_NAMED:
+                named += " " + neutral.markdown_inline(t("ci.pr_more", n=len(bad) - MAX_FAILING_NAMED))
+            failing.append(f"- **{neutral.markdown_inline(name)}**: {neutral.markdown_inline(t('ci.pr_failing'))} {named}")
+    if failing:
+        out += ["", *failing]
+    if run_url:
+        out += ["", f"[{neutral.markdown_inline(t('ci.pr_run_link'))}]({run_url})"]
+    return "\n".join(out) + "\n", t("ci.pr_status", xp=xp, xp_max=xp_max)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -513,7 +580,7 @@ def _parser() -> argparse.ArgumentParser:
     pr = sub.add_parser("pr-comment", help="from a graded pull request's artifact (grade-comment.yml): "
                                            "comment on the pull request and set the XP status on its head")
     pr.add_argument("--graded-dir", required=True, type=Path,
-                    help="the downloaded artifact: pr.json, comment.md, status.json (untrusted data)")
+                    help="the downloaded artifact: pr.json and results.json (untrusted data)")
     pr.add_argument("--head-sha", required=True, help="the graded commit, from the workflow_run event (trusted)")
     pr.add_argument("--run-url", default=None, help="link for the status (the graded run)")
     pr.add_argument("--lang", choices=LANGUAGES, default=DEFAULT_LANGUAGE, help="language of notes")
@@ -540,10 +607,11 @@ def _run(args: argparse.Namespace, env: Mapping[str, str]) -> str:
             except OSError as exc:
                 raise ValueError(f"cannot read --body-file {args.body_file}: {exc.strerror or exc}") from None
         elif args.command == "pr-comment":
-            pr_number, body, description = _read_graded_dir(args.graded_dir)
             _validate_sha(args.head_sha)
             if args.run_url is not None and urllib.parse.urlsplit(args.run_url).scheme not in ("http", "https"):
                 raise ValueError(f"--run-url must be an http(s) URL, not {args.run_url!r}")
+            pr_number, results = _read_graded_dir(args.graded_dir)
+            body, description = unverified_report(results, args.lang, args.run_url)
         else:
             _validate_sha(args.sha)
             if not args.context.strip():

@@ -23,7 +23,7 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text as RichText
 
-from . import i18n
+from . import i18n, neutral
 from .results import Block, CheckResult, CourseResult, Feedback, LessonResult, RaisedIn, Status, Text
 
 # A check message longer than this many lines is folded into <details> in Markdown.
@@ -199,21 +199,20 @@ def from_json_dict(data: dict[str, Any]) -> CourseResult:
 
 
 def _md_cell(text: str) -> str:
-    """Safe inside a table cell: no pipes, no line breaks, no HTML."""
-    return html.escape(" ".join(str(text).split()), quote=False).replace("|", "\\|")
+    """Inert inside a table cell or a heading: no pipes, line breaks, HTML or live Markdown
+    (autograder/neutral.py)."""
+    return neutral.markdown_inline(text)
 
 
 def _md_text(text: str) -> str:
-    """A catalog message as a paragraph: HTML escaped, its line breaks kept (hard breaks)."""
-    lines = html.escape(text.strip("\n"), quote=False).split("\n")
-    return "\\\n".join(line.rstrip() for line in lines)
+    """A message as a paragraph, its line breaks kept (hard breaks), the learner text inside it
+    inert: no HTML, no live Markdown (autograder/neutral.py)."""
+    return neutral.markdown_text(text)
 
 
 def _md_fence(text: str) -> str:
     """Verbatim in a code fence longer than any backtick run inside, so text cannot close it."""
-    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
-    fence = "`" * max(3, longest + 1)
-    return f"{fence}text\n{text.rstrip(chr(10))}\n{fence}"
+    return neutral.markdown_fence(text)
 
 
 def _md_message(check: CheckResult, lang: str) -> str:
@@ -290,13 +289,13 @@ def render_markdown(result: CourseResult, lang: str, *, progress: Any = None, ru
                 continue
             shown += 1
             heading = (
-                f"### {_MD_EMOJI[check.status]} `{check.id}`"
-                + (f" · {_t('render.todo', lang, todo=check.todo)}" if check.todo else "")
+                f"### {_MD_EMOJI[check.status]} {neutral.markdown_code(check.id)}"
+                + (f" · {_md_cell(_t('render.todo', lang, todo=check.todo))}" if check.todo else "")
                 + (f" · {_t('render.informational', lang)}" if check.informational else "")
                 + f" · {_t('render.status.' + check.status.value, lang)}"
                 + f" · {_num(check.score)}/{_num(check.max_score)}"
             )
-            out += ["", _md_cell(heading), ""]
+            out += ["", heading, ""]
             out.append(_md_message(check, lang) or _t("render.no_message", lang))
         if compact:
             if len(unpassed) > shown:
@@ -307,8 +306,8 @@ def render_markdown(result: CourseResult, lang: str, *, progress: Any = None, ru
             out += ["", f"**{_t('render.md_skipped', lang)}**", ""]
             for check in skipped:
                 reason = " ".join(i18n.feedback_text(check.feedback, lang).split())
-                line = f"- {_MD_EMOJI[Status.SKIPPED]} `{check.id}`"
-                out.append(line + (f": {html.escape(reason, quote=False)}" if reason else ""))
+                line = f"- {_MD_EMOJI[Status.SKIPPED]} {neutral.markdown_code(check.id)}"
+                out.append(line + (f": {_md_cell(reason)}" if reason else ""))
     footer = html.escape(_t("render.seed", lang, seed=result.seed), quote=False)
     if run_url:
         footer += f" · [{html.escape(_t('render.md_run_link', lang), quote=False)}]({run_url})"
@@ -360,6 +359,7 @@ def printed(buffer: io.StringIO) -> str:
 def print_feedback(console: Console, feedback: Feedback, lang: str) -> None:
     """A check's message under its line: text indented and wrapped, blocks kept as they are."""
     for kind, text in i18n.render_parts(feedback, lang):
+        text = neutral.terminal(text)  # learner text: no escape sequence reaches the terminal
         if kind == "text":
             console.print(Padding(RichText(text), (0, 0, 0, 6)))
         else:  # a block keeps its layout: indented, never re-wrapped
@@ -499,7 +499,7 @@ def render_text(result: CourseResult, lang: str, *, color: bool | None = None, w
     and stable."""
     _check_lang(lang)
     console, buffer = make_console(color, width)
-    console.print(RichText(result.course, style="bold"))
+    console.print(RichText(neutral.terminal(result.course), style="bold"))  # may come from a results.json
     if result.practice:
         console.print(RichText(_t("render.practice_note", lang), style="yellow"))
     walls = isolation_note(result, lang)
@@ -515,7 +515,8 @@ def render_text(result: CourseResult, lang: str, *, color: bool | None = None, w
         xp = _t("render.xp", lang, xp=lesson.xp_max if kept else lesson.xp, xp_max=lesson.xp_max)
         if kept:
             label += " · " + _t("render.earned_failing_now", lang)
-        header = RichText(_t("render.lesson", lang, id=lesson.id, title=_title(lesson, lang)), style="bold")
+        header = RichText(neutral.terminal(_t("render.lesson", lang, id=lesson.id, title=_title(lesson, lang))),
+                          style="bold")
         header.append(f"  {points} · {xp} · ")
         header.append(label, style=_TEXT_STYLES[state])
         console.print(header)

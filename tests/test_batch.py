@@ -16,6 +16,7 @@ import fcntl
 import io
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -32,7 +33,7 @@ from autograder.sandbox import worker_user
 
 from cohort_factory import (DIGITS, FAKE_MARK, HANG_MARK, HANG_NAME, bare_remote, commit, forever_hanging, lesson03_cohort,
                             served, stub_files)
-from conftest import ROOT, SEED, alive, children_of, solution_files, tagged_processes
+from conftest import ROOT, SEED, alive, children_of, solution_files, tagged_processes, write_submission
 
 UNPRIVILEGED = worker_user() is not None  # a root grader: learners' code runs as nobody
 COHORT = ("ana", "beto", "carla", "dario", "eva", "fede", "gala", "hugo", "ines")
@@ -255,6 +256,8 @@ def test_the_report_puts_the_todo_learners_are_stuck_on_first(graded, course):
                 pending += 1
             elif any(c["status"] in ("failed", "error") and not _not_started(c["message"]) for c in checks):
                 stuck += 1
+            elif any(c["status"] in ("failed", "error") for c in checks):
+                pending += 1  # every failing check of it waits on a TODO still the stub
         expected[todo.id] = (stuck, pending)
     report = (out / "report.md").read_text(encoding="utf-8")
     section = report.split("## ¿En qué TODO se atascan?")[1].split("\n## ")[0]
@@ -267,6 +270,21 @@ def test_the_report_puts_the_todo_learners_are_stuck_on_first(graded, course):
     order = [shown[line.split("`")[1]] for line in table]
     assert order == sorted(order, key=lambda sp: (-sp[0], -sp[1]))
     assert order[0][0] > 0  # somebody is stuck somewhere in this cohort
+    # beto's copy is untouched and gala has no lesson folder: not started, on every TODO.
+    assert all(pending >= 2 for _, pending in shown.values()), shown
+    # The checks table: only checks somebody is stuck on, highest failure rate first, no
+    # quiz or informational check; the quiz is a row of its own section.
+    checks = report.split("## Comprobaciones\n")[1].split("\n## ")[0]
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in checks.splitlines()
+            if line.startswith("| `")]
+    failed = [int(row[3].split()[0]) for row in rows]
+    assert rows and all(failed) and failed == sorted(failed, reverse=True)
+    assert not any(row[0].startswith("`quiz-") for row in rows)
+    apart = report.split("## Cuestionarios y comprobaciones informativas\n")[1].split("\n## ")[0]
+    assert "| cuestionario · la más fallada: pregunta " in apart  # ines answered them all wrong
+    # fede's attention.py never finishes importing: the report names the checks that hung.
+    hung = report.split("## Comprobaciones que no terminaron\n")[1].split("\n## ")[0]
+    assert "- `fede` · lección 03: `mask-buffer`" in hung, hung
     assert "| 03 · Self-attention causal, multi-cabeza | 2 (22 %) |" in report  # ana and hugo
     from matplotlib.image import imread
 
@@ -331,7 +349,8 @@ def test_a_killed_run_resumes_without_regrading_what_it_finished(course, tmp_pat
     before = {learner: (out / "records" / f"{learner}.json").stat().st_mtime_ns for learner in done}
 
     resumed = grade_all(submissions, "--out", out, "--jobs", 1, "--lessons", "03")  # the seed: run.json's
-    assert f"{3 - len(done)} corregidos, {len(done)} sin cambios" in resumed.stdout, resumed.stdout
+    graded = 3 - len(done)  # the summary's plural form: "1 corregido", "2 corregidos"
+    assert f"{graded} corregido{'s' if graded != 1 else ''}, {len(done)} sin cambios" in resumed.stdout, resumed.stdout
     assert set(records(out)) == {"ana", "beto", "carla"}
     for learner, stamp in before.items():
         assert (out / "records" / f"{learner}.json").stat().st_mtime_ns == stamp, learner
@@ -342,7 +361,7 @@ def test_a_killed_run_resumes_without_regrading_what_it_finished(course, tmp_pat
     fixed = solution_files(course.lesson("03"))["attention.py"]
     (submissions / "carla" / "exercises" / "03-atencion-causal" / "attention.py").write_text(fixed, encoding="utf-8")
     third = grade_all(submissions, "--out", out, "--jobs", 1, "--lessons", "03")
-    assert "1 corregidos, 2 sin cambios" in third.stdout, third.stdout
+    assert "1 corregido, 2 sin cambios" in third.stdout, third.stdout
     assert results(out)["carla"]["score"] == results(out)["ana"]["score"]
     for learner, stamp in stamps.items():
         assert ((out / "records" / f"{learner}.json").stat().st_mtime_ns == stamp) == (learner != "carla"), learner
@@ -383,7 +402,7 @@ def test_a_crashed_or_overlong_grading_costs_only_that_learner(course, tmp_path)
     finally:
         proc.kill()
     assert proc.returncode == 0, stdout + stderr
-    assert "1 corregidos, 0 sin cambios, 1 con error" in stdout, stdout
+    assert "1 corregido, 0 sin cambios, 1 con error" in stdout, stdout
     first = records(out)
     assert first["aaron"]["status"] == "error" and first["aaron"]["error"] == "crashed"
     assert "SIGKILL" in first["aaron"]["detail"]
@@ -399,6 +418,11 @@ def test_a_crashed_or_overlong_grading_costs_only_that_learner(course, tmp_path)
     second = records(out)
     assert second["aaron"]["error"] == "timeout" and 15 <= second["aaron"]["seconds"] < 60
     assert "(15 s)" in results(out)["aaron"]["lessons"][0]["checks"][0]["message"]
+    # ...and says which check his code hung in: one that runs his forward(), not the NumPy file's.
+    hung = re.search(r"se detuvo en la comprobación (\S+) de la lección 03",
+                     results(out)["aaron"]["lessons"][0]["checks"][0]["message"])
+    assert hung and hung.group(1) in {spec.id for spec in course.lesson("03").checks}, hung
+    assert not hung.group(1).startswith("np-") and hung.group(0) in (out / "report.md").read_text(encoding="utf-8")
     assert [r["status"] for r in read_csv(out / "cohort.csv")] == ["error:timeout", "graded"]
     no_survivors()
 
@@ -449,7 +473,7 @@ def test_the_roster_clones_updates_and_reports_bad_repositories(course, tmp_path
         commit(remotes / "beto-work", lesson, solution_files(lesson), "resuelto")
         ana_stamp = (out / "records" / "ana.json").stat().st_mtime_ns
         second = grade_all(submissions, "--roster", roster, "--out", out, "--lessons", "01", "--jobs", 2, *allow)
-        assert "1 corregidos, 1 sin cambios, 2 con error" in second.stdout, second.stdout + second.stderr
+        assert "1 corregido, 1 sin cambios, 2 con error" in second.stdout, second.stdout + second.stderr
         assert results(out)["beto"]["xp"] == 50
         assert (out / "records" / "ana.json").stat().st_mtime_ns == ana_stamp
 
@@ -499,3 +523,65 @@ def test_the_batch_catalogs_match():
     assert len(keys) > 40 and {key for key in en if key.startswith("batch.")} == set(keys)
     for key in keys:
         assert fields(es[key]) == fields(en[key]), key
+
+
+# ------------------------------------------------------------------ an untouched copy, every lesson
+
+@pytest.fixture(scope="module")
+def untouched(course, tmp_path_factory) -> Path:
+    """grade-all on every lesson: "nadie" hands in the course's exercises/ untouched, "zoe" only
+    a lesson 03 whose forward() raises an error made of Markdown and escape sequences."""
+    from test_neutral import hostile_attention
+
+    base = tmp_path_factory.mktemp("untouched")
+    submissions, out = base / "submissions", base / "out"
+    shutil.copytree(ROOT / "exercises", submissions / "nadie" / "exercises")
+    write_submission(submissions / "zoe" / "exercises" / course.lesson("03").folder,
+                     hostile_attention(course.lesson("03")))
+    proc = grade_all(submissions, "--out", out, "--jobs", 2, "--seed", SEED)
+    assert "\x1b" not in proc.stdout + proc.stderr
+    return out
+
+
+def test_an_untouched_copy_has_started_no_todo_of_any_lesson(untouched, course):
+    from autograder.batch_store import Store
+    from autograder.cohort import load, todo_state
+
+    store = Store(untouched)
+    run = store.read_run()
+    assert run["lessons"] == [lesson.id for lesson in course.lessons]
+    cohort = load(course, run, store)
+    nadie = next(entry for entry in cohort.entries if entry.record.learner == "nadie")
+    states = {(lesson.id, todo.id): todo_state(nadie, lesson, todo.id) for lesson in cohort.lessons
+              for todo in lesson.todos}
+    assert set(states.values()) == {"pending"}, states  # targets-shift, loss-reshape, top-k... too
+    report = (untouched / "report.md").read_text(encoding="utf-8")
+    table = report.split("## ¿En qué TODO se atascan?")[1].split("\n## ")[0]
+    rows = {cells[0].strip("`"): cells for cells in
+            ([c.strip() for c in line.strip("|").split("|")] for line in table.splitlines() if line.startswith("| `"))}
+    assert set(rows) == {todo.id for lesson in course.lessons for todo in lesson.todos}
+    for todo, cells in rows.items():
+        # zoe has only lesson 03: every other lesson's TODOs are not started by both.
+        assert cells[3] == "2 (100 %)" if cells[1] != "03" else cells[3] in ("1 (50 %)", "2 (100 %)"), cells
+
+
+def test_quizzes_and_informational_checks_are_apart(untouched, course):
+    report = (untouched / "report.md").read_text(encoding="utf-8")
+    checks = report.split("## Comprobaciones\n")[1].split("\n## ")[0]
+    assert "quiz-" not in checks and "own-pieces" not in checks
+    apart = report.split("## Cuestionarios y comprobaciones informativas\n")[1].split("\n## ")[0]
+    rows = [line for line in apart.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    quizzes = [row for row in rows if row.startswith("| cuestionario")]
+    own = [row for row in rows if "`own-pieces` · informativa" in row]
+    assert len(quizzes) == sum(1 for lesson in course.lessons if lesson.quiz) and len(rows) == len(quizzes) + len(own)
+    assert len(own) == sum(1 for lesson in course.lessons for spec in lesson.checks if spec.informational)
+    # An untouched copy's quizzes are blank, and its own pieces wait on a TODO not started.
+    assert all(row.rstrip(" |").endswith("(100 %)") or "| 03 |" in row for row in quizzes + own), rows
+
+
+def test_a_learners_error_text_arrives_inert_in_the_report_and_results(untouched):
+    zoe = json.loads((untouched / "results" / "zoe.json").read_text(encoding="utf-8"))
+    messages = "\n".join(c["message"] for lesson in zoe["lessons"] for c in lesson["checks"])
+    assert "## ✔ XP 300/300" in messages  # the attack ran; the JSON keeps the learner's words
+    report = (untouched / "report.md").read_text(encoding="utf-8")
+    assert "\x1b" not in report and "XP 300/300" not in report

@@ -410,6 +410,8 @@ def test_catalog_reader_agrees_with_yaml():
         expected = yaml.safe_load(path.read_text(encoding="utf-8"))
         assert github.catalog_messages(lang) == expected
         assert {"formats.truncated_comment", "formats.truncated_summary"} <= set(expected)
+        ci = yaml.safe_load((path.parent / "ci.yml").read_text(encoding="utf-8"))
+        assert github.catalog_messages(lang, "ci") == ci and {"ci.pr_status", "ci.pr_title"} <= set(ci)
 
 
 def test_imports_only_the_standard_library():
@@ -429,4 +431,49 @@ def test_imports_only_the_standard_library():
     assert proc.returncode == 0, proc.stderr
     bad, ours, heavy = eval(proc.stdout)
     assert bad == [] and heavy == []
-    assert ours == ["autograder", "autograder.github"]
+    assert ours == ["autograder", "autograder.github", "autograder.neutral"]  # neutral: stdlib only too
+
+
+# --- a pull request's grade (grade-comment.yml) ---------------------------------------------
+
+
+def forged_artifact(folder: Path, number: int = 7) -> Path:
+    """What a pull request that rewrote grade.yml can upload: any comment.md and status.json,
+    a results.json claiming every XP, with Markdown and escape sequences in its texts."""
+    import json
+
+    folder.mkdir()
+    (folder / "pr.json").write_text(json.dumps({"number": number, "head_sha": HEAD_SHA}), encoding="utf-8")
+    (folder / "comment.md").write_text("## ✔ XP 300/300 · verificado por el profesor\n", encoding="utf-8")
+    (folder / "status.json").write_text(json.dumps({"description": "XP 300/300"}), encoding="utf-8")
+    title = "## ✔ XP 300/300 [click](http://x) <img src=x> \x1b]52;c;SGk=\x07"
+    (folder / "results.json").write_text(json.dumps({
+        "course": "c", "language": "es", "xp": 300, "xp_max": 300, "score": 600, "max_score": 600,
+        "lessons": [{"id": "01", "title": title, "score": 100, "max_score": 100, "xp": 50, "xp_max": 50,
+                     "completed": True, "checks": [{"id": "vocab", "status": "passed"}]}]}), encoding="utf-8")
+    return folder
+
+
+def test_cli_pr_comment_says_unverified_whatever_the_artifact_claims(fake, tmp_path):
+    artifact = forged_artifact(tmp_path / "graded")
+    proc = run_cli(fake, "pr-comment", "--graded-dir", str(artifact), "--head-sha", HEAD_SHA,
+                   "--run-url", "https://github.example/o/r/actions/runs/9")
+    assert proc.returncode == 0, proc.stderr
+    [comment] = fake.comments_on("issue", "7")
+    body = comment["body"]
+    assert "Nota de práctica, sin verificar." in body and "verificado por el profesor" not in body
+    assert "\n## " not in body and "<img" not in body and "\x1b" not in body and "](http://x)" not in body
+    [status] = fake.statuses
+    assert status["description"] == "Práctica, sin verificar: el pull request calcula 300/300 XP"
+    assert status["context"] == github.PR_STATUS_CONTEXT != "autograder / XP"  # never the verified status
+
+
+def test_cli_pr_comment_refuses_an_artifact_without_results(fake, tmp_path):
+    artifact = forged_artifact(tmp_path / "graded")
+    (artifact / "results.json").write_text('{"xp": "300", "lessons": []}', encoding="utf-8")
+    proc = run_cli(fake, "pr-comment", "--graded-dir", str(artifact), "--head-sha", HEAD_SHA)
+    assert proc.returncode == 2 and "results.json" in proc.stderr and "Traceback" not in proc.stderr
+    (artifact / "results.json").unlink()
+    proc = run_cli(fake, "pr-comment", "--graded-dir", str(artifact), "--head-sha", HEAD_SHA)
+    assert proc.returncode == 2 and "no results.json" in proc.stderr
+    assert fake.requests == []

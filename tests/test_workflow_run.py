@@ -289,8 +289,12 @@ def test_the_pull_request_comment_is_posted_once_by_the_workflow_run(repo, api, 
         job = _comment_runner(repo, api, artifact, head).run()
         assert [s.outcome for s in job.steps if s.kind == "run"] == ["success"], job.steps[-1].stderr
     comments = api.comments_on("issue", "7")
-    assert len(comments) == 1 and "XP 50/50" in comments[0]["body"]
-    assert [(s["sha"], s["description"]) for s in api.statuses] == [(head, "XP 50/50")] * 2
+    # The pull request's own run computed it: a practice grade, unverified, never "XP 50/50".
+    assert len(comments) == 1 and "Nota de práctica, sin verificar." in comments[0]["body"]
+    assert "50/50 XP" in comments[0]["body"] and "XP 50/50" not in comments[0]["body"]
+    unverified = "Práctica, sin verificar: el pull request calcula 50/50 XP"
+    assert [(s["sha"], s["description"], s["context"]) for s in api.statuses] == [
+        (head, unverified, "autograder / práctica (PR)")] * 2
 
 
 def test_a_forged_pull_request_number_is_refused(repo, api, lesson03, tmp_path):
