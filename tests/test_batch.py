@@ -125,15 +125,26 @@ def graded(course, tmp_path_factory) -> dict:
 
 
 @pytest.fixture(scope="module")
-def single(graded, tmp_path_factory) -> dict[str, dict]:
+def single(graded, course, tmp_path_factory) -> dict[str, dict]:
     """Each learner graded alone, by `autograder grade 03 --submission <exercises> --seed SEED
-    --format json` (the CLI's main, called once per learner in one interpreter)."""
+    --format json` (the CLI's main, called once per learner in one interpreter). A folder with
+    nothing of lesson 03 (gala's) is a usage error for `grade`: hers is the engine's own result
+    for the same folder and seed, as `grade` would render it."""
 
     def build(out: Path) -> dict:
-        calls = [["grade", "03", "--submission", str(exercises_of(folder)), "--seed", str(SEED), "--format",
-                  "json", "--output", str(out / f"{learner}.json")] for learner, folder in graded["cohort"].items()]
-        script = ("import json, sys\nfrom autograder.cli import main\n"
-                  "for argv in json.loads(sys.argv[1]):\n    assert main(argv) == 0, argv\n")
+        calls = [[["grade", "03", "--submission", str(exercises_of(folder)), "--seed", str(SEED), "--format",
+                   "json", "--output", str(out / f"{learner}.json")],
+                  not (exercises_of(folder) / course.lesson("03").folder).is_dir()]
+                 for learner, folder in graded["cohort"].items()]
+        script = ("import json, sys\nfrom pathlib import Path\nfrom autograder.cli import main\n"
+                  "from autograder.engine import grade\nfrom autograder.manifest import load_course\n"
+                  "from autograder.render import render_json\n"
+                  "for argv, refused in json.loads(sys.argv[1]):\n"
+                  "    assert main(argv) == (2 if refused else 0), argv\n"
+                  "    if refused:\n"
+                  f"        course = load_course({str(ROOT / 'course.yml')!r})\n"
+                  "        result = grade(course, [course.lesson('03')], Path(argv[3]), lang='es', seed=int(argv[5]))\n"
+                  "        Path(argv[-1]).write_text(render_json(result, 'es'), encoding='utf-8')\n")
         proc = subprocess.run([sys.executable, "-c", script, json.dumps(calls)], cwd=ROOT, capture_output=True,
                               text=True, timeout=RUN_TIMEOUT)
         assert proc.returncode == 0, proc.stderr[-3000:]
