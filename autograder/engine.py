@@ -15,6 +15,7 @@ informational check that says whether their pieces fit together.
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import os
 import random
@@ -22,7 +23,7 @@ import signal
 import time
 import zlib
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Sequence
 
 import pytest
 
@@ -91,10 +92,16 @@ def _lesson_dir(course: Course, lesson: Lesson, submission: Path | None, single:
 
 def grade(course: Course, lessons: Iterable[Lesson], submission: Path | None = None, *,
           lang: str | None = None, seed: int | None = None, limits: Limits = Limits(),
-          on_lesson=None, boundary: Path | None = None) -> CourseResult:
+          on_lesson=None, boundary: Path | None = None, first: dict[str, Sequence[str]] | None = None,
+          on_check=None, on_worker=None) -> CourseResult:
     """Grade `lessons` of `submission` (default: the course's own exercises/). `boundary`: the
     folder below which nothing of the learner's is followed if it is a symlink (default: see
-    `lesson_submission_dir` and `own_files`); grade-all gives the learner's whole folder."""
+    `lesson_submission_dir` and `own_files`); grade-all gives the learner's whole folder.
+
+    For a caller that shows results while grading (`autograder watch`): `first` maps a lesson id
+    to check ids that run before the lesson's other checks; `on_check(lesson, check)` gets each
+    check's result as soon as the check is over, in the order they ran; `on_worker(lesson, pid)`
+    the pid of each worker started to run the learner's code. None of them changes a result."""
     lessons = list(lessons)
     lang = lang or course.language
     seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
@@ -122,7 +129,10 @@ def grade(course: Course, lessons: Iterable[Lesson], submission: Path | None = N
             if index + 1 < len(lessons):
                 sandbox_for(index + 1).start()
             sandbox = sandbox_for(index)
-            result = grade_lesson(lesson, sandbox, seed, own=mine, stubs=stub_folder(course, lesson, folders[index]))
+            result = grade_lesson(lesson, sandbox, seed, own=mine, stubs=stub_folder(course, lesson, folders[index]),
+                                  first=(first or {}).get(lesson.id, ()),
+                                  on_check=None if on_check is None else functools.partial(on_check, lesson),
+                                  on_worker=None if on_worker is None else functools.partial(on_worker, lesson))
             sandboxes.pop(index).close()
             results.append(result)
             if on_lesson is not None:
@@ -161,12 +171,15 @@ def stub_folder(course: Course, lesson: Lesson, submission: Path) -> Path | None
 
 
 def grade_lesson(lesson: Lesson, sandbox: Sandbox, seed: int, *,
-                 own: dict[str, Path] | None = None, stubs: Path | None = None) -> LessonResult:
+                 own: dict[str, Path] | None = None, stubs: Path | None = None,
+                 first: Sequence[str] = (), on_check=None, on_worker=None) -> LessonResult:
     """Grade one lesson in `sandbox`; `own` are the learner's own files of the lessons it uses
     (for the `own_submission` fixture), None when they are not there; `stubs` the folder of the
-    lesson's untouched stubs (to tell which TODO a line that raised belongs to)."""
+    lesson's untouched stubs (to tell which TODO a line that raised belongs to). `first`,
+    `on_check(check)` and `on_worker(pid)`: as in `grade`."""
     plugin = GradingPlugin(lesson, sandbox, seed, own)
     plugin.stubs = stubs
+    plugin.first, plugin.on_check, plugin.on_worker = tuple(first), on_check, on_worker
     folder = graders_root() / lesson.graders
     if not folder.is_dir() and has_practice_tests(sandbox.submission):
         # A student release graded without the instructor's hidden graders: say so, and grade
@@ -186,6 +199,8 @@ def grade_lesson(lesson: Lesson, sandbox: Sandbox, seed: int, *,
             _run_pytest(folder, plugin)
         finally:
             plugin.close()
+        if plugin.callback_error is not None:
+            raise plugin.callback_error
     checks = [plugin.records.get(spec.id) or CheckResult(
         spec.id, spec.todo, Status.ERROR, 0.0, float(spec.points),
         plugin.internal_error or Feedback.of(message("engine.check_missing", check=spec.id)))
@@ -237,6 +252,12 @@ class GradingPlugin:
         self._todo_titles = {todo.id: dict(todo.title) for todo in lesson.todos}
         self.interrupted = False
         self.stubs: Path | None = None
+        # For a caller that shows results while grading (see `grade`).
+        self.first: tuple[str, ...] = ()
+        self.on_check = self.on_worker = None
+        self.callback_error: Exception | None = None
+        self._left: dict[str, int] = {}  # tests of each check not over yet
+        self._workers: set[int] = set()
 
     def pytest_keyboard_interrupt(self, excinfo) -> None:
         # pytest also calls this for its own Interrupted (e.g. a collection error): only a
@@ -259,10 +280,20 @@ class GradingPlugin:
             # pytest-timeout is the wall-clock bound; the budget itself is the worker's CPU time
             # where it can be measured (Sandbox.begin_check, autograder/cpu_clock.py).
             item.add_marker(pytest.mark.timeout(cpu_clock.wall_bound(known[check_id].timeout)))
+            self._left[check_id] = self._left.get(check_id, 0) + 1
+        if self.first:
+            # The checks asked for first keep their own order among themselves (sort is stable).
+            rank = {check_id: n for n, check_id in enumerate(self.first)}
+            items[:] = sorted(items, key=lambda item: rank.get(item.stash[_CHECK_KEY], len(rank)))
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        # A check's result is ours (pytest_runtest_makereport below); pytest's own report of a
+        # failure, which parses the source of every frame, cost ~0.1 s per failed check and was
+        # never shown. Collection errors, reported before this, keep their traceback.
+        session.config.option.tbstyle = "no"
 
     # ---------------------------------------------------------------- fixtures
-    @staticmethod
-    def _ready(box: Sandbox) -> Sandbox:
+    def _ready(self, box: Sandbox) -> Sandbox:
         # Starting a worker is not part of a check's time (timeout_func_only = true); a worker
         # an earlier check killed is replaced.
         box.deadline = None
@@ -271,7 +302,25 @@ class GradingPlugin:
         except WorkerDied:
             box.kill()
             box.ensure_ready()
+        self._saw_worker(box)
         return box
+
+    def _saw_worker(self, box: Sandbox) -> None:
+        pid = box.worker_pid
+        if pid is not None and pid not in self._workers:
+            self._workers.add(pid)
+            self._call_back(self.on_worker, pid)
+
+    def _call_back(self, callback, value) -> None:
+        """A caller's callback must not break pytest's run (its error would be an internal
+        error and cost the remaining checks): the first error stops the callbacks and is raised
+        once the lesson is graded."""
+        if callback is None or self.callback_error is not None:
+            return
+        try:
+            callback(value)
+        except Exception as exc:  # noqa: BLE001 - re-raised by grade_lesson
+            self.callback_error = exc
 
     @pytest.fixture
     def submission(self, request: pytest.FixtureRequest) -> Sandbox:
@@ -313,6 +362,19 @@ class GradingPlugin:
         finally:
             for box in boxes:
                 box.end_check()
+                self._saw_worker(box)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem):
+        try:
+            return (yield)
+        finally:
+            # The check is over once its last test's teardown is: its result is final.
+            check_id = item.stash.get(_CHECK_KEY, None)
+            if check_id in self._left:
+                self._left[check_id] -= 1
+                if self._left[check_id] == 0 and check_id in self.records:
+                    self._call_back(self.on_check, self.records[check_id])
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):

@@ -397,9 +397,10 @@ def _empty_state() -> dict[str, Any]:
 
 
 def grade_lessons(course: Course, lessons: list[Lesson], lang: str, *, seed: int | None = None,
-                  status: Any = None):
+                  status: Any = None, **live: Any):
     """Grade the lessons' exercise folders with the engine (hidden graders, or practice tests
-    where the graders are missing); `status` (a rich Status) shows which lesson is graded."""
+    where the graders are missing); `status` (a rich Status) shows which lesson is graded.
+    `live`: engine.grade's first, on_check and on_worker (what `watch` shows while grading)."""
     from .engine import grade
 
     def advance(result) -> None:
@@ -409,7 +410,7 @@ def grade_lessons(course: Course, lessons: list[Lesson], lang: str, *, seed: int
 
     if status is not None:
         status.update(t("grading", lang, id=lessons[0].id))
-    return grade(course, lessons, None, lang=lang, seed=seed, on_lesson=advance)
+    return grade(course, lessons, None, lang=lang, seed=seed, on_lesson=advance, **live)
 
 
 def record_result(course: Course, result, store: LocalStore, lang: str) -> None:

@@ -41,6 +41,12 @@ def enabled() -> bool:
             and os.environ.get(ENV_SWITCH, "1").strip() not in ("0", "false", "no", "off"))
 
 
+def zygote_pid() -> int | None:
+    """The pid of this process's zygote while it runs, else None."""
+    pool = WarmPool._instance
+    return pool.proc.pid if pool is not None and pool.owner == os.getpid() and pool.alive() else None
+
+
 class WarmPool:
     _instance: "WarmPool | None" = None
     _instance_lock = threading.Lock()

@@ -14,13 +14,28 @@ notifications (the inotify watch or instance limits, too many open files) it fal
 polling by itself, with a one-line warning. Saves are debounced: an editor's burst of events
 (temporary file, rename, chmod) is one change, and saves made during a grading are graded once
 it ends. Ctrl-C exits with status 0 and one line, also in the middle of a grading.
+
+Fast by staying warm: this process (the trusted one, graders already imported) and the warm
+pool's zygote (autograder/pool.py: torch imported once) live as long as watch does. Each grading
+still gets a fresh copy of the lesson's files and a fresh worker forked from the zygote, walled
+in and limited as any worker: no worker that ran the learner's code serves a later save. The
+save is compared with the previous one: the checks of the TODOs whose lines it changed (blame.py
+says which TODO a line belongs to; else the TODO of the last next step) run first, and each
+such TODO's verdict is shown as soon as its checks are over; then the whole lesson's summary.
+With AUTOGRADER_WATCH_TRACE=FILE, each grading appends one JSON line to FILE (the TODOs run
+first, the checks in the order they ended, the zygote's and the workers' pids, timings): for
+the tests and bench/bench_watch.py.
 """
 
 from __future__ import annotations
 
+import difflib
+import json
+import os
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from . import i18n
@@ -48,8 +63,9 @@ from .learner import (
 from .manifest import Course, Lesson
 
 # An editor's save is a burst of events within a few milliseconds; wait for this much quiet
-# before grading, but never group changes for longer than DEBOUNCE_MS.
-QUIET_MS = 300
+# before grading, but never group changes for longer than DEBOUNCE_MS. (watchfiles looks every
+# QUIET_MS and yields once a look finds nothing new: a save waits one to two of them.)
+QUIET_MS = 50
 DEBOUNCE_MS = 1600
 POLL_DELAY_MS = 300
 # How often the watcher hands control back while nothing changes (it yields an empty set).
@@ -100,14 +116,118 @@ def changed_lessons(course: Course, paths: Iterable[Path], lessons: list[Lesson]
     return {lesson.id: sorted(found[lesson.id]) for lesson in course.lessons if lesson.id in found}
 
 
+# --- what a save changed -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Unit:
+    """A part of a lesson judged on its own while the rest is graded: a TODO, or the quiz
+    (`todo` None), with the ids of its checks (informational ones left out)."""
+
+    todo: str | None
+    checks: tuple[str, ...]
+
+
+def read_inputs(course: Course, lesson: Lesson) -> dict[str, str]:
+    """{name: text} of the lesson's graded files as saved now (missing ones left out)."""
+    names = [*lesson.files, *([lesson.quiz] if lesson.quiz else [])]
+    texts = {}
+    for name in names:
+        try:
+            texts[name] = (lesson_dir(course, lesson) / name).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            pass
+    return texts
+
+
+def edited_todos(lesson: Lesson, before: dict[str, str], after: dict[str, str],
+                 stubs: Path | None) -> list[str]:
+    """The TODOs holding a line that changed from `before` to `after` ({name: text}), in file
+    order: the new lines in the saved file, the old ones (a deletion) in the previous one, each
+    placed by blame.todo_at against the stub in `stubs`; "quiz" first when the quiz changed."""
+    from . import blame
+
+    found: list[str] = []
+    if lesson.quiz and before.get(lesson.quiz) != after.get(lesson.quiz):
+        found.append("quiz")
+    for name in lesson.files:
+        old, new = before.get(name), after.get(name)
+        if old is None or new is None or old == new:
+            continue
+        todos = {todo.id for todo in lesson.todos if todo.file == name}
+        stub = blame.read_text(stubs / name) if stubs is not None else None
+        old_rows, new_rows = old.splitlines(), new.splitlines()
+        matcher = difflib.SequenceMatcher(None, old_rows, new_rows, autojunk=False)
+        for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+            if tag == "equal":
+                continue
+            places = [(new, n) for n in range(j1, j2)] + [(old, n) for n in range(i1, i2)]
+            for text, n in places:
+                todo = blame.todo_at(text, n + 1, stub, todos)
+                if todo is not None and todo not in found:
+                    found.append(todo)
+    return found
+
+
+def units_of(lesson: Lesson, todos: Iterable[str]) -> list[Unit]:
+    """The units of `todos` ("quiz": the quiz) that have checks, in that order."""
+    units = []
+    for todo in todos:
+        if todo == "quiz":
+            checks = tuple(s.id for s in lesson.checks if s.todo is None and s.id.startswith("quiz-"))
+            unit = Unit(None, checks)
+        else:
+            unit = Unit(todo, tuple(s.id for s in lesson.checks if s.todo == todo and not s.informational))
+        if unit.checks:
+            units.append(unit)
+    return units
+
+
+def first_failing(checks: list):
+    """The first of `checks` that neither passed nor was skipped, else None."""
+    from .results import Status
+
+    return next((c for c in checks if c.status not in (Status.PASSED, Status.SKIPPED)), None)
+
+
+def render_unit(lesson: Lesson, unit: Unit, checks: list, lang: str, *, color: bool, width: int) -> str:
+    """One unit's verdict, shown while the rest of the lesson is graded: ✔/✘, the TODO and its
+    title, how many of its checks pass and, when one fails, that check (first_failing) with its
+    message."""
+    from rich.text import Text as RichText
+
+    from .render import _num, make_console, print_feedback, printed
+    from .results import Status
+
+    console, buffer = make_console(color, width)
+    counted = [c for c in checks if c.status is not Status.SKIPPED]
+    passed = sum(c.status is Status.PASSED for c in counted)
+    failing = first_failing(checks)
+    if unit.todo is None:
+        label = t("watch_quiz", lang)
+    else:
+        title = next((i18n.localize(todo.title, lang) for todo in lesson.todos if todo.id == unit.todo), "")
+        label = f"TODO [{unit.todo}]" + (f" {title}" if title else "")
+    counts = t("watch_checks", lang, passed=passed, total=len(counted))
+    console.print(RichText(f"  {'✘' if failing else '✔'} {label} · {counts}",
+                           style="bold red" if failing else "bold green"), soft_wrap=True)
+    if failing is not None:
+        status = i18n.translate(f"render.status.{failing.status.value}", lang)
+        console.print(RichText(f"    ✘ {failing.id}  {_num(failing.score)}/{_num(failing.max_score)}  {status}",
+                               style="red"))
+        print_feedback(console, failing.feedback, lang)
+    return printed(buffer)
+
+
 # --- one lesson's summary ----------------------------------------------------------------------
 
 
 def render_lesson(result, step: NextStep | None, next_after: NextStep, previous: float | None, lang: str,
-                  *, color: bool, width: int, earned_before: bool = False) -> str:
+                  *, color: bool, width: int, earned_before: bool = False, shown: Iterable[str] = ()) -> str:
     """The lesson after a grading: header with a bar, the change in points, the first failing
     check with its message, and the next step (`next_after` once the lesson is completed).
-    `earned_before`: its XP was earned in an earlier grading (kept; "+50 XP" is not said again)."""
+    `earned_before`: its XP was earned in an earlier grading (kept; "+50 XP" is not said again).
+    `shown`: checks whose message is already on screen (render_unit): not said again."""
     from rich.text import Text as RichText
 
     from .render import _num, make_console, print_feedback, printed
@@ -142,7 +262,15 @@ def render_lesson(result, step: NextStep | None, next_after: NextStep, previous:
         step = next_after
     elif step is not None and step.check is not None:
         check = next((c for c in result.checks if c.id == step.check), None)
-        if check is not None:
+        shown = set(shown)
+        # Already on screen: this check, or a failing check of the TODO the step names (the
+        # same error, when this check only waits on that TODO).
+        above = check is not None and (check.id in shown or step.todo is not None and any(
+            c.id in shown and c.todo == step.todo for c in result.checks))
+        if above:
+            label = f"TODO [{step.todo}]" if step.todo else check.id
+            console.print(RichText("  " + t("watch_first_failure_above", lang, label=label), style="dim"))
+        elif check is not None:
             console.print(RichText("  " + t("watch_first_failure", lang), style="dim"))
             label = check.id + (f" · TODO [{check.todo}]" if check.todo else "")
             status = i18n.translate(f"render.status.{check.status.value}", lang)
@@ -177,6 +305,11 @@ class WatchSession:
         self.completed = completed_lessons(known.latest)
         self.earned = earned_lessons(known.progress)  # XP kept: "+50 XP" is said once per lesson
         self.scores: dict[str, float] = {}
+        # Each lesson's files as last graded (or as found at the start), to tell what a save
+        # changed; and its last next step.
+        self.texts = {lesson.id: read_inputs(course, lesson) for lesson in self.lessons}
+        self.steps: dict[str, NextStep | None] = {}
+        self.trace = os.environ.get("AUTOGRADER_WATCH_TRACE") or None
 
     def say(self, text: str, style: str | None = None) -> None:
         if style and self.color:
@@ -220,9 +353,32 @@ class WatchSession:
             self.grade(lesson)
         return bool(groups)
 
+    def first_units(self, lesson: Lesson) -> list[Unit]:
+        """What to grade first: the TODOs (or quiz) this save changed, else the TODO of the
+        lesson's last next step when its file changed; none for a lesson not seen before."""
+        from .engine import stub_folder
+
+        before, after = self.texts.get(lesson.id), read_inputs(self.course, lesson)
+        self.texts[lesson.id] = after
+        if before is None:
+            return []
+        folder = lesson_dir(self.course, lesson)
+        todos = edited_todos(lesson, before, after, stub_folder(self.course, lesson, folder))
+        step = self.steps.get(lesson.id)
+        if not todos and step is not None and step.todo is not None:
+            name = next((todo.file for todo in lesson.todos if todo.id == step.todo), None)
+            if name is not None and before.get(name) != after.get(name):
+                todos = [step.todo]
+        return units_of(lesson, todos)
+
     def grade(self, lesson: Lesson) -> None:
+        started = time.monotonic()
+        live = LiveVerdicts(self, lesson, self.first_units(lesson))
         with Spinner(sys.stderr.isatty()) as status:
-            result = grade_lessons(self.course, [lesson], self.lang, status=status)
+            live.status = status
+            result = grade_lessons(self.course, [lesson], self.lang, status=status,
+                                   first={lesson.id: live.first}, on_check=live.on_check,
+                                   on_worker=live.on_worker)
         record_result(self.course, result, self.store, self.lang)
         graded = result.lessons[0]
         if graded.completed:
@@ -234,10 +390,14 @@ class WatchSession:
         if graded.completed:
             self.earned.add(lesson.id)
         text = render_lesson(graded, step, self._after(lesson), self.scores.get(lesson.id), self.lang,
-                             color=self.color, width=terminal_width(self.out), earned_before=earned_before)
+                             color=self.color, width=terminal_width(self.out), earned_before=earned_before,
+                             shown=live.shown)
         self.scores[lesson.id] = graded.score
+        self.steps[lesson.id] = step
         self.out.write(text.rstrip("\n") + "\n")
         self.out.flush()
+        if self.trace:
+            live.write_trace(self.trace, started)
 
     def _after(self, lesson: Lesson) -> NextStep:
         """The step once `lesson` is completed: the next lesson not completed yet (after it,
@@ -248,6 +408,67 @@ class WatchSession:
             if other.id not in self.completed and other.id != lesson.id:
                 return lesson_step(self.course, other)
         return NextStep("done", None)
+
+
+class LiveVerdicts:
+    """One grading's results as they come (engine.grade's on_check and on_worker): each unit
+    run first is shown as soon as its last check is over."""
+
+    def __init__(self, session: WatchSession, lesson: Lesson, units: list[Unit]) -> None:
+        self.session, self.lesson, self.units = session, lesson, units
+        self.first = [check for unit in units for check in unit.checks]
+        self.status = None  # the spinner, paused while a verdict is written
+        self.results: dict[str, object] = {}
+        self.order: list[str] = []
+        self.workers: list[int] = []
+        self.shown: set[str] = set()  # checks whose message is on screen
+        self.early: list[str | None] = []  # units shown, by TODO (None: the quiz)
+        self.first_verdict: float | None = None
+
+    def on_worker(self, lesson: Lesson, pid: int) -> None:
+        self.workers.append(pid)
+
+    def on_check(self, lesson: Lesson, check) -> None:
+        self.results[check.id] = check
+        self.order.append(check.id)
+        for unit in self.units:
+            if unit.todo in self.early or check.id not in unit.checks:
+                continue
+            if all(c in self.results for c in unit.checks):
+                self.show(unit)
+
+    def show(self, unit: Unit) -> None:
+        session = self.session
+        checks = [self.results[c] for c in unit.checks]
+        text = render_unit(self.lesson, unit, checks, session.lang, color=session.color,
+                           width=terminal_width(session.out))
+        failing = first_failing(checks)
+        if failing is not None:
+            self.shown.add(failing.id)
+        self.early.append(unit.todo)
+        if self.status is not None:
+            self.status.stop()  # a live spinner line would be drawn over what we write
+        session.out.write(text.rstrip("\n") + "\n")
+        session.out.flush()
+        if self.first_verdict is None:
+            self.first_verdict = time.monotonic()
+        if self.status is not None:
+            self.status.start()
+
+    def write_trace(self, path: str, started: float) -> None:
+        from .pool import zygote_pid
+
+        now = time.monotonic()
+        entry = {"lesson": self.lesson.id, "first": [unit.todo or "quiz" for unit in self.units],
+                 "shown_first": [todo or "quiz" for todo in self.early], "order": self.order,
+                 "zygote": zygote_pid(), "workers": self.workers,
+                 "first_verdict_s": None if self.first_verdict is None else round(self.first_verdict - started, 3),
+                 "lesson_s": round(now - started, 3)}
+        try:
+            with open(path, "a", encoding="utf-8") as fh:
+                fh.write(json.dumps(entry) + "\n")
+        except OSError:
+            pass
 
 
 # --- the command -------------------------------------------------------------------------------

@@ -3,6 +3,7 @@ course, files are edited on disk, re-gradings appear, and Ctrl-C ends it cleanly
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -23,7 +24,7 @@ from learner_course import (
 from autograder.history import LessonEntry, Record
 from autograder.learner import LocalStore
 from autograder.manifest import load_course
-from autograder.watch import changed_lessons
+from autograder.watch import changed_lessons, edited_todos, read_inputs
 
 # Generous bounds for a loaded machine; the measured times are printed (pytest -s) and are
 # what the report quotes. A first grading imports torch in a fresh process.
@@ -31,9 +32,9 @@ FIRST_GRADING_S = 180
 REGRADE_S = 120
 
 
-def start_watch(root, *args) -> Terminal:
+def start_watch(root, *args, **env) -> Terminal:
     return Terminal([sys.executable, "-m", "autograder", "--course", str(root / "course.yml"), "watch", *args],
-                    cwd=root, env=cli_env(TERM="xterm-256color", COLUMNS="110"))
+                    cwd=root, env=cli_env(TERM="xterm-256color", COLUMNS="110", **env))
 
 
 def stop_with_ctrl_c(term: Terminal) -> None:
@@ -204,3 +205,125 @@ def test_watch_says_plus_xp_once_and_keeps_earned_xp_after_a_regression():
     assert "XP 50/50" in regressed and "ahora falla" in regressed, regressed
     fresh = render_lesson(failing, None, after, None, "es", color=False, width=100)
     assert "XP 0/50" in fresh and "ahora falla" not in fresh
+
+
+# --- watch in under a second: the edited TODO first, warm between saves ----------------------
+
+SCORES = "att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))"
+# Learner code that says, by failing to import, what an earlier save's code could have left
+# behind in its worker: a global of the interpreter, a file in the worker's home.
+PROBE = """
+import builtins as _builtins, os as _os, pathlib as _pathlib
+_mark = _pathlib.Path(_os.environ["HOME"], "probe.txt")
+_seen = (getattr(_builtins, "_probe", None), _mark.read_text() if _mark.exists() else None)
+_builtins._probe = "{name}"
+_mark.write_text("{name}")
+raise RuntimeError(f"probe {name} saw {{_seen}}")
+"""
+
+
+def _trace(path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()] if path.exists() else []
+
+
+def test_watch_shows_the_edited_todo_first_with_a_warm_zygote_and_a_fresh_worker_per_save(tmp_path):
+    root = make_course(tmp_path / "course", {"03": "solved"})
+    folder = root / "exercises" / "03-atencion-causal"
+    solved = solved_text("03-atencion-causal", "attention.py")
+    trace = tmp_path / "trace.jsonl"
+    term = start_watch(root, "03", AUTOGRADER_WATCH_TRACE=str(trace))
+    try:
+        assert term.read_until(r"Esperando a que guardes algún archivo", FIRST_GRADING_S), term.text[-3000:]
+
+        # A mistake in TODO [scaling], whose checks come after TODO [mask]'s and
+        # [head-reshape]'s in the graders: its verdict is shown first, before the lesson's.
+        mark = len(term.text)
+        (folder / "attention.py").write_text(solved.replace(SCORES, "att = q @ k.transpose(-2, -1)"),
+                                             encoding="utf-8")
+        assert term.read_until(r"Lección 03[\s\S]*Esperando", REGRADE_S, start=mark), term.text[mark:]
+        after = term.text[mark:]
+        verdict = after.index("✘ TODO [scaling]")
+        assert verdict < after.index("Lección 03 · "), after
+        assert verdict < after.index("✘ scaling"), "the TODO's failing check comes with its verdict"
+        assert "0 de 1 comprobaciones" in after[verdict:].splitlines()[0]
+        assert "✘ TODO [mask]" not in after and "✔ TODO [mask]" not in after, "only the edited TODO is shown early"
+        assert "Lo que falla está arriba: TODO [scaling]." in after, "its message is not repeated"
+        assert after.count("Pista:") <= after.count("✘ scaling"), after
+        assert "Siguiente: TODO [scaling]" in after
+        entry = _trace(trace)[-1]
+        assert entry["first"] == ["scaling"] and entry["shown_first"] == ["scaling"]
+        assert entry["order"][0] == "scaling", entry["order"]
+        assert sorted(entry["order"]) == sorted(s.id for s in load_course(root / "course.yml").lesson("03").checks)
+
+        # Its fix: the TODO passes, shown first too.
+        mark = len(term.text)
+        (folder / "attention.py").write_text(solved, encoding="utf-8")
+        assert term.read_until(r"100/100 puntos[\s\S]*Esperando", REGRADE_S, start=mark), term.text[mark:]
+        after = term.text[mark:]
+        assert after.index("✔ TODO [scaling]") < after.index("Lección 03 · "), after
+
+        # Two saves of learner code that tries to leave something for the next one.
+        seen = []
+        for name in ("one", "two"):
+            mark = len(term.text)
+            (folder / "attention.py").write_text(solved + PROBE.format(name=name), encoding="utf-8")
+            assert term.read_until(rf"probe {name} saw[\s\S]*Esperando", REGRADE_S, start=mark), term.text[mark:]
+            seen.append(term.text[mark:])
+            zygotes = [entry["zygote"] for entry in _trace(trace)]
+            assert zygotes[-1] in term.descendants(), "the zygote lives between saves"
+        assert "probe one saw (None, None)" in seen[0], seen[0]
+        assert "probe two saw (None, None)" in seen[1], "save 1's global or home file reached save 2:\n" + seen[1]
+
+        entries = _trace(trace)
+        assert len(entries) == 5
+        zygote = entries[0]["zygote"]
+        assert zygote is not None and all(entry["zygote"] == zygote for entry in entries), entries
+        workers = [set(entry["workers"]) for entry in entries]
+        assert all(workers), "every grading had a worker"
+        for n, mine in enumerate(workers):
+            assert zygote not in mine
+            for other in workers[n + 1:]:
+                assert not mine & other, f"a worker served two saves: {entries}"
+        stop_with_ctrl_c(term)
+    finally:
+        term.close()
+
+
+def test_a_save_maps_to_the_todos_whose_lines_it_changed(tmp_path):
+    root = make_course(tmp_path / "course", {"03": "solved"})
+    course = load_course(root / "course.yml")
+    lesson = course.lesson("03")
+    stubs = ROOT / "autograder" / "graders" / "stubs" / lesson.folder
+    before = read_inputs(course, lesson)
+    attention = before["attention.py"]
+
+    def edited(**files):
+        return edited_todos(lesson, before, {**before, **files}, stubs)
+
+    assert edited() == []
+    assert edited(**{"attention.py": attention.replace(SCORES, "att = q @ k.transpose(-2, -1)")}) == ["scaling"]
+    # A deleted line is placed in the file before the save.
+    deleted = "".join(row for row in attention.splitlines(keepends=True) if "torch.tril(" not in row)
+    assert deleted != attention and edited(**{"attention.py": deleted}) == ["mask"]
+    assert edited(**{"quiz.yml": before["quiz.yml"] + "\n# dudo\n"}) == ["quiz"]
+    assert edited(**{"attention.py": "# mis notas\n" + attention}) == [], "a line outside every TODO names none"
+
+
+def test_grading_first_the_edited_checks_changes_no_result(tmp_path):
+    """The engine runs the asked checks first and reports each check once as it ends; the
+    results are those of a grading in the usual order (same seed)."""
+    from autograder.engine import grade
+
+    root = make_course(tmp_path / "course", {"01": "stub"})
+    course = load_course(root / "course.yml")
+    lesson = course.lesson("01")
+    first = [s.id for s in lesson.checks if s.todo == "targets-shift"]
+    ended, workers = [], []
+    usual = grade(course, [lesson], seed=7).lessons[0]
+    live = grade(course, [lesson], seed=7, first={"01": first}, on_check=lambda les, check: ended.append(check.id),
+                 on_worker=lambda les, pid: workers.append(pid)).lessons[0]
+    assert ended[:len(first)] == first
+    assert sorted(ended) == sorted(s.id for s in lesson.checks)
+    assert [(c.id, c.status, c.score, c.waits_on) for c in live.checks] == \
+        [(c.id, c.status, c.score, c.waits_on) for c in usual.checks]
+    assert workers and all(isinstance(pid, int) for pid in workers)
