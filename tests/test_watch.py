@@ -245,7 +245,7 @@ def test_watch_shows_the_edited_todo_first_with_a_warm_zygote_and_a_fresh_worker
         verdict = after.index("✘ TODO [scaling]")
         assert verdict < after.index("Lección 03 · "), after
         assert verdict < after.index("✘ scaling"), "the TODO's failing check comes with its verdict"
-        assert "0 de 1 comprobaciones" in after[verdict:].splitlines()[0]
+        assert "0 de 1 comprobación" in after[verdict:].splitlines()[0]
         assert "✘ TODO [mask]" not in after and "✔ TODO [mask]" not in after, "only the edited TODO is shown early"
         assert "Lo que falla está arriba: TODO [scaling]." in after, "its message is not repeated"
         assert after.count("Pista:") <= after.count("✘ scaling"), after
