@@ -20,7 +20,7 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import github
+from . import github, neutral
 from .manifest import Course, Lesson, ManifestError
 
 _SHA = re.compile(r"[0-9a-f]{40}")
@@ -145,13 +145,13 @@ def report(course: Course, results: Path, out_dir: Path, repo: Path, env=os.envi
     title = f"XP {progress.xp}/{progress.xp_max}"
     if result.practice:
         title += f" ({translate('render.practice_tag', lang)})"
-    (out_dir / "status.json").write_text(json.dumps({"description": title, "target_url": url}) + "\n",
-                                         encoding="utf-8")
     pull = _event(env).get("pull_request") or {}
     number, head = pull.get("number"), (pull.get("head") or {}).get("sha")
     if env.get("GITHUB_EVENT_NAME") == "pull_request" and isinstance(number, int):
         # For grade-comment.yml, which re-checks it against the pull request's real head
         # (GITHUB_SHA is the merge commit a pull request is graded on; statuses go on the head).
+        # It reads results.json beside it as untrusted data and says its grade is unverified:
+        # this run's comment.md and outputs could be anything the pull request wanted.
         (out_dir / "pr.json").write_text(json.dumps({"number": number, "head_sha": head}) + "\n",
                                          encoding="utf-8")
     outputs = {"title": title, "xp": str(progress.xp), "xp_max": str(progress.xp_max),
@@ -197,7 +197,8 @@ def annotations(course: Course, result, lang: str, repo: Path) -> list[str]:
                 file, line = (Path("exercises") / lesson.folder / raised.file).as_posix(), raised.line
             else:
                 file, line = locate(course, lesson, check.todo, check.id, repo)
-            text = " ".join(i18n.feedback_text(check.feedback, lang).split())[:ANNOTATION_CHARS]
+            # Learner text (shown in the job's log too): no escape sequence, one line.
+            text = " ".join(neutral.terminal(i18n.feedback_text(check.feedback, lang)).split())[:ANNOTATION_CHARS]
             title = f"{lesson.id} · {check.id}" + (f" · TODO [{check.todo}]" if check.todo else "")
             # An informational check (own-pieces) never costs points: a warning, not an error.
             level = "warning" if check.informational else "error"

@@ -222,3 +222,13 @@ def test_a_pull_requests_grade_is_said_unverified_and_its_text_inert():
                 {**results, "lessons": [{"id": 3}]}, {**results, "lessons": "x"}):
         with pytest.raises(ValueError):
             unverified_report(bad, "es")
+
+
+def test_workflow_annotations_carry_no_escape_sequence(course, tmp_path):
+    """`autograder ci report`'s annotations (printed in the job's log, where `gh run view --log`
+    would show them on a terminal): one line each, no control character."""
+    from autograder.ci import annotations
+
+    lines = annotations(course, hostile_result(), "es", tmp_path)
+    assert len(lines) == 1 and lines[0].startswith("::error file=exercises/03-atencion-causal/")
+    assert no_controls(lines[0]) and "␛]52;c;SGVsbG8=␇" in lines[0]
