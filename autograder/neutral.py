@@ -6,8 +6,8 @@ from a results.json a learner could have written) may appear in each rendering.
                                title, clear screen), bell, backspace or carriage return reaches
                                a terminal; newlines and tabs stay
     markdown_inline(text)      one line, safe in a paragraph, a heading or a table cell: HTML
-                               escaped, no emphasis, code, link, image, strikethrough, math or
-                               table syntax left live
+                               escaped, no emphasis, code, link, image, strikethrough, math,
+                               table syntax or @mention left live
     markdown_text(text)        the same for several lines, kept as hard line breaks, none able
                                to start a heading, list, quote or table
     markdown_code(text)        an inline code span no backtick inside can close
@@ -58,6 +58,9 @@ def _escape(line: str) -> str:
     line = html.escape(line, quote=False)
     line = _INLINE.sub(r"\\\1", line)
     line = _LINK.sub("]\\\\", line)
+    # GitHub turns "@name" into a mention (a notification) after Markdown is parsed, escapes or
+    # not: an invisible word joiner after the "@" keeps the text and drops the mention.
+    line = line.replace("@", "@\u2060")
     return _LINE_START.sub(lambda m: m.group(1) + ("\\" + m.group(2) if m.group(2)
                                                    else m.group(3) + "\\" + m.group(4)), line)
 

@@ -28,7 +28,7 @@ from conftest import ROOT, SEED, solution_files, write_submission
 # Clipboard (OSC 52), window title (OSC 0), clear screen, colour, a carriage return that
 # overwrites the line, a C1 CSI, a bidi override: each must arrive visible and inert.
 ESCAPES = "\x1b]52;c;SGVsbG8=\x07\x1b]0;titulo\x07\x1b[2J\x1b[31mrojo\x1b[0m\rencima\x9b2J\u202e"
-MARKDOWN = ("## ✔ XP 300/300\n[click](http://x) **bold** _em_ <img src=x> `code` ~~s~~ $x$ ![i](http://y)\n"
+MARKDOWN = ("## ✔ XP 300/300\n[click](http://x) **bold** _em_ <img src=x> `code` ~~s~~ $x$ ![i](http://y) @profe\n"
             "| a | b |\n|---|---|\n- item\n1. uno\n> [!NOTE]\n[ref]: http://z\n===")
 HOSTILE = MARKDOWN + "\n" + ESCAPES
 LIVE_TAGS = ("h1", "h2", "h3", "h4", "h5", "h6", "a", "strong", "em", "img", "code", "del", "table", "li",
@@ -74,6 +74,7 @@ def test_markdown_inline_is_inert_wherever_it_goes(where):
     shown = plain(rendered)
     for piece in ("## ✔ XP 300/300", "[click](http://x)", "**bold**", "<img src=x>", "`code`", "| a | b |"):
         assert piece in shown, (piece, shown)
+    assert "@profe" not in text and "@\u2060profe" in shown  # shown, but no GitHub mention
 
 
 def test_markdown_text_keeps_lines_and_opens_no_block():
