@@ -36,7 +36,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from . import cpu_clock, i18n
+from . import cpu_clock, i18n, neutral
 from .batch_store import (BatchError, Record, Store, content_hash, graded_folders, grading_fingerprint,
                           learner_key, write_atomic)
 from .intake import submission_files
@@ -408,7 +408,8 @@ class _Say:
         self.lang = lang
 
     def text(self, key: str, **params) -> str:
-        return i18n.translate(key, self.lang, **params)
+        # Parameters may come from learners (folder and file names, a clone's error): inert.
+        return neutral.terminal(i18n.translate(key, self.lang, **params))
 
     def line(self, key: str, **params) -> None:
         print(self.text(key, **params), file=sys.stderr, flush=True)

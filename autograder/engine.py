@@ -240,6 +240,17 @@ def _run_pytest(folder: Path, plugin: "GradingPlugin") -> None:
         plugin.internal_error = Feedback.of(message("engine.graders_broken", detail=sink.getvalue()[-1500:]))
 
 
+def _one_torch_thread() -> None:
+    """The graders' references work on tensors of a few hundred numbers: torch's intra-op thread
+    pool only adds hand-offs, which on a busy machine (the worker on the other core, a cohort
+    graded two at a time) cost milliseconds per call, ~0.6 s for lesson 03's softmaxes alone."""
+    import sys
+
+    torch = sys.modules.get("torch")  # imported by the graders' modules, never by us
+    if torch is not None and torch.get_num_threads() != 1:
+        torch.set_num_threads(1)
+
+
 class GradingPlugin:
     """pytest plugin: provides the graders' fixtures and records each check's outcome."""
 
@@ -269,6 +280,7 @@ class GradingPlugin:
         config.addinivalue_line("markers", "check(id): the course.yml check this test implements")
 
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        _one_torch_thread()
         known = {spec.id: spec for spec in self.lesson.checks}
         for item in items:
             marker = item.get_closest_marker("check")

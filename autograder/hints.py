@@ -24,7 +24,7 @@ from typing import Any
 
 import yaml
 
-from . import i18n
+from . import i18n, yaml_loader
 from .learner import (
     HINTS_FILE,
     LearnerError,
@@ -63,7 +63,7 @@ def read_hints(path: Path) -> Any:
     except (OSError, UnicodeDecodeError) as exc:
         raise HintError(f"{path}: cannot be read ({exc})") from None
     try:
-        return yaml.safe_load(text)
+        return yaml_loader.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark is not None else ""

@@ -17,7 +17,7 @@ import string
 from pathlib import Path
 from typing import Any
 
-import yaml
+from .yaml_loader import safe_load
 
 from .results import Block, Feedback, Text
 
@@ -33,7 +33,7 @@ def catalog(lang: str) -> dict[str, str]:
     merged: dict[str, str] = {}
     for path in sorted((_CATALOG_DIR / lang).glob("*.yml")):
         with open(path, encoding="utf-8") as fh:
-            data = yaml.safe_load(fh) or {}
+            data = safe_load(fh) or {}
         for key, value in data.items():
             if key in merged:
                 raise ValueError(f"{path}: message key {key!r} is defined twice")

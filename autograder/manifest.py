@@ -38,7 +38,9 @@ sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
 
 import jsonschema  # noqa: E402
 import jsonschema.exceptions  # noqa: E402
-import yaml
+import yaml  # noqa: E402
+
+from . import yaml_loader  # noqa: E402
 
 __all__ = [
     "ENV_VAR",
@@ -198,7 +200,7 @@ def _read(path: Path, shown: str, origin: str | None) -> str:
 
 def _parse_yaml(text: str, shown: str) -> Any:
     try:
-        data = yaml.safe_load(text)
+        data = yaml_loader.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         problem = getattr(exc, "problem", None) or str(exc)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from . import yaml_loader
 from .checks import fail
 from .results import message
 
@@ -27,7 +28,7 @@ def read_answers(submission) -> dict:
     if len(raw) > MAX_BYTES:
         fail(message("quiz.too_big"))
     try:
-        data = yaml.safe_load(raw.decode("utf-8", errors="replace"))
+        data = yaml_loader.safe_load(raw.decode("utf-8", errors="replace"))
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         fail(message("quiz.unreadable", line=mark.line + 1 if mark else "?"))

@@ -242,6 +242,13 @@ def _clean_env(home: Path) -> dict[str, str]:
     return env
 
 
+def start_warm_pool() -> None:
+    """Launch this process's warm pool now (autograder/pool.py), without waiting for it: a
+    command about to grade calls this first, so the zygote's torch import overlaps the
+    command's own start (building its parser, reading course.yml)."""
+    WarmPool.shared(PACKAGE_PARENT, _clean_env, STARTUP_TIMEOUT)
+
+
 class Sandbox:
     """One submission folder, served by at most one live worker at a time."""
 

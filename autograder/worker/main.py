@@ -287,10 +287,14 @@ def _warm_up(torch) -> None:
     x = torch.randn(1, 2, 3, 4, requires_grad=True)
     torch.nn.functional.scaled_dot_product_attention(x, x, x, is_causal=True).sum().backward()
     torch.nn.functional.softmax(x.detach(), dim=-1)
-    # The first optimizer imports torch._dynamo (~1.5 s): lesson 05's checks build several.
+    # torch._dynamo (~1.1 s of CPU): imported by the first optimizer (Optimizer.add_param_group
+    # is wrapped by torch._disable_dynamo), and by the first operation on the "meta" device,
+    # whose Python kernels are wrapped the same way. Lessons 02-06 check the device contract
+    # on meta and lesson 05 builds optimizers: paid once here, not in a check.
     weight = torch.nn.Parameter(torch.zeros(2))
     weight.grad = torch.ones(2)
     torch.optim.AdamW([weight], lr=0.1).step()
+    torch.empty(2, device="meta") + 1
 
 
 def prepare_libraries() -> None:

@@ -150,9 +150,11 @@ def main() -> None:
         try:
             data, fds, _flags, _addr = socket.recv_fds(sock, MAX_MESSAGE, FD_COUNT)
         except (ConnectionError, OSError):
-            return
+            data = b""
         if not data:
-            return  # the trusted side is gone: so are we
+            # The trusted side is gone: so are we, at once. Tearing torch's modules down would
+            # cost ~0.7 s that the grading process waits for at its exit; nothing needs flushing.
+            os._exit(0)
         try:
             config = json.loads(data)
             if len(fds) != FD_COUNT:
