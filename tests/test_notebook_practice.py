@@ -211,22 +211,53 @@ def test_practice_cell_says_which_earlier_lesson_it_needs(course, tmp_path, monk
 
 
 def test_hidden_check_feedback_names_notebooks_not_commands(course):
-    """The graders' feedback sends a learner to another lesson with `autograder grade 03`; in a
-    notebook it names that lesson's notebook instead (what the hidden test cells print)."""
+    """The graders' feedback sends a learner to another lesson with `autograder grade 03`, and
+    to the README ("Repasa en el README ..."); in a notebook it names that lesson's notebook and
+    this notebook's text instead (what the hidden test cells print)."""
     import string
 
     from autograder import i18n
     from autograder.notebooks.kernel import _for_notebooks
 
     notebooks = {lesson.id: f"{lesson.folder}.ipynb" for lesson in course.lessons}
-    found = 0
+    found = {"command": 0, "readme": 0}
     for lang in ("es", "en"):
         for key, template in i18n.catalog(lang).items():
-            if not key.startswith("lesson") or "autograder grade" not in template:
+            if not key.startswith("lesson"):
                 continue
             fields = {name: "03" for _, name, _, _ in string.Formatter().parse(template) if name}
-            text = _for_notebooks(template.format(**fields), notebooks)
-            assert "autograder" not in text and "`03-atencion-causal.ipynb`" in text, (key, text)
-            found += 1
-    assert found >= 2
-    assert _for_notebooks("Corrígela con `autograder grade 99`.", notebooks) == "Corrígela con `autograder grade 99`."
+            text = _for_notebooks(template.format(**fields), notebooks, lang)
+            if "autograder grade" in template:
+                assert "autograder" not in text and "`03-atencion-causal.ipynb`" in text, (key, text)
+                found["command"] += 1
+            if "README" in template:
+                assert "README" not in text, (key, text)
+                assert "cuaderno" in text if lang == "es" else "notebook" in text, (key, text)
+                found["readme"] += 1
+    assert found["command"] >= 2 and found["readme"] >= 30, found
+    unknown = "Corrígela con `autograder grade 99`."
+    assert _for_notebooks(unknown, notebooks, "es") == unknown
+    wrong = i18n.translate("lesson03.quiz_wrong_2", "es", given="b")
+    assert _for_notebooks(wrong, notebooks, "es").endswith("Repasa en el texto de este cuaderno qué claves ve la fila "
+                                                           "i de la máscara causal.")
+    own = _for_notebooks(i18n.translate("lesson06.own_cached_differs", "es"), notebooks, "es")
+    assert own.endswith("que deben ser como en su cuaderno."), own
+    own = _for_notebooks(i18n.translate("lesson06.own_cached_differs", "en"), notebooks, "en")
+    assert own.endswith("which must be as its notebook says."), own
+
+
+@pytest.mark.parametrize("lang", ["es", "en"])
+def test_every_text_of_the_notebooks_is_in_both_catalogs(lang):
+    """The keys the notebooks' code and feedback template use exist in both catalogs."""
+    from autograder import i18n
+
+    other = "en" if lang == "es" else "es"
+    mine = {key for key in i18n.catalog(lang) if key.startswith("notebooks.")}
+    assert mine == {key for key in i18n.catalog(other) if key.startswith("notebooks.")}
+    package = ROOT / "autograder" / "notebooks"
+    code = "\n".join(path.read_text(encoding="utf-8") for path in package.glob("*.py"))
+    used = {f"notebooks.{key}" for key in re.findall(r'(?<![\w.])t\(\s*"([\w.]+)"', code)}
+    used |= {key for key in re.findall(r'"(notebooks\.[\w.]*\w)"', code)}  # not prefixes ("notebooks.practice.")
+    template = (package / "feedback.html.j2").read_text(encoding="utf-8")
+    used |= {f"notebooks.feedback.{key}" for key in re.findall(r"texts\.(\w+)", template)}
+    assert used and used <= mine, sorted(used - mine)

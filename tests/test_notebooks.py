@@ -1,6 +1,11 @@
 """The Jupyter edition (`autograder notebooks`), with the real nbgrader CLI in a temporary
 course directory: the learner notebooks nbgrader releases hold no solution and no hidden test,
-and `nbgrader autograde` gives a notebook exactly the points `autograder grade` gives its code.
+`nbgrader autograde` gives a notebook exactly the points (and the maximum) `autograder grade`
+gives its code, never calls an untouched notebook tampered, and `nbgrader generate_feedback`
+writes a page a learner can read: each check named, in Spanish, no stray output, lines wrapped.
+
+One course directory is built and released once (`released`); each test that grades works on
+its own copy of it.
 """
 
 from __future__ import annotations
@@ -63,6 +68,27 @@ def build(tmp_path: Path, *lessons: str) -> Path:
     return out
 
 
+@pytest.fixture(scope="module")
+def released(tmp_path_factory) -> tuple[Path, str]:
+    """Lessons 01 and 03 built and released by `nbgrader generate_assignment` (which grades each
+    lesson's solution once, to find the checks that cannot run on this machine); and its log."""
+    out = build(tmp_path_factory.mktemp("released"), "01", "03")
+    return out, nbgrader(out, "generate_assignment", "0[13]-*")
+
+
+def copy_of_course(released: tuple[Path, str], tmp_path: Path) -> Path:
+    """A copy of the released course directory (gradebook included) that a test may grade in."""
+    return Path(shutil.copytree(released[0], tmp_path / "curso"))
+
+
+def cannot_run_here(lesson) -> set[str]:
+    """The checks of `lesson` that `autograder grade` skips on this machine: gpu-parity is the
+    only check whose grader skips it (without CUDA), and it is then worth 0 of 0 points."""
+    import torch
+
+    return {check.id for check in lesson.checks if check.id == "gpu-parity" and not torch.cuda.is_available()}
+
+
 def notebook_path(course_dir: Path, stage: str, assignment: str, student: str | None = None) -> Path:
     folder = course_dir / stage / student / assignment if student else course_dir / stage / assignment
     return folder / f"{assignment}.ipynb"
@@ -78,6 +104,13 @@ def filled_in(release, files: dict[str, str]):
     notebook = nbformat.from_dict(json.loads(json.dumps(release)))
     fill_cells(notebook, files)
     return notebook
+
+
+def as_typed(course, lesson, files: dict[str, str]) -> dict[str, str]:
+    """Files as a learner has them in the notebook's cells: the released text (which says this
+    notebook where the sources say README: notebook_text) with their own code."""
+    return {name: notebook_text(text, course.language, readme_key="quiz_reference" if name == lesson.quiz
+                                else "readme_reference") for name, text in files.items()}
 
 
 def submit(course_dir: Path, assignment: str, student: str, notebook) -> None:
@@ -98,20 +131,51 @@ def start_grading(lesson_id: str, files: dict[str, str], folder: Path) -> tuple[
     return process, output
 
 
-def reference_scores(process: subprocess.Popen, output: Path) -> dict[str, float]:
+def reference_result(process: subprocess.Popen, output: Path) -> dict:
+    """The lesson's part of `autograder grade`'s JSON."""
     _, stderr = process.communicate(timeout=STUDENT_TIMEOUT)
     assert process.returncode == 0, stderr.decode()
-    checks = json.loads(output.read_text(encoding="utf-8"))["lessons"][0]["checks"]
-    return {check["id"]: float(check["score"]) for check in checks}
+    return json.loads(output.read_text(encoding="utf-8"))["lessons"][0]
+
+
+def reference_scores(process: subprocess.Popen, output: Path) -> dict[str, float]:
+    return {check["id"]: float(check["score"]) for check in reference_result(process, output)["checks"]}
 
 
 def gradebook_scores(course_dir: Path, assignment: str, student: str) -> dict[str, float]:
-    """{check id: points} as nbgrader's gradebook has them after autograde."""
+    """{check id: points} as nbgrader's gradebook has them after autograde (its grade cells are
+    named after the checks, as in `autograder grade-all`'s gradebook)."""
     from nbgrader.api import Gradebook
 
     with Gradebook(f"sqlite:///{course_dir / 'gradebook.db'}") as gradebook:
         submitted = gradebook.find_submission_notebook(assignment, assignment, student)
-        return {grade.name.removeprefix("check-"): float(grade.score) for grade in submitted.grades}
+        return {grade.name: float(grade.score) for grade in submitted.grades}
+
+
+def gradebook_max_score(course_dir: Path, assignment: str, student: str) -> float:
+    from nbgrader.api import Gradebook
+
+    with Gradebook(f"sqlite:///{course_dir / 'gradebook.db'}") as gradebook:
+        return float(gradebook.find_submission(assignment, student).max_score)
+
+
+def student_log(log: str, student: str) -> str:
+    """The part of an `nbgrader autograde` log about one student's notebook."""
+    parts = re.split(r"(?=\[AutogradeApp \| INFO\] Sanitizing )", log)
+    found = [part for part in parts if f"/submitted/{student}/" in part.split("\n", 1)[0]]
+    assert len(found) == 1, f"no log of {student}:\n{log}"
+    return found[0]
+
+
+def feedback_html(course_dir: Path, assignment: str, student: str) -> str:
+    return (course_dir / "feedback" / student / assignment / f"{assignment}.html").read_text(encoding="utf-8")
+
+
+def toc(html: str) -> list[str]:
+    """The feedback page's table of contents: one entry per test cell, as the learner reads it."""
+    contents = re.search(r'<div id="toc">(.*?)</div>', html, flags=re.S)
+    assert contents, "the feedback page has no table of contents"
+    return [re.sub(r"<[^>]+>", "", entry).strip() for entry in re.findall(r"<li>(.*?)</li>", contents[1], flags=re.S)]
 
 
 def autograded(course_dir: Path, assignment: str, student: str) -> dict:
@@ -246,12 +310,32 @@ def test_notebook_text_follows_the_language(course, tmp_path):
     assert "Comprobación" not in english and "Cómo trabajar" not in english
 
 
+def test_a_check_that_cannot_run_here_is_worth_nothing(course):
+    """skip_checks (what generate_assignment does for a check the solution gets skipped on its
+    machine): that test cell is worth 0 and says why, the total above the checks leaves it out,
+    and every test cell keeps its check's id as nbgrader's grade_id."""
+    from autograder.notebooks.build import lesson_notebook, skip_checks
+
+    lesson = course.lesson("03")
+    for lang, words in (("es", "no puntúa aquí: no CUDA."), ("en", "does not score here: no CUDA.")):
+        notebook = lesson_notebook(course, lesson, lang)
+        assert skip_checks(notebook, course, {"gpu-parity": "no CUDA\n", "quiz-1-unknown": "?"}) == ["gpu-parity"]
+        tests = {cell.metadata.nbgrader["grade_id"]: cell for cell in notebook.cells if cell.metadata.nbgrader["grade"]}
+        assert list(tests) == [check.id for check in lesson.checks]
+        assert tests["gpu-parity"].metadata.nbgrader["points"] == 0 and tests["gpu-parity"].id == "check-gpu-parity"
+        assert words in tests["gpu-parity"].source.split("\n")[0]
+        assert "BEGIN HIDDEN TESTS" in tests["gpu-parity"].source
+        total = sum(check.points for check in lesson.checks) - 5
+        intro = next(cell for cell in notebook.cells if cell.id == "checks").source
+        assert f"({total} " in intro and f"({total + 5} " not in intro
+        nbformat.validate(notebook)
+
+
 # --- nbgrader generate_assignment ---------------------------------------------------------------
 
 
-def test_release_notebooks_hold_no_solution_and_no_hidden_test(course, tmp_path):
-    out = build(tmp_path, "01", "03")
-    nbgrader(out, "generate_assignment", "0[13]-*")
+def test_release_notebooks_hold_no_solution_and_no_hidden_test(course, released):
+    out, log = released
     for lesson in (course.lesson("01"), course.lesson("03")):
         release = nbformat.read(notebook_path(out, "release", lesson.folder), as_version=4)
         source = nbformat.read(notebook_path(out, "source", lesson.folder), as_version=4)
@@ -279,11 +363,25 @@ def test_release_notebooks_hold_no_solution_and_no_hidden_test(course, tmp_path)
                 for line in region.body:
                     if line.strip() and line.strip() not in exercise[name]:
                         assert line.strip() not in code, f"{lesson.folder}/{name}: solution line released: {line}"
-        # One test cell per course.yml check, worth its points; TODO cells editable, the rest locked.
-        tests = {c.metadata.nbgrader["grade_id"]: c.metadata.nbgrader for c in release.cells
-                 if c.metadata.get("nbgrader", {}).get("grade")}
-        assert tests == {f"check-{check.id}": tests[f"check-{check.id}"] for check in lesson.checks}
-        assert [tests[f"check-{c.id}"]["points"] for c in lesson.checks] == [c.points for c in lesson.checks]
+        # One test cell per course.yml check, named after it (nbgrader's grade_id is the check's
+        # id; its comment names its TODO), worth its points: 0 of 0 for a check that cannot run
+        # on this machine, so that the notebook's maximum is `autograder grade`'s here.
+        # TODO cells editable, the rest locked.
+        tests = {cell.metadata.nbgrader["grade_id"]: cell for cell in release.cells
+                 if cell.metadata.get("nbgrader", {}).get("grade")}
+        assert list(tests) == [check.id for check in lesson.checks]
+        skipped = cannot_run_here(lesson)
+        points = [0 if c.id in skipped else c.points for c in lesson.checks]
+        assert [tests[c.id].metadata.nbgrader["points"] for c in lesson.checks] == points
+        for check in lesson.checks:
+            comment = tests[check.id].source.split("\n")[0]
+            assert comment.startswith(f"# Comprobación {check.id}"), comment
+            assert (f"· TODO [{check.todo}]" in comment) == bool(check.todo), comment
+        for check_id in skipped:
+            assert "no puntúa aquí: no hay GPU con CUDA" in tests[check_id].source, tests[check_id].source
+            assert f"check {check_id} cannot run on this machine" in log
+        intro = next(cell for cell in release.cells if cell.id == "checks").source
+        assert f"({sum(points)} en total)" in intro
         for cell in lesson_cells(source):
             solution = cell.metadata.nbgrader["solution"]
             assert solution == bool(parse_regions(cell.source, "x.py")), cell.source[:60]
@@ -309,11 +407,12 @@ CausalSelfAttention(AttentionConfig(n_embd=8, n_head=2, block_size=4))(torch.ran
 """
 
 
-def test_autograde_gives_the_points_of_autograder_grade(course, tmp_path):
+def test_autograde_gives_the_points_of_autograder_grade(course, released, tmp_path):
+    """One autograde of three learners (finished and noisy, half done and tampering with a test
+    cell, untouched) and one generate_feedback, checked against `autograder grade`."""
     lesson = course.lesson("03")
     assignment = lesson.folder
-    out = build(tmp_path, "03")
-    nbgrader(out, "generate_assignment", assignment)
+    out = copy_of_course(released, tmp_path)
     release = nbformat.read(notebook_path(out, "release", assignment), as_version=4)
 
     # Finished, and noisy: a torch warning from forward() (in the kernel and in the grader's
@@ -336,15 +435,21 @@ def test_autograde_gives_the_points_of_autograder_grade(course, tmp_path):
     half["attention.py"] = strip_markers(revert_region(source, "attention.py", fused, titles))
     half.update(merge_bug.apply(half))
 
+    noisy, half = as_typed(course, lesson, noisy), as_typed(course, lesson, half)
     references = {name: start_grading("03", files, tmp_path / "reference" / name)
                   for name, files in (("noisy", noisy), ("half", half))}
     submit(out, assignment, "ruidosa", filled_in(release, noisy))
-    submit(out, assignment, "a-medias", filled_in(release, half))
+    # The half-done learner also empties a test cell it fails (which, run as it is, would pass).
+    tampered = filled_in(release, half)
+    merge_cell = next(cell for cell in tampered.cells if cell.metadata.nbgrader["grade_id"] == "heads-merge")
+    merge_cell.source = "# heads-merge: ¡aprobada!"
+    submit(out, assignment, "a-medias", tampered)
     submit(out, assignment, "sin-tocar", release)
-    nbgrader(out, "autograde", assignment)
+    log = nbgrader(out, "autograde", assignment)
 
-    expected_noisy = reference_scores(*references["noisy"])
-    expected_half = reference_scores(*references["half"])
+    expected = {name: reference_result(*references[name]) for name in references}
+    expected_noisy = {check["id"]: float(check["score"]) for check in expected["noisy"]["checks"]}
+    expected_half = {check["id"]: float(check["score"]) for check in expected["half"]["checks"]}
     points = {check.id: float(check.points) for check in lesson.checks}
     graded_noisy = gradebook_scores(out, assignment, "ruidosa")
     graded_half = gradebook_scores(out, assignment, "a-medias")
@@ -354,18 +459,31 @@ def test_autograde_gives_the_points_of_autograder_grade(course, tmp_path):
     assert gradebook_scores(out, assignment, "sin-tocar") == dict.fromkeys(points, 0.0)
     skipped = {c for c, s in expected_noisy.items() if s == 0}
     assert skipped <= {"gpu-parity"}, f"the finished notebook failed {skipped}"
+    assert skipped == cannot_run_here(lesson)
     assert sum(expected_noisy.values()) == sum(points.values()) - sum(points[c] for c in skipped)
     assert 0 < sum(expected_half.values()) < sum(expected_noisy.values())
     assert expected_half["quiz-2"] == 0 and expected_half["heads-merge"] == 0 and expected_half["fused-parity"] == 0
+    # The notebook's maximum is `autograder grade`'s (lesson 03 without a GPU: 100, not 105).
+    for student in ("ruidosa", "a-medias", "sin-tocar"):
+        assert gradebook_max_score(out, assignment, student) == expected["noisy"]["max_score"], student
+    assert expected["noisy"]["max_score"] == sum(points.values()) - sum(points[c] for c in skipped)
+
+    # An untouched notebook is not called tampered: no checksum (or any other) change reported.
+    assert "has changed" not in student_log(log, "sin-tocar"), student_log(log, "sin-tocar")
+    # Test cells the learners left alone are not either; the one emptied is, and its hidden
+    # code ran all the same (the heads-merge score above is the reference's 0).
+    for student in ("ruidosa", "a-medias"):
+        changed = set(re.findall(r"Attribute '\w+' for cell ([\w-]+) has changed", student_log(log, student)))
+        assert changed & set(points) == ({"heads-merge"} if student == "a-medias" else set()), (student, changed)
 
     # The warnings really were printed, in the learner's own cell, and in no test cell.
     cells = autograded(out, assignment, "ruidosa")
     printed = stderr_of(cells["code-attention-3"])
     assert "UserWarning" in printed and "aviso del alumno" in printed
-    assert not any(stderr_of(cell) for cell_id, cell in cells.items() if cell_id.startswith("check-"))
+    assert not any(stderr_of(cell) for cell_id, cell in cells.items() if cell_id in points)
 
     # A failed check shows its feedback, with the notebook cell and line of the learner's crash.
-    merge = autograded(out, assignment, "a-medias")["check-heads-merge"]
+    merge = autograded(out, assignment, "a-medias")["heads-merge"]
     error = next(o for o in merge.outputs if o.output_type == "error")
     shown = "\n".join(error.traceback)
     assert "✘ heads-merge · TODO [contiguous-view]" in shown and "view" in shown
@@ -379,18 +497,44 @@ def test_autograde_gives_the_points_of_autograder_grade(course, tmp_path):
     assert extracted["quiz.yml"].text.strip() == half["quiz.yml"].strip()
     for name in lesson.files:
         assert ast.dump(ast.parse(extracted[name].text)) == ast.dump(ast.parse(half[name])), name
-    pending = "\n".join(next(o for o in autograded(out, assignment, "a-medias")["check-fused-parity"].outputs
+    pending = "\n".join(next(o for o in autograded(out, assignment, "a-medias")["fused-parity"].outputs
                              if o.output_type == "error").traceback)
     assert "TODO [fused] pendiente" in pending
 
+    # The learners' feedback: the notebook's maximum, each test cell named after its check and
+    # TODO, in Spanish (no English exception name), no stray output, nothing about a README,
+    # long lines wrapped.
+    nbgrader(out, "generate_feedback", assignment)
+    maximum = f"{expected['noisy']['max_score']:g}"
+    for student in ("ruidosa", "a-medias", "sin-tocar"):
+        html = feedback_html(out, assignment, student)
+        assert re.search(rf"<h4>{assignment} \(Puntos: [\d.]+ / {maximum}\)</h4>", html), student
+        for absent in ("Test cell", "CheckFailed", "README", "Score:", "BEGIN HIDDEN TESTS", "run_check"):
+            assert absent not in html, (student, absent)
+        # No value under a test cell (nbgrader's partial credit, e.g. gpu-parity's "Out[30]: 0");
+        # the noisy learner's own cell ends with an expression, whose value is theirs to see.
+        assert html.count("Out[") == (1 if student == "ruidosa" else 0), student
+        assert re.search(r"white-space:\s*pre-wrap", html), student
+        entries = toc(html)
+        assert len(entries) == len(lesson.checks), entries
+        for entry, check in zip(entries, lesson.checks):
+            todo = f" · TODO [{check.todo}]" if check.todo else ""
+            worth = 0 if check.id in skipped else check.points
+            assert re.fullmatch(rf"{re.escape(check.id + todo)} \(Puntos: [\d.]+ / {worth:g}\)", entry), entry
+        assert "Comprobación <code>heads-merge · TODO [contiguous-view]</code>" in html
+    half_page = feedback_html(out, assignment, "a-medias")
+    assert "✘ heads-merge · TODO [contiguous-view]" in half_page
+    assert "Repasa en el texto de este cuaderno qué claves ve la fila i" in half_page  # quiz-2's feedback
+    untouched = feedback_html(out, assignment, "sin-tocar")
+    assert f"<h4>{assignment} (Puntos: 0 / {maximum})</h4>" in untouched
 
-def test_autograde_lesson01_with_its_corpus(course, tmp_path):
+
+def test_autograde_lesson01_with_its_corpus(course, released, tmp_path):
     """Lesson 01 reads its corpus beside its file: in the notebook's kernel through the setup
     cell's __file__, in the grading through the data files copied next to the lesson's files.
     Its finished notebook gets every point (lesson 01 has no check that can be skipped)."""
     lesson = course.lesson("01")
-    out = build(tmp_path, "01")
-    nbgrader(out, "generate_assignment", lesson.folder)
+    out = copy_of_course(released, tmp_path)
     release = nbformat.read(notebook_path(out, "release", lesson.folder), as_version=4)
     submit(out, lesson.folder, "ana", filled_in(release, solution_files(lesson)))
     nbgrader(out, "autograde", lesson.folder)
@@ -406,3 +550,5 @@ def test_autograde_lesson01_with_its_corpus(course, tmp_path):
     feedback = (out / "feedback" / "ana" / lesson.folder / f"{lesson.folder}.html").read_text(encoding="utf-8")
     assert "✔ vocab · TODO [vocab]" in feedback
     assert "BEGIN HIDDEN TESTS" not in feedback and "run_check" not in feedback
+    total = sum(check.points for check in lesson.checks)
+    assert f"<h4>{lesson.folder} (Puntos: {total:g} / {total:g})</h4>" in feedback

@@ -5,8 +5,11 @@ build.py for what goes where), so that nbgrader's own commands run from DIR:
 
     nbgrader generate_assignment 03-atencion-causal   learner notebooks: no solution, no hidden test
     nbgrader autograde 03-atencion-causal             submitted/<student>/03-atencion-causal/*.ipynb
+    nbgrader generate_feedback 03-atencion-causal     feedback/<student>/...: each check's outcome
 
-Each check of course.yml is one autograder test cell worth its points. Its hidden code asks
+Each check of course.yml is one autograder test cell worth its points (nbgrader's grade_id is
+the check's id), or 0 of 0 where the assignment is generated on a machine that cannot run it
+(gpu-parity without CUDA), as `autograder grade` counts it there. Its hidden code asks
 the same hidden graders as `autograder grade`, in a separate trusted process, for the files
 the learner's cells make (kernel.py), so a notebook earns exactly the points `autograder grade`
 gives the same code.
@@ -14,7 +17,10 @@ gives the same code.
     sources.py   a lesson file <-> notebook cells (the first line of a cell names its file)
     build.py     the course directory and each lesson's source notebook
     hooks.py     nbgrader's side (imported by nbgrader_config.py): learner stubs like
-                 exercises/, and feedback without the hidden code
+                 exercises/, the checks that cannot run here worth 0, untouched test cells
+                 not reported as changed, and feedback without the hidden code
+    feedback.html.j2  the feedback page: nbgrader's, in the notebook's language, each test
+                 cell named after its check and TODO
     kernel.py    what the hidden test cells run in the notebook's kernel
     practice.py  what the visible practice cell (`comprobar()`) runs in the learner's kernel:
                  the lesson's practice tests on the learner's cells; copied into the notebook

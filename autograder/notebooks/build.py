@@ -17,7 +17,9 @@ lesson file, its pieces as code cells (`sources.split_module`): solution cells w
 holds a region, read-only cells otherwise; the practice tests (`%%writefile test_practica.py`)
 and the visible cell that runs them on the learner's cells (practice.py); the quiz questions
 and a `%%writefile quiz.yml` answer cell; then one autograder test cell per check, worth the
-check's points, whose only code is hidden.
+check's points, whose only code is hidden. nbgrader knows each test cell by the check's id (its
+grade_id, as in `autograder grade-all`'s gradebook); a check that cannot run where the
+assignment is generated is made worth 0 there (`skip_checks`, called by hooks.py).
 
 A notebook learner has no README, no repository and no `autograder` command: the text taken
 from the sources says "este cuaderno" where they say README (`notebook_text`), and paragraphs
@@ -44,7 +46,7 @@ from .kernel import grading_budget
 from .sources import header_line, split_module
 
 __all__ = ["BuildReport", "NotebookBuildError", "build_course_dir", "course_files", "lesson_notebook",
-           "notebook_text"]
+           "notebook_text", "skip_checks"]
 
 README = "README.md"
 # README sections that describe the repository edition (its folders and commands), not the
@@ -61,8 +63,10 @@ IDEA_SECTION = "La idea"  # every lesson README has one; the notebook is built a
 QUIZ_SECTION = "Comprueba tu comprensión"  # placed just above the quiz's answer cell
 SOURCE_FOLDER = "source"
 CONFIG_FILE = "nbgrader_config.py"
-# The notebook metadata entry where the builder leaves what hooks.TodoStubs needs.
+# The notebook metadata entry where the builder leaves what hooks.py needs: the lesson, the
+# notebook's language, the TODOs' titles (for hooks.TodoStubs).
 METADATA_KEY = "autograder"
+CHECKS_CELL = "checks"  # the markdown cell above the test cells, with the lesson's total points
 COURSE_COPY = "course.yml"
 # Seconds each cell may run beyond the longest lesson's grading (the kernel's own start).
 CELL_TIMEOUT_MARGIN = 60
@@ -173,7 +177,12 @@ $AUTOGRADER_GRADERS, which the kernels inherit from this process).
 
 import os
 
-from autograder.notebooks.hooks import generate_assignment_preprocessors, generate_feedback_preprocessors
+from autograder.notebooks.hooks import (
+    FeedbackExporter,
+    autograde_sanitize_preprocessors,
+    generate_assignment_preprocessors,
+    generate_feedback_preprocessors,
+)
 
 c = get_config()  # noqa: F821 (nbgrader provides it)
 
@@ -188,10 +197,15 @@ os.environ["AUTOGRADER_COURSE"] = os.path.join(os.path.dirname(os.path.abspath(_
 # grade`, torch's import included); nbgrader's default of 30 s per cell is far too short.
 c.Execute.timeout = {timeout}
 
-# Learner notebooks keep each TODO's own hint and "TODO [id] pendiente" stub, as exercises/.
+# Learner notebooks keep each TODO's own hint and "TODO [id] pendiente" stub, as exercises/;
+# a check that cannot run on this machine (gpu-parity without CUDA) is worth 0 of 0 here.
 c.GenerateAssignment.preprocessors = generate_assignment_preprocessors()
-# Feedback shows each check's result and message, never its hidden code.
+# An untouched test cell gets its hidden code back without being reported as changed.
+c.Autograde.sanitize_preprocessors = autograde_sanitize_preprocessors()
+# Feedback shows each check's result and message, never its hidden code, in the notebook's
+# language, each test cell named after its check and TODO.
 c.GenerateFeedback.preprocessors = generate_feedback_preprocessors()
+c.GenerateFeedback.exporter_class = FeedbackExporter
 '''
 
 
@@ -282,12 +296,44 @@ def lesson_notebook(course: Course, lesson: Lesson, lang: str) -> nbformat.Noteb
     notebook.metadata = {
         "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
         "language_info": {"name": "python"},
-        # Read by hooks.TodoStubs: the messages of the stubs' NotImplementedError, in Spanish
-        # as in exercises/ (the engine recognises "TODO [id] pendiente" in any language).
-        METADATA_KEY: {"lesson": lesson.id, "todo_titles": {todo.id: todo.title["es"] for todo in lesson.todos}},
+        # Read by hooks.py: the lesson and the notebook's language, and for TodoStubs the
+        # messages of the stubs' NotImplementedError, in Spanish as in exercises/ (the engine
+        # recognises "TODO [id] pendiente" in any language).
+        METADATA_KEY: {"lesson": lesson.id, "lang": lang,
+                       "todo_titles": {todo.id: todo.title["es"] for todo in lesson.todos}},
     }
+    # nbgrader needs each grade_id once; a test cell's is its check's id (`_check_cell`).
+    grade_ids = [cell.metadata["nbgrader"]["grade_id"] for cell in cells]
+    clashes = sorted({grade_id for grade_id in grade_ids if grade_ids.count(grade_id) > 1})
+    if clashes:
+        raise NotebookBuildError(f"lesson {lesson.folder}: check id(s) {', '.join(clashes)} are also the name of "
+                                 "another cell of its notebook; rename the check(s) in course.yml")
     nbformat.validate(notebook)
     return notebook
+
+
+def skip_checks(notebook: nbformat.NotebookNode, course: Course, skipped: dict[str, str]) -> list[str]:
+    """Make the checks `skipped` ({check id: why}) worth 0 points in a lesson's notebook, in
+    place: their test cells say why in their comment, and the total above them leaves them out.
+    For checks that cannot run where the assignment is generated (gpu-parity without CUDA), so
+    that the notebook's maximum is `autograder grade`'s there. Returns the checks changed."""
+    meta = notebook.metadata.get(METADATA_KEY, {})
+    lesson = course.lesson(meta["lesson"])
+    lang = meta.get("lang", course.language)
+    t = functools.partial(_text, lang)
+    changed = []
+    for index, cell in enumerate(notebook.cells):
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        check = next((c for c in lesson.checks if c.id == grade_id and c.points), None)
+        if cell.cell_type == "code" and check is not None and check.id in skipped:
+            notebook.cells[index] = _check_cell(lesson, check, t, lang, skipped=skipped[check.id])
+            changed.append(check.id)
+    total = sum(cell.metadata["nbgrader"]["points"] for cell in notebook.cells
+                if cell.metadata.get("nbgrader", {}).get("grade"))
+    for index, cell in enumerate(notebook.cells):
+        if cell.id == CHECKS_CELL:
+            notebook.cells[index] = _markdown(CHECKS_CELL, _checks_text(total, t))
+    return changed
 
 
 def readme_sections(text: str) -> tuple[str, list[tuple[str, str]]]:
@@ -419,18 +465,29 @@ def _check_cells(lesson: Lesson, t, lang: str) -> list[nbformat.NotebookNode]:
     """The checks' heading, then one autograder test cell per check of course.yml, worth its
     points: a visible comment, and hidden code that asks kernel.run_check for its outcome."""
     total = sum(check.points for check in lesson.checks)
-    cells = [_markdown("checks", t("checks_title") + "\n\n" + t("checks_intro", points=_points(total)))]
-    for check in lesson.checks:
-        if check.informational:
-            comment = t("check_comment_informational", check=check.id)
-        else:
-            todo = f" · TODO [{check.todo}]" if check.todo else ""
-            comment = t("check_comment", check=check.id, todo=todo, points=_points(check.points))
-        call = (f"autograder.notebooks.kernel.run_check({json.dumps(lesson.id)}, {json.dumps(check.id)}, "
-                f"lang={json.dumps(lang)})")
-        code = f"{comment}\n### BEGIN HIDDEN TESTS\nimport autograder.notebooks.kernel\n{call}\n### END HIDDEN TESTS"
-        cells.append(_code(f"check-{check.id}", code, grade=True, locked=True, points=check.points))
-    return cells
+    checks = [_check_cell(lesson, check, t, lang) for check in lesson.checks]
+    return [_markdown(CHECKS_CELL, _checks_text(total, t)), *checks]
+
+
+def _checks_text(total: float, t) -> str:
+    return t("checks_title") + "\n\n" + t("checks_intro", points=_points(total))
+
+
+def _check_cell(lesson: Lesson, check, t, lang: str, skipped: str | None = None) -> nbformat.NotebookNode:
+    """A check's test cell: nbgrader's grade_id is the check's id (the cell's own id adds
+    "check-", as cell ids share a namespace with the lesson's other cells)."""
+    todo = f" · TODO [{check.todo}]" if check.todo else ""
+    if skipped is not None:
+        reason = " ".join(skipped.split()).rstrip(".") + "."  # one comment line
+        comment, points = t("check_comment_skipped", check=check.id, todo=todo, reason=reason), 0
+    elif check.informational:
+        comment, points = t("check_comment_informational", check=check.id), check.points
+    else:
+        comment, points = t("check_comment", check=check.id, todo=todo, points=_points(check.points)), check.points
+    call = (f"autograder.notebooks.kernel.run_check({json.dumps(lesson.id)}, {json.dumps(check.id)}, "
+            f"lang={json.dumps(lang)})")
+    code = f"{comment}\n### BEGIN HIDDEN TESTS\nimport autograder.notebooks.kernel\n{call}\n### END HIDDEN TESTS"
+    return _code(f"check-{check.id}", code, grade=True, locked=True, points=points, grade_id=check.id)
 
 
 def _quiz_markdown(section: str, quiz_file: str, t) -> str:
@@ -469,10 +526,11 @@ def _markdown(cell_id: str, text: str) -> nbformat.NotebookNode:
 
 
 def _code(cell_id: str, source: str, *, solution: bool = False, grade: bool = False, locked: bool = False,
-          points: float | None = None, collapsed: bool = False) -> nbformat.NotebookNode:
+          points: float | None = None, collapsed: bool = False, grade_id: str | None = None) -> nbformat.NotebookNode:
     cell = nbformat.v4.new_code_cell(source)
     cell.id = cell_id  # fixed ids: the same sources always build the same notebook
-    cell.metadata = {"nbgrader": _nbgrader(cell_id, solution=solution, grade=grade, locked=locked, points=points)}
+    cell.metadata = {"nbgrader": _nbgrader(grade_id or cell_id, solution=solution, grade=grade, locked=locked,
+                                           points=points)}
     if collapsed:
         cell.metadata["jupyter"] = {"source_hidden": True}  # long and not to edit: shown on a click
     return cell

@@ -11,8 +11,11 @@ exactly as for the repository edition. Every later test cell finds its check in 
 which is kept while the files stay the same: one grading per notebook.
 
 A test cell's outcome is nbgrader's: it prints its ✔ line (full points), raises `CheckFailed`
-with the check's feedback (0 points), or, for a check skipped here (gpu-parity without a GPU),
-prints why and returns 0, nbgrader's partial credit, so the points match `autograder grade`.
+with the check's feedback (0 points; shown as that feedback alone, with no exception name), or,
+for a check skipped here (gpu-parity without a GPU), prints why and returns 0, nbgrader's
+partial credit. Where `nbgrader generate_assignment` ran, such a check is already worth 0 of 0
+(hooks.ChecksSkippedHere), so the notebook's maximum is `autograder grade`'s; the 0 only
+matters where the assignment was generated on a machine that could run it.
 nbgrader zeroes a test cell that writes anything to stderr (nbgrader.utils.determine_grade
 treats a stderr stream like an error), so a test cell never does: warnings are silenced while
 it works and the grading process's stderr is captured, never inherited.
@@ -43,7 +46,7 @@ from .. import i18n
 from ..manifest import Lesson, find_course_file, load_course
 from .sources import NotebookFile, files_from_history
 
-__all__ = ["CheckFailed", "grading_budget", "run_check"]
+__all__ = ["CheckFailed", "grade_files", "grading_budget", "run_check"]
 
 # Seconds for the grading process beyond its checks' own timeouts: its start, torch's import,
 # the workers' start. The nbgrader config gives each cell more than the whole budget.
@@ -56,15 +59,18 @@ _KERNEL_ONLY = ("PYTHON", "MPLBACKEND", "JPY_", "PYDEVD", "IPY")
 
 _results: dict[str, dict] = {}  # a cache key -> the lesson's results (the JSON contract)
 _FRAME = re.compile(r"^(?P<lead>\s*)(?P<file>[\w.\-]+\.py):(?P<line>\d+)\b")
-# A grader's feedback may send the learner to another lesson's command ("`autograder grade 03`").
+# A grader's feedback may send the learner to another lesson's command ("`autograder grade 03`")
+# or to the README ("Repasa en el README", "the README", "su README"), which a notebook has not.
 _GRADE_COMMAND = re.compile(r"`?autograder grade (?P<lesson>\d+)`?")
+_README = re.compile(r"\b(?:el |the )?README(?:\.md)?\b")
 
 
 class CheckFailed(AssertionError):
-    """A check that did not pass; IPython shows only its feedback, not this module's frames."""
+    """A check that did not pass. IPython (and so nbgrader's feedback) shows only its feedback,
+    which starts with the check's ✘ line: no traceback, and no English exception name."""
 
     def _render_traceback_(self) -> list[str]:
-        return [f"{type(self).__name__}:", *str(self).split("\n")]
+        return str(self).split("\n")
 
 
 def grading_budget(lesson: Lesson) -> int:
@@ -89,7 +95,7 @@ def run_check(lesson_id: str, check_id: str, lang: str | None = None) -> float |
             raise CheckFailed(i18n.translate("notebooks.check_unknown", lang, lesson=lesson.id, check=check_id))
         check = checks[check_id]
         notebooks = {other.id: f"{other.folder}.ipynb" for other in course.lessons}
-        text = _for_notebooks(_describe(check, result, files, names, lang), notebooks)
+        text = _for_notebooks(_describe(check, result, files, names, lang), notebooks, lang)
         if check["status"] == "passed" or check["informational"]:
             print(text)
             return None
@@ -124,12 +130,13 @@ def _graded(course_file: Path, root: Path, lesson: Lesson, files: dict[str, Note
         digest.update(f"\0{name}\0{files[name].text}".encode())
     key = digest.hexdigest()
     if key not in _results:
-        _results[key] = _grade(course_file, root, lesson, files, lang)
+        _results[key] = grade_files(course_file, root, lesson, files, lang)
     return _results[key]
 
 
-def _grade(course_file: Path, root: Path, lesson: Lesson, files: dict[str, NotebookFile], lang: str) -> dict:
-    """Run `autograder grade` on the files in a new process; the lesson's part of its JSON."""
+def grade_files(course_file: Path, root: Path, lesson: Lesson, files: dict[str, NotebookFile], lang: str) -> dict:
+    """Run `autograder grade` on the files in a new process; the lesson's part of its JSON.
+    Raises CheckFailed if that process fails or runs out of time."""
     budget = grading_budget(lesson)
     with tempfile.TemporaryDirectory(prefix="autograder-notebook-") as tmp:
         folder = Path(tmp) / lesson.folder
@@ -192,13 +199,18 @@ def _describe(check: dict, result: dict, files: dict[str, NotebookFile], names: 
     return "\n".join(chunk for chunk in out if chunk)
 
 
-def _for_notebooks(text: str, notebooks: dict[str, str]) -> str:
+def _for_notebooks(text: str, notebooks: dict[str, str], lang: str) -> str:
     """Feedback as a notebook learner can follow it: the lesson's notebook (`03-atencion-causal.ipynb`)
-    where the repository edition names its command (`autograder grade 03`)."""
+    where the repository edition names its command (`autograder grade 03`), and this notebook's
+    text where it names the README ("Repasa en el README" -> "Repasa en el texto de este
+    cuaderno"; another lesson's README, "su README", is that lesson's notebook)."""
     def notebook(match: re.Match) -> str:
         name = notebooks.get(match["lesson"])
         return f"`{name}`" if name else match[0]
-    return _GRADE_COMMAND.sub(notebook, text)
+    text = _GRADE_COMMAND.sub(notebook, text)
+    text = text.replace(i18n.translate("notebooks.other_readme", lang),
+                        i18n.translate("notebooks.other_notebook", lang))
+    return _README.sub(lambda _: i18n.translate("notebooks.readme_reference", lang), text)
 
 
 def _locate_frames(block: str, files: dict[str, NotebookFile], lang: str) -> str:
