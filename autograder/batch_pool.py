@@ -242,6 +242,9 @@ def _serve(conn, setup: Setup, scratch: str, parent: int) -> None:
     from .cli import hide_environment
 
     hide_environment()
+    from .sandbox import start_warm_pool
+
+    start_warm_pool()  # the zygote imports torch while this process does (see _warm_up)
     from .engine import grade
     from .feedback import redact, secrets_from_environ
     from .manifest import load_course

@@ -11,9 +11,10 @@ the formgrader and any tool built on nbgrader.api read our grades as their own.
                  lesson and learner), plus xp and xp_max; written from the results, not read
                  back from the gradebook, so that the two can be checked against each other
     cohort.csv   one row per learner: one column of points per lesson, then the totals and XP
-                 of their results (as `autograder grade` counts them: a skipped check, such as
-                 the GPU check on a machine without one, is worth 0 of 0 points there, while
-                 nbgrader's max_score counts every grade cell), and the grading status
+                 of their results (as `autograder grade` counts them), and the grading status
+
+A check that could not run for anyone in the run (the GPU check on a machine without one) is a
+grade cell worth 0, so every maximum is the one `autograder grade` reports (100, not 105).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import warnings
 from pathlib import Path
 
 from .cohort import Cohort, Entry
+from .results import Status
 
 # nbgrader export's columns, in its order (nbgrader/plugins/export.py).
 NBGRADER_COLUMNS = ("assignment", "duedate", "timestamp", "student_id", "last_name", "first_name", "email",
@@ -41,9 +43,21 @@ def _timestamp(entry: Entry) -> datetime.datetime | None:
     return datetime.datetime.fromtimestamp(entry.record.timestamp, datetime.timezone.utc).replace(tzinfo=None)
 
 
-def _max_score(lesson) -> float:
-    # nbgrader's assignment max_score: every grade cell's points, skipped checks included.
-    return float(sum(spec.points for spec in lesson.checks))
+def cell_points(cohort: Cohort, lesson) -> dict[str, float]:
+    """Each grade cell's max_score: the check's points, or 0 for a check that could not run for
+    anyone in this run (skipped for every learner graded, e.g. gpu-parity on a machine without
+    a GPU). nbgrader has no "skipped": counting those points would make the maximum 105 where
+    `autograder grade` (and the Jupyter edition) say 100."""
+    results = [entry.lesson(lesson.id) for entry in cohort.entries if entry.graded]
+    results = [result for result in results if result is not None]
+    skipped_by_all = {spec.id for spec in lesson.checks if results and all(
+        any(c.id == spec.id and c.status is Status.SKIPPED for c in result.checks) for result in results)}
+    return {spec.id: 0.0 if spec.id in skipped_by_all else float(spec.points) for spec in lesson.checks}
+
+
+def _max_score(cohort: Cohort, lesson) -> float:
+    # nbgrader's assignment max_score: the sum of its grade cells' (see cell_points).
+    return float(sum(cell_points(cohort, lesson).values()))
 
 
 def _points(result) -> float:
@@ -114,9 +128,9 @@ def _fill(gb, api, cohort: Cohort) -> None:
         assignment = gb.add_assignment(lesson.folder)
         notebook = gb.add_notebook(lesson.folder, lesson.folder)
         cells = {}
-        for spec in lesson.checks:
-            cells[spec.id] = gb.add_grade_cell(spec.id, lesson.folder, lesson.folder,
-                                               max_score=float(spec.points), cell_type="code")
+        for check_id, points in cell_points(cohort, lesson).items():
+            cells[check_id] = gb.add_grade_cell(check_id, lesson.folder, lesson.folder,
+                                                max_score=points, cell_type="code")
         # One commit per lesson, not per submission: a cohort of hundreds stays quick.
         for entry in cohort.entries:
             submission = api.SubmittedAssignment(assignment=assignment, student=students[entry.record.learner],
@@ -148,7 +162,7 @@ def export_rows(cohort: Cohort) -> list[dict[str, str]]:
                 "assignment": lesson.folder, "duedate": "", "timestamp": _text(_timestamp(entry)),
                 "student_id": record.learner, "last_name": record.last_name, "first_name": record.first_name,
                 "email": record.email, "raw_score": _text(score), "late_submission_penalty": _text(0.0),
-                "score": _text(score), "max_score": _text(_max_score(lesson)),
+                "score": _text(score), "max_score": _text(_max_score(cohort, lesson)),
                 "xp": str(result.xp if result is not None else 0), "xp_max": str(lesson.xp),
             })
     return rows
