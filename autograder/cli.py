@@ -366,14 +366,25 @@ def _grade(course, args, parser) -> int:
     # A learner's code may have read this process's environment; never echo a secret.
     text = redact(text, secrets_from_environ(os.environ))
     if args.output is not None:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        tmp = args.output.with_name(args.output.name + ".tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(args.output)
+        write_output(args.output, text)
     else:
         sys.stdout.write(text)
         sys.stdout.flush()
     return 0
+
+
+def write_output(path: Path, text: str) -> None:
+    """`--output FILE`: a file is replaced whole, so a reader never sees half of it; a path that
+    exists and is not a file (/dev/null, /dev/stdout, a named pipe) is written into as it is.
+    Renaming over it would put a regular file where the device was: as root, /dev/null itself."""
+    if path.exists() and not path.is_file():
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
 
 
 def hide_environment() -> None:

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
-import os
 import pstats
 import subprocess
 import sys
@@ -110,7 +109,7 @@ def import_times(lessons: list[str], solved: Path) -> str:
     """The trusted process's top-level imports over 20 ms, slowest first (python -X importtime)."""
     submission = solved / _folder(lessons[0]) if len(lessons) == 1 else solved
     cmd = [sys.executable, "-X", "importtime", "-m", "autograder", "grade", *lessons, "--submission",
-           str(submission), "--format", "json", "--output", os.devnull]
+           str(submission), "--format", "json", "--output", str(solved.parent / "importtime.json")]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     rows = []
     for line in proc.stderr.splitlines():

@@ -526,18 +526,12 @@ def test_bad_input_is_refused_with_a_message_before_any_grading(tmp_path, capsys
 
 
 def test_the_batch_catalogs_match():
-    import string
-
+    """Placeholders: tests/test_render.py checks every catalog's."""
     from autograder import i18n
-
-    def fields(template: str) -> set[str]:
-        return {name for _, name, _, _ in string.Formatter().parse(template) if name}
 
     es, en = i18n.catalog("es"), i18n.catalog("en")
     keys = [key for key in es if key.startswith("batch.")]
     assert len(keys) > 40 and {key for key in en if key.startswith("batch.")} == set(keys)
-    for key in keys:
-        assert fields(es[key]) == fields(en[key]), key
 
 
 # ------------------------------------------------------------------ an untouched copy, every lesson

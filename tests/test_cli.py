@@ -70,6 +70,27 @@ def test_grade_solution_json_to_file(tmp_path):
     assert lesson["score"] == lesson["max_score"] == data["score"]
 
 
+def test_output_into_a_pipe_or_device_writes_into_it_and_never_replaces_it(tmp_path):
+    """`--output /dev/null` once replaced the device with a regular file (a rename over it, as
+    root). A named pipe shows the same without risking the machine's /dev/null: the pipe must
+    still be a pipe afterwards, and what came through it must be the whole JSON."""
+    import stat
+    import threading
+
+    fifo = tmp_path / "results.pipe"
+    os.mkfifo(fifo)
+    received = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_text(encoding="utf-8")), daemon=True)
+    reader.start()
+    proc = run_cli("grade", "01", "--submission", ROOT / "solutions" / "01-tokens-y-lotes", "--format", "json",
+                   "--output", fifo, "--seed", "7")
+    reader.join(timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode), "the pipe was replaced by a regular file"
+    assert received and json.loads(received[0])["score"] == 100
+    assert not (tmp_path / "results.pipe.tmp").exists()
+
+
 def test_grade_default_exercises_by_slug_in_english():
     proc = run_cli("grade", "atencion-causal", "--format", "json", "--lang", "en")
     assert proc.returncode == 0, proc.stderr

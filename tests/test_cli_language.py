@@ -7,7 +7,6 @@ once. Real `python -m autograder` processes where that is cheap (no grading run 
 from __future__ import annotations
 
 import argparse
-import string
 import subprocess
 import sys
 
@@ -223,14 +222,10 @@ def test_counts_agree_with_their_noun():
 
 
 def test_cli_catalogs_match_between_languages():
-    def fields(template: str) -> set[str]:
-        return {name for _, name, _, _ in string.Formatter().parse(template) if name}
-
+    # Their {placeholders}: tests/test_render.py checks every catalog's.
     es, en = i18n.catalog("es"), i18n.catalog("en")
     keys = [key for key in es if key.startswith("cli.")]
     assert len(keys) > 100 and {key for key in en if key.startswith("cli.")} == set(keys)
-    for key in keys:
-        assert fields(es[key]) == fields(en[key]), key
     # argparse's words keep its %-placeholders, which argparse fills in.
     for english, key in cli.ARGPARSE_WORDS.items():
         assert en[key] == english, key

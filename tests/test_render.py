@@ -293,15 +293,16 @@ def test_catalogs_have_same_keys():
 
 
 def test_catalog_placeholders_match_between_languages():
+    """Every message of every catalog names the same placeholders in Spanish and English."""
     import string
 
     def fields(template: str) -> set[str]:
         return {name for _, name, _, _ in string.Formatter().parse(template) if name}
 
     es, en = i18n.catalog("es"), i18n.catalog("en")
+    assert len(es) > 1000
     for key in es:
-        if key.startswith(("feedback.", "render.")):
-            assert fields(es[key]) == fields(en[key]), key
+        assert fields(es[key]) == fields(en[key]), key
 
 
 def test_json_round_trip_renders_the_same_markdown_and_text():
