@@ -34,6 +34,7 @@ import random
 import re
 import shutil
 import sys
+import threading
 from pathlib import Path
 
 from . import cpu_clock, i18n, neutral
@@ -238,6 +239,7 @@ def _grade(course: Course, lessons: list[Lesson], todo: dict[str, tuple[Record, 
     from .batch_pool import GradingPool, PoolError, Setup, Task, remove_stale_scratch
 
     remove_stale_scratch()
+    _import_publishing_meanwhile()
     setup = Setup(str(course.root / "course.yml"), tuple(run["lessons"]), run["seed"], run["language"])
     pool = GradingPool(setup, jobs, learner_timeout or default_learner_timeout(lessons))
     progress = _Progress(say, len(todo))
@@ -263,6 +265,22 @@ def _grade(course: Course, lessons: list[Lesson], todo: dict[str, tuple[Record, 
     finally:
         progress.stop()
     return graded, errors
+
+
+def _import_publishing_meanwhile() -> None:
+    """Import what `publish` needs (nbgrader's gradebook, matplotlib: ~1.5 s) in a thread while
+    the grading processes work: this process only waits on them until then."""
+    def load() -> None:
+        try:
+            import matplotlib
+
+            matplotlib.use("Agg")  # files only, never a window (as cohort.render_chart)
+            import matplotlib.pyplot  # noqa: F401
+            import nbgrader.api  # noqa: F401
+        except Exception:  # noqa: BLE001 - publish imports them again and reports what fails
+            pass
+
+    threading.Thread(target=load, name="import-publishing", daemon=True).start()
 
 
 def _learners(args: argparse.Namespace, say: _Say) -> list[Learner]:
