@@ -57,7 +57,7 @@ from typing import Any
 
 from . import i18n
 # The same score, language and label conventions as every other rendering.
-from .render import _check_label, _check_lang, _num, _t
+from .render import _check_label, _check_lang, _num, _t, points_text
 from .results import CheckResult, CourseResult, LessonResult, Status
 
 CLASSROOM_VERSION = 1
@@ -80,7 +80,7 @@ def _skipped(result: CourseResult) -> list[tuple[LessonResult, CheckResult]]:
 
 def _summary_lines(result: CourseResult, lang: str) -> list[str]:
     """Course, totals, the practice notice, the skipped checks, the seed."""
-    points = _t("render.points", lang, score=_num(result.score), max_score=_num(result.max_score))
+    points = points_text(result, lang)
     xp = _t("render.xp", lang, xp=result.xp, xp_max=result.xp_max)
     lines = [result.course, _t("render.total", lang, points=points, xp=xp)]
     if result.practice:

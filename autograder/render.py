@@ -49,6 +49,16 @@ def _t(key: str, lang: str, **params: Any) -> str:
     return i18n.translate(key, lang, **params)
 
 
+def points_text(result: Any, lang: str) -> str:
+    """A result's points (a CourseResult or LessonResult) on the one scale of how it was judged:
+    the lesson's points with the hidden graders; practice tests passed when only the practice
+    tests could run (each worth 1), so "0/8" is never read as points out of a lesson's 100."""
+    lessons = result.lessons if isinstance(result, CourseResult) else [result]
+    practice = bool(lessons) and all(lesson.mode == "practice" for lesson in lessons)
+    return _t("render.points_practice" if practice else "render.points", lang,
+              score=_num(result.score), max_score=_num(result.max_score))
+
+
 def _title(lesson: LessonResult, lang: str) -> str:
     return str(i18n.localize(lesson.title, lang))
 
@@ -237,7 +247,7 @@ def render_markdown(result: CourseResult, lang: str, *, progress: Any = None, ru
     keeps only each unfinished lesson's first failed check and links to `run_url` for the rest.
     """
     _check_lang(lang)
-    points = _t("render.points", lang, score=_num(result.score), max_score=_num(result.max_score))
+    points = points_text(result, lang)
     earned = {lp.id: lp for lp in progress.lessons} if progress is not None else {}
     if progress is not None:
         headline = [f"**{_t('render.xp', lang, xp=progress.xp, xp_max=progress.xp_max)}**",
@@ -507,7 +517,7 @@ def render_text(result: CourseResult, lang: str, *, color: bool | None = None, w
         console.print(RichText(walls, style="yellow"))
     for lesson in result.lessons:
         console.print()
-        points = _t("render.points", lang, score=_num(lesson.score), max_score=_num(lesson.max_score))
+        points = points_text(lesson, lang)
         state, label = _lesson_state(lesson, lang)
         # XP is shown one way in every channel: earned XP is kept (history.Progress), and a
         # lesson earned before but failing now says so, as the Markdown report and `progress` do.
@@ -574,7 +584,7 @@ def render_text(result: CourseResult, lang: str, *, color: bool | None = None, w
                                               checks=others), style="yellow"), (0, 0, 0, 6)))
 
     console.print()
-    points = _t("render.points", lang, score=_num(result.score), max_score=_num(result.max_score))
+    points = points_text(result, lang)
     total = _t(
         "render.total", lang, points=points, xp=_t("render.xp", lang, xp=result.xp, xp_max=result.xp_max)
     )

@@ -230,7 +230,7 @@ def render_lesson(result, step: NextStep | None, next_after: NextStep, previous:
     `shown`: checks whose message is already on screen (render_unit): not said again."""
     from rich.text import Text as RichText
 
-    from .render import _num, make_console, print_feedback, printed
+    from .render import _num, make_console, points_text, print_feedback, printed
     from .results import Status
 
     console, buffer = make_console(color, width)
@@ -244,7 +244,7 @@ def render_lesson(result, step: NextStep | None, next_after: NextStep, previous:
     line = RichText("  ")
     line.append(bar(fraction), style=style)
     line.append("  " + " · ".join([
-        i18n.translate("render.points", lang, score=_num(result.score), max_score=_num(result.max_score)),
+        points_text(result, lang),
         t("watch_checks", lang, passed=passed, total=len(counted)),
         i18n.translate("render.xp", lang, xp=result.xp_max if earned_before else result.xp, xp_max=result.xp_max)]))
     if earned_before and not result.completed:

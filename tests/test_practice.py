@@ -58,6 +58,13 @@ def test_solution_passes_practice_and_earns_the_lesson_labelled_practice(course,
     assert "Nota de práctica" in render_text(result, "es", color=False)
     assert "nota de práctica" in render_markdown(result, "es")
     assert "Practice grade" in render_text(result, "en", color=False)
+    # One scale: practice tests passed, never "points" (a lesson graded by the hidden graders
+    # is out of its course.yml points, 100; a practice grade is not).
+    n = len(lesson.checks)
+    text = render_text(result, "es", color=False)
+    assert f"{n}/{n} pruebas de práctica" in text and "puntos" not in text.split("Total:")[1].split("\n")[0]
+    assert f"{n}/{n} practice tests" in render_text(result, "en", color=False)
+    assert f"{n}/{n} pruebas de práctica" in render_markdown(result, "es")
 
 
 def test_a_wrong_answer_fails_with_the_assertion_and_trace(course, lesson03, tmp_path, no_graders):
