@@ -257,12 +257,6 @@ GRADING_COMMANDS = frozenset({"grade", "check", "watch", "viewer"})
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    if GRADING_COMMANDS.intersection(argv):
-        # The zygote's torch import (~2.5 s of CPU, the longest step of a grading) overlaps
-        # building the parser and reading course.yml; a usage error just lets it go.
-        from .sandbox import start_warm_pool
-
-        start_warm_pool()
     lang = cli_language(argv)
     warning = _env_language_warning(os.environ, lang)
     if warning:
@@ -276,6 +270,13 @@ def main(argv: list[str] | None = None) -> int:
     try:
         course = load_course(args.course)
         check_lessons(course, args, lang)
+        if args.command in GRADING_COMMANDS:
+            # The zygote's torch import (~2.5 s of CPU, the longest step of a grading) overlaps
+            # the trusted side's own imports. Only once the command line is known to be good:
+            # a zygote started for `--help` or a usage error would import torch for nothing.
+            from .sandbox import start_warm_pool
+
+            start_warm_pool()
         if args.command == "grade":
             return _grade(course, args, parser)
         if args.command == "release":
