@@ -214,7 +214,7 @@ def locate(course: Course, lesson: Lesson, todo: str | None, check_id: str, repo
     todos = {t.id: t for t in lesson.todos}
     if todo in todos:
         name, needle = todos[todo].file, f"TODO [{todo}]"
-    elif lesson.quiz and check_id.startswith("quiz-"):
+    elif lesson.is_quiz_check(check_id):
         name, needle = lesson.quiz, f"pregunta_{check_id.split('-', 1)[1]}:"
     else:
         name, needle = lesson.files[-1], None

@@ -27,7 +27,7 @@ import importlib
 import os
 import re
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from . import __version__, i18n
@@ -251,7 +251,8 @@ def run() -> None:
     os._exit(code)
 
 
-# Commands that run a learner's code in workers: their warm pool starts before anything else.
+# Commands that run a learner's code in workers: their warm pool starts as soon as the command
+# line is known to be good (see main).
 GRADING_COMMANDS = frozenset({"grade", "check", "watch", "viewer"})
 
 
@@ -411,13 +412,13 @@ def check_submission(course, lessons, submission: Path, lang: str) -> None:
     single = len(lessons) == 1
     for lesson in lessons:
         folder = lesson_submission_dir(course, lesson, submission, single)
-        if any((folder / name).is_file() for name in _lesson_files(lesson)):
+        if any((folder / name).is_file() for name in lesson.handed_in):
             return
     if single:
         lesson = lessons[0]
         text = i18n.translate("cli.submission_no_lesson_files", lang, folder=submission, id=lesson.id,
-                              files=", ".join(_lesson_files(lesson)))
-        found = _nearby(submission, _lesson_files(lesson), prefer=lesson.folder)
+                              files=", ".join(lesson.handed_in))
+        found = _nearby(submission, lesson.handed_in, prefer=lesson.folder)
         if found is not None:
             text += " " + i18n.translate("cli.submission_found_at", lang, id=lesson.id, found=found)
         raise UsageError(text)
@@ -428,11 +429,7 @@ def check_submission(course, lessons, submission: Path, lang: str) -> None:
     raise UsageError(text)
 
 
-def _lesson_files(lesson) -> list[str]:
-    return [*lesson.files, *([lesson.quiz] if lesson.quiz else [])]
-
-
-def _nearby(folder: Path, names: list[str], prefer: str | None = None) -> Path | None:
+def _nearby(folder: Path, names: Sequence[str], prefer: str | None = None) -> Path | None:
     """The folder one or two levels below `folder` that holds one of `names` (the likely meant
     --submission), one called `prefer` first; None if there is none."""
     found = [path.parent for depth in ("*", "*/*") for name in names for path in sorted(folder.glob(f"{depth}/{name}"))]

@@ -107,10 +107,6 @@ class Rate:
         return (-self.share(self.stuck), -self.share(self.pending), self.order)
 
 
-def is_quiz(lesson: Lesson, check_id: str) -> bool:
-    return bool(lesson.quiz) and check_id.startswith("quiz-")
-
-
 def _graded_lessons(cohort: Cohort, lesson: Lesson):
     """(entry, its result for `lesson`) of every graded learner that has one."""
     for entry in cohort.entries:
@@ -125,7 +121,7 @@ def check_rates(cohort: Cohort) -> list[Rate]:
     for lesson in cohort.lessons:
         for spec in lesson.checks:
             order += 1
-            if spec.informational or is_quiz(lesson, spec.id):
+            if spec.informational or lesson.is_quiz_check(spec.id):
                 continue
             total = stuck = pending = 0
             for entry, result in _graded_lessons(cohort, lesson):
@@ -179,7 +175,7 @@ def apart_rates(cohort: Cohort) -> list[Rate]:
     blank, the most failed question) and informational checks, in course order."""
     rates, order = [], 0
     for lesson in cohort.lessons:
-        quiz = [spec.id for spec in lesson.checks if is_quiz(lesson, spec.id)]
+        quiz = [spec.id for spec in lesson.checks if lesson.is_quiz_check(spec.id)]
         order += 1
         if quiz:
             total = stuck = pending = 0

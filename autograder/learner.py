@@ -194,7 +194,7 @@ def lesson_next_step(course: Course, lesson: Lesson, result) -> NextStep | None:
     if not failing:
         return None
     # No TODO to blame: the lesson-wide checks first, the quiz last (it needs no code).
-    quiz = [c for c in failing if lesson.quiz and c.id.startswith("quiz-")]
+    quiz = [c for c in failing if lesson.is_quiz_check(c.id)]
     check = next((c for c in failing if c not in quiz), None) or quiz[0]
     path, line = locate_step(course, lesson, None, check.id)
     return NextStep("quiz" if check in quiz else "check", lesson, check=check.id, path=path, line=line)
@@ -238,7 +238,7 @@ def locate_step(course: Course, lesson: Lesson, todo: str | None, check_id: str)
     path, line = locate(course, lesson, todo, check_id, course.root)
     if todo in {t.id for t in lesson.todos}:
         needle = f"TODO [{todo}]"
-    elif lesson.quiz and check_id.startswith("quiz-"):
+    elif lesson.is_quiz_check(check_id):
         needle = f"pregunta_{check_id.split('-', 1)[1]}:"
     else:
         return path, None  # a lesson-wide check: the file, no particular line

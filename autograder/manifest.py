@@ -104,6 +104,15 @@ class Lesson:
         """The lesson's folder name under exercises/ and solutions/, e.g. 03-atencion-causal."""
         return f"{self.id}-{self.slug}"
 
+    @property
+    def handed_in(self) -> tuple[str, ...]:
+        """What a learner hands in for this lesson: its files, then its quiz answers file."""
+        return (*self.files, *((self.quiz,) if self.quiz else ()))
+
+    def is_quiz_check(self, check_id: str) -> bool:
+        """Whether `check_id` is one of the lesson's quiz questions (quiz-1, quiz-2, ...)."""
+        return bool(self.quiz) and check_id.startswith("quiz-")
+
     def todo(self, id: str) -> Todo:
         for todo in self.todos:
             if todo.id == id:

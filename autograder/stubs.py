@@ -281,7 +281,7 @@ def generate_lesson(lesson: Lesson, solutions_dir: Path, exercises_dir: Path) ->
             if regions:
                 text = make_stub(text, shown, titles)
         files[rel] = text
-    for name in (*lesson.files, *([lesson.quiz] if lesson.quiz else [])):
+    for name in lesson.handed_in:
         if name not in files:
             raise StubError(
                 f"{_shown(source / name)}: not found, but course.yml lists it for lesson {lesson.folder}"

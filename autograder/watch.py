@@ -130,9 +130,8 @@ class Unit:
 
 def read_inputs(course: Course, lesson: Lesson) -> dict[str, str]:
     """{name: text} of the lesson's graded files as saved now (missing ones left out)."""
-    names = [*lesson.files, *([lesson.quiz] if lesson.quiz else [])]
     texts = {}
-    for name in names:
+    for name in lesson.handed_in:
         try:
             texts[name] = (lesson_dir(course, lesson) / name).read_text(encoding="utf-8", errors="replace")
         except OSError:
@@ -174,7 +173,7 @@ def units_of(lesson: Lesson, todos: Iterable[str]) -> list[Unit]:
     units = []
     for todo in todos:
         if todo == "quiz":
-            checks = tuple(s.id for s in lesson.checks if s.todo is None and s.id.startswith("quiz-"))
+            checks = tuple(s.id for s in lesson.checks if s.todo is None and lesson.is_quiz_check(s.id))
             unit = Unit(None, checks)
         else:
             unit = Unit(todo, tuple(s.id for s in lesson.checks if s.todo == todo and not s.informational))
@@ -206,8 +205,7 @@ def render_unit(lesson: Lesson, unit: Unit, checks: list, lang: str, *, color: b
     if unit.todo is None:
         label = t("watch_quiz", lang)
     else:
-        title = next((i18n.localize(todo.title, lang) for todo in lesson.todos if todo.id == unit.todo), "")
-        label = f"TODO [{unit.todo}]" + (f" {title}" if title else "")
+        label = f"TODO [{unit.todo}] {i18n.localize(lesson.todo(unit.todo).title, lang)}"
     counts = t("watch_checks", lang, passed=passed, total=len(counted))
     console.print(RichText(f"  {'✘' if failing else '✔'} {label} · {counts}",
                            style="bold red" if failing else "bold green"), soft_wrap=True)

@@ -214,7 +214,7 @@ def data_files(course: Course, lesson: Lesson) -> dict[str, bytes]:
     notebook: everything but the lesson's files, its quiz, its README and practice tests (the
     notebook holds those in its own cells)."""
     source = course.root / "solutions" / lesson.folder
-    skip = {*lesson.files, *([lesson.quiz] if lesson.quiz else []), README}
+    skip = {*lesson.handed_in, README}
     out = {}
     for rel in _walk(source, ""):
         name = rel.lstrip("/")

@@ -91,7 +91,7 @@ class ChecksSkippedHere(Preprocessor):
         course_file = find_course_file()  # $AUTOGRADER_COURSE, set by nbgrader_config.py
         course = load_course(course_file)
         lesson = course.lesson(meta["lesson"])
-        names = [*lesson.files, *([lesson.quiz] if lesson.quiz else [])]
+        names = list(lesson.handed_in)
         files = {name: NotebookFile(name, strip_markers(file.text, name))
                  for name, file in files_from_notebook(nb, names).items()}
         try:
