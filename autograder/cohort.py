@@ -16,9 +16,6 @@ autograder/neutral.py, inert.
 
 from __future__ import annotations
 
-import functools
-import re
-import string
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -213,15 +210,6 @@ def apart_rates(cohort: Cohort) -> list[Rate]:
     return rates
 
 
-@functools.lru_cache(maxsize=None)
-def _pattern(key: str, lang: str) -> re.Pattern | None:
-    template = i18n.catalog(lang).get(key, "") if lang in i18n.LANGUAGES else ""
-    if not template:
-        return None
-    return re.compile("".join(re.escape(literal) + (".+?" if field else "")
-                              for literal, field, _, _ in string.Formatter().parse(template)), re.S)
-
-
 def _said(check: CheckResult, keys: tuple[str, ...], lang: str) -> bool:
     """Whether one of the check's message parts is one of these catalog messages (a results.json
     keeps them as localised text: matched against the catalog's templates)."""
@@ -231,7 +219,7 @@ def _said(check: CheckResult, keys: tuple[str, ...], lang: str) -> bool:
                 return True
             continue
         text = getattr(part, "text", "")
-        if any((pattern := _pattern(key, lang)) is not None and pattern.fullmatch(text) for key in keys):
+        if any(i18n.recognise(key, lang, text) is not None for key in keys):
             return True
     return False
 

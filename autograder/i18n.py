@@ -13,13 +13,13 @@ message never says "1 procesos" and needs no second key for the singular.
 from __future__ import annotations
 
 import functools
+import re
 import string
 from pathlib import Path
 from typing import Any
 
-from .yaml_loader import safe_load
-
 from .results import Block, Feedback, Text
+from .yaml_loader import safe_load
 
 LANGUAGES = ("es", "en")
 DEFAULT_LANGUAGE = "es"
@@ -93,6 +93,29 @@ def translate(key: str, lang: str, /, **params: Any) -> str:
         return key + (" " + repr(params) if params else "")
     values = _Lenient({k: localize(v, lang) for k, v in params.items()})
     return _FORMATTER.vformat(template, (), values)
+
+
+@functools.cache
+def _template_pattern(key: str, lang: str) -> re.Pattern | None:
+    template = catalog(lang).get(key, "") if lang in LANGUAGES else ""
+    if not template:
+        return None
+    pieces, seen = [], set()
+    for literal, field, _, _ in string.Formatter().parse(template):
+        pieces.append(re.escape(literal))
+        if field:
+            pieces.append(f"(?P={field})" if field in seen else f"(?P<{field}>.+?)")
+            seen.add(field)
+    return re.compile("".join(pieces), re.S)
+
+
+def recognise(key: str, lang: str, text: str) -> dict[str, str] | None:
+    """The parameters with which catalog message `key` reads `text` in `lang`, or None when
+    `text` is not that message: a results.json keeps messages as localised text, and readers
+    of it (render, cohort) recognise some of them. A field named twice must match alike."""
+    pattern = _template_pattern(key, lang)
+    found = pattern.fullmatch(text) if pattern is not None else None
+    return found.groupdict() if found else None
 
 
 def render_parts(feedback: Feedback, lang: str) -> list[tuple[str, str]]:

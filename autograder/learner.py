@@ -156,17 +156,15 @@ def blocking_todo(check, todo_ids: list[str]) -> str | None:
     learner's mistake, whichever check ran into it), the pending TODO the engine names in its
     feedback (a later check cannot run while an earlier TODO raises NotImplementedError), else
     its own."""
-    from .results import Text
-
     raised = getattr(check, "raised_in", None)
     if raised is not None and raised.todo in todo_ids:
         return raised.todo
     waits = getattr(check, "waits_on", None)
     if waits in todo_ids:  # a grader said it cannot judge past that TODO's wrong result
         return waits
-    for part in check.feedback.parts:
-        if isinstance(part, Text) and part.key == "engine.todo_pending" and part.params.get("todo") in todo_ids:
-            return part.params["todo"]
+    pending = check.pending
+    if pending is not None and pending.params.get("todo") in todo_ids:
+        return pending.params["todo"]
     return check.todo if check.todo in todo_ids else None
 
 

@@ -13,8 +13,6 @@ from __future__ import annotations
 import html
 import io
 import json
-import re
-import string
 from collections.abc import Iterable
 from typing import Any
 
@@ -164,12 +162,9 @@ def _recovered(text: str, lang: str) -> Text | Block:
     """A localised message part as its catalog Text when it is one of _RECOVERABLE, else a
     text Block."""
     for key in _RECOVERABLE:
-        template = i18n.catalog(lang).get(key, "") if lang in i18n.LANGUAGES else ""
-        pattern = "".join(re.escape(literal) + (f"(?P<{field}>.+?)" if field else "")
-                          for literal, field, _, _ in string.Formatter().parse(template))
-        found = re.fullmatch(pattern, text, re.S) if template else None
-        if found and i18n.translate(key, lang, **found.groupdict()) == text:
-            return Text(key, found.groupdict())
+        params = i18n.recognise(key, lang, text)
+        if params is not None and i18n.translate(key, lang, **params) == text:
+            return Text(key, params)
     return Block(text, "text")
 
 
@@ -424,18 +419,9 @@ def _group_by_cause(checks: list[CheckResult], lang: str) -> dict[int, list[Chec
 def _pending_todo(check: CheckResult) -> str | None:
     """The TODO a failing check waits on because it is still the stub (engine.todo_pending),
     else None: such checks are work not yet started, not a mistake to explain."""
-    if check.status is Status.PASSED or check.informational:
+    if check.status is Status.PASSED or check.informational or check.pending is None:
         return None
-    for part in check.feedback.parts:
-        if isinstance(part, Text) and part.key == "engine.todo_pending":
-            return str(part.params.get("todo", "")) or None
-    return None
-
-
-def _pending_title(check: CheckResult) -> Any:
-    """The title engine.todo_pending gave the pending TODO ("" when none)."""
-    return next((part.params.get("title") or "" for part in check.feedback.parts
-                 if isinstance(part, Text) and part.key == "engine.todo_pending"), "")
+    return str(check.pending.params.get("todo", "")) or None
 
 
 def _quiz_blank(check: CheckResult) -> int | None:
@@ -458,7 +444,7 @@ def _summaries(checks: list[CheckResult], lang: str) -> dict[int, tuple[Status, 
     if pending:
         todos = list(dict.fromkeys(todo for _, todo, _ in pending))
         named = ", ".join(_t("render.todo", lang, todo=todo) for todo in todos)
-        title = _pending_title(pending[0][2])
+        title = pending[0][2].pending.params.get("title") or ""
         if len(todos) == 1 and title:  # one TODO left: say what it is, as its own message did
             named = _t("render.todo_titled", lang, todo=todos[0], title=title)
         waiting = _t("render.waiting_one" if len(pending) == 1 else "render.waiting_many", lang, n=len(pending))

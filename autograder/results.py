@@ -103,6 +103,13 @@ class CheckResult:
     # one is fixed, and its message says so.
     waits_on: str | None = None
 
+    @property
+    def pending(self) -> Text | None:
+        """The engine's "TODO [x] pendiente" message (engine.todo_pending: a TODO still the
+        stub stopped this check; params todo and title) when the feedback holds it, else None."""
+        return next((part for part in self.feedback.parts
+                     if isinstance(part, Text) and part.key == "engine.todo_pending"), None)
+
 
 @dataclass
 class LessonResult:
