@@ -255,19 +255,14 @@ def _serve(conn, setup: Setup, scratch: str, parent: int) -> None:
     secrets = secrets_from_environ(os.environ)
     task = None
 
-    def running(path: str, check_id: str) -> None:
-        lesson = next((lesson.id for lesson in lessons if lesson.graders in Path(path).parts), "?")
+    def running(lesson, check_id: str) -> None:
+        # The parent learns which check is running, and names it if the learner's time limit
+        # stops grading there.
         try:
-            conn.send(("running", task.learner, lesson, check_id))
-        except (OSError, ValueError, AttributeError):
+            conn.send(("running", task.learner, lesson.id, check_id))
+        except (OSError, ValueError):
             pass
 
-    global _on_check_start
-    _on_check_start = running
-    # The engine's own pytest run loads this module as a plugin too (pytest_runtest_setup
-    # below): the parent learns which check is running, and names it if the learner's time
-    # limit stops grading there.
-    os.environ["PYTEST_PLUGINS"] = __name__
     _warm_up()
     _freeze_heap()
     conn.send(("ready",))
@@ -280,7 +275,7 @@ def _serve(conn, setup: Setup, scratch: str, parent: int) -> None:
         started = time.monotonic()
         try:
             result = grade(course, lessons, Path(task.submission), lang=setup.lang, seed=setup.seed,
-                           boundary=Path(task.boundary))
+                           boundary=Path(task.boundary), on_start=running)
             text = redact(render_json(result, setup.lang), secrets)
             reply = ("done", task.learner, text, pending_todos(result), time.monotonic() - started)
         except Exception:
@@ -293,16 +288,6 @@ def _serve(conn, setup: Setup, scratch: str, parent: int) -> None:
         graded += 1
         if graded == 1:
             _freeze_heap()  # what grading itself imported (grader modules' dependencies, caches)
-
-
-_on_check_start = None  # in a grading process: called with (grader file, check id)
-
-
-def pytest_runtest_setup(item) -> None:
-    """A pytest hook (see _serve): a check of the hidden graders starts."""
-    marker = item.get_closest_marker("check")
-    if _on_check_start is not None and marker is not None and marker.args:
-        _on_check_start(str(item.path), str(marker.args[0]))
 
 
 def pending_todos(result) -> dict[str, dict[str, str]]:

@@ -93,15 +93,17 @@ def _lesson_dir(course: Course, lesson: Lesson, submission: Path | None, single:
 def grade(course: Course, lessons: Iterable[Lesson], submission: Path | None = None, *,
           lang: str | None = None, seed: int | None = None, limits: Limits = Limits(),
           on_lesson=None, boundary: Path | None = None, first: dict[str, Sequence[str]] | None = None,
-          on_check=None, on_worker=None) -> CourseResult:
+          on_start=None, on_check=None, on_worker=None) -> CourseResult:
     """Grade `lessons` of `submission` (default: the course's own exercises/). `boundary`: the
     folder below which nothing of the learner's is followed if it is a symlink (default: see
     `lesson_submission_dir` and `own_files`); grade-all gives the learner's whole folder.
 
     For a caller that shows results while grading (`autograder watch`): `first` maps a lesson id
-    to check ids that run before the lesson's other checks; `on_check(lesson, check)` gets each
-    check's result as soon as the check is over, in the order they ran; `on_worker(lesson, pid)`
-    the pid of each worker started to run the learner's code. None of them changes a result."""
+    to check ids that run before the lesson's other checks; `on_start(lesson, check_id)` is
+    called as each check starts (grade-all names the check a learner's time limit stopped);
+    `on_check(lesson, check)` gets each check's result as soon as the check is over, in the
+    order they ran; `on_worker(lesson, pid)` the pid of each worker started to run the learner's
+    code. None of them changes a result."""
     lessons = list(lessons)
     lang = lang or course.language
     seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
@@ -131,8 +133,9 @@ def grade(course: Course, lessons: Iterable[Lesson], submission: Path | None = N
             sandbox = sandbox_for(index)
             result = grade_lesson(lesson, sandbox, seed, own=mine, stubs=stub_folder(course, lesson, folders[index]),
                                   first=(first or {}).get(lesson.id, ()),
-                                  on_check=None if on_check is None else functools.partial(on_check, lesson),
-                                  on_worker=None if on_worker is None else functools.partial(on_worker, lesson))
+                                  **{name: functools.partial(callback, lesson) for name, callback in
+                                     (("on_start", on_start), ("on_check", on_check), ("on_worker", on_worker))
+                                     if callback is not None})
             sandboxes.pop(index).close()
             results.append(result)
             if on_lesson is not None:
@@ -172,14 +175,14 @@ def stub_folder(course: Course, lesson: Lesson, submission: Path) -> Path | None
 
 def grade_lesson(lesson: Lesson, sandbox: Sandbox, seed: int, *,
                  own: dict[str, Path] | None = None, stubs: Path | None = None,
-                 first: Sequence[str] = (), on_check=None, on_worker=None) -> LessonResult:
+                 first: Sequence[str] = (), on_start=None, on_check=None, on_worker=None) -> LessonResult:
     """Grade one lesson in `sandbox`; `own` are the learner's own files of the lessons it uses
     (for the `own_submission` fixture), None when they are not there; `stubs` the folder of the
     lesson's untouched stubs (to tell which TODO a line that raised belongs to). `first`,
-    `on_check(check)` and `on_worker(pid)`: as in `grade`."""
+    `on_start(check_id)`, `on_check(check)` and `on_worker(pid)`: as in `grade`."""
     plugin = GradingPlugin(lesson, sandbox, seed, own)
     plugin.stubs = stubs
-    plugin.first, plugin.on_check, plugin.on_worker = tuple(first), on_check, on_worker
+    plugin.first, plugin.on_start, plugin.on_check, plugin.on_worker = tuple(first), on_start, on_check, on_worker
     folder = graders_root() / lesson.graders
     if not folder.is_dir() and has_practice_tests(sandbox.submission):
         # A student release graded without the instructor's hidden graders: say so, and grade
@@ -265,7 +268,7 @@ class GradingPlugin:
         self.stubs: Path | None = None
         # For a caller that shows results while grading (see `grade`).
         self.first: tuple[str, ...] = ()
-        self.on_check = self.on_worker = None
+        self.on_start = self.on_check = self.on_worker = None
         self.callback_error: Exception | None = None
         self._left: dict[str, int] = {}  # tests of each check not over yet
         self._workers: set[int] = set()
@@ -375,6 +378,12 @@ class GradingPlugin:
             for box in boxes:
                 box.end_check()
                 self._saw_worker(box)
+
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        # Before the fixtures: a worker that never starts is this check's hang too.
+        check_id = item.stash.get(_CHECK_KEY, None)
+        if check_id is not None:
+            self._call_back(self.on_start, check_id)
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem):
