@@ -49,15 +49,9 @@ def cell_points(cohort: Cohort, lesson) -> dict[str, float]:
     a GPU). nbgrader has no "skipped": counting those points would make the maximum 105 where
     `autograder grade` (and the Jupyter edition) say 100."""
     results = [entry.lesson(lesson.id) for entry in cohort.entries if entry.graded]
-    results = [result for result in results if result is not None]
-    skipped_by_all = {spec.id for spec in lesson.checks if results and all(
-        any(c.id == spec.id and c.status is Status.SKIPPED for c in result.checks) for result in results)}
+    skipped = [{c.id for c in result.checks if c.status is Status.SKIPPED} for result in results if result is not None]
+    skipped_by_all = set.intersection(*skipped) if skipped else set()
     return {spec.id: 0.0 if spec.id in skipped_by_all else float(spec.points) for spec in lesson.checks}
-
-
-def _max_score(cohort: Cohort, lesson) -> float:
-    # nbgrader's assignment max_score: the sum of its grade cells' (see cell_points).
-    return float(sum(cell_points(cohort, lesson).values()))
 
 
 def _points(result) -> float:
@@ -154,6 +148,8 @@ def export_rows(cohort: Cohort) -> list[dict[str, str]]:
     """The rows `nbgrader export` writes from our gradebook, with xp and xp_max added."""
     rows = []
     for lesson in cohort.lessons:
+        # nbgrader's assignment max_score: the sum of its grade cells' (see cell_points).
+        max_score = _text(float(sum(cell_points(cohort, lesson).values())))
         for entry in cohort.entries:
             result = entry.lesson(lesson.id)
             score = _points(result)
@@ -162,7 +158,7 @@ def export_rows(cohort: Cohort) -> list[dict[str, str]]:
                 "assignment": lesson.folder, "duedate": "", "timestamp": _text(_timestamp(entry)),
                 "student_id": record.learner, "last_name": record.last_name, "first_name": record.first_name,
                 "email": record.email, "raw_score": _text(score), "late_submission_penalty": _text(0.0),
-                "score": _text(score), "max_score": _text(_max_score(cohort, lesson)),
+                "score": _text(score), "max_score": max_score,
                 "xp": str(result.xp if result is not None else 0), "xp_max": str(lesson.xp),
             })
     return rows
