@@ -89,16 +89,22 @@ class LearnerBigram:
         None where what the cotangent asks for carries no gradient to any parameter."""
         args = [idx] if targets is None else [idx, targets]
         with loss_hints(idx.shape, self.V):
-            result = self.sub.param_vjp(self.handle, args, cotangents)
-        grads = result.get("grads") if isinstance(result, dict) else None
-        if not (isinstance(grads, list) and len(grads) == len(cotangents)):
-            fail(self.called_grad(idx, targets), message("lesson02.grads_unreadable"))
-        return [g.get(TABLE) if isinstance(g, dict) and isinstance(g.get(TABLE), torch.Tensor) else None
-                for g in grads]
+            return parameter_grads(self.sub, self.handle, args, cotangents, TABLE, self.called_grad(idx, targets))
 
     def called_grad(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
         key = "lesson02.called_grad" if targets is None else "lesson02.called_grad_targets"
         return message(key, call=self.call_text, shape=tuple(idx.shape))
+
+
+def parameter_grads(sub: Sandbox, handle, args: list, cotangents: list, name: str, called) -> list:
+    """Per cotangent (shaped like the module's output), the gradient reaching its parameter
+    `name`, or None where what the cotangent asks for carries no gradient to any parameter
+    (Sandbox.param_vjp: plain autograd in the worker)."""
+    result = sub.param_vjp(handle, args, cotangents)
+    grads = result.get("grads") if isinstance(result, dict) else None
+    if not (isinstance(grads, list) and len(grads) == len(cotangents)):
+        fail(called, message("lesson02.grads_unreadable"))
+    return [g.get(name) if isinstance(g, dict) and isinstance(g.get(name), torch.Tensor) else None for g in grads]
 
 
 def expect_tensor(value, called, what_key: str) -> None:
@@ -131,6 +137,11 @@ class LearnerEmbedding:
 
     def called_grad(self, idx: torch.Tensor):
         return message("lesson02.called_embedding_grad", call=self.call_text, shape=tuple(idx.shape))
+
+    def position_grad(self, idx: torch.Tensor, v: torch.Tensor) -> torch.Tensor | None:
+        """The gradient of <forward(idx), v> reaching the position table (None: none does)."""
+        with position_hints(idx.shape[1], self.cfg):
+            return parameter_grads(self.sub, self.handle, [idx], [v], POSITIONS, self.called_grad(idx))[0]
 
     def forward(self, idx: torch.Tensor, handle=None, *, capture: bool = False) -> dict:
         with position_hints(idx.shape[1], self.cfg):
