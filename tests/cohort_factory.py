@@ -14,9 +14,11 @@ from __future__ import annotations
 import contextlib
 import functools
 import http.server
+import json
 import random
 import shutil
 import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +31,29 @@ DIGITS = str(random.SystemRandom().randrange(10**11, 10**12))
 SLEEP_ARG = f"600.{DIGITS}"
 HANG_MARK = f"700.{DIGITS}"  # the sleeper of the learner whose forward() never returns
 FAKE_MARK = f"fake-{DIGITS}"
+
+
+# An outer bound on one grade-all run, so that a hang fails the test instead of the CI job.
+RUN_TIMEOUT = 900
+
+
+def grade_all(*args, check: bool = True, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """`autograder grade-all ARGS` as a real process; with `check`, it must exit 0."""
+    proc = subprocess.run([sys.executable, "-m", "autograder", "grade-all", *map(str, args)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=RUN_TIMEOUT, env=env)
+    if check:
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
+def results(out: Path) -> dict[str, dict]:
+    """{learner: results JSON} of a grade-all output folder."""
+    return {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in sorted((out / "results").glob("*.json"))}
+
+
+def records(out: Path) -> dict[str, dict]:
+    """{learner: record JSON} of a grade-all output folder."""
+    return {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in sorted((out / "records").glob("*.json"))}
 
 
 def variant(name: str):

@@ -31,33 +31,16 @@ from autograder.batch import shard_of
 from autograder.cli import main as cli_main
 from autograder.sandbox import worker_user
 
-from cohort_factory import (DIGITS, FAKE_MARK, HANG_MARK, HANG_NAME, bare_remote, commit, forever_hanging, lesson03_cohort,
-                            served, stub_files)
+from cohort_factory import (DIGITS, FAKE_MARK, HANG_MARK, HANG_NAME, RUN_TIMEOUT, bare_remote, commit, forever_hanging,
+                            grade_all, lesson03_cohort, records, results, served, stub_files)
 from conftest import ROOT, SEED, alive, children_of, solution_files, tagged_processes, write_submission
 
 UNPRIVILEGED = worker_user() is not None  # a root grader: learners' code runs as nobody
 COHORT = ("ana", "beto", "carla", "dario", "eva", "fede", "gala", "hugo", "ines")
 OUTPUTS = {"run.json", "results", "records", "gradebook.db", "grades.csv", "cohort.csv", "report.md", "report.png"}
-RUN_TIMEOUT = 900  # an outer bound, so that a hang fails the test instead of the CI job
 # Real cohorts, graded several times: on a loaded machine a test with its fixtures may take
 # longer than the suite's 600 s guard (a hang guard, not a speed target).
 pytestmark = pytest.mark.timeout(2400)
-
-
-def grade_all(*args, check: bool = True) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "autograder", "grade-all", *map(str, args)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=RUN_TIMEOUT)
-    if check:
-        assert proc.returncode == 0, proc.stdout + proc.stderr
-    return proc
-
-
-def results(out: Path) -> dict[str, dict]:
-    return {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in sorted((out / "results").glob("*.json"))}
-
-
-def records(out: Path) -> dict[str, dict]:
-    return {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in sorted((out / "records").glob("*.json"))}
 
 
 def verdicts(result: dict) -> list[tuple]:

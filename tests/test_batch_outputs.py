@@ -13,14 +13,13 @@ import json
 import os
 import shutil
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 from autograder import batch
 from autograder.cli import main as cli_main
 
-from conftest import ROOT, SEED, solution_files, write_submission
+from cohort_factory import grade_all, records, results
+from conftest import SEED, solution_files, write_submission
 
 OUTPUTS = ("grades.csv", "cohort.csv", "report.md", "report.png", "gradebook.db")
 
@@ -30,11 +29,6 @@ def cohort(base: Path, lesson) -> Path:
     write_submission(submissions / "ana" / "exercises" / lesson.folder, solution_files(lesson))
     (submissions / "beto" / "exercises" / lesson.folder).mkdir(parents=True)  # an untouched start: nothing
     return submissions
-
-
-def run_grade_all(*args, env=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "autograder", "grade-all", *map(str, args)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=900, env=env)
 
 
 def gradebook_scores(path: Path) -> dict[str, float]:
@@ -56,7 +50,7 @@ def test_grade_all_from_a_venv_that_is_not_activated_writes_every_output(course,
     submissions, out = cohort(tmp_path, lesson), tmp_path / "out"
     env = {**os.environ, "PATH": "/usr/bin:/bin"}
     assert shutil.which("alembic", path=env["PATH"]) is None, "the test needs a PATH without alembic"
-    proc = run_grade_all(submissions, "--out", out, "--lessons", "01", "--jobs", 2, "--seed", SEED, env=env)
+    proc = grade_all(submissions, "--out", out, "--lessons", "01", "--jobs", 2, "--seed", SEED, env=env)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     for name in OUTPUTS:
         assert (out / name).is_file() and (out / name).stat().st_size > 0, name
@@ -72,16 +66,16 @@ def test_an_output_that_cannot_be_written_is_named_and_the_others_are_kept(cours
     lesson = course.lesson("01")
     submissions, out = cohort(tmp_path, lesson), tmp_path / "out"
     (out / "report.png").mkdir(parents=True)  # in the way: the chart cannot be saved there
-    proc = run_grade_all(submissions, "--out", out, "--lessons", "01", "--jobs", 2, "--seed", SEED)
+    proc = grade_all(submissions, "--out", out, "--lessons", "01", "--jobs", 2, "--seed", SEED, check=False)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert f"No se pudo escribir {out / 'report.png'}" in proc.stderr, proc.stderr
     for name in OUTPUTS:
         if name != "report.png":
             assert (out / name).is_file() and (out / name).stat().st_size > 0, name
-    assert sorted(p.stem for p in (out / "results").glob("*.json")) == ["ana", "beto"]
+    assert sorted(results(out)) == ["ana", "beto"]
     # Mended and run again: nobody is graded again, and the missing output is written.
     (out / "report.png").rmdir()
-    again = run_grade_all(submissions, "--out", out, "--lessons", "01", "--jobs", 2, "--seed", SEED)
+    again = grade_all(submissions, "--out", out, "--lessons", "01", "--jobs", 2, "--seed", SEED)
     assert again.returncode == 0, again.stdout + again.stderr
     assert "0 corregidos, 2 sin cambios" in again.stdout, again.stdout
     assert (out / "report.png").is_file()
@@ -106,9 +100,8 @@ def test_a_learner_whose_files_cannot_be_read_costs_only_that_learner(course, tm
     captured = capsys.readouterr()
     assert status == 0, captured.out + captured.err
     assert "beto: no se puede leer su entrega (PermissionError" in captured.err, captured.err
-    ana = json.loads((out / "results" / "ana.json").read_text(encoding="utf-8"))
-    beto = json.loads((out / "results" / "beto.json").read_text(encoding="utf-8"))
-    record = json.loads((out / "records" / "beto.json").read_text(encoding="utf-8"))
+    ana, beto = results(out)["ana"], results(out)["beto"]
+    record = records(out)["beto"]
     assert ana["score"] == 100 and beto["score"] == 0
     assert (record["status"], record["error"]) == ("error", "unreadable")
     assert "No se pudo leer esta entrega" in json.dumps(beto, ensure_ascii=False)

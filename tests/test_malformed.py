@@ -13,8 +13,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from autograder import cli
 from autograder.manifest import load_course
 

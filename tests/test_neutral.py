@@ -9,11 +9,9 @@ strikethrough), on what the real renderers and the real `autograder grade` print
 from __future__ import annotations
 
 import html
-import json
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from markdown_it import MarkdownIt

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import re
 
-import nbformat
 import pytest
 from conftest import ROOT, solution_files
 
