@@ -28,5 +28,5 @@ echo "post-create: the course (pip install -e .) ..."
 "$python" -m pip install --no-input -e .
 
 "$python" -m autograder --version
-"$python" -c 'from autograder import i18n; from autograder.manifest import load_course
+"$python" -c 'from autograder.core import i18n; from autograder.core.manifest import load_course
 print(i18n.translate("viewer.devcontainer_ready", load_course("course.yml").language))'

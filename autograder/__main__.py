@@ -1,3 +1,3 @@
-from .cli import run
+from autograder.cli import run
 
 run()

@@ -30,9 +30,10 @@ import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from . import __version__, i18n
-from .manifest import ManifestError, find_course_file, load_course
-from .results import Text, message
+from autograder import __version__
+from autograder.core import i18n
+from autograder.core.manifest import ManifestError, find_course_file, load_course
+from autograder.core.results import Text, message
 
 FORMATS = ("text", "json", "markdown", "gradescope", "classroom")
 
@@ -220,14 +221,14 @@ def _help(value, lang: str):
 # sub-command named like the key) and main(course, args) -> exit code. Their modules keep
 # heavy imports (torch, nbgrader, matplotlib) inside functions, so `--help` stays fast.
 COMMAND_MODULES = {
-    "ci": "autograder.ci",
-    "grade-all": "autograder.batch",
-    "notebooks": "autograder.notebooks",
-    "check": "autograder.learner",
-    "watch": "autograder.watch",
-    "hint": "autograder.hints",
-    "progress": "autograder.progress",
-    "viewer": "autograder.viewer",
+    "ci": "autograder.github.steps",
+    "grade-all": "autograder.cohort.grade_all",
+    "notebooks": "autograder.course.notebooks",
+    "check": "autograder.learner.check",
+    "watch": "autograder.learner.watch",
+    "hint": "autograder.learner.hints",
+    "progress": "autograder.learner.progress",
+    "viewer": "autograder.learner.viewer",
 }
 
 
@@ -275,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
             # The zygote's torch import (~2.5 s of CPU, the longest step of a grading) overlaps
             # the trusted side's own imports. Only once the command line is known to be good:
             # a zygote started for `--help` or a usage error would import torch for nothing.
-            from .sandbox import start_warm_pool
+            from autograder.sandbox.client import start_warm_pool
 
             start_warm_pool()
         if args.command == "grade":
@@ -330,9 +331,9 @@ def unknown_lesson_text(course, key: str, lang: str) -> str:
 
 
 def _grade(course, args, parser) -> int:
-    from .engine import grade
-    from .feedback import redact, secrets_from_environ
-    from .render import grade_step, render_json, render_markdown, render_text
+    from autograder.engine.grading import grade
+    from autograder.engine.feedback import redact, secrets_from_environ
+    from autograder.render.output import grade_step, render_json, render_markdown, render_text
 
     lessons = [course.lesson(key) for key in args.lessons] if args.lessons else list(course.lessons)
     hide_environment()
@@ -346,7 +347,7 @@ def _grade(course, args, parser) -> int:
     result = grade(course, lessons, args.submission, lang=lang, seed=args.seed, on_lesson=progress.advance)
     progress.stop()
     if args.figures is not None:
-        from .figures import write_figures
+        from autograder.render.figures import write_figures
 
         write_figures(result, args.figures, lang)
     if args.format == "json":
@@ -354,11 +355,11 @@ def _grade(course, args, parser) -> int:
     elif args.format == "markdown":
         text = render_markdown(result, lang)
     elif args.format == "gradescope":
-        from .formats import render_gradescope
+        from autograder.render.formats import render_gradescope
 
         text = render_gradescope(result, lang)
     elif args.format == "classroom":
-        from .formats import render_classroom
+        from autograder.render.formats import render_classroom
 
         text = render_classroom(result, lang)
     else:
@@ -405,7 +406,7 @@ def hide_environment() -> None:
 def check_submission(course, lessons, submission: Path, lang: str) -> None:
     """--submission names a folder where grading finds something of these lessons; else one
     UsageError now, instead of every check of every lesson failing on a missing file."""
-    from .engine import lesson_submission_dir
+    from autograder.engine.grading import lesson_submission_dir
 
     if not submission.is_dir():
         raise UsageError(i18n.translate("cli.submission_not_folder", lang, folder=submission))
@@ -438,7 +439,7 @@ def _nearby(folder: Path, names: Sequence[str], prefer: str | None = None) -> Pa
 
 
 def _release(course, args, lang: str) -> int:
-    from .release import ReleaseError, build_release
+    from autograder.course.release import ReleaseError, build_release
 
     try:
         report = build_release(course, args.out, graders_ref=args.graders_ref, force=args.force)
@@ -452,7 +453,7 @@ def _release(course, args, lang: str) -> int:
 
 
 def _stubs(course, args, lang: str) -> int:
-    from .stubs import StubError, sync
+    from autograder.course.stubs import StubError, sync
 
     try:
         drift = sync(course, check_only=args.check)

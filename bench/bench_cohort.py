@@ -34,7 +34,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 def cohort(size: int) -> dict[str, dict[str, str]]:
     """{learner id: files of exercises/03-.../}, cycling through the known kinds of submission."""
-    from autograder.manifest import load_course
+    from autograder.core.manifest import load_course
     from conftest import solution_files
     from cohort_factory import stub_files
     from lesson03_variants import BUGGY, CORRECT
@@ -94,7 +94,7 @@ def way_b(learners: dict, work: Path, jobs: int, folder: str) -> tuple[float, di
 
 def way_c(learners: dict, work: Path, folder: str) -> tuple[float, dict[str, float]]:
     import nbformat
-    from autograder.notebooks.sources import fill_cells
+    from autograder.course.notebooks.sources import fill_cells
     from nbgrader.api import Gradebook
 
     course_dir = work / "c-curso"
@@ -122,7 +122,7 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--skip-nbgrader", action="store_true", help="only (a) and (b)")
     args = parser.parse_args()
-    from autograder.manifest import load_course
+    from autograder.core.manifest import load_course
 
     folder = load_course(ROOT / "course.yml").lesson("03").folder
     learners = cohort(args.learners)

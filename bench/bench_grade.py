@@ -37,7 +37,7 @@ def wall(cmd: list[str]) -> float:
 
 def solved_copy(course, tmp: Path) -> Path:
     """tmp/solved/NN-slug/: every lesson's solution files with the region markers stripped."""
-    from autograder.stubs import strip_markers
+    from autograder.course.stubs import strip_markers
 
     solved = tmp / "solved"
     for lesson in course.lessons:
@@ -53,8 +53,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
-    from autograder.manifest import load_course
-    from autograder.stubs import strip_markers
+    from autograder.core.manifest import load_course
+    from autograder.course.stubs import strip_markers
 
     course = load_course(ROOT / "course.yml")
     tmp = Path(tempfile.mkdtemp())

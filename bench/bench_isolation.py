@@ -33,7 +33,7 @@ def wall(cmd: list[str], env: dict[str, str]) -> float:
 def confine_cost() -> float:
     """Seconds one forked child spends walling itself in, as a worker does (median of 5)."""
     sys.path.insert(0, str(ROOT))
-    from autograder import isolation
+    from autograder.sandbox import isolation
 
     costs = []
     for _ in range(5):
@@ -49,7 +49,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
-    from autograder.manifest import load_course
+    from autograder.core.manifest import load_course
     from bench_grade import solved_copy
 
     course = load_course(ROOT / "course.yml")

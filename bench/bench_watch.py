@@ -97,7 +97,7 @@ class Terminal:
 
 def make_course(course, lesson, target: Path) -> Path:
     """target/: course.yml and the lesson's exercise folder, solved (markers stripped)."""
-    from autograder.stubs import REGION_SUFFIXES, strip_markers
+    from autograder.course.stubs import REGION_SUFFIXES, strip_markers
 
     target.mkdir(parents=True)
     shutil.copy2(ROOT / "course.yml", target / "course.yml")
@@ -136,7 +136,7 @@ def main() -> None:
     parser.add_argument("--note", default="", help="a line to put in the report's header (what was measured)")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
-    from autograder.manifest import load_course
+    from autograder.core.manifest import load_course
 
     course = load_course(ROOT / "course.yml")
     lesson = course.lesson(args.lesson)

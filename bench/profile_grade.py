@@ -36,8 +36,10 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 def timeline(lessons: list[str], solved: Path) -> tuple[str, str]:
     """(timeline text, cProfile text) of one in-process grading of `lessons`."""
-    from autograder import cpu_clock, engine, sandbox
-    from autograder.manifest import load_course
+    from autograder.sandbox import cpu_clock
+    from autograder.engine import grading as engine
+    from autograder.sandbox import client as sandbox
+    from autograder.core.manifest import load_course
 
     marks: list[tuple[float, str]] = []
 
@@ -122,7 +124,7 @@ def import_times(lessons: list[str], solved: Path) -> str:
 
 
 def _folder(lesson_id: str) -> str:
-    from autograder.manifest import load_course
+    from autograder.core.manifest import load_course
 
     return load_course(ROOT / "course.yml").lesson(lesson_id).folder
 
@@ -134,7 +136,7 @@ def main() -> None:
     args = parser.parse_args()
     from bench_grade import solved_copy
 
-    from autograder.manifest import load_course
+    from autograder.core.manifest import load_course
 
     course = load_course(ROOT / "course.yml")
     lessons = [lesson.id for lesson in course.lessons] if args.lessons == ["all"] else args.lessons

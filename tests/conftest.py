@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from autograder.engine import grade
-from autograder.manifest import load_course
-from autograder.results import LessonResult, Status
-from autograder.stubs import strip_markers
+from autograder.engine.grading import grade
+from autograder.core.manifest import load_course
+from autograder.core.results import LessonResult, Status
+from autograder.course.stubs import strip_markers
 
 ROOT = Path(__file__).resolve().parent.parent
 # The tests assert the course's language (Spanish) wherever no --lang is given: a developer's

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from conftest import ROOT, descendants
 
-from autograder.stubs import REGION_SUFFIXES, strip_markers
+from autograder.course.stubs import REGION_SUFFIXES, strip_markers
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 NEVER = r"(?!)"  # a pattern that never matches: read_until(NEVER, t) just reads for t seconds
@@ -28,7 +28,7 @@ CACHES = shutil.ignore_patterns("__pycache__", ".pytest_cache", "*.pyc")
 def make_course(root: Path, lessons: dict[str, str]) -> Path:
     """A course at `root`: the real course.yml and, per lesson id, its exercise folder as the
     learner receives it ("stub") or finished ("solved": the solutions without markers)."""
-    from autograder.manifest import load_course
+    from autograder.core.manifest import load_course
 
     course = load_course(ROOT / "course.yml")
     root.mkdir(parents=True, exist_ok=True)

@@ -185,7 +185,7 @@ BUGGY: list[Variant] = [
     Variant("mask-and-is-causal", GEN, SDPA,
             "    y = F.scaled_dot_product_attention(q, k, v, attn_mask=visible, is_causal=True)  # (B, nh, T, hs)",
             "cache-alignment", "attn_mask and is_causal=True together (SDPA refuses both)"),
-    # The crash (past_k is None at the prefill) is in cache-alignment's code, but autograder/blame.py
+    # The crash (past_k is None at the prefill) is in cache-alignment's code, but autograder/engine/blame.py
     # cannot tell which of the two adjacent TODO blocks the line replaced (its names appear in
     # both hints), so the kv-cache checks that prefill are not told they wait on cache-alignment.
     Variant("t-past-from-past-k", GEN, "    T_past = k.size(2) - T\n", "    T_past = past_k.size(2)\n",

@@ -27,9 +27,9 @@ from pathlib import Path
 
 import pytest
 
-from autograder.batch import shard_of
+from autograder.cohort.grade_all import shard_of
 from autograder.cli import main as cli_main
-from autograder.sandbox import worker_user
+from autograder.sandbox.client import worker_user
 
 from cohort_factory import (DIGITS, FAKE_MARK, HANG_MARK, HANG_NAME, RUN_TIMEOUT, bare_remote, commit, forever_hanging,
                             grade_all, lesson03_cohort, records, results, served, stub_files)
@@ -120,8 +120,8 @@ def single(graded, course, tmp_path_factory) -> dict[str, dict]:
                   not (exercises_of(folder) / course.lesson("03").folder).is_dir()]
                  for learner, folder in graded["cohort"].items()]
         script = ("import json, sys\nfrom pathlib import Path\nfrom autograder.cli import main\n"
-                  "from autograder.engine import grade\nfrom autograder.manifest import load_course\n"
-                  "from autograder.render import render_json\n"
+                  "from autograder.engine.grading import grade\nfrom autograder.core.manifest import load_course\n"
+                  "from autograder.render.output import render_json\n"
                   "for argv, refused in json.loads(sys.argv[1]):\n"
                   "    assert main(argv) == (2 if refused else 0), argv\n"
                   "    if refused:\n"
@@ -510,7 +510,7 @@ def test_bad_input_is_refused_with_a_message_before_any_grading(tmp_path, capsys
 
 def test_the_batch_catalogs_match():
     """Placeholders: tests/test_render.py checks every catalog's."""
-    from autograder import i18n
+    from autograder.core import i18n
 
     es, en = i18n.catalog("es"), i18n.catalog("en")
     keys = [key for key in es if key.startswith("batch.")]
@@ -536,8 +536,8 @@ def untouched(course, tmp_path_factory) -> Path:
 
 
 def test_an_untouched_copy_has_started_no_todo_of_any_lesson(untouched, course):
-    from autograder.batch_store import Store
-    from autograder.cohort import load, todo_state
+    from autograder.cohort.store import Store
+    from autograder.cohort.report import load, todo_state
 
     store = Store(untouched)
     run = store.read_run()

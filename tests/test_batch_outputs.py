@@ -15,7 +15,7 @@ import shutil
 import sqlite3
 from pathlib import Path
 
-from autograder import batch
+from autograder.cohort import grade_all as batch
 from autograder.cli import main as cli_main
 
 from cohort_factory import grade_all, records, results

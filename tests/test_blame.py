@@ -1,4 +1,4 @@
-"""Which TODO raised (autograder/blame.py), and what a check says when the learner's code
+"""Which TODO raised (autograder/engine/blame.py), and what a check says when the learner's code
 raised in another TODO's code: it names that TODO and waits on it (CheckResult.waits_on).
 
 The unit tests use the course's real stubs and solutions; the end-to-end tests grade real
@@ -9,11 +9,11 @@ from __future__ import annotations
 import pytest
 from conftest import ROOT, solution_files
 
-from autograder.blame import stub_blocks, todo_at
-from autograder.i18n import feedback_text
-from autograder.manifest import load_course
-from autograder.render import from_json_dict, to_json_dict
-from autograder.results import Status
+from autograder.engine.blame import stub_blocks, todo_at
+from autograder.core.i18n import feedback_text
+from autograder.core.manifest import load_course
+from autograder.render.output import from_json_dict, to_json_dict
+from autograder.core.results import Status
 
 COURSE = load_course(ROOT / "course.yml")
 
@@ -150,6 +150,6 @@ def test_a_pending_todo_is_what_the_checks_after_it_wait_on(grade_files):
 
 
 def _course_result(lesson_result):
-    from autograder.results import CourseResult
+    from autograder.core.results import CourseResult
 
     return CourseResult(course=COURSE.name, language="es", seed=1, lessons=[lesson_result])

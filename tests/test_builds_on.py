@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from autograder.engine import grade
-from autograder.i18n import feedback_text
-from autograder.manifest import load_course
-from autograder.render import render_json, render_markdown, render_text
-from autograder.results import Status
+from autograder.engine.grading import grade
+from autograder.core.i18n import feedback_text
+from autograder.core.manifest import load_course
+from autograder.render.output import render_json, render_markdown, render_text
+from autograder.core.results import Status
 
 MANIFEST = """\
 course: Encaje
@@ -58,8 +58,8 @@ GRADERS = {
     "lesson01/test_a.py": """
         import pytest
 
-        from autograder.checks import fail
-        from autograder.results import Text
+        from autograder.engine.checks import fail
+        from autograder.core.results import Text
 
         @pytest.mark.check("base")
         def test_base(submission):
@@ -70,8 +70,8 @@ GRADERS = {
     "lesson02/test_b.py": """
         import pytest
 
-        from autograder.checks import fail
-        from autograder.results import Text
+        from autograder.engine.checks import fail
+        from autograder.core.results import Text
 
 
         @pytest.mark.check("plus-two")

@@ -104,7 +104,7 @@ def test_grade_default_exercises_by_slug_in_english():
 
 def test_grade_all_lessons_from_a_root_folder_as_markdown(tmp_path):
     """The finished course: every lesson of the solutions, 300/300 XP."""
-    from autograder.manifest import load_course
+    from autograder.core.manifest import load_course
 
     course = load_course(ROOT / "course.yml")
     xp_max = sum(lesson.xp for lesson in course.lessons)
@@ -119,7 +119,7 @@ def test_grade_all_lessons_from_a_root_folder_as_markdown(tmp_path):
 
 def test_the_readme_main_command_on_the_stubs_shows_zero_and_the_first_todo():
     """`autograder grade` with nothing done: 0 of the course's XP, each check naming its TODO."""
-    from autograder.manifest import load_course
+    from autograder.core.manifest import load_course
 
     course = load_course(ROOT / "course.yml")
     xp_max = sum(lesson.xp for lesson in course.lessons)
@@ -212,8 +212,8 @@ def test_ci_steps_explain_a_missing_results_file(tmp_path):
 
 
 def test_ci_record_without_a_remote_warns_the_learner_in_spanish_and_loses_nothing(tmp_path):
-    from autograder.render import render_json
-    from autograder.results import CheckResult, CourseResult, LessonResult, Status
+    from autograder.render.output import render_json
+    from autograder.core.results import CheckResult, CourseResult, LessonResult, Status
 
     repo = tmp_path / "repo"
     repo.mkdir()

@@ -16,9 +16,11 @@ import yaml
 from conftest import ROOT
 from learner_course import cli_env, make_course
 
-from autograder import cli, i18n, practice
-from autograder.feedback import format_traceback
-from autograder.results import Feedback, Text
+from autograder import cli
+from autograder.core import i18n
+from autograder.engine import practice
+from autograder.engine.feedback import format_traceback
+from autograder.core.results import Feedback, Text
 
 COURSE_YML = ROOT / "course.yml"
 # Words that would give away an English text in a Spanish help page.

@@ -1,5 +1,5 @@
 """Checks are limited in the worker's CPU time, so machine load does not change verdicts
-(autograder/cpu_clock.py): a worker that gets a fraction of a core still passes, an infinite
+(autograder/sandbox/cpu_clock.py): a worker that gets a fraction of a core still passes, an infinite
 loop is stopped at its CPU budget, a sleeping worker at the wall-clock bound, and gradings
 under a CPU hog on every core (the whole course on its solutions, and buggy variants of the
 lessons whose checks once hit their time limits under load: 04 and 06) get the verdicts of an
@@ -16,10 +16,10 @@ import time
 import pytest
 from conftest import ROOT, SEED, failed, solution_files
 
-from autograder import cpu_clock
-from autograder.i18n import feedback_text
-from autograder.results import Status
-from autograder.sandbox import BudgetSpent, Sandbox, WorkerDied
+from autograder.sandbox import cpu_clock
+from autograder.core.i18n import feedback_text
+from autograder.core.results import Status
+from autograder.sandbox.client import BudgetSpent, Sandbox, WorkerDied
 
 pytestmark = pytest.mark.skipif(not cpu_clock.measurable(), reason="CPU budgets need Linux's /proc")
 
@@ -183,7 +183,7 @@ def test_a_buggy_lesson_graded_under_a_hog_on_every_core_gets_the_verdicts_of_an
 def test_the_course_graded_under_a_hog_on_every_core_gets_full_marks(course):
     """Every lesson's solution, graded as one run with a busy-looping process per core and one
     more: every check passes (a wall-clock limit lost points here for correct code)."""
-    from autograder.engine import grade
+    from autograder.engine.grading import grade
 
     cores = len(os.sched_getaffinity(0))
     with cpu_hogs(2 * cores):

@@ -9,8 +9,8 @@ import sys
 
 from conftest import ROOT
 
-from autograder.manifest import load_course
-from autograder.stubs import strip_markers
+from autograder.core.manifest import load_course
+from autograder.course.stubs import strip_markers
 
 SCRIPT = "06-generar/entrenar_y_generar.py"
 

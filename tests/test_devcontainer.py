@@ -13,8 +13,9 @@ from pathlib import Path
 
 from conftest import ROOT
 
-from autograder import __version__, i18n
-from autograder.viewer import DEFAULT_PORT
+from autograder import __version__
+from autograder.core import i18n
+from autograder.learner.viewer import DEFAULT_PORT
 
 DEVCONTAINER = ROOT / ".devcontainer" / "devcontainer.json"
 POST_CREATE = ROOT / ".devcontainer" / "post-create.sh"

@@ -13,15 +13,15 @@ import textwrap
 import pytest
 import yaml
 
-from autograder.engine import grade
-from autograder.i18n import feedback_text
-from autograder.manifest import load_course
-from autograder.results import Status
+from autograder.engine.grading import grade
+from autograder.core.i18n import feedback_text
+from autograder.core.manifest import load_course
+from autograder.core.results import Status
 
 GRADERS = '''
 import pytest
-from autograder.checks import fail
-from autograder.results import message
+from autograder.engine.checks import fail
+from autograder.core.results import message
 
 
 def fn(sub, name):
@@ -156,10 +156,10 @@ def test_a_grader_test_without_a_manifest_check_is_reported(toy_course, tmp_path
 def test_a_grader_that_waits_on_another_todo_says_so_and_records_it(tmp_path, monkeypatch):
     """fail(..., waits_on=...) from a hidden grader: the result names the TODO it waits on, its
     message says to fix that one first, and the next step goes there."""
-    from autograder.engine import grade
-    from autograder.i18n import feedback_text
-    from autograder.learner import blocking_todo
-    from autograder.manifest import load_course
+    from autograder.engine.grading import grade
+    from autograder.core.i18n import feedback_text
+    from autograder.learner.check import blocking_todo
+    from autograder.core.manifest import load_course
     from conftest import ROOT, SEED, solution_files, write_submission
 
     course = load_course(ROOT / "course.yml")
@@ -169,8 +169,8 @@ def test_a_grader_that_waits_on_another_todo_says_so_and_records_it(tmp_path, mo
     test_file = graders / lesson.graders / "test_waits_probe.py"
     test_file.write_text(
         "import pytest\n"
-        "from autograder.checks import fail\n"
-        "from autograder.results import message\n\n"
+        "from autograder.engine.checks import fail\n"
+        "from autograder.core.results import message\n\n"
         "@pytest.mark.check('split-order')\n"
         "def test_probe(submission):\n"
         "    fail(message('engine.assertion', detail='x'), waits_on='vocab')\n", encoding="utf-8")

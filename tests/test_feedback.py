@@ -1,12 +1,12 @@
-"""autograder/feedback.py: what a learner reads when a value is wrong."""
+"""autograder/engine/feedback.py: what a learner reads when a value is wrong."""
 
 import numpy as np
 import pytest
 import torch
 
-from autograder import feedback as F
-from autograder.i18n import localize, feedback_text
-from autograder.results import Block, Feedback, Text
+from autograder.engine import feedback as F
+from autograder.core.i18n import localize, feedback_text
+from autograder.core.results import Block, Feedback, Text
 
 
 def keys(fb: Feedback) -> list[str]:
@@ -242,7 +242,7 @@ def test_heatmap_rejects_non_matrices():
 
 
 FRAMES = [
-    {"filename": "/srv/autograder/worker/run.py", "lineno": 10, "name": "call", "line": "fn(*args)"},
+    {"filename": "/srv/autograder/sandbox/worker/run.py", "lineno": 10, "name": "call", "line": "fn(*args)"},
     {"filename": "/tmp/sub-x1/attention.py", "lineno": 57, "name": "forward", "line": "    y = q @ k\n"},
     {"filename": "/tmp/sub-x1/lib/util.py", "lineno": 3, "name": "helper", "line": "return a.t()"},
     {
@@ -293,8 +293,8 @@ def test_format_traceback_truncates_long_messages():
 
 
 def test_student_errors_are_trimmed_and_pending_todos_named():
-    from autograder.checks import describe_student_error
-    from autograder.sandbox import StudentError
+    from autograder.engine.checks import describe_student_error
+    from autograder.sandbox.client import StudentError
 
     fb = describe_student_error(StudentError("RuntimeError", "boom", FRAMES, "/tmp/sub-x1"), "mask", {})
     assert keys(fb) == ["engine.student_raised"]

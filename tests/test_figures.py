@@ -13,14 +13,14 @@ from conftest import ROOT, SEED, solution_files, write_submission
 from learner_course import make_course, run_cli
 from lesson03_variants import BUGGY
 
-from autograder import i18n
-from autograder.attention_png import LEAK_COLOR, attention_figure
-from autograder.checks import CheckFailure, fail
-from autograder.engine import grade
-from autograder.figures import INFLUENCE_TITLES, figure_kind, write_figures
-from autograder.manifest import load_course
-from autograder.render import render_text
-from autograder.results import Block, Figure, message
+from autograder.core import i18n
+from autograder.render.attention_png import LEAK_COLOR, attention_figure
+from autograder.engine.checks import CheckFailure, fail
+from autograder.engine.grading import grade
+from autograder.render.figures import INFLUENCE_TITLES, figure_kind, write_figures
+from autograder.core.manifest import load_course
+from autograder.render.output import render_text
+from autograder.core.results import Block, Figure, message
 
 
 @pytest.fixture(scope="module")

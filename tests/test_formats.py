@@ -1,4 +1,4 @@
-"""autograder/formats.py: the same results as Gradescope's results.json and GitHub Classroom's
+"""autograder/render/formats.py: the same results as Gradescope's results.json and GitHub Classroom's
 runner result."""
 
 import base64
@@ -9,17 +9,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from autograder import i18n
-from autograder.formats import (
+from autograder.core import i18n
+from autograder.render.formats import (
     classroom_output,
     render_classroom,
     render_gradescope,
     to_classroom,
     to_gradescope,
 )
-from autograder.results import Block, CheckResult, CourseResult, Feedback, LessonResult, Status, message
+from autograder.core.results import Block, CheckResult, CourseResult, Feedback, LessonResult, Status, message
 
-MESSAGES = Path(i18n.__file__).with_name("messages")
+MESSAGES = Path(i18n.__file__).resolve().parents[1] / "messages"
 SEED = 1234
 
 PRACTICE_ES = (

@@ -1,4 +1,4 @@
-"""autograder/github.py against a real local HTTP server that emulates the GitHub REST endpoints
+"""autograder/github/api.py against a real local HTTP server that emulates the GitHub REST endpoints
 it uses, plus workflow-command escaping, environment files and the stdlib-only promise."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from autograder import github
+from autograder.github import api as github
 from fake_github import BOT, HEAD_SHA, REPO, TOKEN, FakeGitHub
-from autograder.github import (
+from autograder.github.api import (
     DEFAULT_MARKER,
     GitHubAPI,
     GitHubError,
@@ -201,7 +201,7 @@ def run_cli(fake, *args: str, env_extra: dict | None = None, drop: tuple[str, ..
            "GITHUB_REPOSITORY": REPO, "PYTHONDONTWRITEBYTECODE": "1", **(env_extra or {})}
     for name in drop:
         env.pop(name, None)
-    proc = subprocess.run([sys.executable, "-m", "autograder.github", *args], cwd=ROOT, env=env,
+    proc = subprocess.run([sys.executable, "-m", "autograder.github.api", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=120)
     assert TOKEN not in proc.stdout and TOKEN not in proc.stderr
     return proc
@@ -419,7 +419,7 @@ def test_imports_only_the_standard_library():
         "import sys\n"
         f"sys.path.insert(0, {str(ROOT)!r})\n"
         "before = set(sys.modules)\n"
-        "import autograder.github\n"
+        "import autograder.github.api\n"
         "new = sorted(set(sys.modules) - before)\n"
         "bad = [m for m in new if m.split('.')[0] not in sys.stdlib_module_names and m.split('.')[0] != 'autograder']\n"
         "ours = [m for m in new if m.split('.')[0] == 'autograder']\n"
@@ -431,7 +431,7 @@ def test_imports_only_the_standard_library():
     assert proc.returncode == 0, proc.stderr
     bad, ours, heavy = eval(proc.stdout)
     assert bad == [] and heavy == []
-    assert ours == ["autograder", "autograder.github", "autograder.neutral"]  # neutral: stdlib only too
+    assert sorted(ours) == ["autograder", "autograder.core", "autograder.core.neutral", "autograder.github", "autograder.github.api"]  # neutral: stdlib only too
 
 
 # --- a pull request's grade (grade-comment.yml) ---------------------------------------------

@@ -1,4 +1,4 @@
-"""autograder/gitstore.py against real git: a work repo whose origin is a local bare repo."""
+"""autograder/github/grades_branch.py against real git: a work repo whose origin is a local bare repo."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder.gitstore import GitStoreError, append_record, commit_time, read_history
-from autograder.history import LessonEntry, Record, badge, compute_progress, dump_line
+from autograder.github.grades_branch import GitStoreError, append_record, commit_time, read_history
+from autograder.core.history import LessonEntry, Record, badge, compute_progress, dump_line
 
 ROOT = Path(__file__).resolve().parent.parent
 TZ = "Europe/Madrid"
@@ -294,8 +294,8 @@ APPENDER = textwrap.dedent(
     import json, sys, time
     from datetime import datetime, timezone
     from pathlib import Path
-    from autograder.gitstore import append_record, commit_time
-    from autograder.history import LessonEntry, Record
+    from autograder.github.grades_branch import append_record, commit_time
+    from autograder.core.history import LessonEntry, Record
 
     repo, sha, ready, go = Path(sys.argv[1]), sys.argv[2], Path(sys.argv[3]), Path(sys.argv[4])
     lessons = (LessonEntry("03", 10, 10, True, 100, 100, "hidden"),)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from conftest import failed, solution_files
 
-from autograder.i18n import feedback_text
-from autograder.results import Status
+from autograder.core.i18n import feedback_text
+from autograder.core.results import Status
 
 UNFUSED = '''            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))  # (B, nh, T, T)
             ### END SOLUTION

@@ -13,11 +13,11 @@ import yaml
 from conftest import ROOT
 from learner_course import history_lines, make_course, run_cli
 
-from autograder import i18n
-from autograder.hints import HintError, file_problems, load_lesson_hints, read_hints
-from autograder.learner import HINTS_FILE
-from autograder.manifest import load_course
-from autograder.stubs import parse_regions
+from autograder.core import i18n
+from autograder.learner.hints import HintError, file_problems, load_lesson_hints, read_hints
+from autograder.learner.check import HINTS_FILE
+from autograder.core.manifest import load_course
+from autograder.course.stubs import parse_regions
 
 COURSE = load_course(ROOT / "course.yml")
 # A lesson needs hints once its solution files exist (lessons still being written may lack them).

@@ -1,4 +1,4 @@
-"""autograder/history.py: records, XP and streak arithmetic on hand-made histories."""
+"""autograder/core/history.py: records, XP and streak arithmetic on hand-made histories."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from datetime import date, datetime, timedelta, timezone
 
 import pytest
 
-from autograder.history import (
+from autograder.core.history import (
     LessonEntry,
     Record,
     badge,
@@ -15,8 +15,8 @@ from autograder.history import (
     dump_line,
     parse_history,
 )
-from autograder.render import to_json_dict
-from autograder.results import CheckResult, CourseResult, LessonResult, Status
+from autograder.render.output import to_json_dict
+from autograder.core.results import CheckResult, CourseResult, LessonResult, Status
 
 MADRID = "Europe/Madrid"
 UTC = timezone.utc

@@ -24,12 +24,12 @@ from pathlib import Path
 
 import pytest
 
-from autograder import isolation
-from autograder.feedback import redact, secrets_from_environ
-from autograder.i18n import feedback_text
-from autograder.render import render_json, render_markdown, render_text
-from autograder.results import CourseResult, Status
-from autograder.sandbox import PACKAGE_PARENT, worker_user
+from autograder.sandbox import isolation
+from autograder.engine.feedback import redact, secrets_from_environ
+from autograder.core.i18n import feedback_text
+from autograder.render.output import render_json, render_markdown, render_text
+from autograder.core.results import CourseResult, Status
+from autograder.sandbox.client import PACKAGE_PARENT, worker_user
 
 from conftest import ROOT, SEED, grade_folder, solution_files, tagged_processes, write_submission
 
@@ -363,13 +363,13 @@ pytest.approx = lambda expected, *args, **kwargs: type("Any", (), {"__eq__": lam
 builtins.AssertionError = type("AssertionError", (Exception,), {})
 builtins.print = lambda *args, **kwargs: None
 
-import autograder.checks, autograder.feedback, autograder.results
-autograder.checks.fail = autograder.checks.expect = lambda *args, **kwargs: None
-autograder.feedback.compare = lambda *args, **kwargs: None
-autograder.results.Status.FAILED = autograder.results.Status.PASSED
+import autograder.engine.checks, autograder.engine.feedback, autograder.core.results
+autograder.engine.checks.fail = autograder.engine.checks.expect = lambda *args, **kwargs: None
+autograder.engine.feedback.compare = lambda *args, **kwargs: None
+autograder.core.results.Status.FAILED = autograder.core.results.Status.PASSED
 
 # Forge answers: a "verdict" frame, and an early answer to the next request.
-import autograder.worker.main as _main
+import autograder.sandbox.worker.main as _main
 _write = _main.write_frame
 
 
@@ -783,7 +783,7 @@ def grow():
 
 
 def test_huge_allocations_end_as_clear_errors(course, lesson03, tmp_path):
-    from autograder.sandbox import _cuda_present
+    from autograder.sandbox.client import _cuda_present
 
     if _cuda_present():
         pytest.skip("no address-space limit on a CUDA machine (the GPU driver needs it)")

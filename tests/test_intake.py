@@ -1,4 +1,4 @@
-"""Submission intake (autograder/intake.py, issue 17): a learner never gets points, nor stops
+"""Submission intake (autograder/sandbox/intake.py, issue 17): a learner never gets points, nor stops
 anyone else's grading, by committing symlinks; the roster fetches only from where the
 instructor allows.
 
@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from autograder import intake
-from autograder.batch_store import content_hash
+from autograder.sandbox import intake
+from autograder.cohort.store import content_hash
 from autograder.cli import main as cli_main
-from autograder.engine import grade, lesson_submission_dir, own_files
-from autograder.roster import Allowed, Learner, fetch, learners_in, url_origin
+from autograder.engine.grading import grade, lesson_submission_dir, own_files
+from autograder.cohort.roster import Allowed, Learner, fetch, learners_in, url_origin
 
 from cohort_factory import GIT, grade_all, push, records, results, served
 from conftest import SEED, solution_files, write_submission

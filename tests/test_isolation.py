@@ -32,8 +32,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder import isolation
-from autograder.sandbox import worker_user
+from autograder.sandbox import isolation
+from autograder.sandbox.client import worker_user
 
 from conftest import ROOT, SEED, solution_files
 
@@ -328,7 +328,7 @@ def _ppid(pid: int) -> int:
 
 
 def solution_files_03() -> dict[str, str]:
-    from autograder.manifest import load_course
+    from autograder.core.manifest import load_course
 
     return solution_files(load_course(ROOT / "course.yml").lesson("03"))
 

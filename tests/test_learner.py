@@ -13,9 +13,9 @@ import pytest
 from conftest import ROOT, SEED
 from learner_course import ANSI, cli_env, history_lines, make_course, run_cli, todo_line
 
-from autograder.engine import grade
-from autograder.history import LessonEntry, Record, parse_history
-from autograder.learner import (
+from autograder.engine.grading import grade
+from autograder.core.history import LessonEntry, Record, parse_history
+from autograder.learner.check import (
     LocalStore,
     NextStep,
     blocking_todo,
@@ -23,8 +23,8 @@ from autograder.learner import (
     lesson_next_step,
     locate_step,
 )
-from autograder.manifest import load_course
-from autograder.stubs import revert_region
+from autograder.core.manifest import load_course
+from autograder.course.stubs import revert_region
 
 
 def _titles(lesson):
@@ -196,8 +196,8 @@ def test_finishing_the_last_lesson_is_not_finishing_the_course(tmp_path):
     first = course.lessons[0]
     assert f"Siguiente: lección {first.id} · {first.title['es']}" in proc.stdout, proc.stdout
     # next_step itself: done only when every lesson is completed.
-    from autograder.results import LessonResult
-    from autograder.learner import next_step
+    from autograder.core.results import LessonResult
+    from autograder.learner.check import next_step
 
     finished = LessonResult("06", "generar", {"es": "x"}, 50, [])
     assert next_step(course, [], completed=[lesson.id for lesson in course.lessons]).kind == "done"

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from autograder import cli
-from autograder.manifest import load_course
+from autograder.core.manifest import load_course
 
 from conftest import ROOT, SEED, solution_files, write_submission
 

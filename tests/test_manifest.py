@@ -1,4 +1,4 @@
-"""autograder.manifest: the real course.yml, malformed copies of it, finding it, lesson lookup.
+"""autograder.core.manifest: the real course.yml, malformed copies of it, finding it, lesson lookup.
 
 Malformed manifests are real files in tmp_path, each a copy of the real course.yml with one
 thing broken; every error must name the file and the field.
@@ -16,7 +16,7 @@ import jsonschema
 import pytest
 import yaml
 
-from autograder.manifest import (
+from autograder.core.manifest import (
     ENV_VAR,
     SCHEMA_PATH,
     CheckSpec,

@@ -1,4 +1,4 @@
-"""Learner text arrives inert in every rendering (autograder/neutral.py): escape sequences never
+"""Learner text arrives inert in every rendering (autograder/core/neutral.py): escape sequences never
 reach a terminal, and Markdown or HTML a learner wrote (an exception's message, a traceback's
 line, a title in a results.json, an error's detail) is text in the job summary, the comment and
 the cohort report, never a heading, a link, emphasis, an image or a table.
@@ -16,11 +16,11 @@ import sys
 import pytest
 from markdown_it import MarkdownIt
 
-from autograder import neutral
-from autograder.checks import describe_student_error
-from autograder.render import render_markdown, render_text
-from autograder.results import Block, CheckResult, CourseResult, Feedback, LessonResult, Status, message
-from autograder.sandbox import StudentError
+from autograder.core import neutral
+from autograder.engine.checks import describe_student_error
+from autograder.render.output import render_markdown, render_text
+from autograder.core.results import Block, CheckResult, CourseResult, Feedback, LessonResult, Status, message
+from autograder.sandbox.client import StudentError
 from conftest import ROOT, SEED, solution_files, write_submission
 
 # Clipboard (OSC 52), window title (OSC 0), clear screen, colour, a carriage return that
@@ -176,10 +176,10 @@ def test_autograder_grade_prints_a_learners_exception_inert(lesson03, tmp_path):
 
 
 def test_a_learners_error_detail_is_inert_in_the_cohort_report_and_progress_lines(course, tmp_path):
-    from autograder import i18n
-    from autograder.batch_store import Record, Store
-    from autograder.cohort import load, render_markdown as cohort_markdown
-    from autograder.render import render_json
+    from autograder.core import i18n
+    from autograder.cohort.store import Record, Store
+    from autograder.cohort.report import load, render_markdown as cohort_markdown
+    from autograder.render.output import render_json
 
     store = Store(tmp_path)
     empty = render_json(CourseResult(course.name, "es", SEED, []), "es")
@@ -203,7 +203,7 @@ def test_a_learners_error_detail_is_inert_in_the_cohort_report_and_progress_line
 
 
 def test_a_pull_requests_grade_is_said_unverified_and_its_text_inert():
-    from autograder.github import unverified_report
+    from autograder.github.api import unverified_report
 
     results = {"course": HOSTILE, "language": "es", "xp": 300, "xp_max": 300, "score": 600, "max_score": 600,
                "lessons": [{"id": "03", "title": HOSTILE, "score": 0, "max_score": 100, "xp": 0, "xp_max": 50,
@@ -226,7 +226,7 @@ def test_a_pull_requests_grade_is_said_unverified_and_its_text_inert():
 def test_workflow_annotations_carry_no_escape_sequence(course, tmp_path):
     """`autograder ci report`'s annotations (printed in the job's log, where `gh run view --log`
     would show them on a terminal): one line each, no control character."""
-    from autograder.ci import annotations
+    from autograder.github.steps import annotations
 
     lines = annotations(course, hostile_result(), "es", tmp_path)
     assert len(lines) == 1 and lines[0].startswith("::error file=exercises/03-atencion-causal/")

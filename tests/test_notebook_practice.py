@@ -10,8 +10,8 @@ import re
 import pytest
 from conftest import ROOT, solution_files
 
-from autograder.notebooks.build import PRACTICE_TEXTS, lesson_notebook
-from autograder.notebooks.sources import fill_cells, parse_header
+from autograder.course.notebooks.build import PRACTICE_TEXTS, lesson_notebook
+from autograder.course.notebooks.sources import fill_cells, parse_header
 
 KERNEL_TIMEOUT = 300  # seconds for one cell: the practice tests' own process imports torch
 
@@ -120,7 +120,7 @@ def test_notebook_texts_refer_only_to_what_the_notebook_has(course, lang):
     """No README, no "they do nothing while you work", no repository command in any lesson's
     notebook; the practice section says how to check while working; the quiz cell points at
     the questions, which are right above it, every one."""
-    from autograder import i18n
+    from autograder.core import i18n
 
     for lesson in course.lessons:
         notebook = lesson_notebook(course, lesson, lang)
@@ -151,11 +151,11 @@ def test_notebook_texts_refer_only_to_what_the_notebook_has(course, lang):
 
 
 def test_practice_texts_exist_in_both_catalogs():
-    from autograder import i18n
+    from autograder.core import i18n
 
     keys = {lang: {k for k in i18n.catalog(lang) if k.startswith(PRACTICE_TEXTS)} for lang in ("es", "en")}
     assert keys["es"] == keys["en"] and len(keys["es"]) >= 15
-    source = (ROOT / "autograder" / "notebooks" / "practice.py").read_text(encoding="utf-8")
+    source = (ROOT / "autograder" / "course" / "notebooks" / "practice.py").read_text(encoding="utf-8")
     used = set(re.findall(r'self\.texts\["(\w+)"\]', source)) | set(re.findall(r'"(no_pytest|crashed)"', source))
     assert {PRACTICE_TEXTS + key for key in used} <= keys["es"]
 
@@ -177,7 +177,7 @@ def test_practice_cell_says_which_earlier_lesson_it_needs(course, tmp_path, monk
     files it saves are the ones the hidden test cells would grade (sources.files_from_history)."""
     import IPython
 
-    from autograder.notebooks.sources import files_from_history
+    from autograder.course.notebooks.sources import files_from_history
 
     monkeypatch.delenv("AUTOGRADER_COURSE", raising=False)
     lesson = course.lesson("06")
@@ -215,8 +215,8 @@ def test_hidden_check_feedback_names_notebooks_not_commands(course):
     this notebook's text instead (what the hidden test cells print)."""
     import string
 
-    from autograder import i18n
-    from autograder.notebooks.kernel import _for_notebooks
+    from autograder.core import i18n
+    from autograder.course.notebooks.kernel import _for_notebooks
 
     notebooks = {lesson.id: f"{lesson.folder}.ipynb" for lesson in course.lessons}
     found = {"command": 0, "readme": 0}
@@ -248,12 +248,12 @@ def test_hidden_check_feedback_names_notebooks_not_commands(course):
 @pytest.mark.parametrize("lang", ["es", "en"])
 def test_every_text_of_the_notebooks_is_in_both_catalogs(lang):
     """The keys the notebooks' code and feedback template use exist in both catalogs."""
-    from autograder import i18n
+    from autograder.core import i18n
 
     other = "en" if lang == "es" else "es"
     mine = {key for key in i18n.catalog(lang) if key.startswith("notebooks.")}
     assert mine == {key for key in i18n.catalog(other) if key.startswith("notebooks.")}
-    package = ROOT / "autograder" / "notebooks"
+    package = ROOT / "autograder" / "course" / "notebooks"
     code = "\n".join(path.read_text(encoding="utf-8") for path in package.glob("*.py"))
     used = {f"notebooks.{key}" for key in re.findall(r'(?<![\w.])t\(\s*"([\w.]+)"', code)}
     used |= {key for key in re.findall(r'"(notebooks\.[\w.]*\w)"', code)}  # not prefixes ("notebooks.practice.")

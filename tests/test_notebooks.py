@@ -25,8 +25,8 @@ import pytest
 from conftest import ROOT, solution_files
 from lesson03_variants import BUGGY
 
-from autograder.notebooks.build import notebook_text
-from autograder.notebooks.sources import (
+from autograder.course.notebooks.build import notebook_text
+from autograder.course.notebooks.sources import (
     files_from_history,
     files_from_notebook,
     fill_cells,
@@ -34,7 +34,7 @@ from autograder.notebooks.sources import (
     parse_header,
     split_module,
 )
-from autograder.stubs import generate_lesson, parse_regions, revert_region, strip_markers
+from autograder.course.stubs import generate_lesson, parse_regions, revert_region, strip_markers
 
 STUDENT_TIMEOUT = 600  # seconds for one nbgrader command: kernels, torch imports and gradings
 
@@ -298,7 +298,7 @@ def test_a_lesson_with_incomplete_sources_writes_nothing(tmp_path):
 
 
 def test_notebook_text_follows_the_language(course, tmp_path):
-    from autograder.notebooks.build import lesson_notebook
+    from autograder.course.notebooks.build import lesson_notebook
 
     words = {"es": ("Cómo trabajar", "puntos", "Comprobación"), "en": ("How to work", "points", "Check")}
     for lang, expected in words.items():
@@ -314,7 +314,7 @@ def test_a_check_that_cannot_run_here_is_worth_nothing(course):
     """skip_checks (what generate_assignment does for a check the solution gets skipped on its
     machine): that test cell is worth 0 and says why, the total above the checks leaves it out,
     and every test cell keeps its check's id as nbgrader's grade_id."""
-    from autograder.notebooks.build import lesson_notebook, skip_checks
+    from autograder.course.notebooks.build import lesson_notebook, skip_checks
 
     lesson = course.lesson("03")
     for lang, words in (("es", "no puntúa aquí: no CUDA."), ("en", "does not score here: no CUDA.")):
@@ -342,7 +342,7 @@ def test_release_notebooks_hold_no_solution_and_no_hidden_test(course, released)
         code = "\n".join(cell.source for cell in release.cells if cell.cell_type == "code")
         everything = "\n".join(cell.source for cell in release.cells)
         # No hidden test: nothing of the test cells but their comment, and no trace of the graders.
-        for marker in ("BEGIN HIDDEN TESTS", "run_check", "autograder.notebooks", "BEGIN SOLUTION", "END SOLUTION"):
+        for marker in ("BEGIN HIDDEN TESTS", "run_check", "autograder.course.notebooks", "BEGIN SOLUTION", "END SOLUTION"):
             assert marker not in everything, (lesson.folder, marker)
         # No solution: every lesson cell is, piece by piece, exactly the repository's exercise
         # (saying this notebook where the exercise says README: notebook_text).

@@ -9,11 +9,11 @@ import time
 
 import pytest
 
-from autograder import practice
-from autograder.engine import grade
-from autograder.i18n import feedback_text
-from autograder.render import render_markdown, render_text, to_json_dict
-from autograder.results import Status
+from autograder.engine import practice
+from autograder.engine.grading import grade
+from autograder.core.i18n import feedback_text
+from autograder.render.output import render_markdown, render_text, to_json_dict
+from autograder.core.results import Status
 from conftest import ROOT, SEED, solution_files, write_submission
 
 
@@ -111,7 +111,7 @@ def test_a_practice_test_that_skipped_itself_never_completes_the_lesson(tmp_path
     """The learner release: lesson 06 finished but lessons 03 and 04 still stubs, so the
     practice tests that need the learner's GPT skip themselves. What they would have caught
     (a wrong `pos`, say) must not earn "completada" and its XP."""
-    from autograder.manifest import load_course
+    from autograder.core.manifest import load_course
     from learner_course import make_course
 
     root = make_course(tmp_path / "course", {"03": "stub", "04": "stub", "06": "solved"})

@@ -13,11 +13,11 @@ from zoneinfo import ZoneInfo
 from conftest import ROOT
 from learner_course import ANSI, Terminal, cli_env, make_course, run_cli
 
-from autograder.gitstore import append_record
-from autograder.history import LessonEntry, Record
-from autograder.learner import LocalStore
-from autograder.manifest import load_course
-from autograder.progress import gather, render_progress
+from autograder.github.grades_branch import append_record
+from autograder.core.history import LessonEntry, Record
+from autograder.learner.check import LocalStore
+from autograder.core.manifest import load_course
+from autograder.learner.progress import gather, render_progress
 
 COURSE = load_course(ROOT / "course.yml")
 XP_MAX = sum(lesson.xp for lesson in COURSE.lessons)

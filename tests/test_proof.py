@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from autograder.i18n import feedback_text
-from autograder.manifest import load_course
-from autograder.results import Status
-from autograder.stubs import parse_regions, revert_region, strip_markers
+from autograder.core.i18n import feedback_text
+from autograder.core.manifest import load_course
+from autograder.core.results import Status
+from autograder.course.stubs import parse_regions, revert_region, strip_markers
 
 from conftest import ROOT, failed, grade_folder, solution_files, write_submission
 

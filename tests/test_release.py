@@ -1,4 +1,4 @@
-"""autograder.release: the learner template repository, built from the real course.
+"""autograder.course.release: the learner template repository, built from the real course.
 
 What goes in and what stays out, the pinned graders' ref, the adapted pyproject, the output
 folder's safety rules, a leak check of every solution line and every hidden grader line
@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from autograder.manifest import load_course
-from autograder.release import MARKER, ReleaseError, ReleaseReport, build_release
-from autograder.stubs import REGION_SUFFIXES, generate_lesson, parse_regions, strip_markers
+from autograder.core.manifest import load_course
+from autograder.course.release import MARKER, ReleaseError, ReleaseReport, build_release
+from autograder.course.stubs import REGION_SUFFIXES, generate_lesson, parse_regions, strip_markers
 from conftest import ROOT
 
 REF = "0123456789abcdef0123456789abcdef01234567"
@@ -412,13 +412,13 @@ def test_the_leak_check_finds_planted_leaks(course, release, secrets, tmp_path):
         key=lambda item: len(item[0]))
     stub = out / "exercises" / lesson.folder / lesson.todos[0].file
     stub.write_text(stub.read_text(encoding="utf-8") + f"\n    {solution_line}\n", encoding="utf-8")
-    engine = out / "autograder" / "engine.py"
+    engine = out / "autograder" / "engine" / "grading.py"
     engine.write_text(f"{grader_line}\n" + engine.read_text(encoding="utf-8"), encoding="utf-8")
     leaks = find_leaks(out, secrets)
     assert len(leaks) == 2, leaks
     stub_rel = stub.relative_to(out).as_posix()
     assert any(leak.startswith(f"{stub_rel}:") and solution_origin in leak for leak in leaks), leaks
-    assert any(leak.startswith("autograder/engine.py:1:") and grader_origin in leak for leak in leaks), leaks
+    assert any(leak.startswith("autograder/engine/grading.py:1:") and grader_origin in leak for leak in leaks), leaks
 
 
 # --- grading inside the release: its own engine, no hidden graders, practice mode -------------------

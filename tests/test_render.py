@@ -1,4 +1,4 @@
-"""autograder/render.py: one result model, rendered as JSON, Markdown and terminal text."""
+"""autograder/render/output.py: one result model, rendered as JSON, Markdown and terminal text."""
 
 import json
 from pathlib import Path
@@ -7,14 +7,14 @@ import numpy as np
 import pytest
 import yaml
 
-from autograder import feedback as F
-from autograder import i18n
-from autograder.checks import describe_student_error
-from autograder.render import render_json, render_markdown, render_text, to_json_dict
-from autograder.sandbox import StudentError
-from autograder.results import Block, CheckResult, CourseResult, Feedback, LessonResult, Status, Text, message
+from autograder.engine import feedback as F
+from autograder.core import i18n
+from autograder.engine.checks import describe_student_error
+from autograder.render.output import render_json, render_markdown, render_text, to_json_dict
+from autograder.sandbox.client import StudentError
+from autograder.core.results import Block, CheckResult, CourseResult, Feedback, LessonResult, Status, Text, message
 
-MESSAGES = Path(i18n.__file__).with_name("messages")
+MESSAGES = Path(i18n.__file__).resolve().parents[1] / "messages"
 
 
 def leak_feedback() -> Feedback:
@@ -306,7 +306,7 @@ def test_catalog_placeholders_match_between_languages():
 
 
 def test_json_round_trip_renders_the_same_markdown_and_text():
-    from autograder.render import from_json_dict
+    from autograder.render.output import from_json_dict
 
     original = make_result()
     for lang in ("es", "en"):
@@ -317,14 +317,14 @@ def test_json_round_trip_renders_the_same_markdown_and_text():
 
 
 def test_from_json_rejects_a_file_that_is_not_a_result():
-    from autograder.render import from_json_dict
+    from autograder.render.output import from_json_dict
 
     with pytest.raises(ValueError, match="not a results.json"):
         from_json_dict({"course": "x", "lessons": [{"id": "03"}]})
 
 
 def test_checks_failing_for_one_cause_are_one_block_and_verbose_shows_them_all():
-    from autograder.results import RaisedIn
+    from autograder.core.results import RaisedIn
 
     raised = RaisedIn("head-reshape", "attention.py", 71)
 
@@ -406,8 +406,8 @@ def test_checks_not_started_are_one_line_per_lesson_and_verbose_shows_them_all()
 
 
 def test_the_next_step_ends_the_text():
-    from autograder.learner import NextStep
-    from autograder.manifest import load_course
+    from autograder.learner.check import NextStep
+    from autograder.core.manifest import load_course
 
     course = load_course(Path(__file__).resolve().parent.parent / "course.yml")
     lesson = course.lessons[0]
@@ -429,8 +429,8 @@ def test_the_next_step_ends_the_text():
 def test_the_untouched_course_is_short_and_ends_with_where_to_start(course):
     """Issue 15, item 2: the stub course's text output (~147 lines before) is at most ~60 lines
     and its last line is the start step; --verbose still shows every check."""
-    from autograder.engine import grade
-    from autograder.render import grade_step
+    from autograder.engine.grading import grade
+    from autograder.render.output import grade_step
 
     root = Path(__file__).resolve().parent.parent
     result = grade(course, list(course.lessons), root / "exercises", lang="es", seed=1)

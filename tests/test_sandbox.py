@@ -1,5 +1,5 @@
-"""Unit tests of the trust boundary's two halves: the wire format (autograder.protocol) and the
-sandbox that serves a submission from a killable, unprivileged worker (autograder.sandbox),
+"""Unit tests of the trust boundary's two halves: the wire format (autograder.sandbox.protocol) and the
+sandbox that serves a submission from a killable, unprivileged worker (autograder.sandbox.client),
 against tiny modules written here rather than a lesson's files."""
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ import numpy as np
 import pytest
 import torch
 
-from autograder.i18n import feedback_text
-from autograder.protocol import (DTYPES, MAGIC, MAX_HEADER, FrameReader, Handle, ProtocolError, decode,
+from autograder.core.i18n import feedback_text
+from autograder.sandbox.protocol import (DTYPES, MAGIC, MAX_HEADER, FrameReader, Handle, ProtocolError, decode,
                                  encode, write_frame)
 from conftest import tagged_processes
-from autograder.worker import landlock
-from autograder.sandbox import (PACKAGE_PARENT, Limits, Sandbox, StudentError, WorkerDied,
+from autograder.sandbox.worker import landlock
+from autograder.sandbox.client import (PACKAGE_PARENT, Limits, Sandbox, StudentError, WorkerDied,
                                 _process_limit, _tasks_of, copy_submission, worker_user)
 
 LINUX = sys.platform.startswith("linux")
@@ -564,7 +564,7 @@ def sleep_marker() -> str:
 
 
 # Every sandbox test runs against both ways a worker starts: forked from the warm pool's zygote
-# (autograder/pool.py; the default on Linux) and executed as a fresh interpreter (elsewhere, or
+# (autograder/sandbox/pool.py; the default on Linux) and executed as a fresh interpreter (elsewhere, or
 # whenever the pool is unavailable). Both must keep every promise of the trust boundary.
 @pytest.fixture(scope="module", params=["warm-pool", "fresh-worker"])
 def box(tmp_path_factory, request):
@@ -669,7 +669,7 @@ def test_worker_identity_and_reach(box):
     me = box.call(tiny(box, "identity"))
     status = worker_status(box)
     assert status["NoNewPrivs"] == "1"  # no sudo, no setuid programs
-    assert status["Seccomp"] == "2"  # the filter of autograder/worker/seccomp.py
+    assert status["Seccomp"] == "2"  # the filter of autograder/sandbox/worker/seccomp.py
     assert int(status["CapEff"], 16) == 0 or worker_user() is None
     assert me["cwd"] == str(box.root)
     assert box.call(tiny(box, "try_write"), str(Path(me["home"]) / "scratch.txt")) == "written"
@@ -765,7 +765,7 @@ def test_garbage_on_the_pipe_kills_the_worker_with_a_clear_message(box):
 
 
 def test_memory_is_limited(box):
-    from autograder.sandbox import _cuda_present
+    from autograder.sandbox.client import _cuda_present
 
     if _cuda_present() or os.name != "posix":
         pytest.skip("no address-space limit on a CUDA machine")
@@ -802,7 +802,7 @@ def test_a_worker_that_floods_its_home_is_stopped(box, files, megabytes):
 def test_a_runtime_folder_that_holds_the_engine_is_opened_around_it(tmp_path):
     """A non-editable install puts the engine (and its graders) inside site-packages: the walls
     open site-packages entry by entry, never the engine's folder."""
-    from autograder.worker.confine import confine
+    from autograder.sandbox.worker.confine import confine
 
     site = tmp_path / "site-packages"
     (site / "torchlike").mkdir(parents=True)
@@ -892,7 +892,7 @@ def test_a_grader_can_build_a_library_object_in_the_worker_but_import_nothing_el
 
 @pytest.mark.skipif(not LINUX, reason="the warm pool is Linux only")
 def test_the_worker_starts_the_expected_way(box):
-    from autograder.pool import ForkedSupervisor
+    from autograder.sandbox.pool import ForkedSupervisor
 
     assert isinstance(box._proc, ForkedSupervisor) == box.warm_pool
 
@@ -915,7 +915,7 @@ def test_the_worker_holds_only_its_two_pipes_and_its_log(box):
 
 @pytest.mark.skipif(not LINUX, reason="the warm pool is Linux only")
 def test_the_zygote_is_single_threaded_with_a_clean_environment(tmp_path, monkeypatch):
-    from autograder.pool import WarmPool
+    from autograder.sandbox.pool import WarmPool
 
     monkeypatch.setenv("GITHUB_TOKEN", SECRET)
     (tmp_path / "m.py").write_text("x = 1\n")
@@ -932,7 +932,7 @@ def test_the_zygote_is_single_threaded_with_a_clean_environment(tmp_path, monkey
 
 @pytest.mark.skipif(not LINUX, reason="the warm pool is Linux only")
 def test_a_killed_zygote_costs_nothing_but_time(tmp_path):
-    from autograder.pool import WarmPool
+    from autograder.sandbox.pool import WarmPool
 
     (tmp_path / "m.py").write_text("x = 2\n")
     with Sandbox(tmp_path) as sandbox:

@@ -1,4 +1,4 @@
-"""autograder.stubs: regions, stubs, reverting one region, and exercises/ kept in sync.
+"""autograder.course.stubs: regions, stubs, reverting one region, and exercises/ kept in sync.
 
 Small inline solutions pin the exact output; a tmp course (real files) exercises
 generate_lesson and sync; the last tests hold the real course: exercises/ must be what the
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder.manifest import load_course
-from autograder.stubs import (
+from autograder.core.manifest import load_course
+from autograder.course.stubs import (
     Region,
     StubError,
     generate_lesson,

@@ -15,9 +15,9 @@ import pytest
 from conftest import ROOT, failed, solution_files
 from variants import Variant
 
-from autograder.i18n import feedback_text
-from autograder.manifest import load_course
-from autograder.results import Status
+from autograder.core.i18n import feedback_text
+from autograder.core.manifest import load_course
+from autograder.core.results import Status
 
 LESSONS = load_course(ROOT / "course.yml").lessons
 # Each lesson's catalog: tests/lesson<id>_variants.py with BUGGY and CORRECT lists.

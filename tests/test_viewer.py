@@ -24,10 +24,10 @@ import pytest
 from conftest import ROOT, SEED, descendants, grade_folder, solution_files, write_submission
 from lesson03_variants import BUGGY
 
-from autograder import i18n
-from autograder.attention_png import LEAK_COLOR, NAN_COLOR, attention_png
-from autograder.attention_probe import BLOCK_SIZE, N_HEAD, InputError, tokenize
-from autograder.viewer import ViewerApp, ViewerServer
+from autograder.core import i18n
+from autograder.render.attention_png import LEAK_COLOR, NAN_COLOR, attention_png
+from autograder.learner.attention_probe import BLOCK_SIZE, N_HEAD, InputError, tokenize
+from autograder.learner.viewer import ViewerApp, ViewerServer
 
 CHROMIUM = "/usr/bin/chromium"
 VARIANTS = {variant.name: variant for variant in BUGGY}

@@ -21,10 +21,10 @@ from learner_course import (
     todo_line,
 )
 
-from autograder.history import LessonEntry, Record
-from autograder.learner import LocalStore
-from autograder.manifest import load_course
-from autograder.watch import changed_lessons, edited_todos, read_inputs
+from autograder.core.history import LessonEntry, Record
+from autograder.learner.check import LocalStore
+from autograder.core.manifest import load_course
+from autograder.learner.watch import changed_lessons, edited_todos, read_inputs
 
 # Generous bounds for a loaded machine; the measured times are printed (pytest -s) and are
 # what the report quotes. A first grading imports torch in a fresh process.
@@ -133,7 +133,7 @@ def test_notifications_refused_fall_back_to_polling(tmp_path):
     script = textwrap.dedent(f"""
         import resource, sys, time
         from pathlib import Path
-        from autograder.watch import iter_changes
+        from autograder.learner.watch import iter_changes
 
         warnings = []
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -189,9 +189,9 @@ def _linux_only():
 
 
 def test_watch_says_plus_xp_once_and_keeps_earned_xp_after_a_regression():
-    from autograder.results import CheckResult, LessonResult, Status
-    from autograder.watch import render_lesson
-    from autograder.learner import NextStep
+    from autograder.core.results import CheckResult, LessonResult, Status
+    from autograder.learner.watch import render_lesson
+    from autograder.learner.check import NextStep
 
     done = LessonResult("03", "atencion-causal", {"es": "Atención"}, 50,
                         [CheckResult("mask", "mask", Status.PASSED, 5.0, 5.0)])
@@ -312,7 +312,7 @@ def test_a_save_maps_to_the_todos_whose_lines_it_changed(tmp_path):
 def test_grading_first_the_edited_checks_changes_no_result(tmp_path):
     """The engine runs the asked checks first and reports each check once as it ends; the
     results are those of a grading in the usual order (same seed)."""
-    from autograder.engine import grade
+    from autograder.engine.grading import grade
 
     root = make_course(tmp_path / "course", {"01": "stub"})
     course = load_course(root / "course.yml")

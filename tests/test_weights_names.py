@@ -1,6 +1,6 @@
 """A misnamed layer is told by its name: the graders load their weights with
 load_state_dict(strict=False), and the weights a module cannot take come back as torch's
-*unexpected* keys (autograder.checks.keys_not_taken). Before, the graders looked for them in the
+*unexpected* keys (autograder.engine.checks.keys_not_taken). Before, the graders looked for them in the
 *missing* keys, which hold the module's own names, so the hint never fired."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import re
 import pytest
 from conftest import failed, solution_files
 
-from autograder.checks import keys_not_taken
-from autograder.i18n import feedback_text
+from autograder.engine.checks import keys_not_taken
+from autograder.core.i18n import feedback_text
 
 # lesson, file, the course's layer name, the learner's name, the hint the message must give
 MISNAMED = [

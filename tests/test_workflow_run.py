@@ -313,7 +313,7 @@ def test_a_forged_pull_request_number_is_refused(repo, api, lesson03, tmp_path):
 
 
 def test_a_release_without_the_graders_token_says_practice_grade_everywhere(tmp_path, api, course):
-    from autograder.release import build_release
+    from autograder.course.release import build_release
 
     release = tmp_path / "release"
     build_release(course, release, graders_ref="0123456789abcdef0123456789abcdef01234567")

@@ -74,7 +74,7 @@ def test_grading_workflow_contract():
     install = next(s for s in job["steps"] if s.get("id") == "install")
     assert "--index-url https://download.pytorch.org/whl/cpu" in install["run"]
     assert "torch==2.13.0" in install["run"]
-    writers = [s for s in job["steps"] if "run" in s and ("ci record" in s["run"] or "autograder.github" in s["run"])]
+    writers = [s for s in job["steps"] if "run" in s and ("ci record" in s["run"] or "autograder.github.api" in s["run"])]
     assert writers and all(s.get("if") == "github.event_name != 'pull_request'" for s in writers)
     fetch = next(s for s in job["steps"] if s.get("name") == "Fetch the hidden graders")
     assert fetch["with"]["ref"] == "${{ env.AUTOGRADER_GRADERS_REF }}"
@@ -93,7 +93,7 @@ def test_comment_workflow_never_runs_the_pull_requests_code():
 
 
 def test_the_release_workflows_pass_actionlint(course, tmp_path):
-    from autograder.release import build_release
+    from autograder.course.release import build_release
 
     out = tmp_path / "release"
     build_release(course, out, graders_ref="0123456789abcdef0123456789abcdef01234567")

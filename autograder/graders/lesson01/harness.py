@@ -7,11 +7,11 @@ import contextlib
 
 import torch
 
-from autograder.checks import describe_student_error, fail
-from autograder.feedback import truncate
-from autograder.protocol import Handle
-from autograder.results import message
-from autograder.sandbox import Sandbox, StudentError
+from autograder.engine.checks import describe_student_error, fail
+from autograder.engine.feedback import truncate
+from autograder.sandbox.protocol import Handle
+from autograder.core.results import message
+from autograder.sandbox.client import Sandbox, StudentError
 
 from . import reference as ref
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from autograder.checks import describe_student_error, fail
-from autograder.results import message
-from autograder.sandbox import StudentError
+from autograder.engine.checks import describe_student_error, fail
+from autograder.core.results import message
+from autograder.sandbox.client import StudentError
 
 from . import reference as ref
 from .harness import (RETRIES, as_rows, batch_call, function, get_batch, get_batch_whole, positions, short_rows, show,

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from autograder.checks import fail
-from autograder.results import message
+from autograder.engine.checks import fail
+from autograder.core.results import message
 
 from . import reference as ref
 from .harness import function, has_values, show, type_name

@@ -9,10 +9,10 @@ import re
 
 import pytest
 
-from autograder.checks import fail
-from autograder.feedback import truncate
-from autograder.results import message
-from autograder.sandbox import StudentError
+from autograder.engine.checks import fail
+from autograder.engine.feedback import truncate
+from autograder.core.results import message
+from autograder.sandbox.client import StudentError
 
 from . import reference as ref
 from .harness import (

@@ -9,9 +9,9 @@ import re
 
 import torch
 
-from autograder.checks import describe_student_error, fail, keys_not_taken
-from autograder.results import message
-from autograder.sandbox import Sandbox, StudentError
+from autograder.engine.checks import describe_student_error, fail, keys_not_taken
+from autograder.core.results import message
+from autograder.sandbox.client import Sandbox, StudentError
 
 FILE = "bigram"
 TABLE = "token_embedding_table.weight"

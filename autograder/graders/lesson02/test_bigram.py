@@ -12,9 +12,9 @@ import math
 import pytest
 import torch
 
-from autograder.checks import fail
-from autograder.feedback import compare
-from autograder.results import message
+from autograder.engine.checks import fail
+from autograder.engine.feedback import compare
+from autograder.core.results import message
 
 from . import reference as ref
 from .harness import ATOL, BIGRAM, RTOL, LearnerBigram, generator, tokens

@@ -14,9 +14,9 @@ import functools
 import pytest
 import torch
 
-from autograder.checks import CheckFailure, fail
-from autograder.results import Block, message
-from autograder.sandbox import StudentError
+from autograder.engine.checks import CheckFailure, fail
+from autograder.core.results import Block, message
+from autograder.sandbox.client import StudentError
 
 from . import reference as ref
 from .harness import CannotJudge, Generate, TableModel, expect_generated, generator, tokens

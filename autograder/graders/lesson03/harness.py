@@ -12,10 +12,10 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from autograder.checks import CheckFailure, describe_student_error, fail, keys_not_taken
-from autograder.feedback import compare
-from autograder.results import Block, Figure, message
-from autograder.sandbox import Sandbox, StudentError
+from autograder.engine.checks import CheckFailure, describe_student_error, fail, keys_not_taken
+from autograder.engine.feedback import compare
+from autograder.core.results import Block, Figure, message
+from autograder.sandbox.client import Sandbox, StudentError
 
 from . import reference as ref
 
@@ -322,7 +322,7 @@ def random_input(cfg: dict, T: int, gen: torch.Generator, B: int = 2) -> torch.T
 def attention_heatmap(weights, title_key: str = "lesson03.heatmap_title"):
     """The (T, T) matrix of batch 0, head 0, drawn with its leaking cells marked, and every
     head of batch 0 as a Figure (a PNG where an image can be shown)."""
-    from autograder.feedback import heatmap, leaking_cells
+    from autograder.engine.feedback import heatmap, leaking_cells
 
     heads = np.asarray(weights, dtype=np.float64)
     while heads.ndim > 3:

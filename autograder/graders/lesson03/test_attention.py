@@ -7,10 +7,10 @@ import math
 import pytest
 import torch
 
-from autograder.checks import CheckFailure, describe_student_error, expect, fail
-from autograder.feedback import compare, heatmap, leaking_cells
-from autograder.results import Feedback, Figure, message
-from autograder.sandbox import StudentError
+from autograder.engine.checks import CheckFailure, describe_student_error, expect, fail
+from autograder.engine.feedback import compare, heatmap, leaking_cells
+from autograder.core.results import Feedback, Figure, message
+from autograder.sandbox.client import StudentError
 
 from . import reference as ref
 from .harness import (

@@ -11,9 +11,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from autograder.checks import fail
-from autograder.feedback import compare
-from autograder.results import message
+from autograder.engine.checks import fail
+from autograder.engine.feedback import compare
+from autograder.core.results import message
 
 from . import reference as ref
 from .harness import MAIN, MAIN_T, LearnerAttention, generator, random_input

@@ -9,10 +9,10 @@ import numbers
 import numpy as np
 import pytest
 
-from autograder.checks import describe_student_error, fail
-from autograder.feedback import compare, heatmap, leaking_cells
-from autograder.results import Figure, message
-from autograder.sandbox import StudentError
+from autograder.engine.checks import describe_student_error, fail
+from autograder.engine.feedback import compare, heatmap, leaking_cells
+from autograder.core.results import Figure, message
+from autograder.sandbox.client import StudentError
 
 from . import reference as ref
 from .harness import mask_grid

@@ -14,10 +14,10 @@ from types import SimpleNamespace
 
 import torch
 
-from autograder.checks import fail, keys_not_taken
-from autograder.feedback import compare
-from autograder.results import message
-from autograder.sandbox import Sandbox, StudentError
+from autograder.engine.checks import fail, keys_not_taken
+from autograder.engine.feedback import compare
+from autograder.core.results import message
+from autograder.sandbox.client import Sandbox, StudentError
 
 FILE = "model"
 # T, nh, hs, C, V, block_size and n_layer all different, nh >= 2, T < block_size.

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from autograder.checks import describe_student_error, fail
-from autograder.feedback import compare
-from autograder.results import message
-from autograder.sandbox import StudentError
+from autograder.engine.checks import describe_student_error, fail
+from autograder.engine.feedback import compare
+from autograder.core.results import message
+from autograder.sandbox.client import StudentError
 
 from . import reference as ref
 from .harness import (

@@ -12,8 +12,8 @@ import math
 import pytest
 import torch
 
-from autograder.checks import fail
-from autograder.results import Block, message
+from autograder.engine.checks import fail
+from autograder.core.results import Block, message
 
 from . import reference as ref
 from .harness import INIT, INIT_SEED, Learner, expect_finite, generator, tokens

@@ -15,9 +15,9 @@ from pathlib import PurePath
 import pytest
 import torch
 
-from autograder.checks import CheckFailure, describe_student_error, fail
-from autograder.results import Feedback, message
-from autograder.sandbox import StudentError
+from autograder.engine.checks import CheckFailure, describe_student_error, fail
+from autograder.core.results import Feedback, message
+from autograder.sandbox.client import StudentError
 
 from .harness import Learner, generator, tokens
 

@@ -1,6 +1,6 @@
 """Hidden checks of lesson 04's "Comprueba tu comprensión" answers (quiz.yml)."""
 
-from autograder.quiz import quiz_test
+from autograder.engine.quiz import quiz_test
 
 # The key: which option is right; each wrong-answer message names the README section.
 test_quiz = quiz_test({1: "d", 2: "b", 3: "c"}, wrong="lesson04.quiz_wrong_{n}")

@@ -13,10 +13,10 @@ from types import SimpleNamespace
 
 import torch
 
-from autograder.checks import fail
-from autograder.protocol import Handle
-from autograder.results import message
-from autograder.sandbox import Sandbox, StudentError
+from autograder.engine.checks import fail
+from autograder.sandbox.protocol import Handle
+from autograder.core.results import message
+from autograder.sandbox.client import Sandbox, StudentError
 
 from . import reference as ref
 

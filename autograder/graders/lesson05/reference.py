@@ -1,6 +1,6 @@
 """Trusted reference math for lesson 05, written independently of solutions/.
 
-The model is lesson 04's reference GPT, loaded in this process by `autograder.references`
+The model is lesson 04's reference GPT, loaded in this process by `autograder.engine.references`
 (our own code, the same file the worker serves), so gradients and losses are computed here on
 the very weights the grader sent to the worker. Everything is float64 unless said otherwise.
 Functions take options that reproduce a recognisable bug; the graders compare a learner's
@@ -14,7 +14,7 @@ import math
 
 import torch
 
-from autograder import references
+from autograder.engine import references
 
 # What torch.nn.utils.clip_grad_norm_ adds to the norm before dividing.
 CLIP_EPS = 1e-6

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from autograder.checks import fail
-from autograder.results import message
-from autograder.sandbox import StudentError
+from autograder.engine.checks import fail
+from autograder.core.results import message
+from autograder.sandbox.client import StudentError
 
 from . import reference as ref
 from .harness import B, CFG, DROPOUT_CFG, MODE_PATHS, T, Trainer, cfg_text, expect_float, fmt, generator, relative_gap

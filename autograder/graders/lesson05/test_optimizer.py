@@ -11,10 +11,10 @@ import math
 import pytest
 import torch
 
-from autograder.checks import fail
-from autograder.protocol import Handle
-from autograder.results import message
-from autograder.sandbox import StudentError
+from autograder.engine.checks import fail
+from autograder.sandbox.protocol import Handle
+from autograder.core.results import message
+from autograder.sandbox.client import StudentError
 
 from . import reference as ref
 from .harness import CFG, Trainer, cfg_text, generator

@@ -8,10 +8,10 @@ import math
 
 import pytest
 
-from autograder.checks import describe_student_error, fail
-from autograder.feedback import student_frames
-from autograder.results import message
-from autograder.sandbox import StudentError
+from autograder.engine.checks import describe_student_error, fail
+from autograder.engine.feedback import student_frames
+from autograder.core.results import message
+from autograder.sandbox.client import StudentError
 
 from . import reference as ref
 from .harness import CFG, Trainer, cfg_text, fmt, generator

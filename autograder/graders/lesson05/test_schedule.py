@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from autograder.checks import fail
-from autograder.results import Block, message
+from autograder.engine.checks import fail
+from autograder.core.results import Block, message
 
 from . import reference as ref
 from .harness import Trainer, expect_float, fmt

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from autograder.checks import fail
-from autograder.results import message
+from autograder.engine.checks import fail
+from autograder.core.results import message
 
 from . import reference as ref
 from .harness import B, CFG, T, Step, Trainer, expect_finite_update, expect_float, fmt, generator, relative_gap

@@ -10,8 +10,8 @@ import math
 import pytest
 import torch
 
-from autograder.checks import fail
-from autograder.results import message
+from autograder.engine.checks import fail
+from autograder.core.results import message
 
 from . import reference as ref
 from .harness import CFG, Trainer, cfg_text, fmt, generator

@@ -12,10 +12,10 @@ from types import SimpleNamespace
 
 import torch
 
-from autograder import blame
-from autograder.checks import describe_student_error, fail, keys_not_taken
-from autograder.results import Block, message
-from autograder.sandbox import Sandbox, StudentError
+from autograder.engine import blame
+from autograder.engine.checks import describe_student_error, fail, keys_not_taken
+from autograder.core.results import Block, message
+from autograder.sandbox.client import Sandbox, StudentError
 
 from . import reference as ref
 
@@ -338,7 +338,7 @@ TODOS = frozenset({"temperature", "top-k", "crop-context", "kv-cache", "cache-al
 
 
 def raised_in(err: StudentError) -> str | None:
-    """The TODO whose code raised `err`, as the engine tells it (autograder/blame.py), or None."""
+    """The TODO whose code raised `err`, as the engine tells it (autograder/engine/blame.py), or None."""
     where = blame.raised_in(err, [f"{FILE}.py"], TODOS, STUBS)
     return where.todo if where is not None else None
 

@@ -8,7 +8,7 @@ reproduce recognisable bugs (a mask aligned to the top-left corner, as
 scaled_dot_product_attention's is_causal does; no mask; the past appended after the new
 keys; positions restarted at 0) so the graders can name them.
 
-The GPT itself is lesson 04's reference (autograder.references), in float64: this module walks
+The GPT itself is lesson 04's reference (autograder.engine.references), in float64: this module walks
 its submodules (embeddings, LayerNorms, MLPs, lm_head) and does the attention itself.
 """
 
@@ -19,7 +19,7 @@ import math
 
 import torch
 
-from autograder import references
+from autograder.engine import references
 
 # ---------------------------------------------------------------- sampling
 

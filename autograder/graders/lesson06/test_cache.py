@@ -24,10 +24,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from autograder.checks import fail
-from autograder.feedback import compare, heatmap
-from autograder.results import Block, message
-from autograder.sandbox import StudentError
+from autograder.engine.checks import fail
+from autograder.engine.feedback import compare, heatmap
+from autograder.core.results import Block, message
+from autograder.sandbox.client import StudentError
 
 from . import reference as ref
 from .harness import (

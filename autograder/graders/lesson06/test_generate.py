@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from autograder.checks import fail
-from autograder.results import message
+from autograder.engine.checks import fail
+from autograder.core.results import message
 
 from .harness import CACHE_HINTS, CROP_HINTS, GPT_CFG, WorkerGPT, draw_seed, generate_sampled, generator, judge_sampled, tokens
 

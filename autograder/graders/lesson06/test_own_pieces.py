@@ -11,10 +11,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from autograder.checks import describe_student_error, fail, keys_not_taken
-from autograder.feedback import compare
-from autograder.results import message
-from autograder.sandbox import StudentError
+from autograder.engine.checks import describe_student_error, fail, keys_not_taken
+from autograder.engine.feedback import compare
+from autograder.core.results import message
+from autograder.sandbox.client import StudentError
 
 from . import reference as ref
 from .harness import ATOL, ATTN_CFG, GPT_CFG, RTOL, TIE, trusted_skeleton, function, generator, tokens

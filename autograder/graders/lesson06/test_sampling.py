@@ -13,8 +13,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from autograder.checks import fail
-from autograder.results import Block, message
+from autograder.engine.checks import fail
+from autograder.core.results import Block, message
 
 from . import reference as ref
 from .harness import (

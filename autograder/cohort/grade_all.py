@@ -1,0 +1,488 @@
+"""`autograder grade-all`: an instructor grades a whole cohort.
+
+    autograder grade-all SUBMISSIONS --out DIR [--jobs N] [--shard I/N] [--roster FILE]
+                         [--allow-scheme SCHEME ...] [--allow-host HOST ...]
+                         [--lessons LESSON ...] [--seed N] [--lang es|en] [--learner-timeout S]
+    autograder grade-all --merge DIR [DIR ...] --out DIR
+
+SUBMISSIONS holds one folder per learner: a clone of their repository (with exercises/ inside)
+or just its exercises/. With --roster (autograder/cohort/roster.py) the repositories are cloned or
+updated there first, from the schemes and hosts --allow-scheme and --allow-host allow (default:
+https on github.com). Every learner is graded with the same engine call, trust boundary and seed
+as `autograder grade --submission <their exercises> --seed <the run's seed>` (nothing below the
+learner's folder that is a symlink is followed, not even their exercises/), by N long-lived
+grading processes (autograder/cohort/pool.py). DIR receives one result per learner, the nbgrader
+gradebook and CSVs (autograder/cohort/gradebook.py) and the cohort report (autograder/cohort/report.py); see
+autograder/cohort/store.py for its layout and for how an interrupted run resumes.
+
+--shard I/N grades a stable I-th of N parts of the learners (by a hash of their id), so N
+machines can share a cohort; --merge then combines the N output folders into one, after checking
+that they are the N shards of the same run (same seed, lessons, graders and engine).
+
+Exit status: 0 when every learner of the run has a result (a learner whose grading failed has
+an error result, listed in the report); 2 for unusable input (roster, folders, shards); 1 for
+an internal failure; 130 when interrupted (what was graded is kept and the next run resumes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib.util
+import os
+import random
+import re
+import shutil
+import sys
+import threading
+from pathlib import Path
+
+from autograder.sandbox import cpu_clock
+from autograder.core import i18n
+from autograder.core import neutral
+from autograder.cohort.store import (BatchError, Record, Store, content_hash, graded_folders, grading_fingerprint,
+                          learner_key, write_atomic)
+from autograder.sandbox.intake import submission_files
+from autograder.core.manifest import Course, Lesson
+from autograder.core.results import CheckResult, CourseResult, Feedback, LessonResult, Status
+from autograder.cohort.roster import SCHEMES, Allowed, Learner, commit_time, fetch_all, learners_in, read_roster
+
+WORKER_START_ALLOWANCE = 60.0  # seconds per lesson on top of its checks' timeouts
+# A host name or an IP address, nothing more: no scheme, user, port or path.
+_HOST = re.compile(r"[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?|\[?[0-9a-f:.]+\]?")
+
+
+def add_parser(subparsers) -> None:
+    from autograder.core.results import message  # help texts are catalog messages (messages/<lang>/cli.yml)
+
+    parser = subparsers.add_parser("grade-all", help=message("cli.grade_all.help"),
+                                   description=message("cli.grade_all.description"))
+    parser.add_argument("submissions", nargs="?", type=Path, metavar=message("cli.metavar.submissions"),
+                        help=message("cli.grade_all.submissions"))
+    parser.add_argument("--out", type=Path, required=True, metavar=message("cli.metavar.dir"), help=message("cli.grade_all.out"))
+    parser.add_argument("--jobs", type=int, default=None, metavar="N", help=message("cli.grade_all.jobs"))
+    parser.add_argument("--shard", default=None, metavar="I/N", help=message("cli.grade_all.shard"))
+    parser.add_argument("--roster", type=Path, default=None, metavar=message("cli.metavar.file"), help=message("cli.grade_all.roster"))
+    parser.add_argument("--allow-scheme", action="append", choices=SCHEMES, default=None, metavar="SCHEME",
+                        help=message("cli.grade_all.allow_scheme"))
+    parser.add_argument("--allow-host", action="append", default=None, metavar="HOST",
+                        help=message("cli.grade_all.allow_host"))
+    parser.add_argument("--allow-unisolated", action="store_true", help=message("cli.grade_all.allow_unisolated"))
+    parser.add_argument("--lessons", nargs="+", default=None, metavar=message("cli.metavar.lesson"), help=message("cli.grade_all.lessons"))
+    parser.add_argument("--seed", type=int, default=None, help=message("cli.grade_all.seed"))
+    parser.add_argument("--lang", choices=i18n.LANGUAGES, default=None, help=message("cli.grade_all.lang"))
+    parser.add_argument("--learner-timeout", type=float, default=None, metavar="SECONDS",
+                        help=message("cli.grade_all.learner_timeout"))
+    parser.add_argument("--merge", nargs="+", type=Path, default=None, metavar=message("cli.metavar.dir"),
+                        help=message("cli.grade_all.merge"))
+
+
+def main(course: Course, args: argparse.Namespace) -> int:
+    lang = args.lang or course.language
+    try:
+        if args.merge:
+            return _merge(course, args, lang)
+        return _grade_all(course, args, lang)
+    except BatchError as exc:
+        print(f"autograder grade-all: {i18n.localize(exc.text, lang)}", file=sys.stderr)
+        return 2
+
+
+# ------------------------------------------------------------------------------ options
+
+def parse_shard(text: str | None) -> tuple[int, int] | None:
+    if text is None:
+        return None
+    index, _, count = text.partition("/")
+    if not (index.isdigit() and count.isdigit() and 1 <= int(index) <= int(count)):
+        raise BatchError("batch.bad_shard", shard=text)
+    return int(index), int(count)
+
+
+def shard_of(learner: str, count: int) -> int:
+    """The shard (1..count) a learner belongs to: a hash of the id alone, so that every machine
+    computes the same partition from the same roster or folder, whatever else is in it."""
+    digest = hashlib.sha256(learner.encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big") % count + 1
+
+
+def default_learner_timeout(lessons: list[Lesson]) -> float:
+    # Each check may run up to its wall-clock bound (a loaded machine stretches checks, and
+    # the budgets are CPU seconds): the learner's whole grading may take their sum.
+    return sum(sum(cpu_clock.wall_bound(spec.timeout) for spec in lesson.checks) + WORKER_START_ALLOWANCE
+               for lesson in lessons)
+
+
+def _default_jobs() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return max(1, os.cpu_count() or 1)
+
+
+def _check_inputs(args: argparse.Namespace) -> None:
+    if args.submissions is None:
+        raise BatchError("batch.no_submissions")
+    if args.jobs is not None and args.jobs < 1:
+        raise BatchError("batch.bad_jobs", jobs=args.jobs)
+    if args.learner_timeout is not None and args.learner_timeout <= 0:
+        raise BatchError("batch.bad_timeout", seconds=args.learner_timeout)
+    if args.roster is None and not args.submissions.is_dir():
+        raise BatchError("batch.not_a_folder", folder=str(args.submissions))
+    if args.roster is not None and not args.roster.is_file():
+        raise BatchError("batch.roster_unreadable", where=str(args.roster), detail="not a file")
+    out, submissions = args.out.resolve(), args.submissions.resolve()
+    if out == submissions or submissions in out.parents:
+        raise BatchError("batch.out_inside", out=str(args.out), submissions=str(args.submissions))
+    if args.out.exists() and not args.out.is_dir():
+        raise BatchError("batch.not_a_folder", folder=str(args.out))
+    if importlib.util.find_spec("nbgrader") is None:
+        raise BatchError("batch.nbgrader_missing")
+    allowed(args)
+    _check_isolation(args)
+
+
+def _check_isolation(args: argparse.Namespace) -> None:
+    """A cohort's learners can attack each other and the instructor: refuse to run their code
+    unwalled unless told to (--allow-unisolated)."""
+    from autograder.sandbox import isolation
+
+    walls = isolation.probe()
+    if not walls["official"] and not args.allow_unisolated:
+        raise BatchError("batch.unisolated", missing=", ".join(walls["missing"]) or "-",
+                         landlock=walls.get("landlock_abi", 0))
+
+
+def allowed(args: argparse.Namespace) -> Allowed:
+    """Where the roster's repositories may be, from --allow-scheme and --allow-host."""
+    default = Allowed()
+    hosts = []
+    for host in args.allow_host or default.hosts:
+        if not _HOST.fullmatch(host.lower()):
+            raise BatchError("batch.bad_host", host=host)
+        hosts.append(host.lower().strip("[]"))  # compared as url_origin gives it: [::1] is ::1
+    return Allowed(tuple(dict.fromkeys(args.allow_scheme or default.schemes)), tuple(dict.fromkeys(hosts)))
+
+
+# ------------------------------------------------------------------------------ grading
+
+def _grade_all(course: Course, args: argparse.Namespace, lang: str) -> int:
+    _check_inputs(args)
+    shard = parse_shard(args.shard)
+    lessons = [course.lesson(key) for key in args.lessons] if args.lessons else list(course.lessons)
+    say = _Say(lang)
+    learners = _learners(args, say)  # reads the roster or the folder; nothing is written before
+    if shard is not None:
+        learners = [learner for learner in learners if shard_of(learner.id, shard[1]) == shard[0]]
+    store = Store(args.out)
+    store.root.mkdir(parents=True, exist_ok=True)
+    store.remove_leftovers()
+    seed = args.seed if args.seed is not None else (store.read_run() or {}).get("seed")
+    if not isinstance(seed, int):
+        seed = random.SystemRandom().randrange(2**31)
+    if args.roster is not None and learners:
+        args.submissions.mkdir(parents=True, exist_ok=True)
+        say.line("batch.fetching", n=len(learners))
+        fetch_all(learners, jobs=min(8, args.jobs or _default_jobs()), allowed=allowed(args))
+    run = {"course": course.name, "language": lang, "seed": seed, "lessons": [lesson.id for lesson in lessons],
+           "fingerprint": grading_fingerprint(course, lessons, seed=seed, lang=lang),
+           "shard": None if shard is None else f"{shard[0]}/{shard[1]}",
+           "learners": [learner.id for learner in learners]}
+    store.write_run(run)
+
+    todo, unchanged, failed = _triage(course, lessons, learners, store, run, say)
+    jobs = min(args.jobs or _default_jobs(), max(1, len(todo)))
+    say.line("batch.start", learners=len(learners), todo=len(todo), same=unchanged, jobs=jobs, seed=seed)
+    counts = _grade(course, lessons, todo, store, run, jobs, args.learner_timeout, say)
+    if counts is None:
+        return 1
+    failures = publish(course, store, run, lang)
+    say.out("batch.summary", graded=counts[0], same=unchanged, errors=failed + counts[1], out=str(args.out))
+    return _report_failed_outputs(say, store, failures)
+
+
+def _triage(course: Course, lessons: list[Lesson], learners: list[Learner], store: Store, run: dict,
+            say: _Say) -> tuple[dict[str, tuple[Record, Learner]], int, int]:
+    """Sort the learners out: {id: (record, learner)} of those to grade, how many are unchanged since a
+    previous run (their result stays), how many cannot be graded (an error result now)."""
+    todo, unchanged, failed = {}, 0, 0
+    for learner in learners:
+        record = Record(learner.id, "", "graded", learner.first_name, learner.last_name, learner.email,
+                        learner.commit)
+        if learner.problem is not None:
+            kind, detail = learner.problem
+            record.status, record.error, record.detail = "error", kind, detail
+            store.save(record, _error_json(course, lessons, run, record))
+            say.line(f"batch.problem_{kind}", id=learner.id, detail=detail)
+            failed += 1
+            continue
+        try:
+            content = content_hash(course, lessons, learner.exercises, boundary=learner.folder)
+            record.timestamp = _submission_time(course, lessons, learner)
+        except OSError as exc:  # an unreadable folder or an odd file: this learner only
+            record.status, record.error, record.detail = "error", "unreadable", f"{type(exc).__name__}: {exc}"
+            store.save(record, _error_json(course, lessons, run, record))
+            say.line("batch.problem_unreadable", id=learner.id, detail=record.detail)
+            failed += 1
+            continue
+        record.key = learner_key(run["fingerprint"], content)
+        if store.is_done(learner.id, record.key):
+            _refresh(store, record)
+            unchanged += 1
+        else:
+            todo[learner.id] = (record, learner)
+    return todo, unchanged, failed
+
+
+def _grade(course: Course, lessons: list[Lesson], todo: dict[str, tuple[Record, Learner]], store: Store, run: dict,
+           jobs: int, learner_timeout: float | None, say: _Say) -> tuple[int, int] | None:
+    """Grade the learners in `todo`, saving each result as it comes: (graded, errors), or None
+    when the grading processes cannot even start."""
+    from autograder.cohort.pool import GradingPool, PoolError, Setup, Task, remove_stale_scratch
+
+    remove_stale_scratch()
+    _import_publishing_meanwhile()
+    setup = Setup(str(course.root / "course.yml"), tuple(run["lessons"]), run["seed"], run["language"])
+    pool = GradingPool(setup, jobs, learner_timeout or default_learner_timeout(lessons))
+    progress = _Progress(say, len(todo))
+    pool.on_start = progress.started
+    graded = errors = 0
+    try:
+        tasks = (Task(ident, str(learner.exercises), str(learner.folder)) for ident, (_, learner) in todo.items())
+        for outcome in pool.run(tasks):
+            record = todo[outcome.learner][0]
+            record.seconds, record.pending = round(outcome.seconds, 3), outcome.pending
+            if outcome.error is None:
+                store.save(record, outcome.result_json)
+                graded += 1
+            else:
+                record.status, record.error, record.detail = "error", outcome.error, outcome.detail
+                store.save(record, _error_json(course, lessons, run, record))
+                errors += 1
+            progress.finished(record, store.read_result(record.learner))
+    except PoolError as exc:
+        progress.stop()
+        say.line("batch.pool_failed", detail=str(exc))
+        return None
+    finally:
+        progress.stop()
+    return graded, errors
+
+
+def _import_publishing_meanwhile() -> None:
+    """Import what `publish` needs (nbgrader's gradebook, matplotlib: ~1.5 s) in a thread while
+    the grading processes work: this process only waits on them until then."""
+    def load() -> None:
+        try:
+            import matplotlib
+
+            matplotlib.use("Agg")  # files only, never a window (as cohort.render_chart)
+            import matplotlib.pyplot  # noqa: F401
+            import nbgrader.api  # noqa: F401
+        except Exception:  # noqa: BLE001 - publish imports them again and reports what fails
+            pass
+
+    threading.Thread(target=load, name="import-publishing", daemon=True).start()
+
+
+def _learners(args: argparse.Namespace, say: _Say) -> list[Learner]:
+    if args.roster is not None:
+        return read_roster(args.roster, args.submissions, allowed(args))
+    learners, skipped = learners_in(args.submissions)
+    for name in skipped:
+        say.line("batch.skipped_folder", folder=name)
+    return learners
+
+
+def _submission_time(course: Course, lessons: list[Lesson], learner: Learner) -> int | None:
+    """When the learner handed this in: the commit's time for a clone, else the newest file's."""
+    stamp = commit_time(learner.folder)
+    if stamp is not None:
+        return stamp
+    times = []
+    for _, folder in graded_folders(course, lessons, learner.exercises, boundary=learner.folder):
+        for path in submission_files(folder):
+            try:
+                times.append(int(path.lstat().st_mtime))
+            except OSError:  # gone since the walk: it is not part of what was handed in
+                continue
+    return max(times, default=None)
+
+
+def _refresh(store: Store, record: Record) -> None:
+    """An unchanged learner keeps its result; names, email, commit and time follow the roster."""
+    old = store.read_record(record.learner)
+    fields = ("first_name", "last_name", "email", "commit", "timestamp")
+    if old is not None and any(getattr(old, name) != getattr(record, name) for name in fields):
+        for name in fields:
+            setattr(old, name, getattr(record, name))
+        store.save_record(old)
+
+
+def _error_json(course: Course, lessons: list[Lesson], run: dict, record: Record) -> str:
+    """The result of a learner whose grading failed: every check an error that says why."""
+    from autograder.render.output import render_json
+
+    reason = record.error_reason()
+    result = CourseResult(course.name, run["language"], run["seed"], [
+        LessonResult(lesson.id, lesson.slug, dict(lesson.title), lesson.xp,
+                     [CheckResult(spec.id, spec.todo, Status.ERROR, 0.0, float(spec.points), Feedback.of(reason),
+                                  informational=spec.informational) for spec in lesson.checks])
+        for lesson in lessons])
+    return render_json(result, run["language"])
+
+
+def publish(course: Course, store: Store, run: dict, lang: str) -> list[tuple[str, str]]:
+    """The gradebook, the CSVs and the report, from the run's results in `store`, each written on
+    its own: one that fails (a library missing, a full disk, a locked file) is reported and the
+    others are still written. Returns [(output, why)] of those that failed; results/ is
+    never touched here."""
+    from autograder.cohort.report import load, render_chart, render_markdown
+    from autograder.cohort.gradebook import grades_csv, cohort_csv, write_gradebook
+
+    cohort = load(course, run, store)
+    outputs = (
+        ("grades.csv", lambda: write_atomic(store.root / "grades.csv", grades_csv(cohort))),
+        ("cohort.csv", lambda: write_atomic(store.root / "cohort.csv", cohort_csv(cohort))),
+        ("report.md", lambda: write_atomic(store.root / "report.md", render_markdown(cohort, lang, chart="report.png"))),
+        ("report.png", lambda: render_chart(cohort, lang, store.root / "report.png")),
+        ("gradebook.db", lambda: write_gradebook(store.root / "gradebook.db", cohort)),
+    )
+    failures = []
+    for name, write in outputs:
+        try:
+            write()
+        except Exception as exc:  # noqa: BLE001 - any failure of one output must spare the others
+            failures.append((name, f"{type(exc).__name__}: {exc}"))
+    return failures
+
+
+def _report_failed_outputs(say: "_Say", store: Store, failures: list[tuple[str, str]]) -> int:
+    """Name each output that could not be written; exit status 1 when any failed (so a cron job
+    notices), 0 otherwise. The results of every learner are in results/ either way."""
+    for name, why in failures:
+        say.line("batch.output_failed", output=str(store.root / name), detail=why)
+    return 1 if failures else 0
+
+
+# ------------------------------------------------------------------------------ merging
+
+_SAME_RUN = ("course", "language", "seed", "lessons", "fingerprint")
+
+
+def _merge(course: Course, args: argparse.Namespace, lang: str) -> int:
+    if args.submissions is not None or args.roster is not None or args.shard is not None:
+        raise BatchError("batch.merge_alone")
+    runs = []
+    for folder in args.merge:
+        run = Store(folder).read_run()
+        if run is None:
+            raise BatchError("batch.merge_not_a_run", folder=str(folder))
+        runs.append((folder, run))
+    first_folder, first = runs[0]
+    for folder, run in runs[1:]:
+        for name in _SAME_RUN:
+            if run.get(name) != first.get(name):
+                raise BatchError("batch.merge_mismatch", field=name, a=str(first_folder), b=str(folder))
+    shards = [run.get("shard") for _, run in runs]
+    if any(shards):
+        counts = {str(shard).partition("/")[2] for shard in shards}
+        count = int(next(iter(counts))) if len(counts) == 1 and None not in shards else 0
+        expected = [f"{i}/{count}" for i in range(1, count + 1)]
+        if sorted(map(str, shards)) != sorted(expected):
+            missing = [shard for shard in expected if shard not in shards]
+            raise BatchError("batch.merge_shards", shards=", ".join(map(str, shards)),
+                             missing=", ".join(missing) or "-")
+    owner: dict[str, Path] = {}
+    for folder, run in runs:
+        for learner in run["learners"]:
+            if learner in owner:
+                raise BatchError("batch.merge_duplicate", id=learner, a=str(owner[learner]), b=str(folder))
+            owner[learner] = folder
+    out = Store(args.out)
+    out.root.mkdir(parents=True, exist_ok=True)
+    for learner, folder in owner.items():
+        source = Store(folder)
+        if source.read_record(learner) is None or source.read_result(learner) is None:
+            raise BatchError("batch.no_result", folder=str(folder), id=learner)
+        for path, target in ((source.result_path(learner), out.result_path(learner)),
+                             (source.record_path(learner), out.record_path(learner))):
+            if path.resolve() != target.resolve():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(path, target)
+    merged = {**{name: first[name] for name in _SAME_RUN}, "shard": None, "learners": sorted(owner),
+              "merged_from": [str(folder) for folder, _ in runs]}
+    out.write_run(merged)
+    failures = publish(course, out, merged, first["language"])
+    say = _Say(lang)
+    say.out("batch.merged", shards=len(runs), learners=len(owner), out=str(args.out))
+    return _report_failed_outputs(say, out, failures)
+
+
+# ------------------------------------------------------------------------------ output
+
+class _Say:
+    """The instructor's messages, from the catalog: notes on stderr, the summary on stdout."""
+
+    def __init__(self, lang: str) -> None:
+        self.lang = lang
+
+    def text(self, key: str, **params) -> str:
+        # Parameters may come from learners (folder and file names, a clone's error): inert.
+        return neutral.terminal(i18n.translate(key, self.lang, **params))
+
+    def line(self, key: str, **params) -> None:
+        print(self.text(key, **params), file=sys.stderr, flush=True)
+
+    def out(self, key: str, **params) -> None:
+        print(self.text(key, **params), flush=True)
+
+
+class _Progress:
+    """A rich progress bar on a terminal; one plain line per learner when redirected."""
+
+    def __init__(self, say: _Say, total: int) -> None:
+        self.say, self.total, self.done = say, total, 0
+        self.grading: list[str] = []
+        self._bar = None
+        if total and sys.stderr.isatty():
+            from rich.console import Console
+            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                                       TimeRemainingColumn)
+
+            self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), TimeRemainingColumn(), console=Console(stderr=True),
+                                 transient=True)
+            self._task = self._bar.add_task(say.text("batch.progress_starting"), total=total)
+            self._bar.start()
+
+    def started(self, task) -> None:
+        self.grading.append(task.learner)
+        self._describe()
+
+    def finished(self, record: Record, result: dict | None) -> None:
+        self.done += 1
+        if record.learner in self.grading:
+            self.grading.remove(record.learner)
+        if record.status == "graded" and result is not None:
+            line = self.say.text("batch.learner_done", done=self.done, total=self.total, id=record.learner,
+                                 score=result.get("score"), max_score=result.get("max_score"),
+                                 xp=result.get("xp"), xp_max=result.get("xp_max"))
+        else:
+            reason = i18n.localize(record.error_reason(), self.say.lang)
+            line = self.say.text("batch.learner_error", done=self.done, total=self.total, id=record.learner,
+                                 reason=reason)
+        if self._bar is not None:
+            self._bar.console.print(line, markup=False, highlight=False)
+            self._bar.update(self._task, advance=1)
+            self._describe()
+        else:
+            print(line, file=sys.stderr, flush=True)
+
+    def _describe(self) -> None:
+        if self._bar is not None:
+            self._bar.update(self._task, description=self.say.text("batch.progress", learners=", ".join(self.grading)))
+
+    def stop(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()

@@ -1,0 +1,196 @@
+"""A graded cohort as an nbgrader gradebook and as CSV files.
+
+nbgrader's model is assignments made of notebooks made of grade cells. Here each lesson is an
+assignment with one notebook (both named after the lesson's folder, e.g. 03-atencion-causal),
+each check of course.yml is a grade cell of that notebook (max_score = its points) and each
+learner is a student (names and email from the roster) with one submission per lesson, stamped
+with the submission's time and holding one autograded grade per check. So `nbgrader export`,
+the formgrader and any tool built on nbgrader.api read our grades as their own.
+
+    grades.csv   the rows and columns `nbgrader export` writes from that gradebook (one row per
+                 lesson and learner), plus xp and xp_max; written from the results, not read
+                 back from the gradebook, so that the two can be checked against each other
+    cohort.csv   one row per learner: one column of points per lesson, then the totals and XP
+                 of their results (as `autograder grade` counts them), and the grading status
+
+A check that could not run for anyone in the run (the GPU check on a machine without one) is a
+grade cell worth 0, so every maximum is the one `autograder grade` reports (100, not 105).
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime
+import io
+import os
+import shutil
+import tempfile
+import warnings
+from pathlib import Path
+
+from autograder.cohort.report import Cohort, Entry
+from autograder.core.results import Status
+
+# nbgrader export's columns, in its order (nbgrader/plugins/export.py).
+NBGRADER_COLUMNS = ("assignment", "duedate", "timestamp", "student_id", "last_name", "first_name", "email",
+                    "raw_score", "late_submission_penalty", "score", "max_score")
+
+
+def _timestamp(entry: Entry) -> datetime.datetime | None:
+    """The submission's time as nbgrader keeps it: naive UTC, whole seconds."""
+    if entry.record.timestamp is None:
+        return None
+    return datetime.datetime.fromtimestamp(entry.record.timestamp, datetime.timezone.utc).replace(tzinfo=None)
+
+
+def cell_points(cohort: Cohort, lesson) -> dict[str, float]:
+    """Each grade cell's max_score: the check's points, or 0 for a check that could not run for
+    anyone in this run (skipped for every learner graded, e.g. gpu-parity on a machine without
+    a GPU). nbgrader has no "skipped": counting those points would make the maximum 105 where
+    `autograder grade` (and the Jupyter edition) say 100."""
+    results = [entry.lesson(lesson.id) for entry in cohort.entries if entry.graded]
+    skipped = [{c.id for c in result.checks if c.status is Status.SKIPPED} for result in results if result is not None]
+    skipped_by_all = set.intersection(*skipped) if skipped else set()
+    return {spec.id: 0.0 if spec.id in skipped_by_all else float(spec.points) for spec in lesson.checks}
+
+
+def _points(result) -> float:
+    return float(sum(check.score for check in result.checks)) if result is not None else 0.0
+
+
+def _score(entry: Entry, lesson) -> float:
+    return _points(entry.lesson(lesson.id))
+
+
+def write_gradebook(path: Path, cohort: Cohort) -> None:
+    """A fresh gradebook at `path` (replacing the previous one only once complete)."""
+    from nbgrader import api
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        if path.is_file():
+            # Start from a copy of the previous gradebook, emptied (its schema is already made).
+            shutil.copyfile(path, tmp)
+        else:
+            _create_schema(tmp)
+        with warnings.catch_warnings():
+            # nbgrader's own relationships make SQLAlchemy warn while a submission is built.
+            warnings.simplefilter("ignore")
+            with api.Gradebook(f"sqlite:///{tmp}") as gb:
+                for table in reversed(api.Base.metadata.sorted_tables):
+                    if table.name != "course":
+                        gb.db.execute(table.delete())
+                _fill(gb, api, cohort)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _create_schema(path: str) -> None:
+    """nbgrader's tables and the alembic revision they are at, made in this process.
+
+    nbgrader's Gradebook, given an empty database, learns the revision by running `alembic
+    heads` as a subprocess found on PATH: from a venv that is not activated (cron, systemd,
+    venv/bin/autograder) there is no such program, and the whole cohort's outputs would be lost
+    at the last step. alembic's own API reads the same revision from nbgrader's migrations."""
+    from alembic.script import ScriptDirectory
+    from nbgrader import api, dbutil
+    from sqlalchemy import create_engine, text
+
+    head = ScriptDirectory(dbutil.ALEMBIC_DIR).get_current_head()
+    engine = create_engine(f"sqlite:///{path}")
+    try:
+        api.Base.metadata.create_all(bind=engine)
+        with engine.begin() as conn:
+            conn.execute(text("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL)"))
+            conn.execute(text("INSERT INTO alembic_version (version_num) VALUES (:head)"), {"head": head})
+    finally:
+        engine.dispose()
+
+
+def _fill(gb, api, cohort: Cohort) -> None:
+    students = {}
+    for entry in cohort.entries:
+        record = entry.record
+        students[record.learner] = gb.add_student(record.learner, first_name=record.first_name or None,
+                                                  last_name=record.last_name or None, email=record.email or None)
+    for lesson in cohort.lessons:
+        assignment = gb.add_assignment(lesson.folder)
+        notebook = gb.add_notebook(lesson.folder, lesson.folder)
+        cells = {}
+        for check_id, points in cell_points(cohort, lesson).items():
+            cells[check_id] = gb.add_grade_cell(check_id, lesson.folder, lesson.folder,
+                                                max_score=points, cell_type="code")
+        # One commit per lesson, not per submission: a cohort of hundreds stays quick.
+        for entry in cohort.entries:
+            submission = api.SubmittedAssignment(assignment=assignment, student=students[entry.record.learner],
+                                                 timestamp=_timestamp(entry))
+            submitted = api.SubmittedNotebook(notebook=notebook, assignment=submission)
+            result = entry.lesson(lesson.id)
+            scores = {check.id: check.score for check in result.checks} if result is not None else {}
+            for spec in lesson.checks:
+                api.Grade(cell=cells[spec.id], notebook=submitted, auto_score=float(scores.get(spec.id, 0.0)),
+                          needs_manual_grade=False)
+            gb.db.add(submission)
+        gb.db.commit()
+
+
+def _text(value) -> str:
+    """A value as nbgrader export prints it: str() of it, '' for None."""
+    return "" if value is None else str(value)
+
+
+def export_rows(cohort: Cohort) -> list[dict[str, str]]:
+    """The rows `nbgrader export` writes from our gradebook, with xp and xp_max added."""
+    rows = []
+    for lesson in cohort.lessons:
+        # nbgrader's assignment max_score: the sum of its grade cells' (see cell_points).
+        max_score = _text(float(sum(cell_points(cohort, lesson).values())))
+        for entry in cohort.entries:
+            result = entry.lesson(lesson.id)
+            score = _points(result)
+            record = entry.record
+            rows.append({
+                "assignment": lesson.folder, "duedate": "", "timestamp": _text(_timestamp(entry)),
+                "student_id": record.learner, "last_name": record.last_name, "first_name": record.first_name,
+                "email": record.email, "raw_score": _text(score), "late_submission_penalty": _text(0.0),
+                "score": _text(score), "max_score": max_score,
+                "xp": str(result.xp if result is not None else 0), "xp_max": str(lesson.xp),
+            })
+    return rows
+
+
+def grades_csv(cohort: Cohort) -> str:
+    return _csv([*NBGRADER_COLUMNS, "xp", "xp_max"], export_rows(cohort))
+
+
+def cohort_csv(cohort: Cohort) -> str:
+    """One row per learner: a column of points per lesson (named like its assignment), totals."""
+    columns = ["student_id", "last_name", "first_name", "email", "timestamp", "status",
+               *(lesson.folder for lesson in cohort.lessons), "score", "max_score", "xp", "xp_max"]
+    rows = []
+    for entry in cohort.entries:
+        record = entry.record
+        scores = {lesson.folder: _score(entry, lesson) for lesson in cohort.lessons}
+        xp = sum(result.xp for result in (entry.lesson(lesson.id) for lesson in cohort.lessons) if result)
+        rows.append({
+            "student_id": record.learner, "last_name": record.last_name, "first_name": record.first_name,
+            "email": record.email, "timestamp": _text(_timestamp(entry)),
+            "status": record.status if record.error is None else f"{record.status}:{record.error}",
+            **{folder: _text(score) for folder, score in scores.items()},
+            "score": _text(float(entry.result.score)), "max_score": _text(float(entry.result.max_score)),
+            "xp": str(xp), "xp_max": str(sum(lesson.xp for lesson in cohort.lessons)),
+        })
+    return _csv(columns, rows)
+
+
+def _csv(columns: list[str], rows: list[dict[str, str]]) -> str:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buffer.getvalue()

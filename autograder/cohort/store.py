@@ -1,0 +1,257 @@
+"""The output folder of `autograder grade-all`, and how a run resumes.
+
+    DIR/run.json            the run: course, language, seed, lessons, grading fingerprint, shard
+                            and its learners, in order
+    DIR/results/<id>.json   each learner's result: exactly what `autograder grade --format json`
+                            writes for the same files and seed
+    DIR/records/<id>.json   what the batch knows about that learner: the resume key, name and
+                            email, the graded commit and its time, status ("graded" or "error"),
+                            and which checks stopped at a pending TODO (for the cohort report)
+    DIR/gradebook.db, grades.csv, cohort.csv, report.md, report.png   derived from the above
+
+Resuming: a learner's key hashes the files grading reads (its lesson folders, see `content_hash`)
+with the grading fingerprint (course.yml's entries of those lessons, the hidden graders, the
+engine, the seed and language). A learner is done when its record is "graded" under the same key.
+The result is written before the record, each atomically (a temporary file, then a rename), so a
+run killed at any moment leaves whole files only, and the next run regrades exactly the learners
+without a matching record. Errors (a grading process that crashed or ran out of time, a
+repository that could not be fetched) are retried by the next run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from collections.abc import Iterable
+from typing import Any
+
+import autograder
+from autograder.engine.grading import GRADERS_ROOT, REFERENCE_FOLDER, graders_root, lesson_submission_dir
+from autograder.core.manifest import Course, Lesson
+from autograder.core.neutral import terminal
+from autograder.core.results import Text, message
+from autograder.sandbox.intake import contained, read_files, refused, submission_files
+
+RUN_FILE = "run.json"
+RESULTS = "results"
+RECORDS = "records"
+# A learner id names files: letters (any script), digits and . _ @ + - only, not starting with a dot.
+LEARNER_ID = re.compile(r"[^\W_][\w.@+-]{0,127}")
+# The engine's own code and catalogs: a change there may change a result.
+_ENGINE_FILES = ("engine.py", "sandbox.py", "intake.py", "pool.py", "protocol.py", "checks.py", "feedback.py",
+                 "practice.py", "quiz.py", "results.py", "render.py", "i18n.py", "references.py", "worker")
+_ENGINE_CATALOGS = ("engine", "feedback", "render", "quiz")
+
+
+class BatchError(Exception):
+    """Input grade-all cannot use (a roster, a folder, shards to merge); `text` is a catalog
+    message naming the file and what to do."""
+
+    def __init__(self, key: str, **params: Any) -> None:
+        super().__init__(key)
+        self.text = message(key, **params)
+
+
+def valid_learner_id(text: str) -> bool:
+    return bool(LEARNER_ID.fullmatch(text))
+
+
+# ------------------------------------------------------------------------------ hashing
+
+def _hash_tree(digest: "hashlib._Hash", label: str, folder: Path, files: Iterable[Path] | None = None) -> None:
+    """Hash a folder's files: a learner's as the sandbox copies them (the same no-follow reads,
+    autograder/sandbox/intake.py), or the trusted `files` given."""
+    digest.update(f"\0tree {label}\0".encode())
+    entries = read_files(folder) if files is None else (
+        (path.relative_to(folder).as_posix(), path.read_bytes()) for path in files)
+    for rel, data in entries:
+        digest.update(f"{rel}\0{len(data)}\0".encode())
+        digest.update(data)
+
+
+def graded_folders(course: Course, lessons: list[Lesson], exercises: Path, *,
+                   boundary: Path | None = None) -> list[tuple[str, Path]]:
+    """(label, folder) of everything grading `lessons` reads from a learner's `exercises`: each
+    lesson's folder, as the engine finds it, and the learner's own folders of the lessons it
+    uses (the informational own-pieces check runs them). A folder that is a symlink, or below
+    one, under `boundary` is, as for the engine, a folder that does not exist."""
+    single = len(lessons) == 1
+    found: dict[str, Path] = {}
+    for lesson in lessons:
+        folder = lesson_submission_dir(course, lesson, exercises, single, boundary=boundary)
+        found[lesson.folder] = folder
+        around = folder.parent if boundary is None else boundary  # as engine.own_files checks them
+        for used in lesson.uses:
+            name = course.lesson(used).folder
+            own = folder.parent / name
+            found.setdefault(name, own if contained(around, own) else refused(own))
+    return list(found.items())
+
+
+def content_hash(course: Course, lessons: list[Lesson], exercises: Path, *, boundary: Path | None = None) -> str:
+    digest = hashlib.sha256()
+    for label, folder in graded_folders(course, lessons, exercises, boundary=boundary):
+        _hash_tree(digest, label, folder)
+    return digest.hexdigest()
+
+
+def grading_fingerprint(course: Course, lessons: list[Lesson], *, seed: int, lang: str) -> str:
+    """What, besides the learner's files, decides a result: the seed and language, the lessons'
+    course.yml entries, their hidden graders and reference pieces, and the engine."""
+    digest = hashlib.sha256()
+    digest.update(json.dumps({"autograder": autograder.__version__, "course": course.name, "seed": seed,
+                              "lang": lang, "lessons": [repr(lesson) for lesson in lessons]},
+                             sort_keys=True).encode())
+    graders = graders_root()
+    for lesson in lessons:
+        _hash_tree(digest, f"graders {lesson.graders}", graders / lesson.graders)
+        for used in lesson.uses:
+            folder = course.lesson(used).folder
+            _hash_tree(digest, f"reference {folder}", graders / REFERENCE_FOLDER / folder)
+    package = Path(autograder.__file__).parent
+    _hash_tree(digest, "pytest.ini", GRADERS_ROOT, [GRADERS_ROOT / "pytest.ini"])
+    for name in _ENGINE_FILES:
+        path = package / name
+        _hash_tree(digest, name, package, [path] if path.is_file() else submission_files(path))
+    catalogs = [package / "messages" / language / f"{name}.yml"
+                for language in sorted({"es", lang})
+                for name in (*_ENGINE_CATALOGS, *(lesson.graders for lesson in lessons))]
+    _hash_tree(digest, "messages", package, [path for path in catalogs if path.is_file()])
+    return digest.hexdigest()
+
+
+def learner_key(fingerprint: str, content: str) -> str:
+    return hashlib.sha256(f"{fingerprint}:{content}".encode()).hexdigest()
+
+
+# ------------------------------------------------------------------------------ the folder
+
+def write_atomic(path: Path, text: str | bytes) -> None:
+    """Write `path` whole or not at all: a temporary file in the same folder, then a rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(text.encode("utf-8") if isinstance(text, str) else text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def write_json(path: Path, data: Any) -> None:
+    write_atomic(path, json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False) + "\n")
+
+
+@dataclass
+class Record:
+    """What the batch knows about one learner (DIR/records/<id>.json)."""
+
+    learner: str
+    key: str
+    status: str  # "graded" | "error"
+    first_name: str = ""
+    last_name: str = ""
+    email: str = ""
+    commit: str | None = None  # the graded commit, when the learner's folder is a git clone
+    timestamp: int | None = None  # the submission's time, Unix seconds (commit time, else newest file)
+    error: str | None = None  # "timeout" | "crashed" | "internal" | "fetch" | "folder" | "link"
+    # The error's own words (git's message, the last lines of a traceback); for a timeout, the
+    # limit in seconds and, on a second line, "<lesson> <check>": the check that was running.
+    detail: str = ""
+    # {lesson id: {check id: TODO id}}: checks that stopped at work not started (a stub's
+    # NotImplementedError, a missing file): the cohort report tells "not started" from "stuck".
+    pending: dict[str, dict[str, str]] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def error_summary(self) -> str:
+        """One line of the error's detail, for the learner and the report (the whole detail,
+        such as a grading process's last words, stays here for the instructor)."""
+        lines = [line for line in (self.detail or "").strip().splitlines() if line.strip()]
+        if not lines:
+            return ""
+        # Learner text (a crashed worker's last words, git's message): no escape sequence.
+        return terminal(lines[-1] if self.error == "internal" else lines[0])
+
+    def error_reason(self) -> Text:
+        """Why grading failed, as a catalog message (for the learner's result, the progress
+        lines and the report); a timeout names the check that was running when it struck."""
+        if self.error == "timeout":
+            seconds, _, running = (self.detail or "").partition("\n")
+            lesson, _, check = running.strip().partition(" ")
+            if check:
+                return message("batch.error_timeout_in", seconds=seconds, lesson=terminal(lesson),
+                               check=terminal(check))
+            return message("batch.error_timeout", seconds=seconds, detail="")
+        return message(f"batch.error_{self.error}", seconds=self.detail, detail=self.error_summary())
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Record":
+        known = {name: data[name] for name in cls.__dataclass_fields__ if name in data}
+        return cls(**known)
+
+
+class Store:
+    """DIR: its run description, results and records."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    def result_path(self, learner: str) -> Path:
+        return self.root / RESULTS / f"{learner}.json"
+
+    def record_path(self, learner: str) -> Path:
+        return self.root / RECORDS / f"{learner}.json"
+
+    def read_run(self) -> dict | None:
+        try:
+            data = json.loads((self.root / RUN_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def write_run(self, run: dict) -> None:
+        write_json(self.root / RUN_FILE, run)
+
+    def read_record(self, learner: str) -> Record | None:
+        try:
+            return Record.from_dict(json.loads(self.record_path(learner).read_text(encoding="utf-8")))
+        except (OSError, ValueError, TypeError):
+            return None
+
+    def read_result(self, learner: str) -> dict | None:
+        try:
+            return json.loads(self.result_path(learner).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+
+    def is_done(self, learner: str, key: str) -> bool:
+        record = self.read_record(learner)
+        return (record is not None and record.status == "graded" and record.key == key
+                and self.result_path(learner).is_file())
+
+    def save(self, record: Record, result_json: str) -> None:
+        """The result first, then the record that marks it done (see the module docstring)."""
+        write_atomic(self.result_path(record.learner), result_json)
+        self.save_record(record)
+
+    def save_record(self, record: Record) -> None:
+        write_json(self.record_path(record.learner), asdict(record))
+
+    def remove_leftovers(self) -> int:
+        """Temporary files a killed run left behind (never a whole result)."""
+        removed = 0
+        for folder in (self.root, self.root / RESULTS, self.root / RECORDS):
+            for path in folder.glob(".*.tmp") if folder.is_dir() else ():
+                path.unlink(missing_ok=True)
+                removed += 1
+        return removed

@@ -1,0 +1,75 @@
+"""The Jupyter (nbgrader) edition of the course: `autograder notebooks --out DIR [LESSON ...]`.
+
+Builds an nbgrader course directory from the same sources as the repository edition (see
+build.py for what goes where), so that nbgrader's own commands run from DIR:
+
+    nbgrader generate_assignment 03-atencion-causal   learner notebooks: no solution, no hidden test
+    nbgrader autograde 03-atencion-causal             submitted/<student>/03-atencion-causal/*.ipynb
+    nbgrader generate_feedback 03-atencion-causal     feedback/<student>/...: each check's outcome
+
+Each check of course.yml is one autograder test cell worth its points (nbgrader's grade_id is
+the check's id), or 0 of 0 where the assignment is generated on a machine that cannot run it
+(gpu-parity without CUDA), as `autograder grade` counts it there. Its hidden code asks
+the same hidden graders as `autograder grade`, in a separate trusted process, for the files
+the learner's cells make (kernel.py), so a notebook earns exactly the points `autograder grade`
+gives the same code.
+
+    sources.py   a lesson file <-> notebook cells (the first line of a cell names its file)
+    build.py     the course directory and each lesson's source notebook
+    hooks.py     nbgrader's side (imported by nbgrader_config.py): learner stubs like
+                 exercises/, the checks that cannot run here worth 0, untouched test cells
+                 not reported as changed, and feedback without the hidden code
+    feedback.html.j2  the feedback page: nbgrader's, in the notebook's language, each test
+                 cell named after its check and TODO
+    kernel.py    what the hidden test cells run in the notebook's kernel
+    practice.py  what the visible practice cell (`comprobar()`) runs in the learner's kernel:
+                 the lesson's practice tests on the learner's cells; copied into the notebook
+
+This command is for instructors, so its own messages are in English; every text a learner
+reads in a notebook comes from the catalogs (messages/<lang>/notebooks.yml).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+__all__ = ["add_parser", "main"]
+
+
+def add_parser(subparsers) -> None:
+    from autograder.core.results import message  # help texts are catalog messages (messages/<lang>/cli.yml)
+
+    parser = subparsers.add_parser("notebooks", help=message("cli.notebooks.help"),
+                                   description=message("cli.notebooks.description"))
+    parser.add_argument("lessons", nargs="*", metavar=message("cli.metavar.lesson"), help=message("cli.lessons"))
+    parser.add_argument("--out", type=Path, required=True, metavar=message("cli.metavar.dir"), help=message("cli.notebooks.out"))
+    parser.add_argument("--lang", choices=("es", "en"), default=None, help=message("cli.notebooks.lang"))
+    parser.add_argument("--force", action="store_true", help=message("cli.notebooks.force"))
+
+
+def main(course, args: argparse.Namespace) -> int:
+    from autograder.core.manifest import find_course_file
+    from autograder.course.stubs import StubError
+    from autograder.course.notebooks.build import NotebookBuildError, build_course_dir
+
+    lessons = [course.lesson(key) for key in args.lessons] if args.lessons else list(course.lessons)
+    course_file = Path(args.course) if getattr(args, "course", None) else find_course_file()
+    try:
+        report = build_course_dir(course, lessons, args.out, course_file=course_file,
+                                  lang=args.lang or course.language, force=args.force)
+    except (NotebookBuildError, StubError, ValueError) as exc:
+        # A lesson's sources are incomplete or DIR holds an earlier build: nothing was written.
+        print(f"autograder notebooks: {exc}", file=sys.stderr)
+        if not args.lessons and isinstance(exc, (StubError, ValueError)):
+            print("autograder notebooks: nothing was written; to build only some lessons, name them "
+                  "(e.g. `autograder notebooks --out DIR 01 02 03`)", file=sys.stderr)
+        return 2
+    print(f"nbgrader course directory written to {report.out}: {len(report.assignments)} assignment(s) "
+          f"({', '.join(report.assignments)}); {len(report.written)} file(s) written, "
+          f"{len(report.unchanged)} unchanged, {len(report.removed)} removed")
+    example = report.assignments[0]
+    print(f"next, from {report.out}:\n  nbgrader generate_assignment {example}\n"
+          f"  nbgrader autograde {example}")
+    return 0

@@ -1,0 +1,555 @@
+"""Building the nbgrader course directory of the Jupyter edition from the course's own sources.
+
+Nothing here is a second copy kept by hand: each lesson's notebook is made from
+solutions/NN-slug/ (its files, with their `### BEGIN SOLUTION <todo>` regions, which are
+nbgrader's own markers) and its README.md (every section but the ones about the repository's
+files and commands), and its test cells from course.yml's checks and points.
+
+    DIR/nbgrader_config.py                    course id, timeouts, the stubs' preprocessor
+    DIR/course.yml                            the manifest the notebooks were built from
+    DIR/source/NN-slug/NN-slug.ipynb          one assignment per lesson (nbgrader's source)
+    DIR/source/NN-slug/<data files>           e.g. lesson 01's corpus, released with it
+
+A lesson's notebook, top to bottom: the README's title, goals and idea (read-only markdown;
+of the sections about the repository, only their `###` subsections about the lesson, such as
+lesson 03's conventions); how to work in the notebook and the lesson's TODOs (course.yml); per
+lesson file, its pieces as code cells (`sources.split_module`): solution cells where a piece
+holds a region, read-only cells otherwise; the practice tests (`%%writefile test_practica.py`)
+and the visible cell that runs them on the learner's cells (practice.py); the quiz questions
+and a `%%writefile quiz.yml` answer cell; then one autograder test cell per check, worth the
+check's points, whose only code is hidden. nbgrader knows each test cell by the check's id (its
+grade_id, as in `autograder grade-all`'s gradebook); a check that cannot run where the
+assignment is generated is made worth 0 there (`skip_checks`, called by hooks.py).
+
+A notebook learner has no README, no repository and no `autograder` command: the text taken
+from the sources says "este cuaderno" where they say README (`notebook_text`), and paragraphs
+that send the learner to the repository's files or commands are left out.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+
+from autograder.core import i18n
+from autograder.core.manifest import Course, Lesson
+from autograder.course.stubs import CACHE_DIRS, CACHE_SUFFIXES, generate_lesson, parse_regions
+from autograder.course.notebooks import practice
+from autograder.course.notebooks.kernel import grading_budget
+from autograder.course.notebooks.sources import header_line, split_module
+
+__all__ = ["BuildReport", "NotebookBuildError", "build_course_dir", "course_files", "lesson_notebook",
+           "notebook_text", "skip_checks"]
+
+README = "README.md"
+# README sections that describe the repository edition (its folders and commands), not the
+# lesson: left out of the notebook, whose own instructions replace them.
+REPOSITORY_SECTIONS = ("Los TODO", "Cómo comprobar")
+# Paragraphs left out of what is kept of those sections: they speak of the repository.
+REPOSITORY_TEXT = re.compile(r"`autograder |`pytest |`python |exercises/|\.autograder/")
+# The sources say README where the notebook has its own text instead (`notebook_text`).
+README_MENTION = re.compile(r"\b(?:el )?README(?:\.md)?\b")
+PYTHON_COMMAND = re.compile(r"`python (?:[\w.\-]+/)*(?P<file>[\w.\-]+\.py)`")
+PRACTICE_TESTS = "test_*.py"
+PRACTICE_TEXTS = "notebooks.practice."  # the catalog's texts that comprobar() prints
+IDEA_SECTION = "La idea"  # every lesson README has one; the notebook is built around it
+QUIZ_SECTION = "Comprueba tu comprensión"  # placed just above the quiz's answer cell
+SOURCE_FOLDER = "source"
+CONFIG_FILE = "nbgrader_config.py"
+# The notebook metadata entry where the builder leaves what hooks.py needs: the lesson, the
+# notebook's language, the TODOs' titles (for hooks.TodoStubs).
+METADATA_KEY = "autograder"
+CHECKS_CELL = "checks"  # the markdown cell above the test cells, with the lesson's total points
+COURSE_COPY = "course.yml"
+# Seconds each cell may run beyond the longest lesson's grading (the kernel's own start).
+CELL_TIMEOUT_MARGIN = 60
+
+
+class NotebookBuildError(Exception):
+    """The notebooks cannot be built (a lesson's sources are incomplete) or written."""
+
+
+@dataclass
+class BuildReport:
+    out: Path
+    assignments: list[str]
+    written: list[str] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+
+
+# --- the course directory -------------------------------------------------------------------
+
+
+def build_course_dir(course: Course, lessons: list[Lesson], out: Path, *, course_file: Path,
+                     lang: str, force: bool = False) -> BuildReport:
+    """Write the course directory for `lessons` into `out`.
+
+    Everything is built in memory first, so a lesson with incomplete sources writes nothing.
+    Files of a previous build that would change, and stale files in a rebuilt assignment's
+    source folder, are replaced only with `force`; the rest of `out` (nbgrader's gradebook,
+    submitted/, autograded/, release/, feedback/) is never touched.
+    """
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise NotebookBuildError(f"{out}: exists and is not a folder")
+    planned = course_files(course, lessons, course_file=course_file, lang=lang)
+    blocked = [rel for rel in planned if (out / rel).exists() and not (out / rel).is_file()]
+    if blocked:
+        raise NotebookBuildError(f"{out}: these must be files but are not: {', '.join(blocked)}; nothing was written")
+    changed = [rel for rel, data in planned.items() if (out / rel).is_file() and (out / rel).read_bytes() != data]
+    stale = []
+    for lesson in lessons:
+        folder = out / SOURCE_FOLDER / lesson.folder
+        stale += [rel for rel in _walk(folder, f"{SOURCE_FOLDER}/{lesson.folder}") if rel not in planned]
+    if (changed or stale) and not force:
+        listing = "\n".join(f"  {rel} (would change)" for rel in changed)
+        listing += "".join(f"\n  {rel} (not part of this build)" for rel in stale)
+        raise NotebookBuildError(f"{out} holds files of an earlier build that this one would replace or "
+                                 f"remove:\n{listing.strip(chr(10))}\nnothing was written; pass --force to "
+                                 "replace them (gradebook, submissions and releases are never touched)")
+    report = BuildReport(out, [lesson.folder for lesson in lessons])
+    for rel, data in planned.items():
+        path = out / rel
+        if path.is_file() and path.read_bytes() == data:
+            report.unchanged.append(rel)
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+        report.written.append(rel)
+    for rel in stale:
+        (out / rel).unlink()
+        report.removed.append(rel)
+    return report
+
+
+def course_files(course: Course, lessons: list[Lesson], *, course_file: Path, lang: str) -> dict[str, bytes]:
+    """Every file of the course directory: its path under DIR (posix) -> its bytes."""
+    files = {CONFIG_FILE: nbgrader_config(course).encode("utf-8"),
+             COURSE_COPY: Path(course_file).read_bytes()}
+    for lesson in lessons:
+        base = f"{SOURCE_FOLDER}/{lesson.folder}"
+        notebook = lesson_notebook(course, lesson, lang)
+        files[f"{base}/{lesson.folder}.ipynb"] = nbformat.writes(notebook).encode("utf-8") + b"\n"
+        for name, data in data_files(course, lesson).items():
+            files[f"{base}/{name}"] = data
+    return files
+
+
+def course_id(course: Course) -> str:
+    """nbgrader's course id: the course name in lower case, words joined by hyphens."""
+    import unicodedata
+
+    ascii_name = unicodedata.normalize("NFKD", course.name).encode("ascii", "ignore").decode()
+    return re.sub(r"[^a-z0-9]+", "-", ascii_name.lower()).strip("-") or "course"
+
+
+def nbgrader_config(course: Course) -> str:
+    # The same for any selection of lessons, so building more lessons later never changes it.
+    timeout = max(grading_budget(lesson) for lesson in course.lessons) + CELL_TIMEOUT_MARGIN
+    return _CONFIG_TEMPLATE.format(course=course.name, course_id=course_id(course), timeout=timeout,
+                                   source=SOURCE_FOLDER, course_copy=COURSE_COPY)
+
+
+_CONFIG_TEMPLATE = '''\
+"""nbgrader configuration of the Jupyter edition of "{course}".
+
+Written by `autograder notebooks`; rebuild it (with --force) rather than edit it. Run nbgrader
+from this folder:
+
+    nbgrader generate_assignment 03-atencion-causal     # {source}/ -> release/ (no solutions, no hidden tests)
+    nbgrader autograde 03-atencion-causal               # submitted/<student>/03-atencion-causal/
+    nbgrader generate_feedback 03-atencion-causal       # feedback/: results and messages, no hidden code
+    nbgrader validate {source}/03-atencion-causal/03-atencion-causal.ipynb   # the solution passes
+
+The test cells grade through the hidden graders of the installed `autograder` package (or of
+$AUTOGRADER_GRADERS, which the kernels inherit from this process).
+"""
+
+import os
+
+from autograder.course.notebooks.hooks import (
+    FeedbackExporter,
+    autograde_sanitize_preprocessors,
+    generate_assignment_preprocessors,
+    generate_feedback_preprocessors,
+)
+
+c = get_config()  # noqa: F821 (nbgrader provides it)
+
+c.CourseDirectory.course_id = "{course_id}"
+
+# The test cells grade against the course.yml these notebooks were built from (their points
+# come from it), never one found from the notebook's folder, which a learner's submission
+# could hold. Set here, in nbgrader's process, so that every kernel inherits it.
+os.environ["AUTOGRADER_COURSE"] = os.path.join(os.path.dirname(os.path.abspath(__file__)), "{course_copy}")
+
+# The first test cell of a notebook grades the whole lesson (about as long as `autograder
+# grade`, torch's import included); nbgrader's default of 30 s per cell is far too short.
+c.Execute.timeout = {timeout}
+
+# Learner notebooks keep each TODO's own hint and "TODO [id] pendiente" stub, as exercises/;
+# a check that cannot run on this machine (gpu-parity without CUDA) is worth 0 of 0 here.
+c.GenerateAssignment.preprocessors = generate_assignment_preprocessors()
+# An untouched test cell gets its hidden code back without being reported as changed.
+c.Autograde.sanitize_preprocessors = autograde_sanitize_preprocessors()
+# Feedback shows each check's result and message, never its hidden code, in the notebook's
+# language, each test cell named after its check and TODO.
+c.GenerateFeedback.preprocessors = generate_feedback_preprocessors()
+c.GenerateFeedback.exporter_class = FeedbackExporter
+'''
+
+
+def data_files(course: Course, lesson: Lesson) -> dict[str, bytes]:
+    """The lesson folder's other files (e.g. a corpus and its licence), released with the
+    notebook: everything but the lesson's files, its quiz, its README and practice tests (the
+    notebook holds those in its own cells)."""
+    source = course.root / "solutions" / lesson.folder
+    skip = {*lesson.handed_in, README}
+    out = {}
+    for rel in _walk(source, ""):
+        name = rel.lstrip("/")
+        if name in skip or (name.startswith("test_") and name.endswith(".py")):
+            continue
+        out[name] = (source / name).read_bytes()
+    return out
+
+
+def _walk(folder: Path, prefix: str) -> list[str]:
+    """Files under `folder` as `prefix/relative/path`, without caches or hidden entries."""
+    if not folder.is_dir():
+        return []
+    found = []
+    for dirpath, dirnames, filenames in os.walk(folder):
+        dirnames[:] = sorted(d for d in dirnames if d not in CACHE_DIRS and not d.startswith("."))
+        for name in sorted(filenames):
+            if name.startswith(".") or name.endswith((*CACHE_SUFFIXES, ".tmp")):
+                continue
+            rel = (Path(dirpath) / name).relative_to(folder).as_posix()
+            found.append(f"{prefix}/{rel}" if prefix else rel)
+    return found
+
+
+# --- one lesson's notebook --------------------------------------------------------------------
+
+
+def lesson_notebook(course: Course, lesson: Lesson, lang: str) -> nbformat.NotebookNode:
+    """The source notebook of `lesson` (with solutions and hidden tests), for nbgrader."""
+    source = course.root / "solutions" / lesson.folder
+    # The same validation as `autograder stubs`: files present, every region a todo of its file.
+    generate_lesson(lesson, course.root / "solutions", course.root / "exercises")
+    readme = source / README
+    if not readme.is_file():
+        raise NotebookBuildError(f"{readme}: not found; a lesson's notebook is built from its README")
+    title, sections = readme_sections(readme.read_text(encoding="utf-8"))
+    headings = [heading for heading, _ in sections]
+    if IDEA_SECTION not in headings:
+        raise NotebookBuildError(f"{readme}: no '## {IDEA_SECTION}' section; the notebook is built around it")
+    if lesson.quiz and QUIZ_SECTION not in headings:
+        raise NotebookBuildError(f"{readme}: no '## {QUIZ_SECTION}' section, but course.yml gives lesson "
+                                 f"{lesson.folder} a quiz ({lesson.quiz}) whose questions it should hold")
+
+    t = functools.partial(_text, lang)
+    cells = [_markdown("text-title", title)]
+    for index, (heading, body) in enumerate(sections, start=1):
+        if heading == QUIZ_SECTION:
+            continue
+        if heading in REPOSITORY_SECTIONS:
+            # Only its subsections about the lesson itself (lesson 03's conventions), as sections.
+            for part, sub in enumerate(_subsections(body), start=1):
+                cells.append(_markdown(f"text-{index}-{part}", _lesson_text(sub[1:], course.language)))
+        else:
+            text = _demo_cells(notebook_text(body, course.language), lesson, course.language)
+            cells.append(_markdown(f"text-{index}", text))
+    texts = {name: (source / name).read_text(encoding="utf-8") for name in lesson.files}
+    code_cells = {name: _file_cells(name, notebook_text(texts[name], course.language)) for name in lesson.files}
+    example = code_cells[lesson.files[0]][0].source.partition("\n")[0]
+    cells.append(_markdown("howto", _howto(course, lesson, example, t, lang)))
+    if any("__file__" in text for text in texts.values()):
+        # A notebook has no file of its own; the lesson's code may look for its data beside it.
+        setup = "\n".join([t("setup_comment"), "from pathlib import Path",
+                           f"__file__ = str(Path.cwd() / {json.dumps(lesson.files[0])})"])
+        cells.append(_code("setup", setup, locked=True))
+    for name in lesson.files:
+        cells.append(_markdown(f"file-{_slug(name)}", t("file_heading", file=name)))
+        cells += code_cells[name]
+    cells += _practice_cells(course, lesson, t, lang)
+
+    if lesson.quiz:
+        quiz_body = dict(sections)[QUIZ_SECTION]
+        cells.append(_markdown("quiz-questions", _quiz_markdown(quiz_body, lesson.quiz, t)))
+        quiz = (source / lesson.quiz).read_text(encoding="utf-8")
+        cells += _file_cells(lesson.quiz, notebook_text(quiz, course.language, readme_key="quiz_reference"))
+
+    cells += _check_cells(lesson, t, lang)
+
+    notebook = nbformat.v4.new_notebook(cells=cells)
+    notebook.metadata = {
+        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+        "language_info": {"name": "python"},
+        # Read by hooks.py: the lesson and the notebook's language, and for TodoStubs the
+        # messages of the stubs' NotImplementedError, in Spanish as in exercises/ (the engine
+        # recognises "TODO [id] pendiente" in any language).
+        METADATA_KEY: {"lesson": lesson.id, "lang": lang,
+                       "todo_titles": {todo.id: todo.title["es"] for todo in lesson.todos}},
+    }
+    # nbgrader needs each grade_id once; a test cell's is its check's id (`_check_cell`).
+    grade_ids = [cell.metadata["nbgrader"]["grade_id"] for cell in cells]
+    clashes = sorted({grade_id for grade_id in grade_ids if grade_ids.count(grade_id) > 1})
+    if clashes:
+        raise NotebookBuildError(f"lesson {lesson.folder}: check id(s) {', '.join(clashes)} are also the name of "
+                                 "another cell of its notebook; rename the check(s) in course.yml")
+    nbformat.validate(notebook)
+    return notebook
+
+
+def skip_checks(notebook: nbformat.NotebookNode, course: Course, skipped: dict[str, str]) -> list[str]:
+    """Make the checks `skipped` ({check id: why}) worth 0 points in a lesson's notebook, in
+    place: their test cells say why in their comment, and the total above them leaves them out.
+    For checks that cannot run where the assignment is generated (gpu-parity without CUDA), so
+    that the notebook's maximum is `autograder grade`'s there. Returns the checks changed."""
+    meta = notebook.metadata.get(METADATA_KEY, {})
+    lesson = course.lesson(meta["lesson"])
+    lang = meta.get("lang", course.language)
+    t = functools.partial(_text, lang)
+    changed = []
+    for index, cell in enumerate(notebook.cells):
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        check = next((c for c in lesson.checks if c.id == grade_id and c.points), None)
+        if cell.cell_type == "code" and check is not None and check.id in skipped:
+            notebook.cells[index] = _check_cell(lesson, check, t, lang, skipped=skipped[check.id])
+            changed.append(check.id)
+    total = sum(cell.metadata["nbgrader"]["points"] for cell in notebook.cells
+                if cell.metadata.get("nbgrader", {}).get("grade"))
+    for index, cell in enumerate(notebook.cells):
+        if cell.id == CHECKS_CELL:
+            notebook.cells[index] = _markdown(CHECKS_CELL, _checks_text(total, t))
+    return changed
+
+
+def readme_sections(text: str) -> tuple[str, list[tuple[str, str]]]:
+    """A README as its text before the first `## ` heading and its (heading, section) pairs;
+    a section keeps its heading line. Headings inside code fences do not count."""
+    head: list[str] = []
+    sections: list[tuple[str, list[str]]] = []
+    fenced = False
+    for line in text.replace("\r\n", "\n").split("\n"):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        if not fenced and line.startswith("## "):
+            sections.append((line[3:].strip(), [line]))
+        elif sections:
+            sections[-1][1].append(line)
+        else:
+            head.append(line)
+    return "\n".join(head).strip(), [(heading, "\n".join(lines).strip()) for heading, lines in sections]
+
+
+def notebook_text(text: str, language: str, readme_key: str = "readme_reference") -> str:
+    """A lesson file's text as the notebook holds it: where it sends the learner to the README,
+    it says the notebook instead (a comment or hint, so the line count, and every line number
+    a traceback gives, stays the same). `language` is the sources' (course.yml's)."""
+    return README_MENTION.sub(lambda _: i18n.translate(f"notebooks.{readme_key}", language), text)
+
+
+def _lesson_text(markdown: str, language: str) -> str:
+    """A subsection of a README section about the repository, for the notebook: without its
+    paragraphs about the repository's files and commands, and saying this notebook where it
+    says README."""
+    paragraphs = [p for p in re.split(r"\n\s*\n", markdown.strip()) if not REPOSITORY_TEXT.search(p)]
+    return notebook_text("\n\n".join(paragraphs), language)
+
+
+def _demo_cells(markdown: str, lesson: Lesson, language: str) -> str:
+    """"`python data.py`" (a lesson file's own demo, its `if __name__ == "__main__":` block) as
+    the notebook has it: that file's last cell, which runs the demo in the kernel."""
+    def cell(match: re.Match) -> str:
+        name = match["file"]
+        return i18n.translate("notebooks.demo_cell", language, file=name) if name in lesson.files else match[0]
+    return PYTHON_COMMAND.sub(cell, markdown)
+
+
+def _subsections(section: str) -> list[str]:
+    """The `### ` subsections of a README section, each from its heading on."""
+    found: list[list[str]] = []
+    fenced = False
+    for line in section.split("\n"):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        if not fenced and line.startswith("### "):
+            found.append([line])
+        elif found:
+            found[-1].append(line)
+    return ["\n".join(lines).strip() for lines in found]
+
+
+def _howto(course: Course, lesson: Lesson, example: str, t, lang: str) -> str:
+    files = ", ".join(f"`{name}`" for name in lesson.files)
+    howto = t("howto", files=files, example=example)
+    if _practice_tests(course, lesson):
+        howto += "\n\n" + t("howto_practice")
+    howto += "\n\n" + t("howto_todos")
+    parts = [t("howto_title"), howto, t("todo_table_head"), "|---|---|---|"]
+    rows = [f"| `{todo.id}` | `{todo.file}` | {i18n.localize(todo.title, lang)} |" for todo in lesson.todos]
+    text = "\n\n".join(parts[:2]) + "\n\n" + "\n".join(parts[2:] + rows)
+    for used in (course.lesson(u) for u in lesson.uses):
+        files = ", ".join(f"`{name}`" for name in used.files)
+        text += "\n\n" + t("uses_note", lesson=used.id, files=files, folder=used.folder)
+    return text
+
+
+def _practice_tests(course: Course, lesson: Lesson) -> list[Path]:
+    return sorted((course.root / "solutions" / lesson.folder).glob(PRACTICE_TESTS))
+
+
+def _practice_cells(course: Course, lesson: Lesson, t, lang: str) -> list[nbformat.NotebookNode]:
+    """The practice tests as `%%writefile` cells (collapsed, readable), the cell that defines
+    `comprobar` (collapsed: practice.py's code) and the visible cell that calls it."""
+    tests = _practice_tests(course, lesson)
+    if not tests:
+        return []
+    first_todo = lesson.todos[0].id if lesson.todos else "..."
+    cells = [_markdown("practice", t("practice_title") + "\n\n" + t("practice_intro", todo=first_todo))]
+    for path in tests:
+        text = _practice_docstring(path.read_text(encoding="utf-8"), t("practice_tests_doc", lesson=lesson.id))
+        # Written to a file, never run in the kernel: it imports the lesson's files from disk.
+        cells.append(_code(f"practice-{_slug(path.name)}", f"%%writefile {path.name}\n" + text.strip("\n"),
+                           locked=True, collapsed=True))
+    # What comprobar() prints, in the notebook's language (the learner's kernel has no catalog).
+    keys = sorted(key for key in i18n.catalog(lang) if key.startswith(PRACTICE_TEXTS))
+    texts = {key.removeprefix(PRACTICE_TEXTS): i18n.catalog(lang)[key] for key in keys}
+    uses = [(used.id, used.folder) for used in (course.lesson(u) for u in lesson.uses)]
+    call = ("comprobar = PracticeTests(\n"
+            f"    {json.dumps(lesson.id)},\n"
+            f"    files={json.dumps(list(lesson.files))},\n"
+            f"    tests={json.dumps([path.name for path in tests])},\n"
+            f"    uses={json.dumps(uses)},\n"
+            f"    todos={json.dumps([todo.id for todo in lesson.todos])},\n"
+            "    texts={\n"
+            + "".join(f"        {json.dumps(k)}: {json.dumps(v, ensure_ascii=False)},\n" for k, v in texts.items())
+            + "    },\n)")
+    runner = "\n".join([t("practice_runner_comment"), _practice_source(), "", call])
+    cells.append(_code("practice-runner", runner, locked=True, collapsed=True))
+    cells.append(_code("practice-run", t("practice_run_comment") + "\ncomprobar()", locked=True))
+    return cells
+
+
+@functools.cache
+def _practice_source() -> str:
+    """practice.py's code, without its module docstring (written for maintainers)."""
+    text = Path(practice.__file__).read_text(encoding="utf-8")
+    docstring = ast.parse(text).body[0]
+    return "\n".join(text.split("\n")[docstring.end_lineno:]).strip("\n")
+
+
+def _practice_docstring(text: str, docstring: str) -> str:
+    """A practice test file with the notebook's docstring in place of its own (which tells how
+    to run it from the repository)."""
+    body = ast.parse(text).body
+    if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        text = "\n".join(text.split("\n")[body[0].end_lineno:])
+    return f'"""{docstring}\n"""\n\n' + text.lstrip("\n")
+
+
+def _check_cells(lesson: Lesson, t, lang: str) -> list[nbformat.NotebookNode]:
+    """The checks' heading, then one autograder test cell per check of course.yml, worth its
+    points: a visible comment, and hidden code that asks kernel.run_check for its outcome."""
+    total = sum(check.points for check in lesson.checks)
+    checks = [_check_cell(lesson, check, t, lang) for check in lesson.checks]
+    return [_markdown(CHECKS_CELL, _checks_text(total, t)), *checks]
+
+
+def _checks_text(total: float, t) -> str:
+    return t("checks_title") + "\n\n" + t("checks_intro", points=_points(total))
+
+
+def _check_cell(lesson: Lesson, check, t, lang: str, skipped: str | None = None) -> nbformat.NotebookNode:
+    """A check's test cell: nbgrader's grade_id is the check's id (the cell's own id adds
+    "check-", as cell ids share a namespace with the lesson's other cells)."""
+    todo = f" · TODO [{check.todo}]" if check.todo else ""
+    if skipped is not None:
+        reason = " ".join(skipped.split()).rstrip(".") + "."  # one comment line
+        comment, points = t("check_comment_skipped", check=check.id, todo=todo, reason=reason), 0
+    elif check.informational:
+        comment, points = t("check_comment_informational", check=check.id), check.points
+    else:
+        comment, points = t("check_comment", check=check.id, todo=todo, points=_points(check.points)), check.points
+    call = (f"autograder.course.notebooks.kernel.run_check({json.dumps(lesson.id)}, {json.dumps(check.id)}, "
+            f"lang={json.dumps(lang)})")
+    code = f"{comment}\n### BEGIN HIDDEN TESTS\nimport autograder.course.notebooks.kernel\n{call}\n### END HIDDEN TESTS"
+    return _code(f"check-{check.id}", code, grade=True, locked=True, points=points, grade_id=check.id)
+
+
+def _quiz_markdown(section: str, quiz_file: str, t) -> str:
+    """The README's quiz section without its paragraphs about the quiz file, which in the
+    notebook is the cell below: the notebook's own instruction takes their place."""
+    heading, _, rest = section.partition("\n")
+    paragraphs = [p for p in re.split(r"\n\s*\n", rest.strip()) if quiz_file not in p]
+    return "\n\n".join([heading, t("quiz_instructions"), *paragraphs])
+
+
+def _file_cells(name: str, text: str) -> list[nbformat.NotebookNode]:
+    """A lesson file as code cells: solution cells where a piece holds a region."""
+    regions = parse_regions(text, name)
+    if name.endswith(".py"):
+        pieces = split_module(text, name, [(r.start_line, r.end_line) for r in regions])
+    else:
+        pieces = [text.strip("\n")]
+    cells = []
+    for part, piece in enumerate(pieces, start=1):
+        source = header_line(name, part, len(pieces)) + "\n" + piece
+        solution = bool(parse_regions(piece, name))
+        cells.append(_code(f"code-{_slug(name)}-{part}", source, solution=solution, locked=not solution))
+    return cells
+
+
+def _text(lang: str, key: str, **params) -> str:
+    """A text of the notebooks' catalog (messages/<lang>/notebooks.yml)."""
+    return i18n.translate(f"notebooks.{key}", lang, **params)
+
+
+def _markdown(cell_id: str, text: str) -> nbformat.NotebookNode:
+    cell = nbformat.v4.new_markdown_cell(text.strip("\n"))
+    cell.id = cell_id
+    cell.metadata = {"nbgrader": _nbgrader(cell_id, locked=True)}
+    return cell
+
+
+def _code(cell_id: str, source: str, *, solution: bool = False, grade: bool = False, locked: bool = False,
+          points: float | None = None, collapsed: bool = False, grade_id: str | None = None) -> nbformat.NotebookNode:
+    cell = nbformat.v4.new_code_cell(source)
+    cell.id = cell_id  # fixed ids: the same sources always build the same notebook
+    cell.metadata = {"nbgrader": _nbgrader(grade_id or cell_id, solution=solution, grade=grade, locked=locked,
+                                           points=points)}
+    if collapsed:
+        cell.metadata["jupyter"] = {"source_hidden": True}  # long and not to edit: shown on a click
+    return cell
+
+
+def _nbgrader(grade_id: str, *, solution: bool = False, grade: bool = False, locked: bool = False,
+              points: float | None = None) -> dict:
+    meta = {"grade": grade, "grade_id": grade_id, "locked": locked, "schema_version": 3,
+            "solution": solution, "task": False}
+    if grade:
+        meta["points"] = _points(points)
+    return meta
+
+
+def _points(points: float) -> int | float:
+    return int(points) if float(points).is_integer() else float(points)
+
+
+def _slug(name: str) -> str:
+    """A file name as part of an nbgrader cell id (letters, digits, _ and - only)."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", Path(name).stem)
+

@@ -1,0 +1,178 @@
+"""Which TODO a line of the learner's file belongs to.
+
+When the learner's code raises, the line that raised says which TODO to fix, whatever check
+happened to run it: a `.view` crash in the head-reshape code is a head-reshape mistake even in
+the mask's check. The learner's file is compared with the exercise stub it came from (the
+course's `exercises/`, or the copy the hidden graders carry under `graders/stubs/`):
+
+- a line that is given code of the stub (outside every TODO block) belongs to no TODO: its
+  inputs came from somewhere else, and guessing would point at the wrong place;
+- a line below a `# TODO [id]` comment the learner kept (or a `### BEGIN SOLUTION id` marker),
+  in the same function, belongs to that TODO;
+- otherwise the lines that replaced a stub's TODO block (found with difflib) belong to it; when
+  one run of new lines replaced several adjacent blocks, one statement per block goes in order,
+  else the block whose hint text shares the most names with the line wins, and a tie goes
+  to the block at the line's relative place in the run (or claims nothing).
+
+Every answer is a best effort: None means "no claim", never a guess.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from autograder.core.results import RaisedIn
+
+_TODO_COMMENT = re.compile(r"#\s*TODO \[([\w-]+)\]")
+_BEGIN = re.compile(r"###\s*BEGIN SOLUTION\s+([\w-]+)")
+_END = re.compile(r"###\s*END SOLUTION")
+_PENDING = re.compile(r"raise NotImplementedError\(\s*[\"']TODO \[([\w-]+)\]")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
+_SCOPE = re.compile(r"(def|class|async def)\s")
+
+
+@dataclass(frozen=True)
+class StubBlocks:
+    """A stub file's lines (stripped) and its TODO blocks: (first line, last line, id), 0-based."""
+
+    lines: tuple[str, ...]
+    blocks: tuple[tuple[int, int, str], ...]
+    given: frozenset[str]  # stripped code lines outside every block
+
+
+@lru_cache(maxsize=64)
+def stub_blocks(stub_text: str) -> StubBlocks:
+    raw = stub_text.splitlines()
+    lines = tuple(line.strip() for line in raw)
+    blocks = []
+    for end, line in enumerate(lines):
+        found = _PENDING.search(line)
+        if not found:
+            continue
+        start = end
+        # The block's hint comments sit right above its raise, the first naming the TODO.
+        while start > 0 and lines[start - 1].startswith("#"):
+            start -= 1
+            if _TODO_COMMENT.search(lines[start]):
+                break
+        blocks.append((start, end, found.group(1)))
+    inside = {n for first, last, _ in blocks for n in range(first, last + 1)}
+    given = frozenset(line for n, line in enumerate(lines)
+                      if n not in inside and line and not line.startswith("#"))
+    return StubBlocks(lines, tuple(blocks), given)
+
+
+def todo_at(text: str, lineno: int, stub_text: str | None, todos: set[str]) -> str | None:
+    """The TODO (one of `todos`) that line `lineno` (1-based) of the learner's `text` belongs
+    to, or None."""
+    rows = text.splitlines()
+    if not 1 <= lineno <= len(rows):
+        return None
+    line = rows[lineno - 1].strip()
+    stub = stub_blocks(stub_text) if stub_text is not None else None
+    if stub is not None and line in stub.given:
+        return None
+    marked = _by_marker(rows, lineno - 1, todos)
+    if marked is not None or stub is None:
+        return marked
+    return _by_diff(rows, lineno - 1, stub, todos)
+
+
+def _indent(row: str) -> int:
+    return len(row) - len(row.lstrip())
+
+
+def _by_marker(rows: list[str], index: int, todos: set[str]) -> str | None:
+    own = _indent(rows[index])
+    for n in range(index, -1, -1):
+        row = rows[n]
+        stripped = row.strip()
+        if _END.search(stripped) and n != index:
+            return None
+        found = _BEGIN.search(stripped) or _TODO_COMMENT.search(stripped)
+        if found:
+            return found.group(1) if found.group(1) in todos else None
+        if n != index and stripped and _SCOPE.match(stripped) and _indent(row) < own:
+            return None  # the top of the function: no marker in it
+    return None
+
+
+def _by_diff(rows: list[str], index: int, stub: StubBlocks, todos: set[str]) -> str | None:
+    mine = [row.strip() for row in rows]
+    matcher = difflib.SequenceMatcher(None, stub.lines, mine, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal" or not j1 <= index < j2:
+            continue
+        low, high = (i1, i2) if i2 > i1 else (i1 - 1, i1 + 1)  # an insert: the blocks around it
+        hit = [b for b in stub.blocks if b[2] in todos and b[0] < high and b[1] >= low]
+        if len({b[2] for b in hit}) == 1:
+            return hit[0][2]
+        if len(hit) > 1:
+            # As many new statements as blocks replaced: the learner wrote one per block, in order.
+            code = [n for n in range(j1, j2) if mine[n] and not mine[n].startswith("#")]
+            if len(code) == len(hit) and index in code:
+                return hit[code.index(index)][2]
+            return _closest(mine[index], hit, stub, (index - j1 + 0.5) / (j2 - j1))
+        return None
+    return None
+
+
+def _closest(line: str, blocks: list[tuple[int, int, str]], stub: StubBlocks, where: float) -> str | None:
+    """Among adjacent blocks one run of new lines replaced: the block whose hint shares the
+    most names with the line; on a tie, the block at the same relative place in the run
+    (`where`, 0..1) as the line, the learner having written the TODOs in their order."""
+    names = set(_NAME.findall(line))
+    scores = [len(names & set(_NAME.findall(" ".join(stub.lines[first:last + 1])))) for first, last, _ in blocks]
+    best = max(scores)
+    tied = [b for b, score in zip(blocks, scores) if score == best]
+    if len(tied) == 1 and best > 0:
+        return tied[0][2]
+    total = sum(last - first + 1 for first, last, _ in blocks)
+    edge = 0.0
+    for first, last, todo in blocks:
+        edge += (last - first + 1) / total
+        if where <= edge:
+            return todo if any(todo == b[2] for b in tied) else None
+    return None
+
+
+def raised_in(err, files, todos, stubs: Path | None) -> RaisedIn | None:
+    """Where the learner's exception `err` (sandbox.StudentError) was raised among the TODOs
+    `todos` of the lesson files `files` (names relative to the submission's root), comparing
+    with the untouched stubs in the folder `stubs`: None when it claims nothing. The engine
+    records it in every check's result; a grader may ask it too."""
+    pending = err.todo_pending
+    if pending is not None:
+        return RaisedIn(pending, "", 0)
+    frame = innermost_learner_frame(err.frames, err.root)
+    if frame is None:
+        return None
+    try:
+        name = Path(frame["filename"]).relative_to(err.root).as_posix()
+    except ValueError:
+        return None
+    if name not in files:
+        return None
+    text = read_text(Path(err.root) / name)
+    if text is None:
+        return None
+    line = int(frame.get("lineno") or 0)
+    todo = todo_at(text, line, read_text(stubs / name) if stubs is not None else None, set(todos))
+    return RaisedIn(todo, name, line) if todo is not None else None
+
+
+def innermost_learner_frame(frames: list[dict], root: str) -> dict | None:
+    """The deepest frame of the traceback in the learner's own files."""
+    mine = [f for f in frames if str(f.get("filename", "")).startswith(root)]
+    return mine[-1] if mine else None
+
+
+def read_text(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None

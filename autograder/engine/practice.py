@@ -1,0 +1,81 @@
+"""Practice mode, trusted side: grade a lesson with its practice tests when the hidden graders
+are not available (a student release whose workflow has no token for the instructor's graders).
+
+Each practice test becomes one check worth 1 point, named after the test and attributed to the
+TODO in its `@pytest.mark.todo("id")` marker; the lesson is completed when they all pass (a
+test that skipped itself did not pass). The
+tests run inside the sandboxed worker (they import the learner's code), so the engine keeps
+its isolation, but their outcome is only as trustworthy as the learner's copy of the tests:
+the result is marked mode="practice" and every renderer says "nota de práctica".
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+from autograder.core.manifest import Lesson
+from autograder.core.results import Block, CheckResult, Feedback, LessonResult, Status, message
+from autograder.sandbox.client import Sandbox, StudentError, WorkerDied
+
+# A lesson's practice suite runs in seconds; this bounds a learner's infinite loop.
+PRACTICE_TIMEOUT = 120.0
+_PENDING = re.compile(r"TODO \[([\w-]+)\] pendiente")
+_STATUS = {"passed": Status.PASSED, "failed": Status.FAILED, "error": Status.ERROR, "skipped": Status.SKIPPED}
+
+
+def has_practice_tests(lesson_dir) -> bool:
+    return any(lesson_dir.glob("test_*.py"))
+
+
+def grade_practice(lesson: Lesson, sandbox: Sandbox) -> LessonResult:
+    titles = {todo.id: dict(todo.title) for todo in lesson.todos}
+    try:
+        sandbox.ensure_ready()
+        sandbox.deadline = time.monotonic() + PRACTICE_TIMEOUT
+        outcomes = sandbox.request("practice")
+    except WorkerDied as exc:
+        checks = [_whole_run_failed(Status.ERROR, exc.feedback)]
+    except StudentError as exc:  # pytest itself could not run in the learner's folder
+        checks = [_whole_run_failed(Status.ERROR, Feedback.of(
+            message("engine.student_raised", type=exc.type_name, message=exc.message[:500])))]
+    else:
+        checks = [_check(o, titles) for o in outcomes if isinstance(o, dict)] or [
+            _whole_run_failed(Status.ERROR, Feedback.of(message("engine.practice_empty")))]
+    finally:
+        sandbox.deadline = None
+    return LessonResult(lesson.id, lesson.slug, dict(lesson.title), lesson.xp, checks, mode="practice")
+
+
+def _whole_run_failed(status: Status, feedback: Feedback) -> CheckResult:
+    return CheckResult("practica", None, status, 0.0, 1.0, feedback)
+
+
+def _check(outcome: dict, titles: dict) -> CheckResult:
+    status = _STATUS.get(str(outcome.get("outcome")), Status.ERROR)
+    todo = outcome.get("todo") if isinstance(outcome.get("todo"), str) else None
+    name = str(outcome.get("name", "?"))[:120]
+    duration = outcome.get("duration")
+    duration = float(duration) if isinstance(duration, (int, float)) else 0.0
+    if status is Status.PASSED:
+        return CheckResult(name, todo, status, 1.0, 1.0, duration=duration)
+    if status is Status.SKIPPED:
+        # A practice test that did not run proved nothing: it cannot count toward completing the
+        # lesson (the hidden graders' GPU check is the only check allowed to skip, and it is not
+        # a practice test). Its point stays on the table, on the same 1-point scale.
+        reason = str(outcome.get("message", "")).strip()
+        reason = reason[len("Skipped:"):].strip() if reason.startswith("Skipped:") else reason
+        return CheckResult(name, todo, Status.FAILED, 0.0, 1.0,
+                           Feedback.of(message("engine.practice_not_run", reason=reason[:300])), duration)
+    detail = str(outcome.get("message", ""))
+    pending = _PENDING.search(detail)
+    parts = []
+    if outcome.get("doc"):
+        parts.append(message("engine.practice_test", doc=str(outcome["doc"])))
+    if pending:
+        parts.append(message("engine.todo_pending", todo=pending.group(1), title=titles.get(pending.group(1), "")))
+    else:
+        parts.append(message("engine.practice_failed", detail=detail))
+        if outcome.get("trace"):
+            parts.append(Block(str(outcome["trace"]), kind="traceback"))
+    return CheckResult(name, todo, status, 0.0, 1.0, Feedback(tuple(parts)), duration)

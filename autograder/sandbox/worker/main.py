@@ -1,0 +1,341 @@
+"""The worker: imports the learner's modules and executes what the trusted grader asks.
+
+This process is untrusted by design: the learner's code runs here and may do anything to it.
+It only ever answers with data (see autograder.sandbox.protocol); verdicts are made elsewhere.
+Requests are small generic operations on an object table: import a module, get an attribute,
+call something (optionally capturing what passes through a submodule or spying on a torch
+function), compute vector-Jacobian products for the autograd leak check, or (practice mode
+only) run the lesson's own practice tests.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import select
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+from autograder.sandbox.protocol import FrameReader, ProtocolError, decode, encode, write_frame
+
+
+LIBRARIES = ("torch", "numpy", "math", "functools")
+
+
+class MissingSubmodule(Exception):
+    """A grader asked to watch a submodule (e.g. attn_drop) that the learner's module lacks."""
+
+
+class Worker:
+    def __init__(self, root: Path, req_fd: int, resp_fd: int) -> None:
+        self.root = root
+        self.req_fd, self.resp_fd = req_fd, resp_fd
+        self.objects: dict[int, Any] = {}
+        self.next_id = 1
+        self.reader = FrameReader()
+
+    # ------------------------------------------------------------ object table
+    def make_handle(self, obj: Any) -> dict:
+        hid = self.next_id
+        self.next_id += 1
+        self.objects[hid] = obj
+        try:
+            text = repr(obj)[:200]
+        except BaseException:  # a learner's __repr__ may raise
+            text = "<?>"
+        return {"$t": "handle", "id": hid, "type": type(obj).__name__, "repr": text}
+
+    def resolve(self, v: dict) -> Any:
+        hid = v.get("id")
+        if hid not in self.objects:
+            raise ProtocolError(f"unknown handle {hid}")
+        return self.objects[hid]
+
+    # ------------------------------------------------------------ operations
+    def op_import(self, req: dict) -> Any:
+        name = req["module"]
+        if not (self.root / f"{name}.py").is_file():
+            raise FileNotFoundError(f"{name}.py")
+        return importlib.import_module(name)
+
+    def op_library(self, req: dict) -> Any:
+        # A grader sometimes needs a library object on the learner's side (a torch.Generator
+        # to pass to their function): only these libraries, never an arbitrary import.
+        name = req["module"]
+        if name not in LIBRARIES:
+            raise ProtocolError(f"library {name!r} is not available to graders")
+        return importlib.import_module(name)
+
+    def op_getattr(self, req: dict) -> Any:
+        return getattr(req["target"], req["name"])
+
+    def op_setattr(self, req: dict) -> Any:
+        setattr(req["target"], req["name"], req["value"])
+        return None
+
+    def op_call(self, req: dict) -> Any:
+        target = req["target"]
+        fn = getattr(target, req["method"]) if req.get("method") else target
+        args, kwargs = req.get("args", []), req.get("kwargs", {})
+        opts = req.get("options") or {}
+        if opts.get("seed") is not None:
+            import torch
+
+            torch.manual_seed(opts["seed"])
+        captured: list = []
+        spied: list = []
+        with contextlib.ExitStack() as stack:
+            for path in opts.get("capture", []):
+                stack.enter_context(self._capture_inputs(target, path, captured))
+            for name in opts.get("spy", []):
+                stack.enter_context(self._spy(name, spied))
+            if opts.get("no_grad"):
+                import torch
+
+                stack.enter_context(torch.no_grad())
+            value = fn(*args, **kwargs)
+        if opts.get("materialize"):
+            value = list(value)
+        if opts.get("capture") or opts.get("spy"):
+            return {"value": value, "captured": captured, "spied": spied}
+        return value
+
+    def op_vjp(self, req: dict) -> Any:
+        import torch
+
+        fn = req["target"]
+        x = req["input"].detach().clone().requires_grad_(True)
+        y = fn(x)
+        if not isinstance(y, torch.Tensor) or y.grad_fn is None:
+            raise RuntimeError("the output does not depend on the input through autograd")
+        grads = []
+        for cot in req["cotangents"]:
+            (g,) = torch.autograd.grad(y, x, cot, retain_graph=True, allow_unused=True)
+            grads.append(torch.zeros_like(x) if g is None else g)
+        return grads
+
+    def op_param_vjp(self, req: dict) -> Any:
+        # Where training needs gradients (a loss, logits) the grader asks which parameters they
+        # reach: plain autograd on one forward call, never touching the module's own .grad.
+        import torch
+
+        module = req["target"]
+        out = module(*req.get("args", []), **req.get("kwargs", {}))
+        named = [(str(name), p) for name, p in module.named_parameters() if p.requires_grad]
+        results = []
+        for cotangent in req["cotangents"]:
+            pairs = _pair_outputs(out, cotangent)
+            pairs = [(o, c) for o, c in pairs if o.grad_fn is not None]
+            if not pairs or not named:
+                results.append(None)  # nothing the cotangent touches depends on a parameter
+                continue
+            grads = torch.autograd.grad([o for o, _ in pairs], [p for _, p in named],
+                                        [c.to(o.dtype) for o, c in pairs], retain_graph=True, allow_unused=True)
+            results.append({name: torch.zeros_like(p) if g is None else g
+                            for (name, p), g in zip(named, grads)})
+        return {"output": out, "grads": results}
+
+    def op_practice(self, req: dict) -> Any:
+        from autograder.sandbox.worker import practice
+
+        return practice.run(self.root)
+
+    def op_release(self, req: dict) -> Any:
+        for hid in req.get("ids", []):
+            self.objects.pop(hid, None)
+        return None
+
+    # ------------------------------------------------------------ helpers
+    def arg(self, tree: Any) -> Any:
+        return decode(tree, self.buffers, self.resolve)
+
+    @contextlib.contextmanager
+    def _capture_inputs(self, module: Any, path: str, sink: list):
+        try:
+            sub = module.get_submodule(path)
+        except AttributeError:
+            # The grader's hook needs a part the learner's module lacks: say which, under a name
+            # the trusted side reports as such (not as the learner's AttributeError).
+            raise MissingSubmodule(path) from None
+
+        def hook(_mod, inputs):
+            if inputs:
+                sink.append(inputs[0].detach().clone())
+
+        handle = sub.register_forward_pre_hook(hook)
+        try:
+            yield
+        finally:
+            handle.remove()
+
+    @contextlib.contextmanager
+    def _spy(self, dotted: str, sink: list):
+        # Replace the function on its module and in every learner module that imported it by
+        # name, so `from torch.nn.functional import scaled_dot_product_attention` is seen too.
+        mod_name, _, attr = dotted.rpartition(".")
+        owner = importlib.import_module(mod_name)
+        original = getattr(owner, attr)
+
+        def spy(*args, **kwargs):
+            sink.append({
+                "args": [_describe(a) for a in args],
+                "kwargs": {k: _describe(v) for k, v in kwargs.items()},
+            })
+            return original(*args, **kwargs)
+
+        patched = [(owner, attr)]
+        for module in list(sys.modules.values()):
+            path = getattr(module, "__file__", None) or ""
+            if path.startswith(str(self.root)):
+                for name, value in list(vars(module).items()):
+                    if value is original:
+                        patched.append((module, name))
+        for obj, name in patched:
+            setattr(obj, name, spy)
+        try:
+            yield
+        finally:
+            for obj, name in patched:
+                setattr(obj, name, original)
+
+    # ------------------------------------------------------------ loop
+    def read_request(self) -> tuple[Any, list[bytes]] | None:
+        while True:
+            frame = self.reader.take()
+            if frame is not None:
+                return frame
+            select.select([self.req_fd], [], [])
+            chunk = os.read(self.req_fd, 1 << 20)
+            if not chunk:
+                return None
+            self.reader.feed(chunk)
+
+    def serve(self, isolation: dict | None = None) -> None:
+        # Written before any learner code has run: the trusted side may believe this report.
+        write_frame(self.resp_fd, {"ready": {"pid": os.getpid(), "isolation": isolation or {}}})
+        while True:
+            frame = self.read_request()
+            if frame is None:
+                return
+            req, self.buffers = frame
+            if not isinstance(req, dict):
+                return
+            op = getattr(self, "op_" + str(req.get("op")), None)
+            try:
+                if op is None:
+                    raise ProtocolError(f"unknown op {req.get('op')!r}")
+                fields = {k: self.arg(v) for k, v in req.items() if k not in ("op", "id")}
+                result = op(fields)
+                tree, buffers = encode(result, self.make_handle)
+                msg = {"id": req.get("id"), "ok": tree}
+            except BaseException as exc:  # SystemExit and KeyboardInterrupt from learner code too
+                msg, buffers = {"id": req.get("id"), "error": _describe_exception(exc)}, []
+            write_frame(self.resp_fd, msg, buffers)
+
+
+def _pair_outputs(out: Any, cotangent: Any) -> list:
+    """(output tensor, cotangent) pairs of one call's output and a cotangent of the same
+    structure: a tensor, or a tuple/list whose None entries ask for nothing."""
+    import torch
+
+    if isinstance(cotangent, torch.Tensor):
+        return [(out, cotangent)] if isinstance(out, torch.Tensor) else []
+    if isinstance(cotangent, (list, tuple)) and isinstance(out, (list, tuple)) and len(out) == len(cotangent):
+        return [(o, c) for o, c in zip(out, cotangent)
+                if isinstance(o, torch.Tensor) and isinstance(c, torch.Tensor) and o.shape == c.shape]
+    return []
+
+
+def _describe(value: Any) -> Any:
+    """A spied argument, reduced to what a check may ask about it."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return {"tensor": True, "shape": list(value.shape), "dtype": str(value.dtype)}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return {"type": type(value).__name__}
+
+
+def _describe_exception(exc: BaseException) -> dict:
+    frames = [
+        {"filename": f.filename, "lineno": f.lineno or 0, "name": f.name, "line": (f.line or "")[:300]}
+        for f in traceback.extract_tb(exc.__traceback__)
+    ][-30:]
+    if isinstance(exc, SyntaxError) and isinstance(exc.filename, str) and isinstance(exc.lineno, int):
+        # A syntax error's place is not a frame of its traceback: add it as the innermost one,
+        # so the trusted side can point at the learner's line (and the TODO it belongs to).
+        frames.append({"filename": exc.filename, "lineno": exc.lineno, "name": "<module>",
+                       "line": (exc.text or "").rstrip("\n")[:300]})
+    try:
+        message = str(exc)
+    except BaseException:
+        message = "<unprintable>"
+    # The class names along the MRO, so the trusted side can judge "is a ValueError" the way
+    # isinstance would (a learner's subclass of the expected exception passes).
+    bases = [type(exc).__name__] + [cls.__name__ for cls in type(exc).__mro__ if cls.__module__ == "builtins"][:20]
+    return {"type": type(exc).__name__, "message": message[:4000], "frames": frames, "bases": bases}
+
+
+def _warm_up(torch) -> None:
+    # Autograd and scaled_dot_product_attention initialise lazily (~0.5 s on first use); pay
+    # that now, while the trusted process is still starting, rather than inside a check.
+    x = torch.randn(1, 2, 3, 4, requires_grad=True)
+    torch.nn.functional.scaled_dot_product_attention(x, x, x, is_causal=True).sum().backward()
+    torch.nn.functional.softmax(x.detach(), dim=-1)
+    # torch._dynamo (~1.1 s of CPU): imported by the first optimizer (Optimizer.add_param_group
+    # is wrapped by torch._disable_dynamo), and by the first operation on the "meta" device,
+    # whose Python kernels are wrapped the same way. Lessons 02-06 check the device contract
+    # on meta and lesson 05 builds optimizers: paid once here, not in a check.
+    weight = torch.nn.Parameter(torch.zeros(2))
+    weight.grad = torch.ones(2)
+    torch.optim.AdamW([weight], lr=0.1).step()
+    torch.empty(2, device="meta") + 1
+
+
+def prepare_libraries() -> None:
+    """Import and warm up what every worker needs, before any learner code: a failure here is
+    ours, not theirs, and TF32 is off for every float32 comparison on a GPU. One thread: the
+    sandbox's limits assume it, and the warm pool (zygote.py) may only fork a single-threaded
+    process."""
+    import numpy  # noqa: F401
+    import torch
+
+    torch.set_num_threads(1)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    _warm_up(torch)
+
+
+def serve(root: Path, req_fd: int, resp_fd: int, walls: dict | None = None) -> None:
+    """Serve the grader's requests for the learner's files in `root` (the current folder),
+    walled in first as `walls` says (autograder/sandbox/worker/confine.py; None: not at all)."""
+    sys.path.insert(0, str(root))
+    sys.dont_write_bytecode = True
+    # Everything of ours the worker may import later, imported while it still can: once
+    # walled in, it cannot read the engine's folder (which holds the hidden graders).
+    from autograder.sandbox.worker import practice  # noqa: F401
+
+    report = None
+    if walls is not None and walls.get("enabled", True):
+        from autograder.sandbox.worker.confine import confine
+
+        report = confine({**walls, "root": str(root)})
+    elif walls is not None:
+        report = {"disabled": True}
+    Worker(root, req_fd, resp_fd).serve(report)
+
+
+def main() -> None:
+    req_fd, resp_fd = int(sys.argv[1]), int(sys.argv[2])
+    walls = json.loads(sys.argv[3]) if len(sys.argv) > 3 else None
+    prepare_libraries()
+    serve(Path.cwd().resolve(), req_fd, resp_fd, walls)
+
+
+if __name__ == "__main__":
+    main()

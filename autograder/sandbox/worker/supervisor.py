@@ -1,0 +1,259 @@
+"""The supervisor: starts one worker, limits it, and leaves nothing of it behind.
+
+Started by the trusted sandbox with `python -I -S supervisor.py CONFIG_JSON` in a session of
+its own, it uses only the standard library. It becomes a *child subreaper* (Linux), so any
+process the learner's code spawns, even one that double-forks or calls setsid() to escape,
+is re-parented to it when its parent dies; when the worker ends, or when the trusted side
+closes our stdin, every remaining descendant is killed and reaped.
+
+Between fork and exec the worker is hardened (`harden`): a process group of its own, its
+resource limits and, when the config names a user (the grader runs as root), namespaces of its
+own (autograder/sandbox/worker/confine.py; a PID namespace from this supervisor) and that user, with no
+supplementary groups and no capability. On Linux it also gets no_new_privs (no sudo, no setuid
+programs) and SIGKILL when the supervisor dies. The worker walls itself in (Landlock, seccomp)
+once its libraries are loaded, before the first learner import.
+
+Stdout carries short status lines to the trusted side: "started PID" and "exit CODE".
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+PR_SET_NO_NEW_PRIVS = 38
+
+
+def _libc():
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return None
+
+
+def become_subreaper() -> bool:
+    libc = _libc()
+    try:
+        return libc is not None and libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except AttributeError:
+        return False
+
+
+def drop_privileges(user: dict) -> None:
+    """Become `user` (uid, gid; no supplementary groups), with no capability left."""
+    os.setgroups([])
+    os.setresgid(user["gid"], user["gid"], user["gid"])
+    os.setresuid(user["uid"], user["uid"], user["uid"])
+    if os.getuid() != user["uid"] or os.geteuid() != user["uid"]:
+        raise OSError("the user did not change")
+
+
+def harden(limits: dict, user: dict | None, walls: dict | None) -> None:
+    """The worker's steps between fork and its first line of Python of its own, the same for a
+    forked (zygote.py) and an executed worker: its own process group, resource limits; as root,
+    namespaces (confine.enter_namespaces) and the unprivileged user; no_new_privs and death
+    with the supervisor. The walls that need no root come later (confine.confine)."""
+    os.setpgid(0, 0)
+    apply_limits(limits)
+    if user is not None:
+        if walls is not None:
+            from autograder.sandbox.worker import confine
+
+            try:
+                confine.enter_namespaces(walls, user)
+            except OSError as exc:  # the worker reports the namespaces as missing
+                os.write(2, f"autograder: no namespaces for the worker ({exc})\n".encode())
+        drop_privileges(user)
+    seal_worker()
+
+
+def seal_worker() -> None:
+    """The worker's last steps before learner code can run: no new privileges, and death with
+    its supervisor (after the user change, which clears that setting)."""
+    libc = _libc()
+    if libc is not None:
+        libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+        # After the user change, which clears it: the worker dies with its supervisor.
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        if os.getppid() == 1:
+            os._exit(70)
+
+
+def apply_limits(limits: dict) -> None:
+    try:
+        import resource
+    except ImportError:  # not on this platform: the trusted side already warned
+        return
+    for name, value in (("RLIMIT_AS", limits.get("memory_bytes")),
+                        ("RLIMIT_CPU", limits.get("cpu_seconds")),
+                        ("RLIMIT_NPROC", limits.get("processes")),
+                        ("RLIMIT_FSIZE", limits.get("file_bytes")),
+                        ("RLIMIT_CORE", 0)):
+        if value is None or not hasattr(resource, name):
+            continue
+        try:
+            resource.setrlimit(getattr(resource, name), (value, value))
+        except (ValueError, OSError):
+            pass
+
+
+def children_of(pid: int) -> list[int]:
+    found = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return found
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                stat = fh.read().decode(errors="replace")
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == pid:
+            found.append(int(entry))
+    return found
+
+
+def reap(worker: subprocess.Popen) -> None:
+    """Collect exited children (orphans re-parented to us included), keeping the worker's code."""
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        if pid == worker.pid and worker.returncode is None:
+            worker.returncode = os.waitstatus_to_exitcode(status)
+
+
+def kill_everything(worker: subprocess.Popen) -> None:
+    try:
+        os.killpg(worker.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError, AttributeError):
+        pass
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        kids = children_of(os.getpid())
+        if not kids:
+            break
+        for pid in kids:
+            for kill in (lambda p: os.killpg(p, signal.SIGKILL), lambda p: os.kill(p, signal.SIGKILL)):
+                try:
+                    kill(pid)
+                except (ProcessLookupError, PermissionError):
+                    pass
+        time.sleep(0.02)
+        reap(worker)
+    reap(worker)
+
+
+def main() -> None:
+    config = json.loads(sys.argv[1])
+    sys.path.insert(0, config["package"])  # -I: for autograder.sandbox.worker.confine only
+    become_subreaper()
+    fds = config["pass_fds"]
+    user = config.get("user")
+    walls = config.get("walls")
+    if user is not None and walls is not None and walls.get("enabled", True):
+        from autograder.sandbox.worker import confine
+
+        confine.enter_pid_namespace()
+
+    def spawn(user: dict | None) -> subprocess.Popen:
+        return subprocess.Popen(
+            config["argv"], cwd=config["cwd"], env=config["env"], pass_fds=fds,
+            stdin=subprocess.DEVNULL, stdout=config["log_fd"], stderr=config["log_fd"],
+            preexec_fn=lambda: harden(config["limits"], user, walls if user is not None else None),
+        )
+
+    try:
+        worker = spawn(user)
+    except (OSError, subprocess.SubprocessError) as exc:
+        if user is None:
+            raise
+        # The trusted side checked that the switch should work; if it still fails (a seccomp
+        # filter, an odd user namespace), grade anyway, and say so in the worker's log.
+        os.write(config["log_fd"], f"autograder: could not run as uid {user['uid']} ({exc}); "
+                                   f"running as root\n".encode())
+        worker = spawn(None)
+    for fd in [*fds, config["log_fd"]]:
+        os.close(fd)  # only the worker keeps them: its death must show as EOF to the trusted side
+    sys.stdout.write(f"started {worker.pid}\n")
+    sys.stdout.flush()
+    supervise(worker, sys.stdin, sys.stdout, (walls or {}).get("home"))
+
+
+HOME_BYTES = 256 << 20  # what a worker may keep in its home, all files together
+HOME_ENTRIES = 10_000
+DISK_EVERY = 0.25  # seconds between two looks at the home (files are also capped one by one)
+
+
+def home_usage(home: str, limit_entries: int = HOME_ENTRIES) -> tuple[int, int]:
+    """(bytes allocated, entries) under `home`, never following a link; stops counting entries
+    past `limit_entries` (a worker that made that many is stopped anyway)."""
+    total = entries = 0
+    stack = [home]
+    while stack and entries <= limit_entries:
+        try:
+            with os.scandir(stack.pop()) as listing:
+                for entry in listing:
+                    entries += 1
+                    try:
+                        info = entry.stat(follow_symlinks=False)
+                    except OSError:
+                        continue
+                    total += getattr(info, "st_blocks", 0) * 512 or info.st_size
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(entry.path)
+        except OSError:
+            continue
+    return total, entries
+
+
+def supervise(worker, control, out, home: str | None = None, home_bytes: int = HOME_BYTES) -> None:
+    """Until `control` reaches EOF (the trusted side is done, or died): report the worker's exit
+    on `out` and kill whatever it left; then kill and reap everything. `worker` is a Popen or
+    anything with its pid, returncode and poll(). A worker whose `home` grows past `home_bytes`
+    (or HOME_ENTRIES files) is killed, and "disk BYTES" says why before its exit."""
+    reported = False
+    next_look = time.monotonic() + DISK_EVERY
+    while True:
+        ready, _, _ = select.select([control], [], [], 0.1)
+        if ready and not os.read(control.fileno(), 4096):
+            break  # the trusted side is done with us, or died
+        if home is not None and not reported and time.monotonic() >= next_look:
+            used, entries = home_usage(home)
+            if used > home_bytes or entries > HOME_ENTRIES:
+                out.write(f"disk {used}\n")
+                out.flush()
+                kill_everything(worker)
+            next_look = time.monotonic() + DISK_EVERY
+        code = worker.poll()
+        if code is not None and not reported:
+            kill_everything(worker)  # whatever the learner's code left running
+            out.write(f"exit {code}\n")
+            out.flush()
+            reported = True
+        reap(worker)
+    kill_everything(worker)
+    if not reported and worker.poll() is not None:
+        out.write(f"exit {worker.returncode}\n")
+        out.flush()
+
+
+if __name__ == "__main__":
+    main()
