@@ -334,6 +334,7 @@ def _grade(course, args, parser) -> int:
     from autograder.engine.grading import grade
     from autograder.engine.feedback import redact, secrets_from_environ
     from autograder.render.output import grade_step, render_json, render_markdown, render_text
+    from autograder.sandbox.isolation import hide_environment
 
     lessons = [course.lesson(key) for key in args.lessons] if args.lessons else list(course.lessons)
     hide_environment()
@@ -388,19 +389,6 @@ def write_output(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text, encoding="utf-8")
     tmp.replace(path)
-
-
-def hide_environment() -> None:
-    """Linux: make this process non-dumpable, so its /proc files (environ included) belong to
-    root and a learner's worker running as our own user cannot read our secrets there."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        import ctypes
-
-        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
-    except (OSError, AttributeError):
-        pass
 
 
 def check_submission(course, lessons, submission: Path, lang: str) -> None:

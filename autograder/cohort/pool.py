@@ -239,7 +239,7 @@ def _serve(conn, setup: Setup, scratch: str, parent: int) -> None:
     # which the parent removes however this process ends.
     os.environ["TMPDIR"] = scratch
     tempfile.tempdir = scratch
-    from autograder.cli import hide_environment
+    from autograder.sandbox.isolation import hide_environment
 
     hide_environment()
     from autograder.sandbox.client import start_warm_pool

@@ -172,9 +172,7 @@ class CourseResult:
     @property
     def isolation(self) -> dict[str, Any] | None:
         """The weakest walls any lesson's workers had (None when no worker ran)."""
-        from autograder.sandbox.isolation import combine
-
-        return combine([lesson.isolation for lesson in self.lessons])
+        return combine_isolation([lesson.isolation for lesson in self.lessons])
 
     @property
     def score(self) -> float:
@@ -183,3 +181,21 @@ class CourseResult:
     @property
     def max_score(self) -> float:
         return sum(lesson.max_score for lesson in self.lessons)
+
+
+# What an official grade needs, whoever runs it (autograder/sandbox/isolation.py asks the worker
+# for these walls; `namespaces` and `user` come on top as root).
+REQUIRED_WALLS = ("filesystem", "network", "signals", "processes")
+
+
+def combine_isolation(summaries: list[dict[str, Any] | None]) -> dict[str, Any] | None:
+    """Several lessons' summaries as one (the weakest wall wins); None when none was graded."""
+    summaries = [s for s in summaries if s]
+    if not summaries:
+        return None
+    enforced = [w for w in summaries[0]["enforced"] if all(w in s["enforced"] for s in summaries)]
+    missing = [w for w in REQUIRED_WALLS if w not in enforced]
+    namespaces = sorted(set.intersection(*(set(s.get("namespaces", [])) for s in summaries)))
+    return {"official": not missing, "enforced": enforced, "missing": missing,
+            "landlock_abi": min(s.get("landlock_abi", 0) for s in summaries), "namespaces": namespaces,
+            "disabled": any(s.get("disabled") for s in summaries)}

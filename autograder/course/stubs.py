@@ -38,6 +38,7 @@ from pathlib import Path
 
 import yaml
 
+from autograder.core.files import CACHE_DIRS, walk_files
 from autograder.core.manifest import QUIZ_REGION, Course, Lesson, _shown
 
 __all__ = [
@@ -53,9 +54,6 @@ __all__ = [
 
 # Files that may hold regions (their comment character is #); others are copied verbatim.
 REGION_SUFFIXES = (".py", ".yml", ".yaml")
-# Never generated, never compared, never removed.
-CACHE_DIRS = frozenset({"__pycache__", ".pytest_cache"})
-CACHE_SUFFIXES = (".pyc",)
 
 _BEGIN = re.compile(r"^(?P<indent>[ \t]*)###[ \t]*BEGIN[ \t]+SOLUTION(?:[ \t]+(?P<id>\S+))?[ \t]*$")
 _END = re.compile(r"^[ \t]*###[ \t]*END[ \t]+SOLUTION[ \t]*$")
@@ -262,7 +260,7 @@ def generate_lesson(lesson: Lesson, solutions_dir: Path, exercises_dir: Path) ->
     titles = {todo.id: todo.title["es"] for todo in lesson.todos}
     files: dict[str, str] = {}
     region_ids: dict[str, set[str]] = {}
-    for rel in _walk(source):
+    for rel in walk_files(source):
         path = source / rel
         shown = _shown(path)
         try:
@@ -371,7 +369,7 @@ def _sync_references(course: Course, solutions_dir: Path, check_only: bool) -> l
 def _sync_folder(target: Path, label: str, expected: dict[str, str], check_only: bool) -> list[str]:
     """Make `target` hold exactly `expected` ({relative path: text}); the drift found, each
     line naming the file as `label/rel`. With check_only nothing is written."""
-    present = set(_walk(target)) if target.is_dir() else set()
+    present = set(walk_files(target)) if target.is_dir() else set()
     drift = []
     for rel, text in expected.items():
         path = target / rel
@@ -392,17 +390,6 @@ def _sync_folder(target: Path, label: str, expected: dict[str, str], check_only:
     if not check_only and target.is_dir():
         _remove_empty_dirs(target)
     return drift
-
-
-def _walk(folder: Path) -> list[str]:
-    """Files under folder as sorted posix paths, without caches."""
-    found = []
-    for dirpath, dirnames, filenames in os.walk(folder):
-        dirnames[:] = sorted(d for d in dirnames if d not in CACHE_DIRS)
-        for name in filenames:
-            if not name.endswith(CACHE_SUFFIXES):
-                found.append((Path(dirpath) / name).relative_to(folder).as_posix())
-    return sorted(found)
 
 
 def _remove_empty_dirs(folder: Path) -> None:

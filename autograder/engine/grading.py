@@ -20,7 +20,6 @@ import io
 import os
 import random
 import signal
-import time
 import zlib
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -29,12 +28,12 @@ import pytest
 
 from autograder.engine import blame
 from autograder.sandbox import cpu_clock
-from autograder.sandbox import isolation
 from autograder.engine.checks import CheckFailure, describe_student_error
 from autograder.sandbox.intake import contained, refused
 from autograder.core.manifest import Course, Lesson
 from autograder.engine.practice import grade_practice, has_practice_tests
-from autograder.core.results import CheckResult, CourseResult, Feedback, LessonResult, RaisedIn, Status, Text, message
+from autograder.core.results import (CheckResult, CourseResult, Feedback, LessonResult, RaisedIn, Status, Text,
+                                     combine_isolation, message)
 from autograder.sandbox.client import Limits, Sandbox, StudentError, WorkerDied
 
 GRADERS_ROOT = Path(__file__).resolve().parents[1] / "graders"
@@ -213,7 +212,7 @@ def grade_lesson(lesson: Lesson, sandbox: Sandbox, seed: int, *,
     for spec, check in zip(lesson.checks, checks):
         check.informational = spec.informational
     result = LessonResult(lesson.id, lesson.slug, dict(lesson.title), lesson.xp, checks)
-    result.isolation = isolation.combine([box.isolation for box in plugin.sandboxes()])
+    result.isolation = combine_isolation([box.isolation for box in plugin.sandboxes()])
     return result
 
 

@@ -40,7 +40,7 @@ from typing import Any
 
 from autograder.core import i18n
 from autograder.core.manifest import Course, Lesson, _shown as _shown_path
-from autograder.course.stubs import CACHE_DIRS
+from autograder.core.files import CACHE_DIRS
 
 STATE_DIR = ".autograder"
 HISTORY_FILE = "history.jsonl"

@@ -86,7 +86,7 @@ def main(course, args) -> int:
         return 2
     # The same trust boundary as grading: the learner's worker must not read our environment
     # (a Codespace's GITHUB_TOKEN, say) through /proc.
-    from autograder.cli import hide_environment
+    from autograder.sandbox.isolation import hide_environment
 
     hide_environment()
     app = ViewerApp(folder, lang, {todo.id: dict(todo.title) for todo in lesson.todos})

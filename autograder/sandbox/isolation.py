@@ -24,10 +24,11 @@ from pathlib import Path
 from typing import Any
 
 import autograder
+from autograder.core.results import REQUIRED_WALLS
 
 ENV_SWITCH = "AUTOGRADER_ISOLATION"
 # What an official grade needs, whoever runs it; `namespaces` and `user` come on top as root.
-REQUIRED = ("filesystem", "network", "signals", "processes")
+REQUIRED = REQUIRED_WALLS
 EXTRAS = ("ipc", "namespaces", "user")
 PACKAGE_DIR = Path(autograder.__file__).resolve().parent
 NAMESPACES = ("mnt", "net", "ipc", "pid")
@@ -140,19 +141,6 @@ def summary(reports: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def combine(summaries: list[dict[str, Any] | None]) -> dict[str, Any] | None:
-    """Several lessons' summaries as one (the weakest wall wins); None when none was graded."""
-    summaries = [s for s in summaries if s]
-    if not summaries:
-        return None
-    enforced = [w for w in summaries[0]["enforced"] if all(w in s["enforced"] for s in summaries)]
-    missing = [w for w in REQUIRED if w not in enforced]
-    namespaces = sorted(set.intersection(*(set(s.get("namespaces", [])) for s in summaries)))
-    return {"official": not missing, "enforced": enforced, "missing": missing,
-            "landlock_abi": min(s.get("landlock_abi", 0) for s in summaries), "namespaces": namespaces,
-            "disabled": any(s.get("disabled") for s in summaries)}
-
-
 # ------------------------------------------------------------------------------ probing
 
 @functools.cache
@@ -193,3 +181,18 @@ def probe() -> dict[str, Any]:
     except ValueError:
         report = {}
     return summary([report])
+
+
+# ------------------------------------------------------------------------------ the trusted side
+
+def hide_environment() -> None:
+    """Linux: make this process non-dumpable, so its /proc files (environ included) belong to
+    root and a learner's worker running as our own user cannot read our secrets there."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
+    except (OSError, AttributeError):
+        pass

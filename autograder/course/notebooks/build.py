@@ -40,7 +40,8 @@ import nbformat
 
 from autograder.core import i18n
 from autograder.core.manifest import Course, Lesson
-from autograder.course.stubs import CACHE_DIRS, CACHE_SUFFIXES, generate_lesson, parse_regions
+from autograder.core.files import CACHE_DIRS, CACHE_SUFFIXES
+from autograder.course.stubs import generate_lesson, parse_regions
 from autograder.course.notebooks import practice
 from autograder.course.notebooks.kernel import grading_budget
 from autograder.course.notebooks.sources import header_line, split_module
