@@ -101,3 +101,67 @@ def test_the_release_workflows_pass_actionlint(course, tmp_path):
     assert [p.name for p in workflows] == ["grade-comment.yml", "grade.yml"]
     proc = _actionlint(workflows, out)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def _portable_job() -> dict:
+    spec = yaml.safe_load((ROOT / ".github" / "workflows" / "ci.yml").read_text(encoding="utf-8"))
+    return spec["jobs"]["portable"]
+
+
+def _step_running(job: dict, needle: str) -> dict:
+    found = [s for s in job["steps"] if needle in s.get("run", "")]
+    assert len(found) == 1, needle
+    return found[0]
+
+
+def test_ci_grades_on_linux_macos_and_windows():
+    """The learners' systems (issue 19): the same install, grading and tests on the three."""
+    job = _portable_job()
+    assert job["strategy"]["matrix"]["os"] == ["ubuntu-latest", "macos-latest", "windows-latest"]
+    assert job["strategy"]["fail-fast"] is False  # one system's failure hides no other's
+    assert job["runs-on"] == "${{ matrix.os }}"
+    assert job["defaults"]["run"]["shell"] == "bash"  # Git Bash on Windows: one script for all
+    install = _step_running(job, "pip install")["run"].splitlines()
+    # The CPU torch first, from PyTorch's CPU index (as a learner is told), then the course.
+    assert "--index-url https://download.pytorch.org/whl/cpu" in install[0] and "torch==2.13.0" in install[0]
+    assert install[1].strip().endswith("pip install --disable-pip-version-check -e .")
+    forced = _step_running(job, "AUTOGRADER_WORKER=portable")
+    assert forced["if"] == "runner.os == 'Linux'"
+    solutions = _step_running(job, "--submission solutions")["run"]
+    stubs = _step_running(job, "--submission exercises")["run"]
+    assert "python -m autograder grade --submission solutions --format json" in solutions
+    assert "python -m autograder grade --submission exercises --format json" in stubs
+    tests = _step_running(job, "pytest")["run"]
+    assert all(name in tests for name in ("tests/test_portable.py", "tests/test_crlf.py", "tests/test_file_lock.py"))
+    steps = job["steps"]
+    assert steps.index(forced) < steps.index(_step_running(job, "--submission solutions"))
+
+
+def _inline_check(run: str) -> str:
+    """The Python that a grading step runs on its JSON (`python - FILE <<'PY' ... PY`)."""
+    found = re.search(r"python - \S+ <<'PY'\n(.*?)\nPY\b", run, re.S)
+    assert found, run
+    return found.group(1)
+
+
+def test_the_ci_grade_checks_tell_full_marks_from_zero(tmp_path):
+    """The two checks the matrix runs on real grading results (lesson 01 here): the solutions'
+    check accepts full marks and rejects the stubs' zero, and the other way round."""
+    import sys
+
+    job = _portable_job()
+    checks = {kind: _inline_check(_step_running(job, f"--submission {kind}")["run"])
+              for kind in ("solutions", "exercises")}
+    results = {}
+    for kind in checks:
+        results[kind] = tmp_path / f"{kind}.json"
+        proc = subprocess.run([sys.executable, "-m", "autograder", "grade", "01", "--submission",
+                               str(ROOT / kind / "01-tokens-y-lotes"), "--format", "json",
+                               "--output", str(results[kind])],
+                              cwd=ROOT, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+    for check in checks:
+        for graded in results:
+            proc = subprocess.run([sys.executable, "-", str(results[graded])], input=checks[check],
+                                  capture_output=True, text=True, timeout=60)
+            assert (proc.returncode == 0) == (check == graded), (check, graded, proc.stdout, proc.stderr)
