@@ -40,6 +40,7 @@ from pathlib import Path
 import yaml
 
 from autograder import __version__
+from autograder.core.files import walk_files
 from autograder.core.manifest import Course, _shown
 from autograder.course.stubs import StubError, sync
 
@@ -58,8 +59,9 @@ _REF_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]*$")
 _FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
 # Of autograder/graders/ only these engine files ship; every lesson folder is hidden.
 GRADERS_PUBLIC = ("__init__.py", "pytest.ini")
-_SKIP_DIRS = frozenset({"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"})
-_SKIP_SUFFIXES = (".pyc", ".pyo")
+# Beyond the caches core.files always leaves out: linters' caches, packaging metadata.
+_SKIP_DIRS = frozenset({".mypy_cache", ".ruff_cache"})
+_SKIP_SUFFIXES = (".pyo", ".egg-info")
 _PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_]+)\s*\}\}")
 
 
@@ -104,8 +106,9 @@ def build_release(course: Course, out: Path, *, graders_ref: str | None = None,
     executable = set()
     devcontainer = root / DEVCONTAINER
     if devcontainer.is_dir():
-        for path in sorted(p for p in devcontainer.rglob("*") if p.is_file() and "__pycache__" not in p.parts):
-            rel = path.relative_to(root).as_posix()
+        for name in _walk(devcontainer):
+            path = devcontainer / name
+            rel = f"{DEVCONTAINER}/{name}"
             files[rel] = _read_bytes(path)
             if os.access(path, os.X_OK):
                 executable.add(rel)
@@ -394,18 +397,13 @@ def _prepare_out(out: Path, force: bool) -> None:
 
 
 def _walk(folder: Path) -> list[str]:
-    """Files under folder as sorted posix paths, without caches; links are refused."""
-    found = []
-    for dirpath, dirnames, filenames in os.walk(folder):
-        dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS and not d.endswith(".egg-info"))
-        for name in filenames:
-            path = Path(dirpath) / name
-            if name.endswith(_SKIP_SUFFIXES):
-                continue
-            if path.is_symlink():
-                raise ReleaseError(f"{_shown(path)}: a symbolic link; the release only copies plain files")
-            found.append(path.relative_to(folder).as_posix())
-    return sorted(found)
+    """Files under folder as sorted posix paths, without caches or build leftovers; links are
+    refused (to a file or a folder), so nothing outside the course can slip into a release."""
+    return walk_files(folder, skip_dirs=_SKIP_DIRS, skip_suffixes=_SKIP_SUFFIXES, on_link=_refuse_link)
+
+
+def _refuse_link(path: Path) -> None:
+    raise ReleaseError(f"{_shown(path)}: a symbolic link; the release only copies plain files")
 
 
 def _read_bytes(path: Path) -> bytes:

@@ -40,9 +40,8 @@ import nbformat
 
 from autograder.core import i18n
 from autograder.core.manifest import Course, Lesson
-from autograder.core.files import CACHE_DIRS, CACHE_SUFFIXES
+from autograder.core.files import walk_files
 from autograder.course.stubs import generate_lesson, parse_regions
-from autograder.course.notebooks import practice
 from autograder.course.notebooks.kernel import grading_budget
 from autograder.course.notebooks.sources import header_line, split_module
 
@@ -60,6 +59,10 @@ README_MENTION = re.compile(r"\b(?:el )?README(?:\.md)?\b")
 PYTHON_COMMAND = re.compile(r"`python (?:[\w.\-]+/)*(?P<file>[\w.\-]+\.py)`")
 PRACTICE_TESTS = "test_*.py"
 PRACTICE_TEXTS = "notebooks.practice."  # the catalog's texts that comprobar() prints
+# practice.py is copied into each notebook as text, never imported here: it runs in the
+# learner's kernel (and importing it through this package would tie build to the package's
+# command line, which imports build).
+PRACTICE_RUNNER = Path(__file__).with_name("practice.py")
 IDEA_SECTION = "La idea"  # every lesson README has one; the notebook is built around it
 QUIZ_SECTION = "Comprueba tu comprensión"  # placed just above the quiz's answer cell
 SOURCE_FOLDER = "source"
@@ -226,18 +229,10 @@ def data_files(course: Course, lesson: Lesson) -> dict[str, bytes]:
 
 
 def _walk(folder: Path, prefix: str) -> list[str]:
-    """Files under `folder` as `prefix/relative/path`, without caches or hidden entries."""
-    if not folder.is_dir():
-        return []
-    found = []
-    for dirpath, dirnames, filenames in os.walk(folder):
-        dirnames[:] = sorted(d for d in dirnames if d not in CACHE_DIRS and not d.startswith("."))
-        for name in sorted(filenames):
-            if name.startswith(".") or name.endswith((*CACHE_SUFFIXES, ".tmp")):
-                continue
-            rel = (Path(dirpath) / name).relative_to(folder).as_posix()
-            found.append(f"{prefix}/{rel}" if prefix else rel)
-    return found
+    """Files under `folder` as sorted `prefix/relative/path`, without caches, hidden entries
+    (.ipynb_checkpoints) or a write this build left half done (.tmp)."""
+    return [f"{prefix}/{rel}" if prefix else rel
+            for rel in walk_files(folder, skip_suffixes=(".tmp",), hidden=False)]
 
 
 # --- one lesson's notebook --------------------------------------------------------------------
@@ -447,7 +442,7 @@ def _practice_cells(course: Course, lesson: Lesson, t, lang: str) -> list[nbform
 @functools.cache
 def _practice_source() -> str:
     """practice.py's code, without its module docstring (written for maintainers)."""
-    text = Path(practice.__file__).read_text(encoding="utf-8")
+    text = PRACTICE_RUNNER.read_text(encoding="utf-8")
     docstring = ast.parse(text).body[0]
     return "\n".join(text.split("\n")[docstring.end_lineno:]).strip("\n")
 
