@@ -195,7 +195,12 @@ def combine_isolation(summaries: list[dict[str, Any] | None]) -> dict[str, Any] 
         return None
     enforced = [w for w in summaries[0]["enforced"] if all(w in s["enforced"] for s in summaries)]
     missing = [w for w in REQUIRED_WALLS if w not in enforced]
+    # A portable worker's summary (autograder/sandbox/portable.py) may also miss "limits".
+    missing += ["limits"] if any("limits" in s.get("missing", ()) for s in summaries) else []
     namespaces = sorted(set.intersection(*(set(s.get("namespaces", [])) for s in summaries)))
-    return {"official": not missing, "enforced": enforced, "missing": missing,
-            "landlock_abi": min(s.get("landlock_abi", 0) for s in summaries), "namespaces": namespaces,
-            "disabled": any(s.get("disabled") for s in summaries)}
+    combined = {"official": not missing, "enforced": enforced, "missing": missing,
+                "landlock_abi": min(s.get("landlock_abi", 0) for s in summaries), "namespaces": namespaces,
+                "disabled": any(s.get("disabled") for s in summaries)}
+    if any(s.get("portable") for s in summaries):
+        combined["portable"] = True  # only then: results of the Linux path keep their shape
+    return combined

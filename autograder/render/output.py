@@ -147,6 +147,8 @@ def isolation_note(result: CourseResult, lang: str) -> str | None:
     if walls.get("disabled"):
         return _t("render.isolation_disabled", lang)
     names = ", ".join(_t(f"render.wall.{name}", lang) for name in walls.get("missing", []))
+    if walls.get("portable"):  # autograder/sandbox/portable.py: not Linux, or asked for
+        return _t("render.isolation_portable", lang, walls=names)
     return _t("render.isolation_missing", lang, walls=names)
 
 

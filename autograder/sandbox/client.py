@@ -34,6 +34,7 @@ from typing import Any
 import autograder
 from autograder.sandbox import cpu_clock
 from autograder.sandbox import isolation
+from autograder.sandbox import portable
 from autograder.sandbox.cpu_clock import CpuBudget
 # Submission intake lives in autograder/sandbox/intake.py; these names stay importable from here.
 from autograder.sandbox.intake import MAX_FILE_BYTES, MAX_FILES, copy_submission, submission_files  # noqa: F401
@@ -245,6 +246,8 @@ def _clean_env(home: Path) -> dict[str, str]:
 
 def start_warm_pool() -> None:
     """Launch this process's warm pool now (autograder/sandbox/pool.py), without waiting for it: a
+    if portable.selected():
+        return  # portable workers are spawned, never forked from a zygote
     command about to grade calls this first, so the zygote's torch import overlaps the
     command's own start (building its parser, reading course.yml)."""
     WarmPool.shared(PACKAGE_PARENT, _clean_env, STARTUP_TIMEOUT)
@@ -271,7 +274,7 @@ class Sandbox:
         (self._tmp / "home").mkdir()
         self.user = worker_user()
         # Workers forked from the warm pool's zygote (autograder/sandbox/pool.py) where it can run.
-        self.warm_pool = True
+        self.warm_pool = not portable.selected()
         if self.user is not None:
             _hand_over(self._tmp, self.root, self._tmp / "home", self.user)
         self.generation = 0
@@ -302,14 +305,21 @@ class Sandbox:
         pool = WarmPool.shared(PACKAGE_PARENT, _clean_env, STARTUP_TIMEOUT) if self.warm_pool else None
         if pool is not None and not pool.ready and not wait_for_pool:
             return
-        if os.name == "nt" or not hasattr(os, "killpg"):
-            _limits_warning()
+        if (os.name == "nt" or not hasattr(os, "killpg")) and not portable.selected():
+            _limits_warning()  # the portable path says what it lacks in the result instead
         if self.generation and getattr(self, "_disk_used", None) is not None:
             # The last worker was stopped for filling its home: the next one starts with an empty
             # home, or the flood it left would stop every check that follows. Otherwise the home
             # is kept, as for any program that runs twice.
             _empty(self._tmp / "home")
         self.generation += 1
+        if portable.selected():  # autograder/sandbox/portable.py: a spawned worker on stdin/stdout
+            limits = {"memory_bytes": None if _cuda_present() else self.limits.memory_bytes,
+                      "cpu_seconds": self.limits.cpu_seconds, "file_bytes": self.limits.file_bytes}
+            self._proc = portable.PortableWorker(PACKAGE_PARENT, self.root, _clean_env(self._tmp / "home"), self._log,
+                                                 self._tmp / "home", limits, walls_enabled=isolation.enabled())
+            self.worker_pid, self._exit_code, self._disk_used = self._proc.pid, None, None
+            return
         self._dead, self._ready, self._reader = None, False, FrameReader()
         self._log = self._tmp / f"worker-{self.generation}.log"
         req_r, self._req_w = os.pipe()
@@ -359,6 +369,8 @@ class Sandbox:
         msg, _ = self._receive(time.monotonic() + timeout, starting=True)
         if not isinstance(msg, dict) or "ready" not in msg:
             self._die(message("engine.worker_garbage"))
+        if isinstance(self._proc, portable.PortableWorker):
+            self.worker_pid = self._proc.adopt(msg["ready"])
         self._ready = True
         if self.cpu_budget is not None:
             self.cpu_budget.watch(self.worker_pid)  # a worker replaced mid-check: its start is free
@@ -370,6 +382,10 @@ class Sandbox:
         """Kill the worker and everything it spawned; the next request starts a new one."""
         proc, self._proc = self._proc, None
         if proc is None:
+            return
+        if isinstance(proc, portable.PortableWorker):
+            proc.kill()
+            self._ready, self.worker_pid = False, None
             return
         for fd in (self._req_w, self._resp_r):
             try:
@@ -474,6 +490,11 @@ class Sandbox:
     def _send(self, envelope: dict, buffers: list[bytes], deadline: float) -> None:
         # Non-blocking, against the check's deadline: a worker that stops reading cannot
         # block the trusted process on a full pipe.
+        if isinstance(self._proc, portable.PortableWorker):
+            outcome = self._proc.send(frame_bytes(envelope, buffers), deadline, self._charge_cpu)
+            if outcome != "sent":
+                self._die(message("engine.timeout_generic") if outcome == "timeout" else self._exit_reason())
+            return
         data = memoryview(frame_bytes(envelope, buffers))
         while data:
             remaining = deadline - time.monotonic()
@@ -498,6 +519,15 @@ class Sandbox:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 self._die(message("engine.worker_start_timeout" if starting else "engine.timeout_generic"))
+            if isinstance(self._proc, portable.PortableWorker):  # no select on pipes there
+                chunk = self._proc.read(min(remaining, CPU_POLL_S))
+                if not starting:
+                    self._charge_cpu()
+                if chunk == b"":
+                    self._die(self._exit_reason())
+                if chunk:
+                    self._reader.feed(chunk)
+                continue
             ready, _, _ = select.select([self._resp_r, self._status_fd], [], [], min(remaining, CPU_POLL_S))
             if not starting:
                 self._charge_cpu()
@@ -533,6 +563,8 @@ class Sandbox:
     def _exit_reason(self) -> Text:
         # The response pipe closed: give the supervisor a moment to report the exit code.
         end = time.monotonic() + 3
+        if isinstance(self._proc, portable.PortableWorker):
+            self._exit_code, self._disk_used, end = self._proc.exit_code(timeout=3), self._proc.disk_used, 0
         while self._exit_code is None and time.monotonic() < end:
             ready, _, _ = select.select([self._status_fd], [], [], 0.1)
             if ready and not self._read_status():

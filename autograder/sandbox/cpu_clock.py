@@ -12,9 +12,10 @@ A worker that sleeps, waits on input() or blocks spends no CPU, so a generous wa
 thread; they may not start processes), so their CPU time never runs ahead of the clock unless the
 learner's code asks torch for more threads.
 
-Elsewhere (macOS, Windows: the learner's own machine; official grades run on Linux) the CPU time
-of a grandchild process cannot be read without extra dependencies, and `timeout` stays a
-wall-clock limit, as it always was.
+Elsewhere (macOS, Windows: the learner's own machine, on the portable worker path of
+autograder/sandbox/portable.py) the worker's CPU time is read through psutil, so a check's budget
+means the same there; only where neither /proc nor psutil can read it does `timeout` stay a
+wall-clock limit.
 """
 
 from __future__ import annotations
@@ -36,12 +37,26 @@ except (AttributeError, ValueError, OSError):
 
 def measurable() -> bool:
     """Whether a worker's CPU time can be read here (then budgets are CPU seconds)."""
+    return _proc_readable() or _psutil() is not None
+
+
+def _proc_readable() -> bool:
     return sys.platform.startswith("linux") and os.path.exists("/proc/self/stat")
+
+
+def _psutil():
+    try:
+        import psutil
+    except ImportError:
+        return None
+    return psutil
 
 
 def cpu_seconds(pid: int) -> float | None:
     """User + system CPU seconds process `pid` (all its threads) has used; None when the process
     is gone or its accounting cannot be read."""
+    if not _proc_readable():
+        return _psutil_cpu_seconds(pid)
     try:
         with open(f"/proc/{int(pid)}/stat", "rb") as stat:
             data = stat.read()
@@ -53,6 +68,17 @@ def cpu_seconds(pid: int) -> float | None:
         return (int(fields[11]) + int(fields[12])) / _TICKS  # utime, stime (fields 14 and 15)
     except (IndexError, ValueError):
         return None
+
+
+def _psutil_cpu_seconds(pid: int) -> float | None:
+    psutil = _psutil()
+    if psutil is None:
+        return None
+    try:
+        times = psutil.Process(int(pid)).cpu_times()
+    except (psutil.Error, ValueError, OSError):
+        return None
+    return times.user + times.system
 
 
 def wall_bound(timeout: float) -> float:

@@ -11,6 +11,12 @@ language, what this system could not enforce.
 
 AUTOGRADER_ISOLATION=off turns the walls off (for benchmarks and for tests of what happens on a
 system without them); the result then says so.
+
+AUTOGRADER_WORKER=portable (default `auto`: only where the Linux path cannot run, i.e. not Linux
+or no os.fork) runs workers on the portable path (autograder/sandbox/portable.py): no walls at
+all, resource limits only where the platform has them. Its workers report `portable`, so the
+result says "portable": true and lists every wall (and "limits", when they could not be set)
+as missing.
 """
 
 from __future__ import annotations
@@ -105,7 +111,7 @@ def clean_report(raw: Any) -> dict[str, Any]:
     if not isinstance(raw, dict):
         return {}
     out: dict[str, Any] = {}
-    for key in (*REQUIRED, "ipc", "seccomp", "disabled"):
+    for key in (*REQUIRED, "ipc", "seccomp", "disabled", "portable", "limits"):
         if key in raw:
             out[key] = raw[key] is True
     if isinstance(raw.get("landlock"), int) and not isinstance(raw.get("landlock"), bool):
@@ -131,7 +137,10 @@ def summary(reports: list[dict[str, Any]]) -> dict[str, Any]:
     if users and all(u == "unprivileged" for u in users):
         enforced.append("user")
     missing = [wall for wall in REQUIRED if wall not in enforced]
-    return {
+    portable = [r for r in reports if r.get("portable")]
+    if any(not r.get("limits") for r in portable):
+        missing.append("limits")  # a portable worker where the platform has no resource limits
+    result = {
         "official": not missing,
         "enforced": enforced,
         "missing": missing,
@@ -139,6 +148,9 @@ def summary(reports: list[dict[str, Any]]) -> dict[str, Any]:
         "namespaces": namespaces,
         "disabled": any(r.get("disabled") for r in reports),
     }
+    if portable:
+        result["portable"] = True  # only then: results of the Linux path keep their shape
+    return result
 
 
 # ------------------------------------------------------------------------------ probing
@@ -147,6 +159,10 @@ def summary(reports: list[dict[str, Any]]) -> dict[str, Any]:
 def probe() -> dict[str, Any]:
     """What a worker here would get, without starting one: a forked child of this process walls
     itself in as a worker does and reports. Used by grade-all before a cohort is graded."""
+    from autograder.sandbox import portable
+
+    if portable.selected():
+        return summary([{"portable": True, "limits": portable.rlimits_available(), "disabled": not enabled()}])
     if not (sys.platform.startswith("linux") and hasattr(os, "fork")) or not enabled():
         return summary([{"disabled": not enabled()}])
     import json
