@@ -249,8 +249,12 @@ def _catalog(lang: str) -> dict[str, str]:
 class ViewerServer(ThreadingHTTPServer):
     daemon_threads = True
     # Restarting the viewer must not wait for the old connections' TIME_WAIT. On Linux and macOS
-    # SO_REUSEADDR still refuses a port someone is listening on; on Windows it would not, so
-    # there a second viewer must fail to bind instead.
+    # SO_REUSEADDR allows that and still refuses a port someone is listening on. On Windows it
+    # would let a second socket bind a port in use (and take its connections), and it is not
+    # needed there (a bind succeeds past TIME_WAIT), so a second viewer fails to bind instead;
+    # socket.create_server makes the same choice. Not SO_EXCLUSIVEADDRUSE either: it would refuse
+    # the restart while the browser's last connections linger, and Windows already keeps other
+    # users from taking a port that is in use.
     allow_reuse_address = os.name != "nt"
 
     def __init__(self, address: tuple[str, int], app: ViewerApp) -> None:
