@@ -335,8 +335,16 @@ def _streak_label(days: int, lang: str) -> str:
 def use_color(stream=None) -> bool:
     """Colour for a real terminal only (`stream`, default stdout); rich also honours NO_COLOR,
     FORCE_COLOR and TERM=dumb."""
-    probe = Console(file=stream)
-    return probe.is_terminal and not probe.no_color and probe.color_system is not None
+    return wants_color(Console(file=stream))
+
+
+def wants_color(probe: Console) -> bool:
+    """Whether what `probe` writes to may get colour. The text is rendered to a buffer with
+    ANSI codes (make_console) and written as it is, so a Windows console that does not
+    interpret them (rich's legacy_windows: cmd.exe in the old console host) gets plain text,
+    never "←[31m" litter."""
+    return (probe.is_terminal and not probe.no_color and probe.color_system is not None
+            and not probe.legacy_windows)
 
 
 def make_console(color: bool | None, width: int | None = None) -> tuple[Console, io.StringIO]:
