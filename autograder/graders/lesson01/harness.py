@@ -7,8 +7,9 @@ import contextlib
 
 import torch
 
-from autograder.engine.checks import describe_student_error, fail
+from autograder.engine.checks import fail
 from autograder.engine.feedback import truncate
+from autograder.engine.grader_helpers import hinted, worker_generator
 from autograder.sandbox.protocol import Handle
 from autograder.core.results import message
 from autograder.sandbox.client import Sandbox, StudentError
@@ -73,13 +74,6 @@ def text_call(text: str) -> str:
 
 # ---------------------------------------------------------------- batches
 
-def worker_generator(sub: Sandbox, seed: int) -> Handle:
-    """A torch.Generator seeded with `seed`, built in the worker to hand to get_batch."""
-    generator = sub.call(sub.getattr(sub.library("torch"), "Generator"))
-    sub.call(generator, seed, method="manual_seed")
-    return generator
-
-
 def batch_call(n: int, block_size: int, batch_size: int, seed) -> dict:
     """What get_batch was called with, in both languages (a message parameter)."""
     return {
@@ -97,21 +91,18 @@ def short_rows(err: StudentError) -> bool:
     return err.todo_pending is None and ("stack expects each tensor to be equal size" in text or "out of bounds" in text)
 
 
-@contextlib.contextmanager
 def batch_hints(n: int, block_size: int):
     """A learner's error from get_batch that says which mistake it is: a row shorter than the
     others (a start past the end, or a slice of the wrong length), or randint with no room."""
-    try:
-        yield
-    except StudentError as err:
-        if err.todo_pending is None:
-            if "random_ expects 'from' to be less than 'to'" in err.message:
-                fail(describe_student_error(err, None, {}),
-                     message("lesson01.hint_randint_empty", n=n, T=block_size, high=n - block_size))
-            if short_rows(err):
-                fail(describe_student_error(err, None, {}),
-                     message("lesson01.hint_short_row", n=n, T=block_size, last=n - block_size - 1))
-        raise
+
+    def hint_of(err: StudentError):
+        if "random_ expects 'from' to be less than 'to'" in err.message:
+            return message("lesson01.hint_randint_empty", n=n, T=block_size, high=n - block_size)
+        if short_rows(err):
+            return message("lesson01.hint_short_row", n=n, T=block_size, last=n - block_size - 1)
+        return None
+
+    return hinted(hint_of)
 
 
 def get_batch(sub: Sandbox, data: torch.Tensor, block_size: int, batch_size: int, seed: int,

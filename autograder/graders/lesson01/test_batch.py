@@ -13,12 +13,13 @@ import pytest
 import torch
 
 from autograder.engine.checks import describe_student_error, fail
+from autograder.engine.grader_helpers import generator, worker_generator
 from autograder.core.results import message
 from autograder.sandbox.client import StudentError
 
 from . import reference as ref
 from .harness import (RETRIES, as_rows, batch_call, function, get_batch, get_batch_whole, positions, short_rows, show,
-                      type_name, worker_generator)
+                      type_name)
 
 # ---------------------------------------------------------------- TODO [batch-offsets]
 
@@ -99,7 +100,7 @@ class _Draws:
 
 @pytest.mark.check("batch-range")
 def test_batch_range(submission, check_seed):
-    gen = torch.Generator().manual_seed(check_seed)
+    gen = generator(check_seed)
     T, B = RANGE_T, RANGE_B
     n = T + RANGE_STARTS
     data = ref.distinct_data(n, gen)
@@ -144,7 +145,7 @@ def test_batch_range(submission, check_seed):
 
 @pytest.mark.check("batch-generator")
 def test_batch_generator(submission, check_seed):
-    gen = torch.Generator().manual_seed(check_seed)
+    gen = generator(check_seed)
     n, T, B = 300, 8, 5
     data = ref.distinct_data(n, gen)
     seed = check_seed % 10_000
@@ -177,7 +178,7 @@ SHAPE_CASES = ((500, 7, 3), (300, 1, 5), (400, 12, 2), (60, 4, 1))  # (len(data)
 
 @pytest.mark.check("batch-shapes")
 def test_batch_shapes(submission, check_seed):
-    gen = torch.Generator().manual_seed(check_seed)
+    gen = generator(check_seed)
     for k, (n, T, B) in enumerate(SHAPE_CASES):
         data = ref.distinct_data(n, gen)
         called, x, y = get_batch_whole(submission, data, T, B, check_seed % 10_000 + k)
@@ -221,7 +222,7 @@ def _expect_batch_on_data_device(submission, check_seed: int) -> None:
 
 @pytest.mark.check("targets-shift")
 def test_targets_shift(submission, check_seed):
-    gen = torch.Generator().manual_seed(check_seed)
+    gen = generator(check_seed)
     n, T, B = 600, 8, 6
     data = ref.distinct_data(n, gen)
     where = positions(data)

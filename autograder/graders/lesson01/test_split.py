@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from autograder.engine.checks import fail
+from autograder.engine.grader_helpers import generator
 from autograder.core.results import message
 
 from . import reference as ref
@@ -31,12 +32,17 @@ def _split(submission, data: torch.Tensor, fraction):
     return called, result[0], result[1]
 
 
+def _splits(submission, check_seed: int, cases):
+    """(n, fraction, data, called, train, val) for each case, data drawn fresh each time."""
+    gen = generator(check_seed)
+    for n, fraction in cases:
+        data = ref.distinct_data(n, gen)
+        yield (n, fraction, data, *_split(submission, data, fraction))
+
+
 @pytest.mark.check("split-order")
 def test_split_order(submission, check_seed):
-    gen = torch.Generator().manual_seed(check_seed)
-    for n, fraction in ORDER_CASES:
-        data = ref.distinct_data(n, gen)
-        called, train, val = _split(submission, data, fraction)
+    for n, fraction, data, called, train, val in _splits(submission, check_seed, ORDER_CASES):
         for name, part in (("train", train), ("val", val)):
             if not has_values(part):
                 fail(called, message("lesson01.split_not_tensor", name=name, got=type_name(part)))
@@ -60,10 +66,7 @@ def test_split_order(submission, check_seed):
 
 @pytest.mark.check("split-fraction")
 def test_split_fraction(submission, check_seed):
-    gen = torch.Generator().manual_seed(check_seed)
-    for n, fraction in SIZE_CASES:
-        data = ref.distinct_data(n, gen)
-        called, train, val = _split(submission, data, fraction)
+    for n, fraction, _data, called, train, val in _splits(submission, check_seed, SIZE_CASES):
         f = 0.1 if fraction is None else fraction
         sizes = sorted(ref.val_sizes(n, f))
         n_train, n_val = _length(train, called, "train"), _length(val, called, "val")

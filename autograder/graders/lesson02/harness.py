@@ -4,12 +4,12 @@ that name a recognisable mistake from the error it raises."""
 
 from __future__ import annotations
 
-import contextlib
 import re
 
 import torch
 
-from autograder.engine.checks import describe_student_error, fail, keys_not_taken
+from autograder.engine.checks import fail
+from autograder.engine.grader_helpers import first_hint, hinted, load_weights, worker_generator
 from autograder.core.results import message
 from autograder.sandbox.client import Sandbox, StudentError
 
@@ -23,21 +23,13 @@ EMBED = {"V": 13, "C": 10, "block_size": 9, "B": 2, "T": 6}
 ATOL = RTOL = 1e-5
 
 
-def generator(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
-
-
-def tokens(B: int, T: int, V: int, gen: torch.Generator) -> torch.Tensor:
-    return torch.randint(0, V, (B, T), generator=gen)
-
-
 def function(sub: Sandbox, name: str):
     return sub.getattr(sub.module(FILE), name)
 
 
-def load_weights(sub: Sandbox, handle, weights: dict, call: str) -> None:
-    loaded = sub.call(handle, weights, method="load_state_dict", strict=False)
-    absent = keys_not_taken(loaded, weights)
+def load_or_fail(sub: Sandbox, handle, weights: dict, call: str) -> None:
+    """The grader's weights into the learner's module; fails naming the ones it did not take."""
+    absent = load_weights(sub, handle, weights)
     if absent:
         fail(message("lesson02.weights_missing", keys=", ".join(absent), call=call))
 
@@ -48,7 +40,7 @@ class LearnerBigram:
     def __init__(self, sub: Sandbox, V: int, table: torch.Tensor) -> None:
         self.sub, self.V, self.table = sub, V, table
         self.handle = sub.call(function(sub, "BigramLanguageModel"), V)
-        load_weights(sub, self.handle, {TABLE: table}, self.call_text)
+        load_or_fail(sub, self.handle, {TABLE: table}, self.call_text)
         sub.call(self.handle, method="eval")
 
     @property
@@ -122,7 +114,7 @@ class LearnerEmbedding:
         self.tok = torch.randn(V, C, generator=gen)
         self.pos = torch.randn(bs, C, generator=gen)
         self.handle = sub.call(function(sub, "TokenPositionEmbedding"), V, C, bs)
-        load_weights(sub, self.handle, {"token_embedding_table.weight": self.tok,
+        load_or_fail(sub, self.handle, {"token_embedding_table.weight": self.tok,
                                         POSITIONS: self.pos}, self.call_text)
         sub.call(self.handle, method="eval")
 
@@ -191,11 +183,6 @@ class Generate:
     def __init__(self, sub: Sandbox, model: TableModel) -> None:
         self.sub, self.model = sub, model
         self.fn = function(sub, "generate")
-        self._torch = sub.library("torch")
-
-    def worker_generator(self, seed: int):
-        gen = self.sub.call(self.sub.getattr(self._torch, "Generator"))
-        return self.sub.call(gen, seed, method="manual_seed")
 
     def called(self, idx: torch.Tensor, steps: int, seed: int, global_seed: int | None = None):
         key = "lesson02.called_generate" if global_seed is None else "lesson02.called_generate_global"
@@ -211,7 +198,7 @@ class Generate:
         logits TODO [last-step] keeps (harness.last_step_broke) raises CannotJudge, since the
         sampling code cannot be judged on them; "last-step": only the hints that name TODO
         [last-step] are given, and any other error goes through as the learner raised it."""
-        gen = self.worker_generator(seed)
+        gen = worker_generator(self.sub, seed)
         with generate_hints(idx.shape, self.model.V, only_last_step=judging == "last-step", rows_fine=rows_fine):
             try:
                 return self.sub.call_traced(self.fn, self.model.handle, idx, steps, generator=gen,
@@ -225,7 +212,7 @@ class Generate:
         """(output, idx as the worker holds it after the call): generate is called through a
         functools.partial built in the worker, which keeps its own reference to idx, so an
         in-place change of the input can be seen."""
-        gen = self.worker_generator(seed)
+        gen = worker_generator(self.sub, seed)
         partial = self.sub.getattr(self.sub.library("functools"), "partial")
         with generate_hints(idx.shape, self.model.V):
             bound = self.sub.call(partial, self.fn, self.model.handle, idx)
@@ -266,28 +253,11 @@ def expect_generated(out, idx: torch.Tensor, steps: int, called) -> torch.Tensor
 # ---------------------------------------------------------------- errors with a known cause
 
 
-def _hint_for(err: StudentError, patterns) -> object | None:
-    if err.todo_pending is not None:
-        return None
-    text = err.message + "\n" + "\n".join(str(f.get("line", "")) for f in err.frames)
-    for pattern, make in patterns:
-        found = re.search(pattern, text)
-        if found:
-            hint = make(found)
-            if hint is not None:
-                return hint
-    return None
-
-
-@contextlib.contextmanager
 def _hinted(patterns):
-    try:
-        yield
-    except StudentError as err:
-        hint = _hint_for(err, patterns)
-        if hint is not None:
-            fail(describe_student_error(err, None, {}), hint)
-        raise
+    """The first of `patterns` found in the learner's error message or in the lines of its
+    traceback gives the hint."""
+    return hinted(lambda err: first_hint(err.message + "\n" + "\n".join(str(f.get("line", "")) for f in err.frames),
+                                         patterns))
 
 
 def loss_hints(shape, V: int):

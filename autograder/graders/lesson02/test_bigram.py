@@ -14,10 +14,11 @@ import torch
 
 from autograder.engine.checks import fail
 from autograder.engine.feedback import compare
+from autograder.engine.grader_helpers import generator, tokens
 from autograder.core.results import message
 
 from . import reference as ref
-from .harness import ATOL, BIGRAM, RTOL, LearnerBigram, generator, tokens
+from .harness import ATOL, BIGRAM, RTOL, LearnerBigram
 
 
 def _model(submission, gen, V=BIGRAM["V"]):

@@ -15,11 +15,12 @@ import pytest
 import torch
 
 from autograder.engine.checks import CheckFailure, fail
+from autograder.engine.grader_helpers import generator, tokens
 from autograder.core.results import Block, message
 from autograder.sandbox.client import StudentError
 
 from . import reference as ref
-from .harness import CannotJudge, Generate, TableModel, expect_generated, generator, tokens
+from .harness import CannotJudge, Generate, TableModel, expect_generated
 
 GEN = {"V": 17, "B": 3, "T": 5, "steps": 6}
 

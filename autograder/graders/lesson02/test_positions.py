@@ -13,10 +13,11 @@ import torch
 
 from autograder.engine.checks import fail
 from autograder.engine.feedback import compare
+from autograder.engine.grader_helpers import generator, tokens
 from autograder.core.results import message
 
 from . import reference as ref
-from .harness import ATOL, EMBED, RTOL, LearnerEmbedding, expect_tensor, generator, tokens
+from .harness import ATOL, EMBED, RTOL, LearnerEmbedding, expect_tensor
 
 
 def _output(emb: LearnerEmbedding, idx: torch.Tensor, called) -> torch.Tensor:

@@ -3,7 +3,6 @@ sandbox with trusted weights loaded, and the diagnoses that name a recognisable 
 
 from __future__ import annotations
 
-import contextlib
 import math
 import re
 from dataclasses import dataclass
@@ -12,8 +11,9 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
-from autograder.engine.checks import CheckFailure, describe_student_error, fail, keys_not_taken
+from autograder.engine.checks import CheckFailure, fail
 from autograder.engine.feedback import compare
+from autograder.engine.grader_helpers import config_text, hinted, load_weights
 from autograder.core.results import Block, Figure, message
 from autograder.sandbox.client import Sandbox, StudentError
 
@@ -60,13 +60,8 @@ ATOL = RTOL = 1e-5
 SDPA = "torch.nn.functional.scaled_dot_product_attention"
 
 
-def generator(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
-
-
 def describe_call(cfg: dict, fused: bool) -> str:
-    inside = ", ".join(f"{k}={v}" for k, v in cfg.items())
-    return f"CausalSelfAttention(cfg({inside}), fused={fused})"
+    return f"CausalSelfAttention(cfg({config_text(cfg)}), fused={fused})"
 
 
 class LearnerAttention:
@@ -78,8 +73,7 @@ class LearnerAttention:
         cls = sub.getattr(sub.module("attention"), "CausalSelfAttention")
         self.handle = sub.call(cls, SimpleNamespace(**cfg), fused=fused)
         self.sd = weights if weights is not None else ref.random_weights(cfg["n_embd"], gen)
-        loaded = sub.call(self.handle, self.sd, method="load_state_dict", strict=False)
-        absent = keys_not_taken(loaded, self.sd)
+        absent = load_weights(sub, self.handle, self.sd)
         if absent:
             fail(message("lesson03.weights_missing", keys=", ".join(absent), call=self.call_text))
         sub.call(self.handle, method="train" if train else "eval")
@@ -175,18 +169,18 @@ _SIZE_MISMATCH = (re.compile(r"size of tensor a \((\d+)\) must match the size of
                   re.compile(r"batch2 tensor to be: \[\d+, (\d+)\] but got: \[\d+, (\d+)\]"))
 
 
-@contextlib.contextmanager
 def mask_crop_hint(cfg: dict, T: int):
     """Adds a hint to a learner's error that comes from applying the whole (block_size,
     block_size) mask to (T, T) scores: the most common way to break forward for T < block_size."""
-    try:
-        yield
-    except StudentError as err:
+    bs = cfg["block_size"]
+
+    def hint_of(err: StudentError):
         found = [m for m in (p.search(err.message) for p in _SIZE_MISMATCH) if m]
-        bs = cfg["block_size"]
-        if err.todo_pending is None and found and T != bs and {int(found[0][1]), int(found[0][2])} == {bs, T}:
-            fail(describe_student_error(err, None, {}), message("lesson03.hint_mask_not_cropped", T=T, bs=bs))
-        raise
+        if found and T != bs and {int(found[0][1]), int(found[0][2])} == {bs, T}:
+            return message("lesson03.hint_mask_not_cropped", T=T, bs=bs)
+        return None
+
+    return hinted(hint_of)
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,10 @@ import math
 import pytest
 import torch
 
-from autograder.engine.checks import CheckFailure, describe_student_error, expect, fail
+from autograder.engine.checks import CheckFailure, expect, fail
 from autograder.engine.feedback import compare, heatmap, leaking_cells
-from autograder.core.results import Feedback, Figure, message
+from autograder.engine.grader_helpers import generator, hinted, learner_frames, scaled_heatmap
+from autograder.core.results import Feedback, message
 from autograder.sandbox.client import StudentError
 
 from . import reference as ref
@@ -29,7 +30,6 @@ from .harness import (
     expect_finite,
     expect_some_finite_weights,
     explain_weights,
-    generator,
     mask_crop_hint,
     random_input,
     columns_sum_to_one,
@@ -88,7 +88,7 @@ def _raised_at(err: StudentError, *, function: str | None = None, mentions: str 
     """Whether the innermost frame of the learner's files is in `function`, or its line
     mentions `mentions`: so that a device error is told as this check's TODO only when it
     was raised there (elsewhere the engine says which TODO raised it)."""
-    frames = [f for f in err.frames if str(f.get("filename", "")).startswith(err.root)]
+    frames = learner_frames(err)
     if not frames:
         return False
     last = frames[-1]
@@ -103,15 +103,14 @@ def _expect_forward_on_meta(submission, moved, attn: LearnerAttention) -> None:
     Only the device errors of torch are this TODO's: any other error is left to the engine."""
     x = torch.empty(2, MAIN_T, MAIN["n_embd"], device="meta")
     called = message("lesson03.called_meta", call=attn.call_text, shape=tuple(x.shape))
-    try:
-        with mask_crop_hint(MAIN, MAIN_T):
-            y = submission.call(moved, x)
-    except StudentError as err:
+
+    def device_hint(err: StudentError):
         here = (_raised_at(err, function="_fused_attention") if attn.fused
                 else _raised_at(err, mentions="mask") and not _raised_at(err, function="_fused_attention"))
-        if err.todo_pending is None and "device" in err.message and here:
-            fail(called, describe_student_error(err, None, {}), message("lesson03.meta_forward"))
-        raise
+        return message("lesson03.meta_forward") if "device" in err.message and here else None
+
+    with hinted(device_hint, called), mask_crop_hint(MAIN, MAIN_T):
+        y = submission.call(moved, x)
     if not isinstance(y, torch.Tensor):
         fail(called, message("lesson03.not_a_tensor", got=type(y).__name__))
     if y.device.type != "meta":
@@ -148,10 +147,9 @@ def _expect_no_forward_leak(attn: LearnerAttention, x: torch.Tensor, gen: torch.
         first = leaks.nonzero()
         fail(attn.called(x), message("lesson03.future_leak", i=int(first[0][0]), j=int(first[1][0]),
                                       count=int(leaks.sum())),
-             message("lesson03.influence_title"), heatmap(normalised := (influence / influence.max().clamp_min(1e-12)).numpy(),
-                                                          leaks=leaks),
-             message("lesson03.heatmap_legend"),
-             Figure(normalised, leaks=leaks, title=message("lesson03.figure_influence")))
+             *scaled_heatmap(influence, leaks=leaks, title=message("lesson03.influence_title"),
+                             legend=message("lesson03.heatmap_legend"),
+                             figure_title=message("lesson03.figure_influence")))
     _expect_past_flows(influence, 1e-6, attn.called(x))
 
 
@@ -164,7 +162,7 @@ def _expect_past_flows(matrix: torch.Tensor, tol: float, called) -> None:
     starved = [i for i in range(1, T) if not bool((matrix[i, :i] > tol).any())]
     if starved:
         fail(called, message("lesson03.no_past_flow", i=starved[0], count=len(starved)),
-             heatmap((matrix / matrix.max().clamp_min(1e-12)).numpy()), message("lesson03.heatmap_legend"))
+             *scaled_heatmap(matrix, legend=message("lesson03.heatmap_legend")))
 
 
 def _vjp_or_none(submission, attn: LearnerAttention, x: torch.Tensor, cotangents: list):
@@ -210,9 +208,8 @@ def test_future_leak_grad(submission, check_seed):
             return  # causal weights: the positions are mixed elsewhere (see heads-split, heads-merge)
         first = leaks.nonzero()
         fail(attn.called(x), message("lesson03.grad_leak", i=int(first[0][0]), j=int(first[1][0])),
-             message("lesson03.grad_title"), heatmap(normalised := (g / g.max().clamp_min(1e-12)).numpy(), leaks=leaks),
-             message("lesson03.heatmap_legend"),
-             Figure(normalised, leaks=leaks, title=message("lesson03.figure_grad")))
+             *scaled_heatmap(g, leaks=leaks, title=message("lesson03.grad_title"),
+                             legend=message("lesson03.heatmap_legend"), figure_title=message("lesson03.figure_grad")))
     _expect_past_flows(g, 0.0, attn.called(x))
 
 
@@ -312,12 +309,17 @@ def _weight_variants(x, attn, masks=("causal", "none"), scales=ref.SCALES):
             yield (scale, mask), ref.attention_weights(x, attn.sd, attn.n_head, scale=scale, mask=mask)
 
 
-@pytest.mark.check("heads-split")
-def test_heads_split(submission, check_seed):
+def _weights_at_block_size(submission, check_seed: int) -> tuple[LearnerAttention, torch.Tensor, torch.Tensor]:
+    """(attn, x, its weights): MAIN at T = block_size, where the mask's crop cannot break forward."""
     gen = generator(check_seed)
     attn = LearnerAttention(submission, exact(MAIN, MAIN_T), gen)
     x = random_input(MAIN, MAIN_T, gen)
-    w = _weights(attn.traced(x), attn, x)
+    return attn, x, _weights(attn.traced(x), attn, x)
+
+
+@pytest.mark.check("heads-split")
+def test_heads_split(submission, check_seed):
+    attn, x, w = _weights_at_block_size(submission, check_seed)
     expected_shape = (x.shape[0], MAIN["n_head"], MAIN_T, MAIN_T)
     expect(tuple(w.shape) == expected_shape, attn.called(x),
            message("lesson03.weights_shape", got=tuple(w.shape), expected=expected_shape))
@@ -342,10 +344,7 @@ def test_heads_split(submission, check_seed):
 
 @pytest.mark.check("scaling")
 def test_scaling(submission, check_seed):
-    gen = generator(check_seed)
-    attn = LearnerAttention(submission, exact(MAIN, MAIN_T), gen)
-    x = random_input(MAIN, MAIN_T, gen)
-    w = _weights(attn.traced(x), attn, x)
+    attn, x, w = _weights_at_block_size(submission, check_seed)
     expect_some_finite_weights(w, attn.called(x))
     for _variant, expected in _weight_variants(x, attn, scales=("sqrt_hs",)):
         if w.shape == expected.shape and torch.allclose(w.double(), expected, atol=ATOL, rtol=RTOL):

@@ -13,10 +13,11 @@ import torch
 
 from autograder.engine.checks import fail
 from autograder.engine.feedback import compare
+from autograder.engine.grader_helpers import generator
 from autograder.core.results import message
 
 from . import reference as ref
-from .harness import MAIN, MAIN_T, LearnerAttention, generator, random_input
+from .harness import MAIN, MAIN_T, LearnerAttention, random_input
 
 TOLERANCES = {torch.float32: 1e-5, torch.float16: 5e-3, torch.bfloat16: 2e-2}
 

@@ -9,6 +9,7 @@ import torch
 
 from autograder.engine.checks import CheckFailure, describe_student_error, fail
 from autograder.engine.feedback import compare, heatmap, leaking_cells
+from autograder.engine.grader_helpers import generator, tokens
 from autograder.core.results import Feedback, Figure, message
 from autograder.sandbox.client import StudentError
 
@@ -23,8 +24,6 @@ from .harness import (
     expect_finite,
     expect_shape,
     first_match,
-    generator,
-    tokens,
 )
 
 WTE, HEAD = "transformer.wte.weight", "lm_head.weight"

@@ -13,10 +13,11 @@ import pytest
 import torch
 
 from autograder.engine.checks import fail
+from autograder.engine.grader_helpers import generator, tokens
 from autograder.core.results import Block, message
 
 from . import reference as ref
-from .harness import INIT, INIT_SEED, Learner, expect_finite, generator, tokens
+from .harness import INIT, INIT_SEED, Learner, expect_finite
 
 STD_TOLERANCE = 0.10  # relative
 RESIDUAL = ("attn.proj.weight", "mlp.c_proj.weight")

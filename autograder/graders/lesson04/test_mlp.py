@@ -8,6 +8,7 @@ import torch
 
 from autograder.engine.checks import fail
 from autograder.engine.feedback import compare
+from autograder.engine.grader_helpers import generator
 from autograder.core.results import message
 
 from . import reference as ref
@@ -19,7 +20,6 @@ from .harness import (
     expect_close,
     expect_finite,
     expect_shape,
-    generator,
 )
 
 # The layers the interface names (lessons 05 and 06 load weights by these names).

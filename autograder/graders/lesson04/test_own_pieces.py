@@ -10,16 +10,15 @@ model.py. Either way the check is worth 0 points and never keeps the lesson from
 from __future__ import annotations
 
 import math
-from pathlib import PurePath
-
 import pytest
 import torch
 
 from autograder.engine.checks import CheckFailure, describe_student_error, fail
+from autograder.engine.grader_helpers import generator, innermost_learner_file, tokens
 from autograder.core.results import Feedback, message
 from autograder.sandbox.client import StudentError
 
-from .harness import Learner, generator, tokens
+from .harness import Learner
 
 OWN = {"vocab_size": 61, "block_size": 12, "n_layer": 2, "n_head": 4, "n_embd": 32, "dropout": 0.0}
 OWN_T = 10
@@ -55,11 +54,7 @@ def _probe(sub, seed: int, idx: torch.Tensor, changed: torch.Tensor, targets: to
 
 def _blamed_file(err: StudentError) -> str:
     """The learner's innermost file in the traceback (model.py when none is)."""
-    for frame in reversed(err.frames):
-        filename = str(frame.get("filename", ""))
-        if filename.startswith(err.root):
-            return PurePath(filename).name
-    return next((name for name in LESSON03_FILES if name in err.message), "model.py")
+    return innermost_learner_file(err) or next((name for name in LESSON03_FILES if name in err.message), "model.py")
 
 
 def _crash(err: StudentError) -> list:

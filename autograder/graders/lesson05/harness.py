@@ -14,6 +14,7 @@ from types import SimpleNamespace
 import torch
 
 from autograder.engine.checks import fail
+from autograder.engine.grader_helpers import config_text
 from autograder.sandbox.protocol import Handle
 from autograder.core.results import message
 from autograder.sandbox.client import Sandbox, StudentError
@@ -28,12 +29,8 @@ B, T = 3, 5
 MODE_PATHS = ("", "transformer.drop", "transformer.h.0.attn.attn_drop", "transformer.h.1.mlp.dropout")
 
 
-def generator(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
-
-
 def cfg_text(cfg: dict) -> str:
-    return "GPTConfig(" + ", ".join(f"{k}={v}" for k, v in cfg.items()) + ")"
+    return f"GPTConfig({config_text(cfg)})"
 
 
 def fmt(x: float) -> str:

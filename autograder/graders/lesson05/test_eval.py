@@ -7,11 +7,12 @@ import pytest
 import torch
 
 from autograder.engine.checks import fail
+from autograder.engine.grader_helpers import generator
 from autograder.core.results import message
 from autograder.sandbox.client import StudentError
 
 from . import reference as ref
-from .harness import B, CFG, DROPOUT_CFG, MODE_PATHS, T, Trainer, cfg_text, expect_float, fmt, generator, relative_gap
+from .harness import B, CFG, DROPOUT_CFG, MODE_PATHS, T, Trainer, cfg_text, expect_float, fmt, relative_gap
 
 N_BATCHES = 3
 INFERENCE_ERROR = "Inference tensors cannot be saved for backward"

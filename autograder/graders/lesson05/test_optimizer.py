@@ -12,12 +12,13 @@ import pytest
 import torch
 
 from autograder.engine.checks import fail
+from autograder.engine.grader_helpers import generator
 from autograder.sandbox.protocol import Handle
 from autograder.core.results import message
 from autograder.sandbox.client import StudentError
 
 from . import reference as ref
-from .harness import CFG, Trainer, cfg_text, generator
+from .harness import CFG, Trainer, cfg_text
 
 WD, LR, BETAS = 0.07, 4e-3, (0.85, 0.97)  # none of them the defaults
 TIED = "transformer.wte.weight"  # named_parameters() gives the tied weight this name

@@ -9,12 +9,12 @@ import math
 import pytest
 
 from autograder.engine.checks import describe_student_error, fail
-from autograder.engine.feedback import student_frames
+from autograder.engine.grader_helpers import generator, innermost_learner_file
 from autograder.core.results import message
 from autograder.sandbox.client import StudentError
 
 from . import reference as ref
-from .harness import CFG, Trainer, cfg_text, fmt, generator
+from .harness import CFG, Trainer, cfg_text, fmt
 
 LESSON_OF = {"attention.py": "03", "model.py": "04", "train.py": "05"}
 STEPS, LR = 30, 1e-2
@@ -40,8 +40,7 @@ def _train(box, x, y, seed: int) -> list:
 
 def _innermost_file(err: StudentError) -> str:
     """The learner's file where the error surfaced (the innermost frame in their files)."""
-    files = [f["filename"] for f in student_frames(err.frames, err.root) if f.get("filename") in LESSON_OF]
-    return files[-1] if files else "train.py"
+    return innermost_learner_file(err, among=LESSON_OF) or "train.py"
 
 
 def _reference_learns(submission, x, y, seed: int) -> bool:

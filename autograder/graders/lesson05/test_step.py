@@ -10,10 +10,11 @@ from __future__ import annotations
 import pytest
 
 from autograder.engine.checks import fail
+from autograder.engine.grader_helpers import generator
 from autograder.core.results import message
 
 from . import reference as ref
-from .harness import B, CFG, T, Step, Trainer, expect_finite_update, expect_float, fmt, generator, relative_gap
+from .harness import B, CFG, T, Step, Trainer, expect_finite_update, expect_float, fmt, relative_gap
 
 
 def _setup(submission, check_seed: int):

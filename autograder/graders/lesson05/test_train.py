@@ -11,10 +11,11 @@ import pytest
 import torch
 
 from autograder.engine.checks import fail
+from autograder.engine.grader_helpers import config_text, generator
 from autograder.core.results import message
 
 from . import reference as ref
-from .harness import CFG, Trainer, cfg_text, fmt, generator
+from .harness import CFG, Trainer, cfg_text, fmt
 
 STEPS = 60
 SETTINGS = {"steps": STEPS, "learning_rate": 1e-2, "min_lr": 1e-3, "warmup_steps": 5, "weight_decay": 0.1,
@@ -37,7 +38,7 @@ def test_overfit(submission, check_seed):
     model = trainer.gpt(CFG, initial_state(CFG, check_seed), double=False)
     batches = trainer.batch_source((x, y), (x, y))
     called = message("lesson05.called_train", cfg=cfg_text(CFG), shape=tuple(x.shape),
-                     settings=", ".join(f"{k}={v}" for k, v in SETTINGS.items()))
+                     settings=config_text(SETTINGS))
     losses = trainer.call("train", model, batches, seed=check_seed, **SETTINGS)
     if not isinstance(losses, (list, tuple)) or len(losses) != STEPS:
         got = len(losses) if isinstance(losses, (list, tuple)) else type(losses).__name__

@@ -5,15 +5,15 @@ recognisable mistake from the error it raises."""
 
 from __future__ import annotations
 
-import contextlib
-import re
 from pathlib import Path
 from types import SimpleNamespace
 
 import torch
 
 from autograder.engine import blame
-from autograder.engine.checks import describe_student_error, fail, keys_not_taken
+from autograder.engine.checks import fail
+from autograder.engine.grader_helpers import config_text, first_hint, generator, load_weights, tokens, worker_generator
+from autograder.engine.grader_helpers import hinted as shared_hinted
 from autograder.core.results import Block, message
 from autograder.sandbox.client import Sandbox, StudentError
 
@@ -29,27 +29,12 @@ ATOL = RTOL = 1e-5
 TIE = 1e-4
 
 
-def generator(seed: int) -> torch.Generator:
-    return torch.Generator().manual_seed(seed)
-
-
 def draw_seed(gen: torch.Generator) -> int:
     return int(torch.randint(0, 2**31 - 1, (1,), generator=gen))
 
 
 def function(sub: Sandbox, name: str):
     return sub.getattr(sub.module(FILE), name)
-
-
-def worker_generator(sub: Sandbox, seed: int):
-    """A torch.Generator built in the worker, seeded `seed`."""
-    torch_h = sub.library("torch")
-    gen = sub.call(sub.getattr(torch_h, "Generator"))
-    return sub.call(gen, seed, method="manual_seed")
-
-
-def cfg_text(cfg: dict) -> str:
-    return ", ".join(f"{k}={v}" for k, v in cfg.items())
 
 
 # ---------------------------------------------------------------- the pieces of lessons 03-04
@@ -72,8 +57,7 @@ class WorkerGPT:
         for layer in self.blind:  # values 0: the layer's attention output is its bias, whatever the mask
             for name in ("weight", "bias"):
                 self.state[f"transformer.h.{layer}.attn.qkv.{name}"][2 * C:] = 0.0
-        loaded = sub.call(self.handle, self.state, method="load_state_dict", strict=False)
-        absent = keys_not_taken(loaded, self.state)
+        absent = load_weights(sub, self.handle, self.state)
         if absent:
             fail(message("lesson06.gpt_weights_missing", keys=", ".join(absent[:6])))
         sub.call(self.handle, method="train" if train else "eval")
@@ -81,7 +65,7 @@ class WorkerGPT:
 
     @property
     def text(self):
-        text = f"GPT(GPTConfig({cfg_text(self.cfg)}))"
+        text = f"GPT(GPTConfig({config_text(self.cfg)}))"
         if self.blind:
             return message(self.why, model=text, layers=", ".join(str(i) for i in self.blind))
         return text
@@ -129,10 +113,6 @@ class WorkerAttention:
 
     def expected(self, x, past_k, past_v, **variant):
         return ref.attend(self.state, x, past_k, past_v, self.n_head, **variant)
-
-
-def tokens(B: int, T: int, V: int, gen: torch.Generator) -> torch.Tensor:
-    return torch.randint(0, V, (B, T), generator=gen)
 
 
 # ---------------------------------------------------------------- what comes back
@@ -196,7 +176,7 @@ def judge_sampled(model: WorkerGPT, idx: torch.Tensor, out: torch.Tensor, seed: 
     V = model.cfg["vocab_size"]
     if bool(((out < 0) | (out >= V)).any()):
         fail(called, message("lesson06.tokens_out_of_range", V=V, got=str(out[0].tolist())))
-    g = torch.Generator().manual_seed(seed)
+    g = generator(seed)
     expected = out.clone()
     if window is None:
         steps = ref.next_logits(model.trusted, out, T, bs)  # (steps, B, V)
@@ -254,7 +234,7 @@ def cache_feeds(T: int, steps: int, block_size: int) -> list[int]:
 def generator_untouched(sub: Sandbox, gen_handle, seed: int) -> bool:
     """Whether the worker generator `gen_handle`, seeded `seed`, has drawn nothing since."""
     state = sub.call(gen_handle, method="get_state")
-    fresh = torch.Generator().manual_seed(seed).get_state()
+    fresh = generator(seed).get_state()
     return isinstance(state, torch.Tensor) and state.shape == fresh.shape and bool(torch.equal(state.cpu(), fresh))
 
 
@@ -343,35 +323,24 @@ def raised_in(err: StudentError) -> str | None:
     return where.todo if where is not None else None
 
 
-def _hint_for(err: StudentError, patterns) -> object | None:
-    if err.todo_pending is not None:
-        return None
-    text = err.type_name + ": " + err.message + "\n" + "\n".join(
+def _error_text(err: StudentError) -> str:
+    """What the hint patterns search: "Type: message", then "@function: line" per frame."""
+    return err.type_name + ": " + err.message + "\n" + "\n".join(
         f"@{f.get('name', '')}: {f.get('line', '')}" for f in err.frames)
-    for pattern, make in patterns:
-        found = re.search(pattern, text)
-        if found:
-            hint = make(found)
-            if hint is not None:
-                return hint
-    return None
 
 
-@contextlib.contextmanager
 def hinted(*patterns, own: str | None = None, called=None):
     """Re-raise a learner's error as feedback with a hint when it matches one of `patterns`
     ((regex, lambda match: message or None)); other errors pass through to the engine. An error
     raised in another TODO's code than `own` always passes through: the engine then says that
     the check waits on that TODO."""
-    try:
-        yield
-    except StudentError as err:
+
+    def hint_of(err: StudentError):
         if own is not None and raised_in(err) not in (None, own):
-            raise
-        hint = _hint_for(err, patterns)
-        if hint is not None:
-            fail(*([called] if called is not None else []), describe_student_error(err, None, {}), hint)
-        raise
+            return None
+        return first_hint(_error_text(err), patterns)
+
+    return shared_hinted(hint_of, called)
 
 
 SAMPLING_HINTS = (

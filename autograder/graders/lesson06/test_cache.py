@@ -26,6 +26,7 @@ import torch
 
 from autograder.engine.checks import fail
 from autograder.engine.feedback import compare, heatmap
+from autograder.engine.grader_helpers import config_text, generator, tokens
 from autograder.core.results import Block, message
 from autograder.sandbox.client import StudentError
 
@@ -48,13 +49,11 @@ from .harness import (
     expect_logits,
     function,
     generate_sampled,
-    generator,
     given_kv,
     hinted,
     judge_sampled,
     learner_crop,
     raised_in,
-    tokens,
 )
 
 B = 2
@@ -74,7 +73,7 @@ def _diagnose(actual: torch.Tensor, candidates) -> list:
 
 
 def _attention_called(attn: WorkerAttention, x: torch.Tensor, past: int, device: str = "cpu"):
-    called = message("lesson06.called_cached_attention", cfg=", ".join(f"{k}={v}" for k, v in attn.cfg.items()),
+    called = message("lesson06.called_cached_attention", cfg=config_text(attn.cfg),
                      shape=tuple(x.shape), past=past, past_shape=(x.shape[0], attn.n_head, past,
                                                                  attn.cfg["n_embd"] // attn.n_head))
     return called if device == "cpu" else message("lesson06.called_on_device", called=called, device=device)

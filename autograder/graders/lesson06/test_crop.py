@@ -10,10 +10,11 @@ import pytest
 import torch
 
 from autograder.engine.checks import fail
+from autograder.engine.grader_helpers import generator, tokens
 from autograder.core.results import message
 
 from . import reference as ref
-from .harness import GPT_CFG, WorkerGPT, draw_seed, function, generate_sampled, generator, judge_sampled, tokens
+from .harness import GPT_CFG, WorkerGPT, draw_seed, function, generate_sampled, judge_sampled
 
 
 def _crop_diagnosis(out: torch.Tensor, idx: torch.Tensor, bs: int):

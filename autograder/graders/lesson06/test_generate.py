@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 
 from autograder.engine.checks import fail
+from autograder.engine.grader_helpers import generator, tokens
 from autograder.core.results import message
 
-from .harness import CACHE_HINTS, CROP_HINTS, GPT_CFG, WorkerGPT, draw_seed, generate_sampled, generator, judge_sampled, tokens
+from .harness import CACHE_HINTS, CROP_HINTS, GPT_CFG, WorkerGPT, draw_seed, generate_sampled, judge_sampled
 
 
 @pytest.mark.check("eval-mode")

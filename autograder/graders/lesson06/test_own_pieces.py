@@ -11,26 +11,21 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from autograder.engine.checks import describe_student_error, fail, keys_not_taken
+from autograder.engine.checks import describe_student_error, fail
 from autograder.engine.feedback import compare
+from autograder.engine.grader_helpers import generator, innermost_learner_file, load_weights, tokens
 from autograder.core.results import message
 from autograder.sandbox.client import StudentError
 
 from . import reference as ref
-from .harness import ATOL, ATTN_CFG, GPT_CFG, RTOL, TIE, trusted_skeleton, function, generator, tokens
+from .harness import ATOL, ATTN_CFG, GPT_CFG, RTOL, TIE, trusted_skeleton, function
 
 LESSON_OF_FILE = {"attention.py": "03", "model.py": "04", "generate.py": "06"}
 
 
 def _blame(err: StudentError) -> str:
     """The lesson whose file the error comes from (its innermost frame among the learner's files)."""
-    from pathlib import Path
-
-    for frame in reversed(err.frames):
-        name = str(frame.get("filename", ""))
-        if name.startswith(err.root):
-            return LESSON_OF_FILE.get(Path(name).name, "06")
-    return "06"
+    return LESSON_OF_FILE.get(innermost_learner_file(err), "06")
 
 
 def _run(what, fn):
@@ -75,8 +70,7 @@ def test_own_pieces(own_submission, check_seed):
 
     handle = _run("lesson06.own_what_build", build)
     state = ref.random_state(trusted_skeleton(cfg), gen)
-    loaded = _run("lesson06.own_what_build", lambda: own.call(handle, state, method="load_state_dict", strict=False))
-    absent = keys_not_taken(loaded, state)
+    absent = _run("lesson06.own_what_build", lambda: load_weights(own, handle, state))
     if absent:
         fail(message("lesson06.own_weights_missing", keys=", ".join(absent[:6])), message("lesson06.own_not_counted"))
     own.call(handle, method="eval")

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from autograder.engine.checks import fail
+from autograder.engine.grader_helpers import generator, worker_generator
 from autograder.core.results import Block, message
 
 from . import reference as ref
@@ -22,10 +23,8 @@ from .harness import (
     draw_seed,
     expect_tokens,
     function,
-    generator,
     generator_untouched,
     hinted,
-    worker_generator,
 )
 
 V = 19
