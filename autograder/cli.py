@@ -333,7 +333,8 @@ def unknown_lesson_text(course, key: str, lang: str) -> str:
 def _grade(course, args, parser) -> int:
     from autograder.engine.grading import grade
     from autograder.engine.feedback import redact, secrets_from_environ
-    from autograder.render.output import grade_step, render_json, render_markdown, render_text
+    from autograder.learner.steps import grade_step, step_line
+    from autograder.render.output import render_json, render_markdown, render_text
     from autograder.sandbox.isolation import hide_environment
 
     lessons = [course.lesson(key) for key in args.lessons] if args.lessons else list(course.lessons)
@@ -366,7 +367,8 @@ def _grade(course, args, parser) -> int:
     else:
         color = None if args.output is None else False
         step = grade_step(course, result, args.submission)  # the one next step, as `check` says it
-        text = render_text(result, lang, color=color, verbose=args.verbose, step=step)
+        text = render_text(result, lang, color=color, verbose=args.verbose,
+                           step=step_line(step, result, lang) if step is not None else None)
     # A learner's code may have read this process's environment; never echo a secret.
     text = redact(text, secrets_from_environ(os.environ))
     if args.output is not None:

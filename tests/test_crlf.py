@@ -13,7 +13,7 @@ import pytest
 from autograder.core.i18n import feedback_text
 from autograder.core.results import Status
 from autograder.engine import quiz
-from autograder.github.steps import locate
+from autograder.core.locate import locate
 
 from conftest import ROOT, SEED, grade_folder
 
@@ -102,7 +102,7 @@ def test_a_failed_check_points_at_the_same_line_with_crlf(course, tmp_path, less
     for kind in ("lf", "crlf"):
         repo = tmp_path / kind
         _copy(ROOT / "exercises" / lesson.folder, repo / "exercises" / lesson.folder, crlf=kind == "crlf")
-        places[kind] = {check.id: locate(course, lesson, check.todo, check.id, repo) for check in lesson.checks}
+        places[kind] = {check.id: locate(lesson, check.todo, check.id, repo) for check in lesson.checks}
     assert places["crlf"] == places["lf"]
     # Each TODO's check really found its `TODO [id]` line (not the fallback, line 1).
     lines = {}

@@ -158,7 +158,7 @@ def test_a_grader_that_waits_on_another_todo_says_so_and_records_it(tmp_path, mo
     message says to fix that one first, and the next step goes there."""
     from autograder.engine.grading import grade
     from autograder.core.i18n import feedback_text
-    from autograder.learner.check import blocking_todo
+    from autograder.learner.steps import blocking_todo
     from autograder.core.manifest import load_course
     from conftest import ROOT, SEED, solution_files, write_submission
 

@@ -15,7 +15,7 @@ from learner_course import history_lines, make_course, run_cli
 
 from autograder.core import i18n
 from autograder.learner.hints import HintError, file_problems, load_lesson_hints, read_hints
-from autograder.learner.check import HINTS_FILE
+from autograder.learner.folders import HINTS_FILE
 from autograder.core.manifest import load_course
 from autograder.course.stubs import parse_regions
 

@@ -15,14 +15,14 @@ from learner_course import ANSI, cli_env, history_lines, make_course, run_cli, t
 
 from autograder.engine.grading import grade
 from autograder.core.history import LessonEntry, Record, parse_history
-from autograder.learner.check import (
-    LocalStore,
+from autograder.learner.steps import (
     NextStep,
     blocking_todo,
     describe_step,
     lesson_next_step,
     locate_step,
 )
+from autograder.learner.store import LocalStore
 from autograder.core.manifest import load_course
 from autograder.course.stubs import revert_region
 
@@ -197,7 +197,7 @@ def test_finishing_the_last_lesson_is_not_finishing_the_course(tmp_path):
     assert f"Siguiente: lección {first.id} · {first.title['es']}" in proc.stdout, proc.stdout
     # next_step itself: done only when every lesson is completed.
     from autograder.core.results import LessonResult
-    from autograder.learner.check import next_step
+    from autograder.learner.steps import next_step
 
     finished = LessonResult("06", "generar", {"es": "x"}, 50, [])
     assert next_step(course, [], completed=[lesson.id for lesson in course.lessons]).kind == "done"

@@ -15,7 +15,7 @@ from learner_course import ANSI, Terminal, cli_env, make_course, run_cli
 
 from autograder.github.grades_branch import append_record
 from autograder.core.history import LessonEntry, Record
-from autograder.learner.check import LocalStore
+from autograder.learner.store import LocalStore
 from autograder.core.manifest import load_course
 from autograder.learner.progress import gather, render_progress
 

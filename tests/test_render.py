@@ -406,22 +406,22 @@ def test_checks_not_started_are_one_line_per_lesson_and_verbose_shows_them_all()
 
 
 def test_the_next_step_ends_the_text():
-    from autograder.learner.check import NextStep
+    from autograder.learner.steps import NextStep, step_line
     from autograder.core.manifest import load_course
 
     course = load_course(Path(__file__).resolve().parent.parent / "course.yml")
     lesson = course.lessons[0]
     step = NextStep("todo", lesson, todo="vocab", check="vocab", path="exercises/01-tokens-y-lotes/data.py", line=41)
     result = CourseResult("c", "es", 1, [_not_started_lesson()])
-    lines = render_text(result, "es", color=False, width=60, step=step).splitlines()
+    lines = render_text(result, "es", color=False, width=60, step=step_line(step, result, "es")).splitlines()
     # Never wrapped: terminals link a whole path:line.
     assert lines[-2:] == ["", f"Empieza por: lección {lesson.id}, TODO [vocab] en exercises/01-tokens-y-lotes/data.py:41 "
                               f"· autograder watch {lesson.id}"]
-    assert render_text(result, "en", color=False, step=step).splitlines()[-1].startswith(
+    assert render_text(result, "en", color=False, step=step_line(step, result, "en")).splitlines()[-1].startswith(
         f"Start with: lesson {lesson.id}, TODO [vocab] in exercises/")
     # Once something scores, it is the next step, not the start.
     result.lessons[0].checks[0] = CheckResult("vocab", "vocab", Status.PASSED, 5, 5)
-    assert render_text(result, "es", color=False, step=step).splitlines()[-1].startswith(
+    assert render_text(result, "es", color=False, step=step_line(step, result, "es")).splitlines()[-1].startswith(
         f"Siguiente: lección {lesson.id}, TODO [vocab] en exercises/01-tokens-y-lotes/data.py:41")
     assert render_text(result, "es", color=False).splitlines()[-1].startswith("Semilla")  # no step, no line
 
@@ -430,12 +430,12 @@ def test_the_untouched_course_is_short_and_ends_with_where_to_start(course):
     """Issue 15, item 2: the stub course's text output (~147 lines before) is at most ~60 lines
     and its last line is the start step; --verbose still shows every check."""
     from autograder.engine.grading import grade
-    from autograder.render.output import grade_step
+    from autograder.learner.steps import grade_step, step_line
 
     root = Path(__file__).resolve().parent.parent
     result = grade(course, list(course.lessons), root / "exercises", lang="es", seed=1)
     step = grade_step(course, result, root / "exercises")
-    lines = render_text(result, "es", color=False, step=step).splitlines()
+    lines = render_text(result, "es", color=False, step=step_line(step, result, "es")).splitlines()
     assert len(lines) <= 60, "\n".join(lines)
     first = course.lessons[0]
     todo = first.todos[0]

@@ -22,7 +22,7 @@ from learner_course import (
 )
 
 from autograder.core.history import LessonEntry, Record
-from autograder.learner.check import LocalStore
+from autograder.learner.store import LocalStore
 from autograder.core.manifest import load_course
 from autograder.learner.watch import changed_lessons, edited_todos, read_inputs
 
@@ -191,7 +191,7 @@ def _linux_only():
 def test_watch_says_plus_xp_once_and_keeps_earned_xp_after_a_regression():
     from autograder.core.results import CheckResult, LessonResult, Status
     from autograder.learner.watch import render_lesson
-    from autograder.learner.check import NextStep
+    from autograder.learner.steps import NextStep
 
     done = LessonResult("03", "atencion-causal", {"es": "Atención"}, 50,
                         [CheckResult("mask", "mask", Status.PASSED, 5.0, 5.0)])

@@ -21,7 +21,6 @@ fetch-depth 1): the grades history is fetched whole, and it shares nothing with 
 from __future__ import annotations
 
 import json
-import os
 import random
 import subprocess
 import time
@@ -29,7 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from autograder.core import i18n
+from autograder.core import git, i18n
 from autograder.core.history import Progress, Record, badge, compute_progress, dump_line, parse_history
 
 HISTORY = "history.jsonl"
@@ -39,7 +38,7 @@ README = "README.md"
 IDENTITY = ("autograder", "autograder@users.noreply.github.com")
 # Network operations (fetch, push) may be slow on a busy runner, but must not hang a job.
 NETWORK_TIMEOUT = 120
-LOCAL_TIMEOUT = 60
+LOCAL_TIMEOUT = git.LOCAL_TIMEOUT
 
 
 class GitStoreError(RuntimeError):
@@ -56,23 +55,6 @@ class AppendResult:
     attempts: int = 0  # pushes tried (more than one: another run pushed first)
 
 
-def _env() -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(
-        GIT_AUTHOR_NAME=IDENTITY[0],
-        GIT_AUTHOR_EMAIL=IDENTITY[1],
-        GIT_COMMITTER_NAME=IDENTITY[0],
-        GIT_COMMITTER_EMAIL=IDENTITY[1],
-        GIT_TERMINAL_PROMPT="0",  # fail on missing credentials instead of waiting for a password
-        LC_ALL="C",  # git's messages in English, for the developer's error message
-    )
-    # Dates of our own commits are "now"; a caller's fixed dates must not leak into them. And
-    # `-C repo` decides the repository, not a GIT_DIR inherited from, say, a hook.
-    for name in ("GIT_AUTHOR_DATE", "GIT_COMMITTER_DATE", "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"):
-        env.pop(name, None)
-    return env
-
-
 def _git(
     repo: Path,
     *args: str,
@@ -80,39 +62,12 @@ def _git(
     check: bool = True,
     timeout: float = LOCAL_TIMEOUT,
 ) -> subprocess.CompletedProcess[bytes]:
-    argv = [
-        "git",
-        "-C",
-        str(repo),
-        # Nothing in the learner's configuration may run code or change what we write.
-        "-c",
-        "core.hooksPath=/dev/null",
-        "-c",
-        "commit.gpgSign=false",
-        "-c",
-        "gc.auto=0",
-        "-c",
-        "maintenance.auto=false",
-        *args,
-    ]
+    """git (autograder.core.git.run) with our commits' identity; its errors are GitStoreError,
+    what the workflow's steps catch."""
     try:
-        proc = subprocess.run(argv, input=input, capture_output=True, env=_env(), timeout=timeout, check=False)
-    except subprocess.TimeoutExpired:
-        raise GitStoreError(f"git {' '.join(args)} in {repo} did not finish in {timeout} s") from None
-    except OSError as exc:
-        raise GitStoreError(f"could not run git: {exc}") from None
-    if check and proc.returncode != 0:
-        raise GitStoreError(_failure(repo, args, proc))
-    return proc
-
-
-def _failure(repo: Path, args: tuple[str, ...], proc: subprocess.CompletedProcess[bytes]) -> str:
-    stderr = proc.stderr.decode("utf-8", "replace").strip() or "(no output)"
-    return f"git {' '.join(args)} failed in {repo} (exit {proc.returncode}): {stderr}"
-
-
-def _out(proc: subprocess.CompletedProcess[bytes]) -> str:
-    return proc.stdout.decode("utf-8", "replace").strip()
+        return git.run(repo, *args, input=input, check=check, timeout=timeout, identity=IDENTITY)
+    except git.GitError as exc:
+        raise GitStoreError(str(exc)) from None
 
 
 def _private_ref(branch: str) -> str:
@@ -135,13 +90,13 @@ def commit_time(repo: Path, sha: str) -> datetime:
 
 
 def _has_remote(repo: Path, remote: str) -> bool:
-    return remote in _out(_git(repo, "remote")).split()
+    return remote in git.output(_git(repo, "remote")).split()
 
 
 def _fetch(repo: Path, remote: str, branch: str) -> str | None:
     """Fetch the remote branch into the private ref; its tip, or None if there is no branch."""
     proc = _git(repo, "ls-remote", "--heads", remote, f"refs/heads/{branch}", timeout=NETWORK_TIMEOUT)
-    lines = [line.split("\t") for line in _out(proc).splitlines()]
+    lines = [line.split("\t") for line in git.output(proc).splitlines()]
     tips = [sha for sha, ref in lines if ref == f"refs/heads/{branch}"]
     if not tips:
         return None
@@ -160,13 +115,13 @@ def _fetch(repo: Path, remote: str, branch: str) -> str | None:
             timeout=NETWORK_TIMEOUT,
         )
         # The branch may have moved between ls-remote and fetch: the fetched tip is what we hold.
-        return _out(_git(repo, "rev-parse", "--verify", f"{_private_ref(branch)}^{{commit}}"))
+        return git.output(_git(repo, "rev-parse", "--verify", f"{_private_ref(branch)}^{{commit}}"))
     _git(repo, "update-ref", _private_ref(branch), tips[0])
     return tips[0]
 
 
 def _read_file(repo: Path, tip: str, name: str) -> bytes | None:
-    listing = _out(_git(repo, "ls-tree", tip, "--", name))
+    listing = git.output(_git(repo, "ls-tree", tip, "--", name))
     if not listing or listing.split()[1] != "blob":
         return None
     return _git(repo, "cat-file", "blob", f"{tip}:{name}").stdout
@@ -194,11 +149,11 @@ def _tree(repo: Path, tip: str | None, files: dict[str, bytes]) -> str:
     for name, content in files.items():
         # --no-filters: stored byte for byte (no end-of-line conversion), so the history stays
         # exactly the old bytes plus one line.
-        blob = _out(_git(repo, "hash-object", "-w", "--no-filters", "--stdin", input=content))
+        blob = git.output(_git(repo, "hash-object", "-w", "--no-filters", "--stdin", input=content))
         entries.append(f"100644 blob {blob}\t{name}".encode())
     # --missing: the kept entries come from a tree we hold; a submodule entry names a commit
     # that is not ours to have.
-    return _out(_git(repo, "mktree", "-z", "--missing", input=b"\0".join(entries) + b"\0"))
+    return git.output(_git(repo, "mktree", "-z", "--missing", input=b"\0".join(entries) + b"\0"))
 
 
 def _readme_section(course: str, lang: str) -> str:
@@ -236,7 +191,7 @@ def _push(repo: Path, remote: str, branch: str, commit: str) -> str | None:
     """Push without force; None when it landed, else git's explanation."""
     args = ("push", "--quiet", "--no-verify", "--recurse-submodules=no", remote, f"{commit}:refs/heads/{branch}")
     proc = _git(repo, *args, check=False, timeout=NETWORK_TIMEOUT)
-    return None if proc.returncode == 0 else _failure(repo, args, proc)
+    return None if proc.returncode == 0 else git.failure(repo, args, proc)
 
 
 def append_record(
@@ -258,7 +213,7 @@ def append_record(
         raise ValueError(f"attempts must be at least 1, got {attempts}")
     i18n.catalog(lang)  # validate before touching the remote
     if not _has_remote(repo, remote):
-        remotes = ", ".join(_out(_git(repo, "remote")).split()) or "none"
+        remotes = ", ".join(git.output(_git(repo, "remote")).split()) or "none"
         raise GitStoreError(
             f"{repo} has no git remote named {remote!r} (remotes: {remotes}); cannot store the grading history"
         )
@@ -279,7 +234,7 @@ def append_record(
         tree = _tree(repo, tip, files)
         message = f"autograder: record {record.commit[:12]} ({record.xp}/{record.xp_max} XP)"
         parents = ["-p", tip] if tip else []
-        new = _out(_git(repo, "commit-tree", "--no-gpg-sign", tree, *parents, "-m", message))
+        new = git.output(_git(repo, "commit-tree", "--no-gpg-sign", tree, *parents, "-m", message))
 
         why = _push(repo, remote, branch, new)
         if why is None:

@@ -22,7 +22,8 @@ from pathlib import Path
 
 from autograder.github import api as github
 from autograder.core import neutral
-from autograder.core.manifest import Course, Lesson, ManifestError
+from autograder.core.locate import locate
+from autograder.core.manifest import Course, ManifestError
 
 _SHA = re.compile(r"[0-9a-f]{40}")
 # GitHub shows at most 10 error annotations per step; the summary has the rest.
@@ -197,7 +198,7 @@ def annotations(course: Course, result, lang: str, repo: Path) -> list[str]:
                 # The learner's code raised: the annotation sits on the line that raised.
                 file, line = (Path("exercises") / lesson.folder / raised.file).as_posix(), raised.line
             else:
-                file, line = locate(course, lesson, check.todo, check.id, repo)
+                file, line = locate(lesson, check.todo, check.id, repo)
             # Learner text (shown in the job's log too): no escape sequence, one line.
             text = " ".join(neutral.terminal(i18n.feedback_text(check.feedback, lang)).split())[:ANNOTATION_CHARS]
             title = f"{lesson.id} · {check.id}" + (f" · TODO [{check.todo}]" if check.todo else "")
@@ -205,32 +206,6 @@ def annotations(course: Course, result, lang: str, repo: Path) -> list[str]:
             level = "warning" if check.informational else "error"
             lines.append(github.annotation(level, text or title, file=file, line=line, title=title))
     return lines
-
-
-def locate(course: Course, lesson: Lesson, todo: str | None, check_id: str, repo: Path) -> tuple[str, int]:
-    """Where a failed check points in the learner's repository: the line of `TODO [id]` in the
-    TODO's file (the stub's first hint line, which learners usually keep), else line 1; a quiz
-    check points at its question in the quiz file."""
-    folder = Path("exercises") / lesson.folder
-    todos = {t.id: t for t in lesson.todos}
-    if todo in todos:
-        name, needle = todos[todo].file, f"TODO [{todo}]"
-    elif lesson.is_quiz_check(check_id):
-        name, needle = lesson.quiz, f"pregunta_{check_id.split('-', 1)[1]}:"
-    else:
-        name, needle = lesson.files[-1], None
-    path = folder / name
-    line = 1
-    if needle is not None:
-        try:
-            text = (repo / path).read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            text = ""
-        for number, row in enumerate(text.splitlines(), start=1):
-            if needle in row:
-                line = number
-                break
-    return path.as_posix(), line
 
 
 # --- command line ----------------------------------------------------------------------------

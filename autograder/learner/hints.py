@@ -26,23 +26,12 @@ import yaml
 
 from autograder.core import i18n
 from autograder.core import yaml_loader
-from autograder.learner.check import (
-    HINTS_FILE,
-    LearnerError,
-    LocalStore,
-    Spinner,
-    describe_step,
-    grade_lessons,
-    known_step,
-    lesson_dir,
-    lesson_next_step,
-    locate_step,
-    record_result,
-    resolve_lessons,
-    t,
-    terminal_width,
-)
 from autograder.core.manifest import Course, Lesson
+from autograder.learner.check import grade_lessons
+from autograder.learner.folders import HINTS_FILE, LearnerError, lesson_dir, resolve_lessons
+from autograder.learner.steps import describe_step, locate_step
+from autograder.learner.store import LocalStore, known_step, record_result
+from autograder.learner.terminal import Spinner, t, terminal_width
 
 LEVELS = 3
 
@@ -237,5 +226,4 @@ def _current_step(course: Course, lesson: Lesson, lang: str, store: LocalStore):
         return step
     with Spinner(sys.stderr.isatty()) as status:
         result = grade_lessons(course, [lesson], lang, status=status)
-    record_result(course, result, store, lang)
-    return lesson_next_step(course, lesson, result.lessons[0])
+    return record_result(course, result, store, lang)[lesson.id]

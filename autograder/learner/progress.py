@@ -15,24 +15,15 @@ earned and its state. Output is a rich table in a terminal and plain, stable tex
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograder.core import i18n
-from autograder.learner.check import (
-    HISTORY_FILE,
-    STATE_DIR,
-    LocalStore,
-    bar,
-    course_xp_max,
-    streak_text,
-    t,
-    terminal_width,
-)
+from autograder.core import git, i18n
 from autograder.core.manifest import Course
+from autograder.learner.store import HISTORY_FILE, STATE_DIR, LocalStore
+from autograder.learner.terminal import bar, streak_text, t, terminal_width
 
 REMOTE = "origin"
 BRANCH = "grades"
@@ -58,12 +49,11 @@ class Gathered:
 
 
 def _git(root: Path, *args: str, timeout: float = GIT_TIMEOUT) -> subprocess.CompletedProcess[bytes] | None:
-    """git in the course's repository; None when git is not installed or does not answer."""
-    env = dict(os.environ, GIT_TERMINAL_PROMPT="0", LC_ALL="C")
+    """git in the course's repository (autograder.core.git); None when git is not installed or
+    does not answer: the learner then has no branch to read, not an error."""
     try:
-        return subprocess.run(["git", "-C", str(root), "-c", "core.hooksPath=/dev/null", *args],
-                              capture_output=True, env=env, timeout=timeout, check=False)
-    except (OSError, subprocess.TimeoutExpired):
+        return git.run(root, *args, check=False, timeout=timeout)
+    except git.GitError:
         return None
 
 
@@ -138,6 +128,20 @@ def gather(course: Course, store: LocalStore, *, fetch: bool, lang: str | None =
         for entry in record.lessons:
             out.latest[entry.id] = entry
     return out
+
+
+def earned_lessons(progress) -> set[str]:
+    """The lessons whose XP the learner has earned (history.Progress; kept after a regression)."""
+    return {lp.id for lp in progress.lessons if lp.earned} if progress is not None else set()
+
+
+def completed_lessons(latest: dict) -> set[str]:
+    """The lessons whose latest grading (Gathered.latest) completed them."""
+    return {lesson_id for lesson_id, entry in latest.items() if entry.completed}
+
+
+def course_xp_max(course: Course) -> int:
+    return sum(lesson.xp for lesson in course.lessons)
 
 
 # --- rendering ---------------------------------------------------------------------------------

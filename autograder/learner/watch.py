@@ -39,28 +39,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autograder.core import i18n
-from autograder.learner.check import (
+from autograder.core.manifest import Course, Lesson
+from autograder.learner.check import grade_lessons
+from autograder.learner.folders import (
     LearnerError,
-    LocalStore,
-    NextStep,
-    Spinner,
-    bar,
-    completed_lessons,
-    describe_step,
-    earned_lessons,
     exercises_dir,
-    grade_lessons,
     is_graded_input,
     lesson_dir,
-    lesson_next_step,
-    lesson_step,
     present_lessons,
-    record_result,
     resolve_lessons,
-    t,
-    terminal_width,
 )
-from autograder.core.manifest import Course, Lesson
+from autograder.learner.progress import completed_lessons, earned_lessons, gather
+from autograder.learner.steps import NextStep, describe_step, lesson_after
+from autograder.learner.store import LocalStore, record_result
+from autograder.learner.terminal import Spinner, bar, t, terminal_width
 
 # An editor's save is a burst of events within a few milliseconds; wait for this much quiet
 # before grading, but never group changes for longer than DEBOUNCE_MS. (watchfiles looks every
@@ -291,7 +283,6 @@ class WatchSession:
     score of each (for the change in points)."""
 
     def __init__(self, course: Course, lang: str, named: list[Lesson], out=None) -> None:
-        from autograder.learner.progress import gather
         from autograder.render.output import use_color
 
         self.course, self.lang, self.named = course, lang, named
@@ -377,13 +368,13 @@ class WatchSession:
             result = grade_lessons(self.course, [lesson], self.lang, status=status,
                                    first={lesson.id: live.first}, on_check=live.on_check,
                                    on_worker=live.on_worker)
-        record_result(self.course, result, self.store, self.lang)
+        steps = record_result(self.course, result, self.store, self.lang)
         graded = result.lessons[0]
         if graded.completed:
             self.completed.add(lesson.id)
         else:
             self.completed.discard(lesson.id)
-        step = lesson_next_step(self.course, lesson, graded)
+        step = steps[lesson.id]
         earned_before = lesson.id in self.earned
         if graded.completed:
             self.earned.add(lesson.id)
@@ -401,11 +392,7 @@ class WatchSession:
         """The step once `lesson` is completed: the next lesson not completed yet (after it,
         else before it), else done: the course is complete only when every lesson is."""
         index = [item.id for item in self.course.lessons].index(lesson.id)
-        lessons = self.course.lessons
-        for other in [*lessons[index + 1:], *lessons[:index]]:
-            if other.id not in self.completed and other.id != lesson.id:
-                return lesson_step(self.course, other)
-        return NextStep("done", None)
+        return lesson_after(self.course, index, self.completed | {lesson.id})
 
 
 class LiveVerdicts:

@@ -470,40 +470,15 @@ def _summaries(checks: list[CheckResult], lang: str) -> dict[int, tuple[Status, 
     return out
 
 
-def step_line(step: Any, result: CourseResult, lang: str) -> str:
-    """The one step `grade` ends with (autograder.learner.check.NextStep): "Empieza por: lección 01,
-    TODO [vocab] en exercises/01-tokens-y-lotes/data.py:12 · autograder watch 01" while nothing
-    scores yet, "Siguiente: …" after; other kinds of step as `check` says them."""
-    if step.kind != "todo":
-        from autograder.learner.check import describe_step
-
-        return describe_step(step, lang)[0]
-    started = result.score > 0 or any(lesson.completed for lesson in result.lessons)
-    return _t("render.next_todo" if started else "render.start_todo", lang, id=step.lesson.id, todo=step.todo,
-              where=step.where())
-
-
-def grade_step(course: Any, result: CourseResult, submission: Any = None) -> Any:
-    """The next step after `grade` (autograder.learner.check.next_step, the rule `check` follows), or
-    None when the graded folder is not the course's own exercises/: the step names its files."""
-    from pathlib import Path
-
-    from autograder.learner.check import exercises_dir, next_step
-
-    if submission is not None and Path(submission).resolve() != exercises_dir(course).resolve():
-        return None
-    return next_step(course, result.lessons)
-
-
 def render_text(result: CourseResult, lang: str, *, color: bool | None = None, width: int = 100,
-                earned: Iterable[str] = (), verbose: bool = False, step: Any = None) -> str:
+                earned: Iterable[str] = (), verbose: bool = False, step: str | None = None) -> str:
     """Terminal text: per lesson a header, one line per check, the message under those that
     did not pass, then the totals. Checks that fail for one cause (the learner's code raised at
     one line) are one block: the first check's line, the error once, and the others named;
     checks that wait on a pending TODO are one line per lesson naming those TODOs, and blank
-    quiz answers one line; `verbose` shows every check in full. `step` (a learner.NextStep,
-    see grade_step) ends the text with the one next step. With color False the output is plain
-    and stable."""
+    quiz answers one line; `verbose` shows every check in full. `step` (one line, the next
+    step in words: autograder.learner.steps.step_line) ends the text. With color False the output
+    is plain and stable."""
     _check_lang(lang)
     console, buffer = make_console(color, width)
     console.print(RichText(neutral.terminal(result.course), style="bold"))  # may come from a results.json
@@ -592,5 +567,5 @@ def render_text(result: CourseResult, lang: str, *, color: bool | None = None, w
     if step is not None:
         # One line, never re-wrapped: a path:line must stay whole for terminals to link it.
         console.print()
-        console.print(RichText(step_line(step, result, lang), style="bold cyan"), soft_wrap=True)
+        console.print(RichText(step, style="bold cyan"), soft_wrap=True)
     return printed(buffer)
