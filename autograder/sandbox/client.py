@@ -40,6 +40,7 @@ from autograder.sandbox.cpu_clock import CpuBudget
 from autograder.sandbox.intake import MAX_FILE_BYTES, MAX_FILES, copy_submission, submission_files  # noqa: F401
 from autograder.sandbox.pool import ForkedSupervisor, PoolError, WarmPool
 from autograder.sandbox.protocol import frame_bytes, FrameReader, Handle, ProtocolError, decode, encode
+from autograder.sandbox.worker.supervisor import process_ids
 from autograder.core.results import Feedback, Text, message
 
 PACKAGE_PARENT = Path(autograder.__file__).resolve().parent.parent
@@ -206,15 +207,12 @@ def _tasks_of(uid: int) -> int | None:
     """How many tasks (threads included: what RLIMIT_NPROC counts on Linux) `uid` has now."""
     if not sys.platform.startswith("linux"):
         return None
-    count = 0
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
+    pids = process_ids()
+    if pids is None:
         return None
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        fields = _status_field(entry, "Uid"), _status_field(entry, "Threads")
+    count = 0
+    for pid in pids:
+        fields = _status_field(pid, "Uid"), _status_field(pid, "Threads")
         if fields[0] and fields[1] and fields[0][0] == str(uid):
             count += int(fields[1][0]) if fields[1][0].isdigit() else 1
     return count
@@ -325,32 +323,19 @@ class Sandbox:
         req_r, self._req_w = os.pipe()
         self._resp_r, resp_w = os.pipe()
         log_fd = os.open(self._log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        limits = {
-            "memory_bytes": None if _cuda_present() else self.limits.memory_bytes,
-            "cpu_seconds": self.limits.cpu_seconds,
-            "processes": _process_limit(self.limits.processes, self.user),
-            "file_bytes": self.limits.file_bytes,
-        }
-        import json
-
-        walls = isolation.walls(self._tmp / "home", gpu=_cuda_present())
-        argv = [sys.executable, "-I", "-c", WORKER_BOOT, str(req_r), str(resp_w), str(PACKAGE_PARENT),
-                json.dumps(walls)]
-        env = _clean_env(self._tmp / "home")
-        user = None if self.user is None else dict(zip(("uid", "gid"), self.user))
+        config = self.worker_config()
         if pool is not None:
-            self._proc = _fork_from_pool(pool, {"cwd": str(self.root), "env": env, "limits": limits,
-                                                "user": user, "walls": walls}, req_r, resp_w, log_fd)
+            self._proc = _fork_from_pool(pool, config, req_r, resp_w, log_fd)
         if self._proc is None:
-            config = {"argv": argv, "cwd": str(self.root), "env": env, "package": str(PACKAGE_PARENT),
-                      "pass_fds": [req_r, resp_w], "log_fd": log_fd, "limits": limits, "user": user,
-                      "walls": walls}
+            import json
+
             # The supervisor gets the clean environment too: the worker can read its parent's
             # /proc/PID/environ, so this process's secrets must not be there either.
             self._proc = subprocess.Popen(
-                [sys.executable, "-I", "-S", str(SUPERVISOR), json.dumps(config)],
+                [sys.executable, "-I", "-S", str(SUPERVISOR),
+                 json.dumps(supervisor_config(config, req_r, resp_w, log_fd))],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                pass_fds=[req_r, resp_w, log_fd], start_new_session=True, env=env,
+                pass_fds=[req_r, resp_w, log_fd], start_new_session=True, env=config["env"],
             )
         for fd in (req_r, resp_w, log_fd):
             os.close(fd)
@@ -358,6 +343,21 @@ class Sandbox:
         self._status_buf, self._exit_code, self._disk_used = b"", None, None
         for fd in (self._resp_r, self._req_w, self._status_fd):
             os.set_blocking(fd, False)
+
+    def worker_config(self) -> dict:
+        """What the next worker starts with, whichever way it starts (forked by the warm pool's
+        zygote, or executed through the supervisor: `supervisor_config`): its folder, clean
+        environment, resource limits, user and walls. One builder, so the two ways cannot drift."""
+        home = self._tmp / "home"
+        limits = {
+            "memory_bytes": None if _cuda_present() else self.limits.memory_bytes,
+            "cpu_seconds": self.limits.cpu_seconds,
+            "processes": _process_limit(self.limits.processes, self.user),
+            "file_bytes": self.limits.file_bytes,
+        }
+        return {"cwd": str(self.root), "env": _clean_env(home), "limits": limits,
+                "user": None if self.user is None else dict(zip(("uid", "gid"), self.user)),
+                "walls": isolation.walls(home, gpu=_cuda_present())}
 
     def ensure_ready(self, timeout: float = STARTUP_TIMEOUT) -> None:
         """Block until a live worker has imported torch and said hello."""
@@ -744,6 +744,18 @@ def tree_items(tree: Any) -> dict:
     for key, value in tree["items"]:
         out[key] = value
     return out
+
+
+def supervisor_config(config: dict, req_r: int, resp_w: int, log_fd: int) -> dict:
+    """A worker's `config` (Sandbox.worker_config) as an executed supervisor reads it
+    (autograder/sandbox/worker/supervisor.py): plus the worker's command line, the engine's
+    package to import from, and the fds to hand on, which a forked one gets from the zygote."""
+    import json
+
+    argv = [sys.executable, "-I", "-c", WORKER_BOOT, str(req_r), str(resp_w), str(PACKAGE_PARENT),
+            json.dumps(config["walls"])]
+    return {**config, "argv": argv, "package": str(PACKAGE_PARENT), "pass_fds": [req_r, resp_w],
+            "log_fd": log_fd}
 
 
 def _fork_from_pool(pool: WarmPool, config: dict, req_r: int, resp_w: int, log_fd: int) -> ForkedSupervisor | None:

@@ -5,7 +5,9 @@ imported torch once, and forks a ready worker (with its own supervisor) for each
 worker starts in milliseconds instead of the ~1.5 s of CPU a torch import costs. Linux only (it
 needs fork, SOCK_SEQPACKET and file-descriptor passing); elsewhere, or with
 AUTOGRADER_WARM_POOL=0, or if the zygote cannot start, every sandbox executes a fresh worker as
-before. Either way the worker is the same: same limits, user, session and environment.
+before. Either way the worker is the same: one config (client.Sandbox.worker_config: limits,
+user, walls, environment, folder) and one start sequence (worker/supervisor.py's run_supervisor
+and harden), in a session of its own.
 """
 
 from __future__ import annotations

@@ -13,6 +13,10 @@ supplementary groups and no capability. On Linux it also gets no_new_privs (no s
 programs) and SIGKILL when the supervisor dies. The worker walls itself in (Landlock, seccomp)
 once its libraries are loaded, before the first learner import.
 
+The warm pool's zygote (zygote.py) forks supervisors instead of executing this file; both kinds
+live through `run_supervisor` and harden their worker with `harden`, so the sequence that walls a
+worker in is written once, here.
+
 Stdout carries short status lines to the trusted side: "started PID" and "exit CODE".
 """
 
@@ -60,9 +64,14 @@ def drop_privileges(user: dict) -> None:
 
 def harden(limits: dict, user: dict | None, walls: dict | None) -> None:
     """The worker's steps between fork and its first line of Python of its own, the same for a
-    forked (zygote.py) and an executed worker: its own process group, resource limits; as root,
-    namespaces (confine.enter_namespaces) and the unprivileged user; no_new_privs and death
-    with the supervisor. The walls that need no root come later (confine.confine)."""
+    forked (zygote.py) and an executed worker, in this order: its own process group, resource
+    limits; as root, namespaces (confine.enter_namespaces, which need root) and then the
+    unprivileged user; no_new_privs and death with the supervisor last (the user change clears
+    the latter). The walls that need no root come later (confine.confine).
+
+    A user that cannot be taken (a seccomp filter, an odd user namespace: the trusted side
+    checked that it should work) leaves the worker root, with every other step, and its log
+    (fd 2) says so: grading goes on."""
     os.setpgid(0, 0)
     apply_limits(limits)
     if user is not None:
@@ -73,8 +82,15 @@ def harden(limits: dict, user: dict | None, walls: dict | None) -> None:
                 confine.enter_namespaces(walls, user)
             except OSError as exc:  # the worker reports the namespaces as missing
                 os.write(2, f"autograder: no namespaces for the worker ({exc})\n".encode())
-        drop_privileges(user)
+        try:
+            drop_privileges(user)
+        except OSError as exc:
+            say_running_as_root(2, user, exc)
     seal_worker()
+
+
+def say_running_as_root(log_fd: int, user: dict, exc: BaseException) -> None:
+    os.write(log_fd, f"autograder: could not run as uid {user['uid']} ({exc}); running as root\n".encode())
 
 
 def seal_worker() -> None:
@@ -107,28 +123,31 @@ def apply_limits(limits: dict) -> None:
             pass
 
 
+def process_ids() -> list[int] | None:
+    """Every process /proc lists now; None where there is no /proc to read."""
+    try:
+        return [int(entry) for entry in os.listdir("/proc") if entry.isdigit()]
+    except OSError:
+        return None
+
+
 def children_of(pid: int) -> list[int]:
     found = []
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return found
-    for entry in entries:
-        if not entry.isdigit():
-            continue
+    for child in process_ids() or ():
         try:
-            with open(f"/proc/{entry}/stat", "rb") as fh:
+            with open(f"/proc/{child}/stat", "rb") as fh:
                 stat = fh.read().decode(errors="replace")
             ppid = int(stat.rsplit(")", 1)[1].split()[1])
         except (OSError, ValueError, IndexError):
             continue
         if ppid == pid:
-            found.append(int(entry))
+            found.append(child)
     return found
 
 
-def reap(worker: subprocess.Popen) -> None:
-    """Collect exited children (orphans re-parented to us included), keeping the worker's code."""
+def reap(worker: subprocess.Popen | None = None) -> None:
+    """Collect exited children (orphans re-parented to us included), keeping the worker's code
+    (the zygote, which has no worker of its own, reaps its supervisors with `reap()`)."""
     while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
@@ -136,7 +155,7 @@ def reap(worker: subprocess.Popen) -> None:
             return
         if pid == 0:
             return
-        if pid == worker.pid and worker.returncode is None:
+        if worker is not None and pid == worker.pid and worker.returncode is None:
             worker.returncode = os.waitstatus_to_exitcode(status)
 
 
@@ -161,40 +180,53 @@ def kill_everything(worker: subprocess.Popen) -> None:
     reap(worker)
 
 
-def main() -> None:
-    config = json.loads(sys.argv[1])
-    sys.path.insert(0, config["package"])  # -I: for autograder.sandbox.worker.confine only
+def run_supervisor(config: dict, start_worker, handed: list[int], control, out) -> None:
+    """One supervisor's whole life, the same for an executed one (`main`) and one forked by the
+    warm pool's zygote, in this order: become a child subreaper (every orphan of the learner's
+    code comes back to us); as root with walls on, a PID namespace, entered before the fork
+    because it only takes effect for children (the worker is its PID 1); `start_worker(user)`
+    forks the worker, whose child runs `harden`; close our copies of `handed`, the fds only the
+    worker may keep (its death must show as EOF to the trusted side); say "started PID"; then
+    `supervise` until `control` reaches EOF. `config`: the worker config of
+    autograder/sandbox/client.py (user, walls; the rest is `start_worker`'s)."""
     become_subreaper()
-    fds = config["pass_fds"]
-    user = config.get("user")
-    walls = config.get("walls")
+    user, walls = config.get("user"), config.get("walls")
     if user is not None and walls is not None and walls.get("enabled", True):
         from autograder.sandbox.worker import confine
 
         confine.enter_pid_namespace()
+    worker = start_worker(user)
+    for fd in handed:
+        os.close(fd)
+    out.write(f"started {worker.pid}\n")
+    out.flush()
+    supervise(worker, control, out, (walls or {}).get("home"))
+
+
+def main() -> None:
+    config = json.loads(sys.argv[1])
+    sys.path.insert(0, config["package"])  # -I: for autograder.sandbox.worker.confine only
+    fds = config["pass_fds"]
 
     def spawn(user: dict | None) -> subprocess.Popen:
         return subprocess.Popen(
             config["argv"], cwd=config["cwd"], env=config["env"], pass_fds=fds,
             stdin=subprocess.DEVNULL, stdout=config["log_fd"], stderr=config["log_fd"],
-            preexec_fn=lambda: harden(config["limits"], user, walls if user is not None else None),
+            preexec_fn=lambda: harden(config["limits"], user, config.get("walls")),
         )
 
-    try:
-        worker = spawn(user)
-    except (OSError, subprocess.SubprocessError) as exc:
-        if user is None:
-            raise
-        # The trusted side checked that the switch should work; if it still fails (a seccomp
-        # filter, an odd user namespace), grade anyway, and say so in the worker's log.
-        os.write(config["log_fd"], f"autograder: could not run as uid {user['uid']} ({exc}); "
-                                   f"running as root\n".encode())
-        worker = spawn(None)
-    for fd in [*fds, config["log_fd"]]:
-        os.close(fd)  # only the worker keeps them: its death must show as EOF to the trusted side
-    sys.stdout.write(f"started {worker.pid}\n")
-    sys.stdout.flush()
-    supervise(worker, sys.stdin, sys.stdout, (walls or {}).get("home"))
+    def start_worker(user: dict | None) -> subprocess.Popen:
+        try:
+            return spawn(user)
+        except (OSError, subprocess.SubprocessError) as exc:
+            if user is None:
+                raise
+            # Executed as `user`, the interpreter could not start (a runtime it cannot reach):
+            # grade anyway, as `harden` does when the user change itself fails, and say so.
+            say_running_as_root(config["log_fd"], user, exc)
+            return spawn(None)
+
+    run_supervisor(config, start_worker, [*fds, config["log_fd"]], sys.stdin, sys.stdout)
 
 
 HOME_BYTES = 256 << 20  # what a worker may keep in its home, all files together

@@ -5,13 +5,14 @@ zygote pays it once per grading process: started by the trusted side (autograder
 with the same clean environment as any worker, it imports numpy and torch, warms them up, and
 then only waits on a socket pair for "start a worker" requests. It never runs learner code.
 
-For each request it forks a child that plays the supervisor's part exactly as
-autograder/sandbox/worker/supervisor.py does for a freshly executed worker: a session of its own, a
-child subreaper that kills and reaps everything the learner's code spawns, and a worker child
-that gets its own process group, resource limits, the unprivileged user when the grader is root,
-no_new_privs and SIGKILL on the supervisor's death. The only difference is that the worker is a
-fork of a process that already imported torch instead of a new interpreter: it closes every file
-descriptor but its two pipes and its log, takes the sandbox's environment and folder, and serves.
+For each request it forks a child that plays the supervisor's part through the same code as
+a freshly executed supervisor (supervisor.run_supervisor, after a session of its own): a child
+subreaper that kills and reaps everything the learner's code spawns, and a worker child hardened
+by supervisor.harden (its own process group, resource limits, the unprivileged user when the
+grader is root, no_new_privs and SIGKILL on the supervisor's death). The only difference is that
+the worker is a fork of a process that already imported torch instead of a new interpreter: it
+closes every file descriptor but its two pipes and its log, takes the sandbox's environment and
+folder, and serves.
 
 Requests are SOCK_SEQPACKET messages: a JSON config (cwd, env, limits, user) with five file
 descriptors attached (request pipe, response pipe, log file, status pipe, control pipe); the
@@ -65,7 +66,7 @@ def _close_all_but(keep: set[int]) -> None:
                 pass
 
 
-def _become_worker(config: dict, req_r: int, resp_w: int, log_fd: int) -> None:
+def _become_worker(config: dict, user: dict | None, req_r: int, resp_w: int, log_fd: int) -> None:
     """In the worker child: isolate, limit, and serve. Never returns."""
     code = 70
     try:
@@ -74,13 +75,7 @@ def _become_worker(config: dict, req_r: int, resp_w: int, log_fd: int) -> None:
         os.dup2(log_fd, 1)
         os.dup2(log_fd, 2)
         _close_all_but({0, 1, 2, req_r, resp_w})
-        user = config.get("user")
-        try:
-            supervisor.harden(config["limits"], user, config.get("walls"))
-        except OSError as exc:
-            # As the exec'd supervisor does: grade anyway, and say so in the worker's log.
-            os.write(2, f"autograder: could not harden the worker ({exc}); running as root\n".encode())
-            supervisor.seal_worker()
+        supervisor.harden(config["limits"], user, config.get("walls"))
         os.chdir(config["cwd"])
         os.environ.clear()
         os.environ.update(config["env"])
@@ -107,36 +102,21 @@ def _become_supervisor(config: dict, fds: list[int]) -> None:
     try:
         req_r, resp_w, log_fd, status_w, control_r = fds
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-        os.setsid()
-        supervisor.become_subreaper()
-        walls = config.get("walls")
-        if config.get("user") is not None and walls is not None and walls.get("enabled", True):
-            from autograder.sandbox.worker import confine
+        os.setsid()  # an executed supervisor gets its session from the trusted side
 
-            confine.enter_pid_namespace()
-        pid = os.fork()
-        if pid == 0:
-            _become_worker(config, req_r, resp_w, log_fd)
-        for fd in (req_r, resp_w, log_fd):
-            os.close(fd)  # only the worker keeps them: its death must show as EOF
+        def start_worker(user: dict | None) -> ForkedWorker:
+            pid = os.fork()
+            if pid == 0:
+                _become_worker(config, user, req_r, resp_w, log_fd)
+            return ForkedWorker(pid)
+
         status = os.fdopen(status_w, "w", buffering=1)
         control = os.fdopen(control_r, "rb", buffering=0)
-        status.write(f"started {pid}\n")
-        supervisor.supervise(ForkedWorker(pid), control, status, (config.get("walls") or {}).get("home"))
+        supervisor.run_supervisor(config, start_worker, [req_r, resp_w, log_fd], control, status)
     except BaseException:  # noqa: BLE001
         code = 71
     finally:
         os._exit(code)
-
-
-def _reap(_signum=None, _frame=None) -> None:
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
 
 
 def main() -> None:
@@ -144,7 +124,7 @@ def main() -> None:
     from autograder.sandbox.worker.main import prepare_libraries
 
     prepare_libraries()
-    signal.signal(signal.SIGCHLD, _reap)
+    signal.signal(signal.SIGCHLD, lambda _signum, _frame: supervisor.reap())
     sock.send(b'{"ready": true}')
     while True:
         try:
