@@ -113,6 +113,14 @@ def _graded_lessons(cohort: Cohort, lesson: Lesson):
             yield entry, result
 
 
+def _graded_checks(cohort: Cohort, lesson: Lesson, check_id: str):
+    """(entry, its result of the check) of every learner graded on it (a skipped check is not)."""
+    for entry, result in _graded_lessons(cohort, lesson):
+        check = _check(result, check_id)
+        if check is not None and check.status is not Status.SKIPPED:
+            yield entry, check
+
+
 def check_rates(cohort: Cohort) -> list[Rate]:
     """The checks that count (not quizzes, not informational), most stuck first."""
     rates, order = [], 0
@@ -122,10 +130,7 @@ def check_rates(cohort: Cohort) -> list[Rate]:
             if spec.informational or lesson.is_quiz_check(spec.id):
                 continue
             total = stuck = pending = 0
-            for entry, result in _graded_lessons(cohort, lesson):
-                check = _check(result, spec.id)
-                if check is None or check.status is Status.SKIPPED:
-                    continue
+            for entry, check in _graded_checks(cohort, lesson, spec.id):
                 total += 1
                 if spec.id in entry.waiting(lesson.id):
                     pending += 1
@@ -197,10 +202,7 @@ def apart_rates(cohort: Cohort) -> list[Rate]:
             if not spec.informational:
                 continue
             total = stuck = pending = 0
-            for entry, result in _graded_lessons(cohort, lesson):
-                check = _check(result, spec.id)
-                if check is None or check.status is Status.SKIPPED:
-                    continue
+            for entry, check in _graded_checks(cohort, lesson, spec.id):
                 total += 1
                 if check.status in _FAILING and (spec.id in entry.waiting(lesson.id)
                                                  or _own_pending(check, entry.result.language)):

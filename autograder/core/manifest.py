@@ -114,20 +114,16 @@ class Lesson:
         return bool(self.quiz) and check_id.startswith("quiz-")
 
     def todo(self, id: str) -> Todo:
-        for todo in self.todos:
-            if todo.id == id:
-                return todo
-        raise ManifestError(
-            f"lesson {self.folder} has no todo {id!r}; its todos: {_listing(t.id for t in self.todos)}"
-        )
+        return self._find(self.todos, id, "todo")
 
     def check(self, id: str) -> CheckSpec:
-        for check in self.checks:
-            if check.id == id:
-                return check
-        raise ManifestError(
-            f"lesson {self.folder} has no check {id!r}; its checks: {_listing(c.id for c in self.checks)}"
-        )
+        return self._find(self.checks, id, "check")
+
+    def _find(self, items, id: str, kind: str):
+        for item in items:
+            if item.id == id:
+                return item
+        raise ManifestError(f"lesson {self.folder} has no {kind} {id!r}; its {kind}s: {_listing(i.id for i in items)}")
 
 
 @dataclass(frozen=True)
