@@ -1,0 +1,222 @@
+"""The portable worker path (autograder/sandbox/portable.py), forced on Linux with
+AUTOGRADER_WORKER=portable: what a learner on macOS or Windows gets. Real engine and CLI runs,
+real spawned workers.
+
+The proof, on this path: every lesson's solution gets full marks and its stub 0 (all six lessons,
+each in one grading run), and one reverted TODO per lesson is caught (a representative, not the
+whole set of tests/test_proof.py, which would take minutes here: each worker imports torch
+afresh): 01 targets-shift, 02 sampling, 03 scaling, 04 residual, 05 grad-clip, 06 kv-cache.
+The hostile submissions that make sense without walls are contained: a hang, a crash (a
+segfault through ctypes), an exit at import (sys.exit, os._exit), a flood of output, a process
+left behind. The result says which walls were missing, and the learner reads it in one line.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from autograder.core.i18n import feedback_text
+from autograder.core.manifest import load_course
+from autograder.core.results import REQUIRED_WALLS, Status
+from autograder.course.stubs import parse_regions, revert_region, strip_markers
+from autograder.engine.grading import grade
+from autograder.render.output import render_text
+from autograder.sandbox import portable
+from autograder.sandbox.client import Sandbox, WorkerDied, start_warm_pool
+from autograder.sandbox.pool import WarmPool
+
+from conftest import ROOT, SEED, failed, solution_files, write_submission
+
+COURSE = load_course(ROOT / "course.yml")
+LESSONS = COURSE.lessons
+# One reverted TODO per lesson: (file, region id); the first region of that id is reverted.
+REVERTED = {"01": ("data.py", "targets-shift"), "02": ("bigram.py", "sampling"), "03": ("attention.py", "scaling"),
+            "04": ("model.py", "residual"), "05": ("train.py", "grad-clip"), "06": ("generate.py", "kv-cache")}
+MARK = f"agportable{random.SystemRandom().randrange(10**9, 10**10)}"  # tags what a submission starts
+FIRST_FORWARD = "future-leak"  # lesson 03's first check that calls forward()
+NOTE_ES = "Modo portátil"
+
+
+@pytest.fixture(autouse=True, scope="module")
+def portable_workers():
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(portable.ENV_SWITCH, "portable")
+        yield
+
+
+def run_cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    env = {**os.environ, portable.ENV_SWITCH: "portable"}
+    return subprocess.run([sys.executable, "-m", "autograder", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+def assert_portable(isolation: dict | None) -> None:
+    """The result says the walls were missing because the path was portable; on Linux the
+    worker limits itself (rlimits), so only the walls are missing."""
+    assert isolation is not None and isolation["portable"] is True, isolation
+    assert isolation["official"] is False and isolation["enforced"] == []
+    assert isolation["missing"] == list(REQUIRED_WALLS), isolation
+
+
+def marked_processes() -> list[str]:
+    """Live processes (zombies aside) with this run's mark in their command line."""
+    found = []
+    for process in psutil.process_iter(["cmdline", "status"]):
+        cmdline = process.info.get("cmdline") or []
+        if process.info.get("status") != psutil.STATUS_ZOMBIE and any(MARK in part for part in cmdline):
+            found.append(f"{process.pid}: {' '.join(cmdline)[:200]}")
+    return found
+
+
+# ------------------------------------------------------------------ the proof
+
+def test_every_solution_gets_full_marks_and_the_result_says_portable():
+    result = grade(COURSE, LESSONS, ROOT / "solutions", seed=SEED)
+    for lesson, spec in zip(result.lessons, LESSONS):
+        problems = {c.id: feedback_text(c.feedback, "es") for c in failed(lesson)}
+        assert problems == {}, spec.id
+        assert lesson.score == lesson.max_score > 0 and lesson.completed and lesson.xp == spec.xp
+        assert_portable(lesson.isolation)
+    assert_portable(result.isolation)
+    # The learner reads it in one line, in their language.
+    for lang, words in (("es", NOTE_ES), ("en", "Portable mode")):
+        text = render_text(result, lang, color=False, width=1000)
+        notes = [line for line in text.splitlines() if words in line]
+        assert len(notes) == 1, text
+        assert "Landlock" not in notes[0]  # the portable note, not the Linux one
+
+
+def test_the_stubs_score_zero_under_the_cli_which_says_so_in_one_line():
+    proc = run_cli("grade")  # exercises/, every lesson, as a learner types it
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+    # One note (wrapped to the terminal's width), before the lessons.
+    assert proc.stdout.count(NOTE_ES) == 1 and "lanzara otros procesos" in proc.stdout, proc.stdout
+    assert proc.stdout.index(NOTE_ES) < proc.stdout.index("Lección 01"), proc.stdout
+    assert "Warning" not in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    for spec in LESSONS:
+        heading = next(line for line in lines if line.startswith(f"Lección {spec.id} "))
+        assert " 0/100 puntos" in heading, heading
+    assert any(line.startswith("Total: 0/") for line in lines), proc.stdout
+
+
+def _reverted_tree(folder: Path) -> Path:
+    for lesson in LESSONS:
+        name, region_id = REVERTED[lesson.id]
+        titles = {todo.id: todo.title["es"] for todo in lesson.todos}
+        files = solution_files(lesson)
+        original = (ROOT / "solutions" / lesson.folder / name).read_text(encoding="utf-8")
+        index = [r.id for r in parse_regions(original, name)].index(region_id)
+        files[name] = strip_markers(revert_region(original, name, index, titles), name)
+        write_submission(folder / lesson.folder, files)
+    return folder
+
+
+def test_a_reverted_todo_of_each_lesson_is_caught(tmp_path):
+    result = grade(COURSE, LESSONS, _reverted_tree(tmp_path / "course"), seed=SEED)
+    for lesson, spec in zip(result.lessons, LESSONS):
+        region_id = REVERTED[spec.id][1]
+        assert not lesson.completed, spec.id
+        caught = [c.id for c in failed(lesson) if c.todo == region_id]
+        assert caught, f"lesson {spec.id}: reverting {region_id} was not caught"
+
+
+# ------------------------------------------------------------------ hostile submissions (lesson 03)
+
+FIRST_CALL = '''
+import os as _os, tempfile as _tempfile
+
+
+def _first_call(name):
+    flag = _os.path.join(_tempfile.gettempdir(), name)
+    if _os.path.exists(flag):
+        return False
+    open(flag, "w").close()
+    return True
+'''
+
+LEAVE_A_SLEEPER_AND_FLOOD = f'''
+import subprocess as _subprocess, sys as _sys
+_subprocess.Popen([_sys.executable, "-c", "import time; time.sleep(600)", {MARK!r}])
+for _ in range(200):
+    print("x" * 50_000)
+    print("y" * 50_000, file=_sys.stderr)
+'''
+
+SEGFAULT = "import ctypes\nctypes.string_at(0)"
+
+
+def with_forward_prefix(source: str, code: str) -> str:
+    head = "    def forward(self, x):\n"
+    assert source.count(head) == 1
+    body = "".join("        " + line + "\n" for line in code.strip("\n").splitlines())
+    return source.replace(head, head + body)
+
+
+def grade_lesson03(folder: Path, files: dict[str, str]):
+    lesson = COURSE.lesson("03")
+    result = grade(COURSE, [lesson], write_submission(folder, files), seed=SEED).lessons[0]
+    assert [c.id for c in result.checks] == [spec.id for spec in lesson.checks]  # grading completed
+    return result, {c.id: c.status for c in result.checks}, {c.id: feedback_text(c.feedback, "es") for c in result.checks}
+
+
+def test_a_hang_a_flood_a_process_left_behind_and_an_exit_at_import_are_contained(tmp_path):
+    files = solution_files(COURSE.lesson("03"))
+    # attention.py: floods stdout and stderr (20 MB) and starts a sleeper at every import; hangs
+    # in its first forward(). attention_numpy.py: sys.exit at import.
+    files["attention.py"] = FIRST_CALL + LEAVE_A_SLEEPER_AND_FLOOD + with_forward_prefix(
+        files["attention.py"], 'if _first_call("hang-once"):\n    while True:\n        pass')
+    files["attention_numpy.py"] = "import sys\nsys.exit(3)\n" + files["attention_numpy.py"]
+    result, state, said = grade_lesson03(tmp_path / "s", files)
+    assert state[FIRST_FORWARD] is Status.ERROR and "Tiempo agotado" in said[FIRST_FORWARD], said[FIRST_FORWARD]
+    numpy_checks = [c.id for c in result.checks if c.id.startswith("np-")]
+    for check in numpy_checks:
+        assert state[check] is Status.FAILED and "SystemExit" in said[check], said[check]
+    # The run went on with a fresh worker: everything else passes, whatever was printed.
+    for check, status in state.items():
+        if check not in (FIRST_FORWARD, "gpu-parity", *numpy_checks):
+            assert status is Status.PASSED, (check, said[check])
+    assert_portable(result.isolation)
+    assert marked_processes() == []  # both workers' sleepers were killed with them
+
+
+def test_a_crash_and_an_exit_at_import_end_those_checks_only(tmp_path):
+    files = solution_files(COURSE.lesson("03"))
+    files["attention.py"] = FIRST_CALL + with_forward_prefix(
+        files["attention.py"], f'if _first_call("crash-once"):\n' + "".join(f"    {line}\n" for line in SEGFAULT.splitlines()))
+    files["attention_numpy.py"] = "import os\nos._exit(7)\n" + files["attention_numpy.py"]
+    result, state, said = grade_lesson03(tmp_path / "s", files)
+    assert state[FIRST_FORWARD] is Status.ERROR and "SIGSEGV" in said[FIRST_FORWARD], said[FIRST_FORWARD]
+    numpy_checks = [c.id for c in result.checks if c.id.startswith("np-")]
+    for check in numpy_checks:
+        assert state[check] is Status.ERROR and "terminó" in said[check] and "7" in said[check], said[check]
+    for check, status in state.items():
+        if check not in (FIRST_FORWARD, "gpu-parity", *numpy_checks):
+            assert status is Status.PASSED, (check, said[check])
+
+
+def test_a_timeout_kills_the_whole_tree_even_a_child_that_left_its_group(tmp_path):
+    """Below the engine: a worker whose module starts a sleeper in a session of its own (out of
+    the worker's process group) and then hangs; the check's time runs out, and neither is left."""
+    folder = write_submission(tmp_path / "s", {"escape.py": (
+        "import subprocess, sys\n"
+        f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)', {MARK!r}], start_new_session=True)\n"
+        "while True:\n    pass\n")})
+    pool = WarmPool._instance
+    start_warm_pool()
+    assert WarmPool._instance is pool  # no zygote is started on this path (watch's neither)
+    with Sandbox(folder) as box:
+        assert box.warm_pool is False
+        box.ensure_ready()
+        box.begin_check(1.0)
+        with pytest.raises(WorkerDied) as raised:
+            box.module("escape")
+        assert "Tiempo agotado" in feedback_text(raised.value.feedback, "es")
+        assert marked_processes() == []
