@@ -113,3 +113,16 @@ def test_a_failed_check_points_at_the_same_line_with_crlf(course, tmp_path, less
             assert f"TODO [{check.todo}]" in text[line - 1], (check.id, line)
             lines[check.todo] = line
     assert len(set(lines.values())) == len(lines) > 1
+
+
+@pytest.mark.parametrize("kind", ["solutions", "exercises"])
+def test_crlf_on_the_portable_worker_path(course, tmp_path, monkeypatch, kind):
+    """The path a learner on Windows really gets (forced here with AUTOGRADER_WORKER)."""
+    monkeypatch.setenv("AUTOGRADER_WORKER", "portable")
+    lesson = course.lesson("01")
+    src = ROOT / kind / lesson.folder
+    lf = grade_folder(course, lesson, _copy(src, tmp_path / "lf" / lesson.folder, crlf=False), SEED)
+    crlf = grade_folder(course, lesson, _copy(src, tmp_path / "crlf" / lesson.folder, crlf=True), SEED)
+    assert crlf.isolation.get("portable") is True and lf.isolation.get("portable") is True
+    assert _verdicts(crlf) == _verdicts(lf)
+    assert crlf.score == (crlf.max_score if kind == "solutions" else 0) and crlf.max_score > 0
