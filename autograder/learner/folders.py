@@ -7,7 +7,7 @@ import hashlib
 from collections.abc import Iterable
 from pathlib import Path
 
-from autograder.core.files import CACHE_DIRS
+from autograder.core.files import CACHE_DIRS, walk_files
 from autograder.core.manifest import Course, Lesson
 from autograder.learner.terminal import t
 
@@ -61,16 +61,15 @@ def is_graded_input(path: Path) -> bool:
 def lesson_digest(folder: Path) -> str:
     """A digest of the graded inputs of a lesson folder: equal digests, equal grading input."""
     digest = hashlib.sha256()
-    if folder.is_dir():
-        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-            rel = path.relative_to(folder)
-            if is_graded_input(rel):
-                digest.update(rel.as_posix().encode() + b"\0")
-                try:
-                    digest.update(path.read_bytes())
-                except OSError:
-                    digest.update(b"<unreadable>")
-                digest.update(b"\0")
+    for name in walk_files(folder):
+        rel, path = Path(name), folder / name
+        if is_graded_input(rel) and path.is_file():
+            digest.update(name.encode() + b"\0")
+            try:
+                digest.update(path.read_bytes())
+            except OSError:
+                digest.update(b"<unreadable>")
+            digest.update(b"\0")
     return digest.hexdigest()
 
 
