@@ -242,6 +242,7 @@ def run() -> None:
     exits without tearing its modules down. With torch loaded that teardown costs ~0.4 s of
     every command, after everything is written; the exit handlers (the warm pool's zygote,
     temporary folders) still run first."""
+    printable_streams()
     code = main()
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
@@ -250,6 +251,17 @@ def run() -> None:
         except (OSError, ValueError):  # a closed pipe: nothing left to say there
             pass
     os._exit(code)
+
+
+def printable_streams() -> None:
+    """Output that never dies of a character: on Windows a pipe (an IDE's run console) gets the
+    ANSI code page, where the progress bar's █ or a learner's emoji cannot be encoded; such a
+    character is written as ? instead of ending the command with UnicodeEncodeError."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.reconfigure(errors="replace")
+        except (AttributeError, ValueError):  # not a text file (a test's StringIO), or closed
+            pass
 
 
 # Commands that run a learner's code in workers: their warm pool starts as soon as the command

@@ -7,6 +7,7 @@ once. Real `python -m autograder` processes where that is cheap (no grading run 
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 
@@ -269,3 +270,14 @@ def test_progress_fetch_without_a_grades_branch_does_not_suggest_fetch_again(tmp
     assert failed.returncode == 0
     assert "--fetch" not in failed.stdout.splitlines()[-1]
     assert "no se pudo traer de origin (mira el aviso de arriba)" in failed.stdout
+
+
+def test_a_stdout_that_cannot_encode_the_output_gets_question_marks_not_a_crash(tmp_path):
+    """Windows' ANSI code page on a pipe (an IDE's console) cannot encode █ or ñ in every case:
+    the command still ends normally, with ? where a character could not be written."""
+    env = {**os.environ, "PYTHONIOENCODING": "ascii"}
+    env.pop("PYTHONUTF8", None)
+    proc = subprocess.run([sys.executable, "-X", "utf8=0", "-m", "autograder", "--help"],
+                          cwd=ROOT, env=env, capture_output=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr.decode("ascii", "replace")[-2000:]
+    assert b"?" in proc.stdout and b"Traceback" not in proc.stderr

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 
 import pytest
 from conftest import ROOT, SEED
@@ -284,3 +286,46 @@ def test_a_damaged_state_file_is_set_aside_not_overwritten(tmp_path):
     assert json.loads(store.state_path.read_text(encoding="utf-8"))["hints"] == {"03": {"scaling": 2}}
     assert len(warnings) == 1 and re.search(r"estaba dañado .*state\.json\..*\.broken", warnings[0])
 
+
+
+def test_state_updates_from_two_processes_are_never_lost(tmp_path):
+    """`check` and `watch` may update .autograder/state.json at the same moment: each update
+    reads, changes and writes under the state's lock, so neither overwrites the other's."""
+    script = (
+        "import sys\n"
+        "from pathlib import Path\n"
+        "from autograder.learner.store import LocalStore\n"
+        "store = LocalStore(Path(sys.argv[1]))\n"
+        "def bump(state):\n"
+        "    state['hints'][sys.argv[2]] = state['hints'].get(sys.argv[2], 0) + 1\n"
+        "for _ in range(60):\n"
+        "    store.update_state('es', bump)\n"
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", script, str(tmp_path), name]) for name in ("a", "b")]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    state = json.loads((tmp_path / ".autograder" / "state.json").read_text(encoding="utf-8"))
+    assert state["hints"] == {"a": 60, "b": 60}
+
+
+def test_a_held_state_lock_is_a_warning_in_the_learners_language(tmp_path, monkeypatch):
+    from autograder.core.file_lock import exclusive
+    from autograder.learner import store as store_module
+
+    warnings = []
+    store = store_module.LocalStore(tmp_path, warn=warnings.append)
+    store._ensure_folder()
+    holder = subprocess.Popen([sys.executable, "-c",
+                               "import sys, time\nfrom pathlib import Path\n"
+                               "from autograder.core.file_lock import exclusive\n"
+                               "with exclusive(Path(sys.argv[1])):\n"
+                               "    print('held', flush=True)\n    time.sleep(30)\n",
+                               str(store.state_path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        monkeypatch.setattr(store_module, "exclusive", lambda path: exclusive(path, timeout=0.3))
+        store.update_state("es", lambda state: state["hints"].update(x=1))
+    finally:
+        holder.kill()
+        holder.wait()
+    assert len(warnings) == 1 and "otra orden del curso (check o watch)" in warnings[0]
+    assert not store.state_path.exists()  # nothing was written over the holder's state

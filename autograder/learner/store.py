@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from autograder.core.file_lock import exclusive
+from autograder.core.file_lock import LockTimeout, exclusive
 from autograder.core.manifest import Course, Lesson, _shown as _shown_path
 from autograder.learner.folders import lesson_digest, lesson_dir
 from autograder.learner.steps import NextStep, lesson_next_step, locate_step
@@ -60,7 +60,7 @@ class LocalStore:
             write_figures(result, self.folder / FIGURES_DIR, lang)
         except OSError as exc:
             self.warn(t("figures_not_saved", lang, path=_shown_path(self.folder / FIGURES_DIR),
-                        detail=exc.strerror or exc))
+                        detail=failure_detail(exc, lang)))
 
     # history ------------------------------------------------------------------------------
     def append(self, record) -> None:
@@ -127,12 +127,25 @@ class LocalStore:
 
     def update_state(self, lang: str, change: Callable[[dict[str, Any]], None]) -> None:
         """Read, change and write state.json; a state that cannot be written only warns."""
-        state = self.load_state(lang)
-        change(state)
         try:
-            self.save_state(state)
+            self._ensure_folder()
+            # Under the state's lock from read to write: `check` and `watch` updating at once
+            # would otherwise each write back their own copy and lose the other's hint levels.
+            with exclusive(self.state_path):
+                state = self.load_state(lang)
+                change(state)
+                self.save_state(state)
         except OSError as exc:
-            self.warn(t("history_not_saved", lang, path=_shown_path(self.state_path), detail=exc.strerror or exc))
+            self.warn(t("history_not_saved", lang, path=_shown_path(self.state_path),
+                        detail=failure_detail(exc, lang)))
+
+
+def failure_detail(exc: OSError, lang: str) -> str:
+    """Why a file of .autograder/ could not be written, in the learner's language where the
+    reason is ours (another check or watch holding the lock), else the system's words."""
+    if isinstance(exc, LockTimeout):
+        return t("file_locked", lang)
+    return str(exc.strerror or exc)
 
 
 def _empty_state() -> dict[str, Any]:
@@ -159,7 +172,7 @@ def record_result(course: Course, result, store: LocalStore, lang: str) -> dict[
     try:
         store.append(record)
     except OSError as exc:
-        store.warn(t("history_not_saved", lang, path=_shown_path(store.history), detail=exc.strerror or exc))
+        store.warn(t("history_not_saved", lang, path=_shown_path(store.history), detail=failure_detail(exc, lang)))
 
     steps: dict[str, NextStep | None] = {}
     saved = {}
