@@ -145,7 +145,7 @@ def _first_call(name):
 LEAVE_A_SLEEPER_AND_FLOOD = f'''
 import subprocess as _subprocess, sys as _sys
 _subprocess.Popen([_sys.executable, "-c", "import time; time.sleep(600)", {MARK!r}])
-for _ in range(200):
+for _ in range(100):
     print("x" * 50_000)
     print("y" * 50_000, file=_sys.stderr)
 '''
@@ -167,56 +167,55 @@ def grade_lesson03(folder: Path, files: dict[str, str]):
     return result, {c.id: c.status for c in result.checks}, {c.id: feedback_text(c.feedback, "es") for c in result.checks}
 
 
-def test_a_hang_a_flood_a_process_left_behind_and_an_exit_at_import_are_contained(tmp_path):
+def test_a_hang_a_crash_a_flood_a_process_left_behind_and_an_exit_at_import_are_contained(tmp_path):
     files = solution_files(COURSE.lesson("03"))
-    # attention.py: floods stdout and stderr (20 MB) and starts a sleeper at every import; hangs
-    # in its first forward(). attention_numpy.py: sys.exit at import.
+    # attention.py: at every import, floods stdout and stderr (10 MB) and starts a sleeper; its
+    # first forward() hangs, the next one (in a fresh worker) segfaults. attention_numpy.py:
+    # sys.exit at import.
+    crash = "".join(f"    {line}\n" for line in SEGFAULT.splitlines())
     files["attention.py"] = FIRST_CALL + LEAVE_A_SLEEPER_AND_FLOOD + with_forward_prefix(
-        files["attention.py"], 'if _first_call("hang-once"):\n    while True:\n        pass')
+        files["attention.py"],
+        f'if _first_call("hang-once"):\n    while True:\n        pass\nelif _first_call("crash-once"):\n{crash}')
     files["attention_numpy.py"] = "import sys\nsys.exit(3)\n" + files["attention_numpy.py"]
     result, state, said = grade_lesson03(tmp_path / "s", files)
     assert state[FIRST_FORWARD] is Status.ERROR and "Tiempo agotado" in said[FIRST_FORWARD], said[FIRST_FORWARD]
-    numpy_checks = [c.id for c in result.checks if c.id.startswith("np-")]
+    crashed = [c for c in state if "SIGSEGV" in said[c]]
+    assert len(crashed) == 1 and state[crashed[0]] is Status.ERROR, said
+    numpy_checks = [c for c in state if c.startswith("np-")]
     for check in numpy_checks:
         assert state[check] is Status.FAILED and "SystemExit" in said[check], said[check]
-    # The run went on with a fresh worker: everything else passes, whatever was printed.
+    # The run went on with fresh workers: everything else passes, whatever was printed.
     for check, status in state.items():
-        if check not in (FIRST_FORWARD, "gpu-parity", *numpy_checks):
+        if check not in (FIRST_FORWARD, *crashed, "gpu-parity", *numpy_checks):
             assert status is Status.PASSED, (check, said[check])
     assert_portable(result.isolation)
-    assert marked_processes() == []  # both workers' sleepers were killed with them
+    assert marked_processes() == []  # the sleepers of all three workers were killed with them
 
 
-def test_a_crash_and_an_exit_at_import_end_those_checks_only(tmp_path):
-    files = solution_files(COURSE.lesson("03"))
-    files["attention.py"] = FIRST_CALL + with_forward_prefix(
-        files["attention.py"], f'if _first_call("crash-once"):\n' + "".join(f"    {line}\n" for line in SEGFAULT.splitlines()))
-    files["attention_numpy.py"] = "import os\nos._exit(7)\n" + files["attention_numpy.py"]
-    result, state, said = grade_lesson03(tmp_path / "s", files)
-    assert state[FIRST_FORWARD] is Status.ERROR and "SIGSEGV" in said[FIRST_FORWARD], said[FIRST_FORWARD]
-    numpy_checks = [c.id for c in result.checks if c.id.startswith("np-")]
-    for check in numpy_checks:
-        assert state[check] is Status.ERROR and "terminó" in said[check] and "7" in said[check], said[check]
-    for check, status in state.items():
-        if check not in (FIRST_FORWARD, "gpu-parity", *numpy_checks):
-            assert status is Status.PASSED, (check, said[check])
-
-
-def test_a_timeout_kills_the_whole_tree_even_a_child_that_left_its_group(tmp_path):
-    """Below the engine: a worker whose module starts a sleeper in a session of its own (out of
-    the worker's process group) and then hangs; the check's time runs out, and neither is left."""
-    folder = write_submission(tmp_path / "s", {"escape.py": (
-        "import subprocess, sys\n"
-        f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)', {MARK!r}], start_new_session=True)\n"
-        "while True:\n    pass\n")})
+def test_an_exit_at_import_then_a_hang_with_a_child_out_of_the_workers_group(tmp_path):
+    """Below the engine: a module that calls os._exit at import ends that request with its exit
+    code; the next request gets a fresh worker, whose module starts a sleeper in a session of its
+    own (out of the worker's process group) and hangs. The check's time runs out; neither the
+    worker nor the sleeper is left."""
+    folder = write_submission(tmp_path / "s", {
+        "bye.py": "import os\nos._exit(7)\n",
+        "escape.py": ("import subprocess, sys\n"
+                      f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)', {MARK!r}],"
+                      " start_new_session=True)\n"
+                      "while True:\n    pass\n")})
     pool = WarmPool._instance
     start_warm_pool()
     assert WarmPool._instance is pool  # no zygote is started on this path (watch's neither)
     with Sandbox(folder) as box:
         assert box.warm_pool is False
-        box.ensure_ready()
+        with pytest.raises(WorkerDied) as raised:
+            box.module("bye")
+        said = feedback_text(raised.value.feedback, "es")
+        assert "terminó" in said and "7" in said, said
+        box.ensure_ready()  # as the engine does before each check: a fresh worker
         box.begin_check(1.0)
         with pytest.raises(WorkerDied) as raised:
             box.module("escape")
         assert "Tiempo agotado" in feedback_text(raised.value.feedback, "es")
+        assert box.generation == 2
         assert marked_processes() == []
