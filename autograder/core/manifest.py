@@ -277,19 +277,8 @@ def _semantic_problems(data: dict[str, Any]) -> list[tuple[str, str]]:
     first_slug: dict[str, int] = {}
     for i, lesson in enumerate(data["lessons"]):
         at = f"lessons[{i}]"
-        if lesson["id"] in first_id:
-            problems.append(
-                (f"{at}.id", f"{lesson['id']!r} is already the id of lessons[{first_id[lesson['id']]}]")
-            )
-        first_id.setdefault(lesson["id"], i)
-        if lesson["slug"] in first_slug:
-            problems.append(
-                (
-                    f"{at}.slug",
-                    f"{lesson['slug']!r} is already the slug of lessons[{first_slug[lesson['slug']]}]",
-                )
-            )
-        first_slug.setdefault(lesson["slug"], i)
+        problems += _already(first_id, lesson["id"], i, "lessons", "id")
+        problems += _already(first_slug, lesson["slug"], i, "lessons", "slug")
         for k, used in enumerate(lesson.get("uses", [])):
             if used not in first_id or first_id[used] >= i:
                 problems.append((f"{at}.uses[{k}]", f"{used!r} is not the id of an earlier lesson; a lesson "
@@ -298,21 +287,27 @@ def _semantic_problems(data: dict[str, Any]) -> list[tuple[str, str]]:
     return problems
 
 
+def _already(seen: dict[str, int], value: str, index: int, where: str, key: str) -> list[tuple[str, str]]:
+    """A problem when `value` was already the `key` of an earlier item of the list `where`;
+    remembers where each value came first."""
+    first = seen.setdefault(value, index)
+    if first == index:
+        return []
+    return [(f"{where}[{index}].{key}", f"{value!r} is already the {key} of {where}[{first}]")]
+
+
 def _lesson_problems(lesson: dict[str, Any], at: str) -> list[tuple[str, str]]:
     problems = []
     files = lesson["files"]
     todo_index: dict[str, int] = {}
     for j, todo in enumerate(lesson["todos"]):
         where = f"{at}.todos[{j}]"
-        if todo["id"] in todo_index:
-            problems.append(
-                (f"{where}.id", f"{todo['id']!r} is already the id of {at}.todos[{todo_index[todo['id']]}]")
-            )
-        elif todo["id"] == QUIZ_REGION:
+        repeated = _already(todo_index, todo["id"], j, f"{at}.todos", "id")
+        problems += repeated
+        if not repeated and todo["id"] == QUIZ_REGION:
             problems.append(
                 (f"{where}.id", f"{QUIZ_REGION!r} is reserved for quiz regions in solution files")
             )
-        todo_index.setdefault(todo["id"], j)
         if todo["file"] not in files:
             problems.append(
                 (f"{where}.file", f"{todo['file']!r} is not one of {at}.files ({_listing(files)})")
@@ -320,14 +315,7 @@ def _lesson_problems(lesson: dict[str, Any], at: str) -> list[tuple[str, str]]:
     check_index: dict[str, int] = {}
     for j, check in enumerate(lesson["checks"]):
         where = f"{at}.checks[{j}]"
-        if check["id"] in check_index:
-            problems.append(
-                (
-                    f"{where}.id",
-                    f"{check['id']!r} is already the id of {at}.checks[{check_index[check['id']]}]",
-                )
-            )
-        check_index.setdefault(check["id"], j)
+        problems += _already(check_index, check["id"], j, f"{at}.checks", "id")
         if check.get("informational") and check["points"] != 0:
             problems.append((f"{where}.points", "an informational check never counts: its points must be 0"))
         if check["todo"] is not None and check["todo"] not in todo_index:
