@@ -44,12 +44,17 @@ def _verdicts(result) -> list[tuple[str, str, float, float, str]]:
             for c in result.checks]
 
 
+def _graded_both_ways(course, tmp_path, lesson_id, tree: str):
+    """The lesson's folder of `tree` (solutions or exercises) graded with LF and with CRLF."""
+    lesson = course.lesson(lesson_id)
+    src = ROOT / tree / lesson.folder
+    return [grade_folder(course, lesson, _copy(src, tmp_path / kind / lesson.folder, crlf=kind == "crlf"), SEED)
+            for kind in ("lf", "crlf")]
+
+
 @pytest.mark.parametrize("lesson_id", LESSON_IDS)
 def test_a_crlf_solution_is_graded_like_the_lf_one(course, tmp_path, lesson_id):
-    lesson = course.lesson(lesson_id)
-    src = ROOT / "solutions" / lesson.folder
-    lf = grade_folder(course, lesson, _copy(src, tmp_path / "lf" / lesson.folder, crlf=False), SEED)
-    crlf = grade_folder(course, lesson, _copy(src, tmp_path / "crlf" / lesson.folder, crlf=True), SEED)
+    lf, crlf = _graded_both_ways(course, tmp_path, lesson_id, "solutions")
     assert lf.score == lf.max_score > 0  # the baseline really is full marks
     assert _verdicts(crlf) == _verdicts(lf)
     assert (crlf.score, crlf.xp, crlf.completed) == (lf.score, lf.xp, lf.completed)
@@ -57,10 +62,7 @@ def test_a_crlf_solution_is_graded_like_the_lf_one(course, tmp_path, lesson_id):
 
 @pytest.mark.parametrize("lesson_id", LESSON_IDS)
 def test_crlf_stubs_are_still_pending_todos(course, tmp_path, lesson_id):
-    lesson = course.lesson(lesson_id)
-    src = ROOT / "exercises" / lesson.folder
-    lf = grade_folder(course, lesson, _copy(src, tmp_path / "lf" / lesson.folder, crlf=False), SEED)
-    crlf = grade_folder(course, lesson, _copy(src, tmp_path / "crlf" / lesson.folder, crlf=True), SEED)
+    lf, crlf = _graded_both_ways(course, tmp_path, lesson_id, "exercises")
     assert crlf.score == 0 and crlf.xp == 0 and not crlf.completed
     assert _verdicts(crlf) == _verdicts(lf)
     graded = [c for c in crlf.checks if c.status is not Status.SKIPPED]
