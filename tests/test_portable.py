@@ -18,17 +18,18 @@ import random
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import psutil
 import pytest
 
 from autograder.core.i18n import feedback_text
 from autograder.core.manifest import load_course
-from autograder.core.results import REQUIRED_WALLS, Status
+from autograder.core.results import REQUIRED_WALLS, Status, combine_isolation
 from autograder.course.stubs import parse_regions, revert_region, strip_markers
 from autograder.engine.grading import grade
-from autograder.render.output import render_text
-from autograder.sandbox import portable
+from autograder.render.output import isolation_note, render_text
+from autograder.sandbox import isolation, portable
 from autograder.sandbox.client import Sandbox, WorkerDied, start_warm_pool
 from autograder.sandbox.pool import WarmPool
 
@@ -219,3 +220,31 @@ def test_an_exit_at_import_then_a_hang_with_a_child_out_of_the_workers_group(tmp
         assert "Tiempo agotado" in feedback_text(raised.value.feedback, "es")
         assert box.generation == 2
         assert marked_processes() == []
+
+
+# ------------------------------------------------------------------ choosing the path, reporting it
+
+def test_the_portable_path_is_taken_off_linux_or_when_asked(monkeypatch):
+    monkeypatch.setenv(portable.ENV_SWITCH, "auto")
+    assert portable.selected() is not (sys.platform.startswith("linux") and hasattr(os, "fork"))
+    for system in ("darwin", "win32"):
+        monkeypatch.setattr(sys, "platform", system)
+        assert portable.selected() is True
+    monkeypatch.setattr(sys, "platform", "linux")
+    assert portable.selected() is False
+    monkeypatch.setenv(portable.ENV_SWITCH, "portable")
+    assert portable.selected() is True
+    assert isolation.probe.__wrapped__()["portable"] is True  # what grade-all checks first
+
+
+def test_a_system_without_resource_limits_says_so_too():
+    """Windows has no `resource` module: its workers report limits: false, and the one line
+    names them beside the walls."""
+    summary = isolation.summary([{"portable": True, "limits": False}, {"portable": True, "limits": True}])
+    assert summary["portable"] is True and summary["missing"] == [*REQUIRED_WALLS, "limits"]
+    # A course result holds the weakest of its lessons' walls: a portable lesson stays portable.
+    combined = combine_isolation([summary, isolation.summary([{wall: True for wall in REQUIRED_WALLS}])])
+    assert combined["portable"] is True and combined["missing"] == summary["missing"]
+    for lang, words in (("es", "usara más memoria"), ("en", "using more memory")):
+        note = isolation_note(SimpleNamespace(isolation=combined), lang)
+        assert note is not None and words in note and "\n" not in note

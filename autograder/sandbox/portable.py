@@ -36,7 +36,10 @@ import threading
 import time
 from pathlib import Path
 
-import psutil
+try:
+    import psutil
+except ImportError:  # a dependency (pyproject.toml); the Linux path, which imports this module, runs without it
+    psutil = None
 
 ENV_SWITCH = "AUTOGRADER_WORKER"  # auto (default) | portable
 BOOT = ("import sys; sys.path.insert(0, sys.argv.pop(1)); "
@@ -67,6 +70,8 @@ class PortableWorker:
 
     def __init__(self, package_parent: Path, cwd: Path, env: dict[str, str], log: Path, home: Path,
                  limits: dict, *, walls_enabled: bool = True) -> None:
+        if psutil is None:
+            raise RuntimeError("the portable worker path needs psutil: python -m pip install psutil")
         config = {"limits": limits, "disabled": not walls_enabled, "package": str(package_parent)}
         argv = [sys.executable, "-I", "-c", BOOT, str(package_parent), json.dumps(config)]
         if os.name == "nt":
