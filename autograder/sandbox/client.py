@@ -244,10 +244,10 @@ def _clean_env(home: Path) -> dict[str, str]:
 
 def start_warm_pool() -> None:
     """Launch this process's warm pool now (autograder/sandbox/pool.py), without waiting for it: a
-    if portable.selected():
-        return  # portable workers are spawned, never forked from a zygote
     command about to grade calls this first, so the zygote's torch import overlaps the
     command's own start (building its parser, reading course.yml)."""
+    if portable.selected():
+        return  # portable workers are spawned, never forked from a zygote
     WarmPool.shared(PACKAGE_PARENT, _clean_env, STARTUP_TIMEOUT)
 
 
@@ -311,6 +311,8 @@ class Sandbox:
             # is kept, as for any program that runs twice.
             _empty(self._tmp / "home")
         self.generation += 1
+        self._dead, self._ready, self._reader = None, False, FrameReader()
+        self._log = self._tmp / f"worker-{self.generation}.log"
         if portable.selected():  # autograder/sandbox/portable.py: a spawned worker on stdin/stdout
             limits = {"memory_bytes": None if _cuda_present() else self.limits.memory_bytes,
                       "cpu_seconds": self.limits.cpu_seconds, "file_bytes": self.limits.file_bytes}
@@ -318,8 +320,6 @@ class Sandbox:
                                                  self._tmp / "home", limits, walls_enabled=isolation.enabled())
             self.worker_pid, self._exit_code, self._disk_used = self._proc.pid, None, None
             return
-        self._dead, self._ready, self._reader = None, False, FrameReader()
-        self._log = self._tmp / f"worker-{self.generation}.log"
         req_r, self._req_w = os.pipe()
         self._resp_r, resp_w = os.pipe()
         log_fd = os.open(self._log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
