@@ -1,7 +1,8 @@
 """Benchmark: wall time of `autograder grade 03` on lesson 03's solution, and of the whole course on
 the solutions, on the portable worker path (AUTOGRADER_WORKER=portable: a freshly spawned
-interpreter per worker, what macOS and Windows get) against the Linux path (workers forked from the warm pool's zygote), both as
-ratios to `python -c "import torch"` measured in the same run.
+interpreter per worker, what macOS and Windows get) against the Linux path (workers forked
+from the warm pool's zygote), both as ratios to `python -c "import torch"` measured in the
+same run.
 
 Run from the repository root:  python bench/bench_portable.py [--repeat N] [--output FILE]
 Each command runs as a fresh process, alternating, so machine noise hits all of them alike; the
