@@ -149,3 +149,15 @@ def test_the_checker_sees_a_forbidden_import(tmp_path):
     source = tmp_path / "r.py"
     source.write_text("def f():\n    from ..learner.check import main\n", encoding="utf-8")
     assert _imports("core.results", source, modules) == {"learner.check"}
+
+
+@pytest.mark.parametrize("package", sorted(p for p in ALLOWED if (PACKAGE / p / "__init__.py").exists()))
+def test_each_package_says_what_it_may_import(package):
+    """The package docstrings are the layout's documentation: their "May import:" line is the
+    rule this test enforces, so the two cannot drift apart."""
+    doc = ast.get_docstring(ast.parse((PACKAGE / package / "__init__.py").read_text(encoding="utf-8"))) or ""
+    lines = [line for line in doc.splitlines() if line.startswith("May import:")]
+    assert len(lines) == 1, f"autograder/{package}/__init__.py: one 'May import:' line"
+    said = lines[0].removeprefix("May import:").strip().rstrip(".")
+    names = set() if said == "nothing of ours" else {name.strip() for name in said.split(",")}
+    assert names == ALLOWED[package]

@@ -1,1 +1,11 @@
-"""core"""
+"""Plain data and the rules every layer shares; imports nothing else of ours.
+
+Owns: the course manifest and its schema (manifest.py, course.schema.json), the result model
+and how lessons' isolation records combine (results.py), message catalogs (i18n.py, reading
+autograder/messages/), the local and remote grading history model (history.py), learner text
+made inert for terminals and Markdown (neutral.py), which files of a folder count
+(files.py), the line a TODO points at (locate.py), one git runner (git.py), a portable file
+lock (file_lock.py) and YAML loading (yaml_loader.py).
+
+May import: nothing of ours.
+"""

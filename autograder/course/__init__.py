@@ -1,1 +1,8 @@
-"""course"""
+"""The course maintainer's tools: stubs from solutions, the learner release, the Jupyter edition.
+
+Owns: stubs.py (exercises/ and the graders' reference pieces generated from solutions/),
+release.py (the template repository learners fork), notebooks/ (the nbgrader edition) and
+templates/ (the learners' README).
+
+May import: core, sandbox, engine, render.
+"""
