@@ -265,8 +265,10 @@ def test_progress_fetch_without_a_grades_branch_does_not_suggest_fetch_again(tmp
     assert "--fetch" not in last
     assert "tu repositorio en origin aún no tiene rama grades" in last and "primer push" in last
 
-    failed = run("--course", root / "course.yml", "progress", "--fetch", cwd=root,
-                 env=cli_env(GIT_DIR=str(tmp_path / "nowhere")))
+    # A fetch that fails: origin is gone. (An inherited GIT_DIR no longer does it: the git
+    # runner drops GIT_DIR so that -C always names the learner's repository.)
+    git(root, "remote", "set-url", "origin", str(tmp_path / "gone.git"))
+    failed = run("--course", root / "course.yml", "progress", "--fetch", cwd=root)
     assert failed.returncode == 0
     assert "--fetch" not in failed.stdout.splitlines()[-1]
     assert "no se pudo traer de origin (mira el aviso de arriba)" in failed.stdout
