@@ -3,14 +3,17 @@
 The engine runs pytest inside its own process, so a process grades one learner at a time; N of
 them grade in parallel. Each is started once with multiprocessing's "spawn" (a fresh interpreter
 that inherits nothing but what we pass) and grades many learners in turn with the same engine
-call as `autograder grade`, keeping its own warm pool (a zygote that imported torch once, see
-autograder/sandbox/pool.py): a learner costs its checks, not interpreter starts.
+call as `autograder grade`: a learner costs its checks, not interpreter starts. The grading
+processes share one warm pool (a zygote that imported torch once, autograder/sandbox/pool.py),
+started here before them: each gets its own socket to it, so one importing torch for the
+zygote is paid per run instead of per grading process (~2.6 s of CPU each, on a machine that
+often has two cores). If that zygote dies, each grading process starts one of its own.
 
 A learner can cost only its own grade. The learner's code runs in the engine's sandboxed workers
 as always; if a grading process dies anyway (killed, out of memory) or runs past the learner's
 time limit, the parent records an error for that learner, kills what is left of the process
-(its zygote and workers follow: they exit when their pipes to it close) and starts a fresh one
-for the learners still waiting.
+(its workers follow: they exit when their pipes to it close; the shared zygote only loses that
+process's socket) and starts a fresh one for the learners still waiting.
 """
 
 from __future__ import annotations
@@ -67,15 +70,23 @@ class PoolError(Exception):
 
 
 class _Process:
-    def __init__(self, ctx, setup: Setup) -> None:
+    def __init__(self, ctx, setup: Setup, zygote=None) -> None:
         self.scratch = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-"))
         # Other users must reach it: the sandbox's worker runs as `nobody` under a root grader.
         os.chmod(self.scratch, 0o755)
         self.conn, child_conn = ctx.Pipe()
-        self.process = ctx.Process(target=_serve, args=(child_conn, setup, str(self.scratch), os.getpid()),
-                                   name="autograder-grade-all", daemon=True)
-        self.process.start()
-        child_conn.close()
+        # This process's socket to the shared zygote (multiprocessing hands the child a copy of
+        # the descriptor); ours is closed at once, so that the zygote sees the child's end close.
+        client = zygote.attach() if zygote is not None else None
+        shared = (client, zygote.pid) if client is not None else None
+        try:
+            self.process = ctx.Process(target=_serve, args=(child_conn, setup, str(self.scratch), os.getpid(), shared),
+                                       name="autograder-grade-all", daemon=True)
+            self.process.start()
+        finally:
+            child_conn.close()
+            if client is not None:
+                client.close()
         self.started = time.monotonic()
         self.ready = False
         self.task: Task | None = None
@@ -106,6 +117,8 @@ class GradingPool:
         self.setup, self.jobs, self.learner_timeout = setup, max(1, jobs), learner_timeout
         self._ctx = multiprocessing.get_context("spawn")
         self._procs: list[_Process] = []
+        self._zygote = None  # the grading processes' shared zygote, once `run` starts them
+        self._zygote_scratch: Path | None = None
         self.on_start = None  # called with a Task when a process starts grading it
 
     def run(self, tasks: Iterable[Task]) -> Iterator[Outcome]:
@@ -115,7 +128,7 @@ class GradingPool:
             while queue or any(p.task for p in self._procs):
                 busy = sum(1 for p in self._procs if p.task)
                 while len(self._procs) < min(self.jobs, len(queue) + busy):
-                    self._procs.append(_Process(self._ctx, self.setup))
+                    self._procs.append(_Process(self._ctx, self.setup, self._shared_zygote()))
                 for proc in self._procs:
                     if proc.ready and proc.task is None and queue:
                         self._send(proc, queue.popleft())
@@ -139,6 +152,24 @@ class GradingPool:
         for proc in self._procs:
             proc.stop()
         self._procs = []
+        if self._zygote:
+            self._zygote.close()  # its clients are gone: it exits
+        self._zygote = None
+        if self._zygote_scratch is not None:
+            shutil.rmtree(self._zygote_scratch, ignore_errors=True)
+            self._zygote_scratch = None
+
+    def _shared_zygote(self):
+        """The zygote the grading processes share, started with the first of them (before it,
+        so that its torch import overlaps theirs); None where the warm pool is off."""
+        if self._zygote is None:
+            from autograder.sandbox.client import start_shared_zygote
+
+            # Its home goes in a scratch folder of ours: removed by `close`, or by the next
+            # run's remove_stale_scratch if this one is killed.
+            self._zygote_scratch = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-"))
+            self._zygote = start_shared_zygote(self._zygote_scratch) or False
+        return self._zygote or None
 
     def _send(self, proc: _Process, task: Task) -> None:
         proc.task, proc.sent_at, proc.running = task, time.monotonic(), ""
@@ -225,9 +256,10 @@ def remove_stale_scratch() -> None:
 
 # ------------------------------------------------------------------------ the grading process
 
-def _serve(conn, setup: Setup, scratch: str, parent: int) -> None:
+def _serve(conn, setup: Setup, scratch: str, parent: int, shared_zygote=None) -> None:
     """A grading process: warm up, then grade learner after learner until the parent kills it
-    (or dies, or closes its end of the pipe)."""
+    (or dies, or closes its end of the pipe). `shared_zygote`: (socket, pid) of the zygote the
+    parent started for all grading processes, or None (then this process starts its own)."""
     _die_with(parent)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when grading stops
     # Warnings and tracebacks go to a log, not over the parent's progress bar; the parent
@@ -244,7 +276,7 @@ def _serve(conn, setup: Setup, scratch: str, parent: int) -> None:
     hide_environment()
     from autograder.sandbox.client import start_warm_pool
 
-    start_warm_pool()  # the zygote imports torch while this process does (see _warm_up)
+    start_warm_pool(shared_zygote)  # the zygote imports torch while this process does (see _warm_up)
     from autograder.engine.grading import grade
     from autograder.engine.feedback import redact, secrets_from_environ
     from autograder.core.manifest import load_course

@@ -21,6 +21,7 @@ import functools
 import os
 import select
 import shutil
+import socket
 import stat
 import subprocess
 import sys
@@ -39,6 +40,7 @@ from autograder.sandbox.cpu_clock import CpuBudget
 # Submission intake lives in autograder/sandbox/intake.py; these names stay importable from here.
 from autograder.sandbox.intake import MAX_FILE_BYTES, MAX_FILES, copy_submission, submission_files  # noqa: F401
 from autograder.sandbox.pool import ForkedSupervisor, PoolError, WarmPool
+from autograder.sandbox.pool import enabled as pool_enabled
 from autograder.sandbox.protocol import frame_bytes, FrameReader, Handle, ProtocolError, decode, encode
 from autograder.sandbox.worker.supervisor import process_ids
 from autograder.core.results import Feedback, Text, message
@@ -242,13 +244,30 @@ def _clean_env(home: Path) -> dict[str, str]:
     return env
 
 
-def start_warm_pool() -> None:
+def start_warm_pool(shared: tuple[socket.socket, int] | None = None) -> None:
     """Launch this process's warm pool now (autograder/sandbox/pool.py), without waiting for it: a
     command about to grade calls this first, so the zygote's torch import overlaps the
-    command's own start (building its parser, reading course.yml)."""
+    command's own start (building its parser, reading course.yml). `shared`: (client socket,
+    pid) of a zygote another process started for several (`start_shared_zygote`), used instead."""
     if portable.selected():
-        return  # portable workers are spawned, never forked from a zygote
+        portable.prepare(PACKAGE_PARENT, _clean_env)  # spawned, never forked: a spare starts now
+        return
+    if shared is not None and pool_enabled():
+        WarmPool.adopt(*shared, STARTUP_TIMEOUT)
+        return
     WarmPool.shared(PACKAGE_PARENT, _clean_env, STARTUP_TIMEOUT)
+
+
+def start_shared_zygote(scratch: Path | None = None) -> WarmPool | None:
+    """A zygote for several grading processes (`grade-all`), started now without waiting for it:
+    its `attach()` gives each one a socket for `start_warm_pool(shared=...)`; its home is made
+    in `scratch`. None where the warm pool is off (each process then does as it would alone)."""
+    if portable.selected() or not pool_enabled():
+        return None
+    try:
+        return WarmPool(PACKAGE_PARENT, _clean_env, STARTUP_TIMEOUT, scratch=scratch)
+    except (OSError, PoolError, ValueError):
+        return None
 
 
 class Sandbox:

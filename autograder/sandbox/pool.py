@@ -2,7 +2,10 @@
 
 One zygote per grading process, started on first use and kept until the process exits: it has
 imported torch once, and forks a ready worker (with its own supervisor) for each sandbox, so a
-worker starts in milliseconds instead of the ~1.5 s of CPU a torch import costs. Linux only (it
+worker starts in milliseconds instead of the ~1.5 s of CPU a torch import costs. `grade-all`
+shares one zygote among its grading processes instead (autograder/cohort/pool.py): its parent
+starts it and `attach`es one socket per grading process, which `WarmPool.adopt`s it; if that
+zygote dies, a grading process starts a zygote of its own, as after its own zygote's death. Linux only (it
 needs fork, SOCK_SEQPACKET and file-descriptor passing); elsewhere, or with
 AUTOGRADER_WARM_POOL=0, or if the zygote cannot start, every sandbox executes a fresh worker as
 before. Either way the worker is the same: one config (client.Sandbox.worker_config: limits,
@@ -46,7 +49,7 @@ def enabled() -> bool:
 def zygote_pid() -> int | None:
     """The pid of this process's zygote while it runs, else None."""
     pool = WarmPool._instance
-    return pool.proc.pid if pool is not None and pool.owner == os.getpid() and pool.alive() else None
+    return pool.pid if pool is not None and pool.owner == os.getpid() and pool.alive() else None
 
 
 class WarmPool:
@@ -73,10 +76,21 @@ class WarmPool:
                     return None
             return pool
 
-    def __init__(self, package_parent: Path, env_for, startup_timeout: float) -> None:
+    @classmethod
+    def adopt(cls, sock: socket.socket, pid: int, startup_timeout: float) -> None:
+        """Make `sock`, a client socket of a zygote started by another process (`attach`), this
+        process's pool; `WarmPool.shared` returns it while that zygote lives."""
+        with cls._instance_lock:
+            if cls._instance is not None and cls._instance.owner == os.getpid():
+                cls._instance.close()
+            cls._instance = AttachedPool(sock, pid, startup_timeout)
+
+    def __init__(self, package_parent: Path, env_for, startup_timeout: float, *, scratch: Path | None = None) -> None:
+        """Launch a zygote; its home (HOME and TMPDIR) is a new folder in `scratch` (default:
+        the temporary folder)."""
         self.owner = os.getpid()
         self._lock = threading.Lock()
-        self.home = Path(tempfile.mkdtemp(prefix="autograder-pool-"))
+        self.home = Path(tempfile.mkdtemp(prefix="autograder-pool-", dir=scratch))
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         log = open(self.home / "zygote.log", "wb")
         try:
@@ -94,8 +108,31 @@ class WarmPool:
         self.ready = False  # until the zygote's greeting: it is importing torch meanwhile
         atexit.register(self.close)
 
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
     def alive(self) -> bool:
         return self.proc.poll() is None and self.sock.fileno() >= 0
+
+    def attach(self) -> socket.socket | None:
+        """A new client socket of this zygote, for another process to `adopt` (the zygote greets
+        it once it has imported torch); None when the zygote is gone. The zygote does not
+        answer an attach: nobody has to read this socket, and the zygote never blocks on it."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            with self._lock:
+                # Queued while the zygote still imports torch; a full queue means it is stuck.
+                _, writable, _ = select.select([], [self.sock], [], self.startup_timeout)
+                if not writable:
+                    raise PoolError("the zygote does not read its socket")
+                socket.send_fds(self.sock, [b'{"attach": true}'], [theirs.fileno()])
+        except (OSError, PoolError):
+            ours.close()
+            return None
+        finally:
+            theirs.close()
+        return ours
 
     def wait_ready(self) -> None:
         """Block until the zygote has imported torch and greeted us (PoolError if it never does)."""
@@ -143,6 +180,39 @@ class WarmPool:
             self.proc.kill()
             self.proc.wait()
         shutil.rmtree(self.home, ignore_errors=True)
+
+
+class AttachedPool(WarmPool):
+    """A zygote that another process started and shares (`WarmPool.attach`), seen through one
+    client socket: used exactly as a pool of our own, but closing it only closes that socket
+    (the zygote goes on serving its other clients)."""
+
+    def __init__(self, sock: socket.socket, pid: int, startup_timeout: float) -> None:
+        self.owner = os.getpid()
+        self._lock = threading.Lock()
+        self.sock = sock
+        self.zygote = pid
+        self.startup_timeout = startup_timeout
+        self.ready = False
+
+    @property
+    def pid(self) -> int:
+        return self.zygote
+
+    def alive(self) -> bool:
+        """Whether the zygote still holds its end: it hangs up by dying, never by choice."""
+        if self.sock.fileno() < 0:
+            return False
+        poller = select.poll()
+        poller.register(self.sock, select.POLLIN)
+        return not any(events & (select.POLLHUP | select.POLLERR | select.POLLNVAL)
+                       for _fd, events in poller.poll(0))
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass
 
 
 class ForkedSupervisor:

@@ -18,12 +18,20 @@ Requests are SOCK_SEQPACKET messages: a JSON config (cwd, env, limits, user) wit
 descriptors attached (request pipe, response pipe, log file, status pipe, control pipe); the
 reply is the supervisor's pid. Status lines go to the trusted side on the status pipe, as the
 exec'd supervisor writes them on its stdout; closing the control pipe means "done".
+
+One zygote may serve several grading processes (`autograder grade-all`, autograder/cohort/pool.py):
+on the socket it was started with, and only there, the message {"attach": true} with one
+SOCK_SEQPACKET socket attached adds that socket as one more client, greeted like the first. Each
+client's requests are answered on its own socket; a client that goes away takes nothing with it
+but its socket (its workers end when their control pipes close, as they always do); the zygote
+exits once every socket it serves is closed.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import socket
 import sys
@@ -119,38 +127,82 @@ def _become_supervisor(config: dict, fds: list[int]) -> None:
         os._exit(code)
 
 
+def _attach(data: bytes, fds: list[int]) -> socket.socket | None:
+    """The client socket of an attach request, or None when `data` is not one."""
+    request = json.loads(data)
+    if request != {"attach": True}:
+        return None
+    if len(fds) != 1:
+        raise ValueError(f"an attach request carries 1 file descriptor, got {len(fds)}")
+    client = socket.socket(fileno=os.dup(fds[0]))
+    if client.family != socket.AF_UNIX or client.type != socket.SOCK_SEQPACKET:
+        client.close()
+        raise ValueError("an attached client must be an AF_UNIX SOCK_SEQPACKET socket")
+    return client
+
+
+def _serve_request(sock: socket.socket, first: socket.socket, clients: list[socket.socket]) -> None:
+    """Read one message from `sock` and act on it; a closed socket leaves `clients`."""
+    try:
+        data, fds, _flags, _addr = socket.recv_fds(sock, MAX_MESSAGE, FD_COUNT)
+    except (ConnectionError, OSError):
+        data, fds = b"", []
+    if not data:
+        for fd in fds:
+            os.close(fd)
+        clients.remove(sock)
+        sock.close()
+        return
+    reply: dict | None = None
+    try:
+        client = _attach(data, fds) if sock is first else None
+        if client is not None:
+            clients.append(client)
+            _send(client, {"ready": True}, clients)
+            return  # no reply to the attacher: it need not read, and we never block on it
+        config = json.loads(data)
+        if len(fds) != FD_COUNT:
+            raise ValueError(f"expected {FD_COUNT} file descriptors, got {len(fds)}")
+        pid = os.fork()
+        if pid == 0:
+            for other in clients:  # no supervisor or worker holds any client's socket
+                other.close()
+            _become_supervisor(config, fds)
+        reply = {"pid": pid}
+    except Exception as exc:  # noqa: BLE001 - a bad request must not end the pool
+        reply = {"error": f"{type(exc).__name__}: {exc}"}
+    finally:
+        for fd in fds:
+            os.close(fd)
+    if reply is not None:
+        _send(sock, reply, clients)
+
+
+def _send(sock: socket.socket, reply: dict, clients: list[socket.socket]) -> None:
+    try:
+        sock.send(json.dumps(reply).encode())
+    except OSError:  # that client is gone: the others are still served
+        if sock in clients:
+            clients.remove(sock)
+        sock.close()
+
+
 def main() -> None:
-    sock = socket.socket(fileno=int(sys.argv[1]))
+    first = socket.socket(fileno=int(sys.argv[1]))
     from autograder.sandbox.worker.main import prepare_libraries
 
     prepare_libraries()
     signal.signal(signal.SIGCHLD, lambda _signum, _frame: supervisor.reap())
-    sock.send(b'{"ready": true}')
-    while True:
-        try:
-            data, fds, _flags, _addr = socket.recv_fds(sock, MAX_MESSAGE, FD_COUNT)
-        except (ConnectionError, OSError):
-            data = b""
-        if not data:
-            # The trusted side is gone: so are we, at once. Tearing torch's modules down would
-            # cost ~0.7 s that the grading process waits for at its exit; nothing needs flushing.
-            os._exit(0)
-        try:
-            config = json.loads(data)
-            if len(fds) != FD_COUNT:
-                raise ValueError(f"expected {FD_COUNT} file descriptors, got {len(fds)}")
-            pid = os.fork()
-            if pid == 0:
-                sock.close()
-                _become_supervisor(config, fds)
-            reply = {"pid": pid}
-        except Exception as exc:  # noqa: BLE001 - a bad request must not end the pool
-            reply = {"error": f"{type(exc).__name__}: {exc}"}
-        finally:
-            for fd in fds:
-                os.close(fd)
-        sock.send(json.dumps(reply).encode())
-
+    clients = [first]
+    _send(first, {"ready": True}, clients)
+    while clients:
+        ready, _, _ = select.select(clients, [], [])
+        for sock in ready:
+            if sock in clients:  # not closed by an earlier one of this round
+                _serve_request(sock, first, clients)
+    # Every client is gone: so are we, at once. Tearing torch's modules down would cost ~0.7 s
+    # that the grading process waits for at its exit; nothing needs flushing.
+    os._exit(0)
 
 if __name__ == "__main__":
     main()
