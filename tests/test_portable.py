@@ -9,14 +9,21 @@ afresh): 01 targets-shift, 02 sampling, 03 scaling, 04 residual, 05 grad-clip, 0
 The hostile submissions that make sense without walls are contained: a hang, a crash (a
 segfault through ctypes), an exit at import (sys.exit, os._exit), a flood of output, a process
 left behind. The result says which walls were missing, and the learner reads it in one line.
+
+The spare worker (portable.Spares: spawned ahead of need, importing torch, then given its
+sandbox): the learner's code sees exactly its sandbox's folder, environment, home and limits,
+never the spare's start or a secret of the trusted process; a spare serves one sandbox and is
+brand new; its torch import is not charged to a check; none outlives the CLI, even one killed.
 """
 
 from __future__ import annotations
 
 import os
 import random
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -29,8 +36,8 @@ from autograder.core.results import REQUIRED_WALLS, Status, combine_isolation
 from autograder.course.stubs import parse_regions, revert_region, strip_markers
 from autograder.engine.grading import grade
 from autograder.render.output import isolation_note, render_text
-from autograder.sandbox import isolation, portable
-from autograder.sandbox.client import Sandbox, WorkerDied, start_warm_pool
+from autograder.sandbox import cpu_clock, isolation, portable
+from autograder.sandbox.client import Limits, Sandbox, WorkerDied, _clean_env, _cuda_present, start_warm_pool
 from autograder.sandbox.pool import WarmPool
 
 from conftest import ROOT, SEED, failed, solution_files, write_submission
@@ -50,6 +57,12 @@ def portable_workers():
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(portable.ENV_SWITCH, "portable")
         yield
+    close_spares()  # no idle worker interpreter left in this process for the modules after
+
+
+def close_spares() -> None:
+    if portable.Spares._instance is not None:
+        portable.Spares._instance.close()
 
 
 def run_cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
@@ -248,3 +261,176 @@ def test_a_system_without_resource_limits_says_so_too():
     for lang, words in (("es", "usara más memoria"), ("en", "using more memory")):
         note = isolation_note(SimpleNamespace(isolation=combined), lang)
         assert note is not None and words in note and "\n" not in note
+
+
+# ------------------------------------------------------------------ the spare worker
+
+WORKER_ARGV = "autograder.sandbox.worker.portable"  # in every portable worker's command line
+PROBE = """
+import builtins, os, sys, tempfile
+LEFT_BY_AN_EARLIER_SANDBOX = getattr(builtins, "agportable_mark", None)
+builtins.agportable_mark = os.getcwd()
+ENV = dict(os.environ)
+CWD = os.getcwd()
+TMP = tempfile.gettempdir()
+PID = os.getpid()
+PATH = list(sys.path)
+with open("/proc/self/environ", "rb") as fh:
+    START_ENV = fh.read().decode("utf-8", "replace")
+import resource
+MEMORY = resource.getrlimit(resource.RLIMIT_AS)[0]
+"""
+
+
+def probe(box: Sandbox) -> dict:
+    module = box.module("probe")
+    return {name: box.getattr(module, name) for name in
+            ("LEFT_BY_AN_EARLIER_SANDBOX", "ENV", "CWD", "TMP", "PID", "PATH", "START_ENV", "MEMORY")}
+
+
+def waiting_spare() -> portable.PortableWorker | None:
+    spares = portable.Spares._instance
+    return None if spares is None else spares._spare
+
+
+def test_a_taken_spare_runs_in_its_sandbox_with_exactly_its_environment(tmp_path, monkeypatch):
+    secret = f"ghp_{MARK}"
+    monkeypatch.setenv("AGPORTABLE_TOKEN", secret)  # what the trusted process holds
+    close_spares()  # the next spare starts in this process's environment, secret included
+    start_warm_pool()  # as the CLI does: a spare starts now
+    spare = waiting_spare()
+    assert spare is not None and not spare.assigned
+    folder = write_submission(tmp_path / "s", {"probe.py": PROBE})
+    with Sandbox(folder) as box:
+        box.ensure_ready()
+        assert box.worker_pid == spare.pid and spare.assigned  # the spare was taken...
+        seen = probe(box)
+        home = box._tmp / "home"
+        # ...and runs in this sandbox: its copy of the files, its environment (exactly: not the
+        # spare's start, nothing of ours), its home as the temporary folder, its limits.
+        assert seen["CWD"] == str(box.root) and seen["PATH"][0] == str(box.root)
+        assert seen["ENV"] == _clean_env(home)
+        assert seen["TMP"] == str(home)
+        if not _cuda_present():  # with a GPU the address space is left to the driver
+            assert seen["MEMORY"] == Limits().memory_bytes
+        assert str(portable.Spares._instance.folder) not in repr(seen["ENV"])
+        # The environment the interpreter started with (what /proc shows) holds no secret either.
+        assert secret not in seen["START_ENV"] and "AGPORTABLE_TOKEN" not in seen["START_ENV"]
+        assert str(Path(portable.__file__).parents[2]) not in seen["PATH"]  # the engine's folder
+        # A new spare was started once this one was ready; it has no secret and no sandbox yet.
+        after = waiting_spare()
+        assert after is not None and after.pid != spare.pid and not after.assigned
+        assert secret not in " ".join(psutil.Process(after.pid).environ().values())
+
+
+def test_a_spare_serves_one_sandbox_and_is_brand_new(tmp_path):
+    folder = write_submission(tmp_path / "s", {"probe.py": PROBE})
+    pids = []
+    with Sandbox(folder) as first, Sandbox(folder) as second:
+        first.ensure_ready()
+        second.ensure_ready()  # both alive at once: two workers, one each
+        for box in (first, second):
+            seen = probe(box)
+            assert seen["LEFT_BY_AN_EARLIER_SANDBOX"] is None  # nothing of anyone's ran there before
+            assert seen["CWD"] == str(box.root)
+            pids.append(seen["PID"])
+        assert pids[0] != pids[1]
+        # A killed worker is replaced by another interpreter, never by one that served before.
+        first.kill()
+        first.ensure_ready()
+        seen = probe(first)
+        assert seen["PID"] not in pids and seen["LEFT_BY_AN_EARLIER_SANDBOX"] is None
+        assert seen["CWD"] == str(first.root)
+        pids.append(seen["PID"])
+        spare = waiting_spare()
+        assert spare is not None and spare.pid not in pids
+        with pytest.raises(RuntimeError):  # a worker is given to one sandbox, once
+            first._proc.assign(second.root, {}, tmp_path / "log", tmp_path, {})
+
+
+def test_a_checks_cpu_time_does_not_include_the_spares_torch_import(tmp_path):
+    folder = write_submission(tmp_path / "s", {"probe.py": PROBE})
+    start_warm_pool()
+    with Sandbox(folder) as box:
+        box.begin_check(0.5)  # as the engine does, before the worker is ready
+        box.ensure_ready()
+        box.module("probe")
+        # The worker spent more than the budget importing torch before it was taken, yet the
+        # check's clock started when it was ready.
+        assert cpu_clock.cpu_seconds(box.worker_pid) > 0.5
+        assert not box.cpu_budget.exhausted(), box.cpu_budget.spent()
+
+
+def _worker_interpreters(root: psutil.Process) -> dict[int, float]:
+    """{pid: start time} of the portable workers (spares included) below `root`."""
+    found = {}
+    try:
+        for child in root.children(recursive=True):
+            try:
+                if any(WORKER_ARGV in part for part in child.cmdline()):
+                    found[child.pid] = child.create_time()
+            except psutil.Error:
+                pass
+    except psutil.Error:
+        pass
+    return found
+
+
+def _still_running(workers: dict[int, float | None]) -> list[int]:
+    """Those of `workers` still running (a pid whose start time differs is someone else's)."""
+    running = []
+    for pid, born in workers.items():
+        try:
+            process = psutil.Process(pid)
+            if born is not None and process.create_time() == born and process.status() != psutil.STATUS_ZOMBIE:
+                running.append(pid)
+        except psutil.Error:
+            pass
+    return running
+
+
+def test_no_worker_or_spare_outlives_the_cli():
+    env = {**os.environ, portable.ENV_SWITCH: "portable"}
+    proc = subprocess.Popen([sys.executable, "-m", "autograder", "grade", "03", "--submission",
+                             str(ROOT / "solutions" / COURSE.lesson("03").folder)],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    root, seen = psutil.Process(proc.pid), {}
+    while proc.poll() is None:
+        seen.update(_worker_interpreters(root))
+        time.sleep(0.05)
+    out, err = proc.communicate()
+    assert proc.returncode == 0, err.decode()[-3000:]
+    assert b" 100/100 puntos" in out, out.decode()
+    # The lesson's worker and the spare started once it was ready: both gone with the CLI.
+    assert len(seen) >= 2, seen
+    assert _still_running(seen) == []
+
+
+def test_a_spare_ends_by_itself_when_its_trusted_process_is_killed():
+    """Killed with SIGKILL, the trusted process runs no exit handler: the spare, once done
+    importing, reads the end of its stdin and exits."""
+    script = ("import os, signal, sys\n"
+              "from autograder.sandbox import portable\n"
+              "from autograder.sandbox.client import start_warm_pool\n"
+              "start_warm_pool()\n"
+              "print(portable.Spares._instance._spare.pid, flush=True)\n"
+              "os.kill(os.getpid(), signal.SIGKILL)\n")
+    env = {**os.environ, portable.ENV_SWITCH: "portable"}
+    proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    spare = {int(proc.stdout.strip()): None}
+    try:
+        process = psutil.Process(*spare)
+        if any(WORKER_ARGV in part for part in process.cmdline()):
+            spare = {process.pid: process.create_time()}
+    except psutil.Error:
+        pass  # already gone
+    end = time.monotonic() + 120  # a bound for a loaded machine, not a timing assertion
+    while _still_running(spare) and time.monotonic() < end:
+        time.sleep(0.1)
+    left = _still_running(spare)
+    for pid in left:  # do not leave it behind for the next tests
+        psutil.Process(pid).kill()
+    assert left == []
+

@@ -335,8 +335,9 @@ class Sandbox:
         if portable.selected():  # autograder/sandbox/portable.py: a spawned worker on stdin/stdout
             limits = {"memory_bytes": None if _cuda_present() else self.limits.memory_bytes,
                       "cpu_seconds": self.limits.cpu_seconds, "file_bytes": self.limits.file_bytes}
-            self._proc = portable.PortableWorker(PACKAGE_PARENT, self.root, _clean_env(self._tmp / "home"), self._log,
-                                                 self._tmp / "home", limits, walls_enabled=isolation.enabled())
+            # The spare worker (already importing torch, or done) takes this sandbox's config.
+            self._proc = portable.start_worker(PACKAGE_PARENT, _clean_env, self.root, _clean_env(self._tmp / "home"),
+                                               self._log, self._tmp / "home", limits, walls_enabled=isolation.enabled())
             self.worker_pid, self._exit_code, self._disk_used = self._proc.pid, None, None
             return
         req_r, self._req_w = os.pipe()
