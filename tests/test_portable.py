@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 import random
-import signal
 import subprocess
 import sys
 import time
@@ -275,10 +274,16 @@ CWD = os.getcwd()
 TMP = tempfile.gettempdir()
 PID = os.getpid()
 PATH = list(sys.path)
-with open("/proc/self/environ", "rb") as fh:
-    START_ENV = fh.read().decode("utf-8", "replace")
-import resource
-MEMORY = resource.getrlimit(resource.RLIMIT_AS)[0]
+try:  # the environment the interpreter started with: Linux shows it
+    with open("/proc/self/environ", "rb") as fh:
+        START_ENV = fh.read().decode("utf-8", "replace")
+except OSError:
+    START_ENV = None
+try:
+    import resource
+    MEMORY = resource.getrlimit(resource.RLIMIT_AS)[0]
+except ImportError:  # Windows
+    MEMORY = None
 """
 
 
@@ -286,6 +291,11 @@ def probe(box: Sandbox) -> dict:
     module = box.module("probe")
     return {name: box.getattr(module, name) for name in
             ("LEFT_BY_AN_EARLIER_SANDBOX", "ENV", "CWD", "TMP", "PID", "PATH", "START_ENV", "MEMORY")}
+
+
+def same_folder(seen: str, expected: Path) -> bool:
+    """Whether a worker's path names `expected` (macOS's /var is /private/var)."""
+    return Path(seen).resolve() == Path(expected).resolve()
 
 
 def waiting_spare() -> portable.PortableWorker | None:
@@ -308,19 +318,22 @@ def test_a_taken_spare_runs_in_its_sandbox_with_exactly_its_environment(tmp_path
         home = box._tmp / "home"
         # ...and runs in this sandbox: its copy of the files, its environment (exactly: not the
         # spare's start, nothing of ours), its home as the temporary folder, its limits.
-        assert seen["CWD"] == str(box.root) and seen["PATH"][0] == str(box.root)
+        assert same_folder(seen["CWD"], box.root) and same_folder(seen["PATH"][0], box.root)
         assert seen["ENV"] == _clean_env(home)
-        assert seen["TMP"] == str(home)
-        if not _cuda_present():  # with a GPU the address space is left to the driver
+        assert same_folder(seen["TMP"], home)
+        if portable.rlimits_available() and not _cuda_present():  # a GPU's memory is the driver's
             assert seen["MEMORY"] == Limits().memory_bytes
         assert str(portable.Spares._instance.folder) not in repr(seen["ENV"])
-        # The environment the interpreter started with (what /proc shows) holds no secret either.
-        assert secret not in seen["START_ENV"] and "AGPORTABLE_TOKEN" not in seen["START_ENV"]
+        # The environment the interpreter started with (what Linux's /proc shows) holds no
+        # secret either.
+        if seen["START_ENV"] is not None:
+            assert secret not in seen["START_ENV"] and "AGPORTABLE_TOKEN" not in seen["START_ENV"]
         assert str(Path(portable.__file__).parents[2]) not in seen["PATH"]  # the engine's folder
         # A new spare was started once this one was ready; it has no secret and no sandbox yet.
         after = waiting_spare()
         assert after is not None and after.pid != spare.pid and not after.assigned
-        assert secret not in " ".join(psutil.Process(after.pid).environ().values())
+        if sys.platform.startswith("linux"):  # elsewhere reading it may need privileges
+            assert secret not in " ".join(psutil.Process(after.pid).environ().values())
 
 
 def test_a_spare_serves_one_sandbox_and_is_brand_new(tmp_path):
@@ -332,7 +345,7 @@ def test_a_spare_serves_one_sandbox_and_is_brand_new(tmp_path):
         for box in (first, second):
             seen = probe(box)
             assert seen["LEFT_BY_AN_EARLIER_SANDBOX"] is None  # nothing of anyone's ran there before
-            assert seen["CWD"] == str(box.root)
+            assert same_folder(seen["CWD"], box.root)
             pids.append(seen["PID"])
         assert pids[0] != pids[1]
         # A killed worker is replaced by another interpreter, never by one that served before.
@@ -340,7 +353,7 @@ def test_a_spare_serves_one_sandbox_and_is_brand_new(tmp_path):
         first.ensure_ready()
         seen = probe(first)
         assert seen["PID"] not in pids and seen["LEFT_BY_AN_EARLIER_SANDBOX"] is None
-        assert seen["CWD"] == str(first.root)
+        assert same_folder(seen["CWD"], first.root)
         pids.append(seen["PID"])
         spare = waiting_spare()
         assert spare is not None and spare.pid not in pids
@@ -406,19 +419,19 @@ def test_no_worker_or_spare_outlives_the_cli():
     assert _still_running(seen) == []
 
 
-def test_a_spare_ends_by_itself_when_its_trusted_process_is_killed():
-    """Killed with SIGKILL, the trusted process runs no exit handler: the spare, once done
-    importing, reads the end of its stdin and exits."""
-    script = ("import os, signal, sys\n"
+def test_a_spare_ends_by_itself_when_its_trusted_process_dies_without_exit_handlers():
+    """A trusted process killed (SIGKILL, a closed terminal) runs no exit handler, as with
+    os._exit: the spare, once done importing, reads the end of its stdin and exits."""
+    script = ("import os\n"
               "from autograder.sandbox import portable\n"
               "from autograder.sandbox.client import start_warm_pool\n"
               "start_warm_pool()\n"
               "print(portable.Spares._instance._spare.pid, flush=True)\n"
-              "os.kill(os.getpid(), signal.SIGKILL)\n")
+              "os._exit(3)\n")
     env = {**os.environ, portable.ENV_SWITCH: "portable"}
     proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
                           timeout=120)
-    assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
+    assert proc.returncode == 3, proc.stderr[-2000:]
     spare = {int(proc.stdout.strip()): None}
     try:
         process = psutil.Process(*spare)
