@@ -1,8 +1,9 @@
 """Benchmark: wall time of `autograder grade 03` on lesson 03's solution, and of the whole course on
-the solutions, on the portable worker path (AUTOGRADER_WORKER=portable: a freshly spawned
-interpreter per worker, what macOS and Windows get) against the Linux path (workers forked
-from the warm pool's zygote), both as ratios to `python -c "import torch"` measured in the
-same run.
+the solutions, on the portable worker path (AUTOGRADER_WORKER=portable: a spawned interpreter per
+worker, started ahead of need as a spare, what macOS and Windows get) against the Linux path
+(workers forked from the warm pool's zygote), both as ratios to `python -c "import torch"`
+measured in the same run. Also `watch`'s case: lesson 03 graded again in the same process a few
+seconds after a first grading (the next save), timed inside that process.
 
 Run from the repository root:  python bench/bench_portable.py [--repeat N] [--output FILE]
 Each command runs as a fresh process, alternating, so machine noise hits all of them alike; the
@@ -32,11 +33,42 @@ def wall(cmd: list[str], env: dict[str, str]) -> float:
     return time.perf_counter() - start
 
 
+PAUSE_S = 3.0  # between two saves in `watch`: the learner edits
+
+
+def regrade() -> None:
+    """In a child process: grade lesson 03 twice, PAUSE_S apart, as `watch` does on two saves;
+    print the seconds the second one took."""
+    sys.path.insert(0, str(ROOT))
+    from autograder.core.manifest import load_course
+    from autograder.engine.grading import grade
+    from autograder.sandbox.client import start_warm_pool
+
+    course = load_course(ROOT / "course.yml")
+    start_warm_pool()
+    lesson = course.lesson(LESSON)
+    grade(course, [lesson], SOLUTION, seed=1)
+    time.sleep(PAUSE_S)
+    start = time.perf_counter()
+    grade(course, [lesson], SOLUTION, seed=1)
+    print(f"{time.perf_counter() - start:.4f}")
+
+
+def inner(cmd: list[str], env: dict[str, str]) -> float:
+    """The seconds a command prints (its own measurement)."""
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, check=True, capture_output=True, text=True)
+    return float(proc.stdout.split()[-1])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--output", type=Path, help="also write the table to this file")
+    parser.add_argument("--regrade", action="store_true", help=argparse.SUPPRESS)  # the child of `watch`'s case
     args = parser.parse_args()
+    if args.regrade:
+        regrade()
+        return
     out = Path(tempfile.mkdtemp()) / "r.json"
     grade = [sys.executable, "-m", "autograder", "grade", LESSON, "--submission", str(SOLUTION),
              "--format", "json", "--output", str(out)]
@@ -52,21 +84,29 @@ def main() -> None:
         "grade all, Linux path": (course, {**base_env, "AUTOGRADER_WORKER": "auto"}),
         "grade all, portable path": (course, {**base_env, "AUTOGRADER_WORKER": "portable"}),
     }
+    # Timed inside the process: the second of two gradings PAUSE_S apart (watch's next save).
+    again = [sys.executable, str(Path(__file__).resolve()), "--regrade"]
+    inside = {
+        "grade 03 again, Linux path": (again, {**base_env, "AUTOGRADER_WORKER": "auto"}),
+        "grade 03 again, portable path": (again, {**base_env, "AUTOGRADER_WORKER": "portable"}),
+    }
     load_before = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     wall(*commands["python -c 'import torch'"])  # warm the file cache
-    times: dict[str, list[float]] = {name: [] for name in commands}
+    times: dict[str, list[float]] = {name: [] for name in (*commands, *inside)}
     for _ in range(args.repeat):
         for name, (cmd, env) in commands.items():
             times[name].append(wall(cmd, env))
+        for name, (cmd, env) in inside.items():
+            times[name].append(inner(cmd, env))
     medians = {name: statistics.median(values) for name, values in times.items()}
     torch_s = medians["python -c 'import torch'"]
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     lines = [f"bench_portable: lesson {LESSON} and the whole course (solutions), median of {args.repeat}, "
              f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs, load {load_before:.2f} before and {load:.2f} after",
-             f"{'command':28} {'median s':>9} {'min s':>7} {'x torch':>8}"]
+             f"{'command':30} {'median s':>9} {'min s':>7} {'x torch':>8}"]
     for name, values in times.items():
-        lines.append(f"{name:28} {medians[name]:9.2f} {min(values):7.2f} {medians[name] / torch_s:8.2f}")
-    for what in ("grade 03", "grade all"):
+        lines.append(f"{name:30} {medians[name]:9.2f} {min(values):7.2f} {medians[name] / torch_s:8.2f}")
+    for what in ("grade 03", "grade all", "grade 03 again"):
         lines.append(f"{what}: portable / Linux path = {medians[what + ', portable path'] / medians[what + ', Linux path']:.2f}x")
     text = "\n".join(lines) + "\n"
     print(text, end="")

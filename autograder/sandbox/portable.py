@@ -38,10 +38,10 @@ from __future__ import annotations
 import atexit
 import os
 import queue
+import shutil
 import signal
 import subprocess
 import sys
-import shutil
 import tempfile
 import threading
 import time
@@ -86,7 +86,6 @@ class PortableWorker:
         sandbox's) and then waits for `assign`."""
         if psutil is None:
             raise RuntimeError("the portable worker path needs psutil: python -m pip install psutil")
-        self.package_parent = package_parent
         argv = [sys.executable, "-I", "-c", BOOT, str(package_parent)]
         if os.name == "nt":
             # No console window, and no Ctrl-C from the learner's terminal: we stop it ourselves.
@@ -111,6 +110,7 @@ class PortableWorker:
         self._log = None
         self._log_lock = threading.Lock()
         self._early = bytearray()
+        self._logged = 0  # bytes in the log since it was last cut back
         self._threads = [threading.Thread(target=target, name=f"portable-worker-{self.pid}-{name}", daemon=True)
                          for target, name in ((self._read_answers, "answers"), (self._drain_log, "log"),
                                               (self._write_requests, "requests"))]
