@@ -1,6 +1,6 @@
 """Benchmark: throughput of grading a cohort, in learners per minute, three ways side by side.
 
-Run from the repository root:  python bench/bench_cohort.py [--learners 40] [--jobs 2]
+Run from the repository root:  python bench/bench_cohort.py [--learners 40] [--jobs 2] [--only-grade-all]
 
 The cohort is N lesson-03 submissions: the solution, the correct-but-different variants, the
 realistic buggy variants and the stub, in turn (tests/lesson03_variants.py), so that the graders
@@ -121,6 +121,7 @@ def main() -> None:
     parser.add_argument("--learners", type=int, default=40)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--skip-nbgrader", action="store_true", help="only (a) and (b)")
+    parser.add_argument("--only-grade-all", action="store_true", help="only (a): grade-all's own throughput")
     args = parser.parse_args()
     from autograder.core.manifest import load_course
 
@@ -128,10 +129,11 @@ def main() -> None:
     learners = cohort(args.learners)
     work = Path(tempfile.mkdtemp(prefix="bench-cohort-"))
     try:
-        rows = {f"(a) grade-all --jobs {args.jobs}": way_a(learners, work, args.jobs, folder),
-                f"(b) one autograder grade per learner, {args.jobs} at a time": way_b(learners, work, args.jobs,
-                                                                                        folder)}
-        if not args.skip_nbgrader:
+        rows = {f"(a) grade-all --jobs {args.jobs}": way_a(learners, work, args.jobs, folder)}
+        if not args.only_grade_all:
+            rows[f"(b) one autograder grade per learner, {args.jobs} at a time"] = way_b(learners, work, args.jobs,
+                                                                                         folder)
+        if not args.skip_nbgrader and not args.only_grade_all:
             rows["(c) nbgrader autograde (one process)"] = way_c(learners, work, folder)
     finally:
         shutil.rmtree(work, ignore_errors=True)
