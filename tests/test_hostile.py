@@ -32,6 +32,7 @@ from autograder.core.results import CourseResult, Status
 from autograder.sandbox.client import PACKAGE_PARENT, worker_user
 
 from conftest import ROOT, SEED, grade_folder, solution_files, tagged_processes, write_submission
+from hostile_snippets import FIRST_CALL
 
 GUARD_SECONDS = 180
 SECRET = "ghp_FAKE_SECRET_1234567890"
@@ -124,19 +125,6 @@ for _sig in (_signal.SIGTERM, _signal.SIGINT, _signal.SIGALRM, _signal.SIGHUP, _
     _signal.signal(_sig, _signal.SIG_IGN)
 '''
 
-# Once per sandbox, whatever worker runs it: the flag lives in the worker's home ($TMPDIR),
-# which outlives each worker (the submission's own folder is read-only to a root grader's worker).
-FIRST_CALL = '''
-import os as _os, tempfile as _tempfile
-
-
-def _first_call(name):
-    flag = _os.path.join(_tempfile.gettempdir(), name)
-    if _os.path.exists(flag):
-        return False
-    open(flag, "w").close()
-    return True
-'''
 
 
 def with_forward_prefix(source: str, code: str) -> str:

@@ -40,6 +40,7 @@ from autograder.sandbox.client import Limits, Sandbox, WorkerDied, _clean_env, _
 from autograder.sandbox.pool import WarmPool
 
 from conftest import ROOT, SEED, failed, solution_files, write_submission
+from hostile_snippets import FIRST_CALL
 
 COURSE = load_course(ROOT / "course.yml")
 LESSONS = COURSE.lessons
@@ -143,17 +144,6 @@ def test_a_reverted_todo_of_each_lesson_is_caught(tmp_path):
 
 # ------------------------------------------------------------------ hostile submissions (lesson 03)
 
-FIRST_CALL = '''
-import os as _os, tempfile as _tempfile
-
-
-def _first_call(name):
-    flag = _os.path.join(_tempfile.gettempdir(), name)
-    if _os.path.exists(flag):
-        return False
-    open(flag, "w").close()
-    return True
-'''
 
 LEAVE_A_SLEEPER_AND_FLOOD = f'''
 import subprocess as _subprocess, sys as _sys
