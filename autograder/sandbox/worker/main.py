@@ -287,10 +287,9 @@ def _warm_up(torch) -> None:
     x = torch.randn(1, 2, 3, 4, requires_grad=True)
     torch.nn.functional.scaled_dot_product_attention(x, x, x, is_causal=True).sum().backward()
     torch.nn.functional.softmax(x.detach(), dim=-1)
-    # torch._dynamo (~1.1 s of CPU): imported by the first optimizer (Optimizer.add_param_group
-    # is wrapped by torch._disable_dynamo), and by the first operation on the "meta" device,
-    # whose Python kernels are wrapped the same way. Lessons 02-06 check the device contract
-    # on meta and lesson 05 builds optimizers: paid once here, not in a check.
+    # The first optimizer and the first operation on the "meta" device (lessons 02-06 check
+    # the device contract there, lesson 05 trains) set up their Python wrappers: paid here, not
+    # in a check. They no longer import torch._dynamo (~1.1 s of CPU): see lean_torch.py.
     weight = torch.nn.Parameter(torch.zeros(2))
     weight.grad = torch.ones(2)
     torch.optim.AdamW([weight], lr=0.1).step()
@@ -302,6 +301,9 @@ def prepare_libraries() -> None:
     ours, not theirs, and TF32 is off for every float32 comparison on a GPU. One thread: the
     sandbox's limits assume it, and the warm pool (zygote.py) may only fork a single-threaded
     process."""
+    from autograder.sandbox.worker import lean_torch
+
+    lean_torch.install()  # before torch is imported
     import numpy  # noqa: F401
     import torch
 
