@@ -944,3 +944,54 @@ def test_a_killed_zygote_costs_nothing_but_time(tmp_path):
     with Sandbox(tmp_path) as sandbox:
         assert sandbox.getattr(sandbox.module("m"), "x") == 2
     assert WarmPool._instance is not old and WarmPool._instance.alive()  # a new zygote took over
+
+
+PARAM_VJP_MODULE = """
+import torch
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.a = torch.nn.Linear(3, 3)
+        self.b = torch.nn.Linear(3, 3)
+        self.b.weight.requires_grad_(False)  # frozen: trains nothing, still computes
+
+    def forward(self, x):
+        return self.b(torch.tanh(self.a(x))) + x
+
+
+def frozen():
+    return [name for name, p in net.named_parameters() if not p.requires_grad]
+
+
+net = Net()
+"""
+
+
+def test_param_vjp_gives_the_inputs_and_the_frozen_parameters_gradients(tmp_path):
+    """Sandbox.param_vjp's options, against plain autograd here on the same module: input_grad
+    adds the gradient reaching the first argument; all_params counts frozen parameters too, and
+    leaves them frozen afterwards."""
+    (tmp_path / "m.py").write_text(PARAM_VJP_MODULE, encoding="utf-8")
+    namespace: dict = {}
+    exec(PARAM_VJP_MODULE, namespace)
+    here = namespace["net"]
+    x, v = torch.randn(2, 3), torch.randn(2, 3)
+    leaf = x.clone().requires_grad_(True)
+    params = dict(here.named_parameters())
+    for p in params.values():
+        p.requires_grad_(True)
+    expected = torch.autograd.grad(here(leaf), [*params.values(), leaf], v)
+    with Sandbox(tmp_path) as sandbox:
+        net = sandbox.getattr(sandbox.module("m"), "net")
+        plain = sandbox.param_vjp(net, [x], [v])
+        full = sandbox.param_vjp(net, [x], [v], input_grad=True, all_params=True)
+        still_frozen = sandbox.call(sandbox.getattr(sandbox.module("m"), "frozen"))
+    assert "input_grads" not in plain and "b.weight" not in plain["grads"][0]
+    assert set(full["grads"][0]) == set(params)
+    for (name, _), want in zip(params.items(), expected[:-1]):
+        assert torch.allclose(full["grads"][0][name], want, atol=1e-6), name
+    assert torch.allclose(full["input_grads"][0], expected[-1], atol=1e-6)
+    assert still_frozen == ["b.weight"]

@@ -692,12 +692,17 @@ class Sandbox:
     def vjp(self, target: Handle, x: Any, cotangents: list) -> list:
         return self.request("vjp", target=target, input=x, cotangents=cotangents)
 
-    def param_vjp(self, target: Handle, args: list, cotangents: list, **kwargs: Any) -> dict:
+    def param_vjp(self, target: Handle, args: list, cotangents: list, *, input_grad: bool = False,
+                  all_params: bool = False, **kwargs: Any) -> dict:
         """One forward call target(*args, **kwargs) and, per cotangent (shaped like the output:
         a tensor, or a tuple with None where nothing is asked), the gradient reaching each
         parameter: {"output": ..., "grads": [{name: gradient} or None when nothing asked for
-        depends on a parameter]}."""
-        return self.request("param_vjp", target=target, args=list(args), kwargs=kwargs, cotangents=cotangents)
+        depends on a parameter]}. With input_grad, also "input_grads": per cotangent the
+        gradient reaching args[0] (zeros where it reaches none; None where nothing was asked).
+        With all_params, frozen parameters (requires_grad off) get their gradient too."""
+        options = {name: True for name, on in (("input_grad", input_grad), ("all_params", all_params)) if on}
+        return self.request("param_vjp", target=target, args=list(args), kwargs=kwargs, cotangents=cotangents,
+                            **options)
 
 
 def _names(raw: Any) -> tuple[str, ...]:

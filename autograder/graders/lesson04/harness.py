@@ -132,33 +132,31 @@ class Learner:
         """The gradient of <forward(x), v> with respect to every parameter of the submodule at
         `path` ("" the whole module) and to x: ({parameter name: gradient}, x's gradient).
 
-        Computed in the worker by torch.func.vjp over torch.func.functional_call(module,
-        parameters, (x,)), so no grader code runs there and the module's own .grad stay as
-        they were. A parameter the output does not depend on (a .detach(), torch.no_grad())
-        gets a zero gradient."""
+        Computed in the worker by plain autograd on one forward call (Sandbox.param_vjp), so no
+        grader code runs there and the module's own .grad stay as they were; frozen parameters
+        count like any other. A parameter the output does not depend on (a .detach(),
+        torch.no_grad()) gets a zero gradient."""
         sub = self.sub
         target = self.child(path) if path else self.handle
         pairs = sub.request("call", target=target, method="named_parameters", options={"materialize": True})
         params = {str(name): value for name, value in pairs if isinstance(value, torch.Tensor)}
-        torch_h = sub.library("torch")
-        func = sub.getattr(torch_h, "func")
-        partial = sub.getattr(sub.library("functools"), "partial")
-        module_call = sub.call(partial, sub.getattr(func, "functional_call"), target)
-        result = sub.call(sub.getattr(func, "vjp"), module_call, params, (x.detach().clone(),))
         called = self.called_grads(x)
-        if not (isinstance(result, tuple) and len(result) == 2):
-            fail(called, message("lesson04.not_a_tensor", got=type(result).__name__))
-        out, vjp_fn = result
+        result = sub.param_vjp(target, [x.detach().clone()], [v], input_grad=True, all_params=True)
+        out = result.get("output") if isinstance(result, dict) else None
         expect_tensor(out, called)
         if tuple(out.shape) != tuple(v.shape):
             fail(called, message("lesson04.shape_wrong", what=message("lesson04.what_output"), got=tuple(out.shape),
                                  expected=tuple(v.shape)))
-        grads = sub.call(vjp_fn, v.to(out.dtype))
-        if not (isinstance(grads, tuple) and len(grads) == 2 and isinstance(grads[0], dict)
-                and isinstance(grads[1], tuple) and len(grads[1]) == 1 and isinstance(grads[1][0], torch.Tensor)):
+        grads, input_grads = result.get("grads"), result.get("input_grads")
+        if not (isinstance(grads, list) and len(grads) == 1 and isinstance(input_grads, list) and len(input_grads) == 1
+                and (grads[0] is None or isinstance(grads[0], dict))
+                and (input_grads[0] is None or isinstance(input_grads[0], torch.Tensor))):
             fail(called, message("lesson04.grads_unreadable"))
-        by_name = {str(k): g for k, g in grads[0].items() if isinstance(g, torch.Tensor)}
-        return by_name, grads[1][0]
+        found = {str(k): g for k, g in (grads[0] or {}).items() if isinstance(g, torch.Tensor)}
+        # A parameter nothing reached: zero.
+        by_name = {name: found.get(name, torch.zeros_like(value)) for name, value in params.items()}
+        x_grad = input_grads[0] if input_grads[0] is not None else torch.zeros_like(x)
+        return by_name, x_grad
 
     def called_grads(self, x: torch.Tensor):
         return message("lesson04.called_grads", call=self.call_text, shape=tuple(x.shape),

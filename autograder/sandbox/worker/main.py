@@ -123,21 +123,47 @@ class Worker:
         # reach: plain autograd on one forward call, never touching the module's own .grad.
         import torch
 
+        # With input_grad, also the gradient reaching the first argument (a tensor). With
+        # all_params, frozen parameters too (requires_grad set for this call only): what the
+        # module computes, whether or not it would train.
         module = req["target"]
-        out = module(*req.get("args", []), **req.get("kwargs", {}))
+        args = list(req.get("args", []))
+        wrt_input = bool(req.get("input_grad")) and bool(args) and isinstance(args[0], torch.Tensor)
+        if wrt_input:
+            args[0] = args[0].detach().clone().requires_grad_(True)
+        frozen = [p for p in module.parameters() if not p.requires_grad] if req.get("all_params") else []
+        for p in frozen:
+            p.requires_grad_(True)
+        try:
+            return self._param_vjp(module, args, req, wrt_input)
+        finally:
+            for p in frozen:
+                p.requires_grad_(False)
+
+    def _param_vjp(self, module: Any, args: list, req: dict, wrt_input: bool) -> dict:
+        import torch
+
+        out = module(*args, **req.get("kwargs", {}))
         named = [(str(name), p) for name, p in module.named_parameters() if p.requires_grad]
-        results = []
+        sources = [p for _, p in named] + ([args[0]] if wrt_input else [])
+        results, input_grads = [], []
         for cotangent in req["cotangents"]:
             pairs = _pair_outputs(out, cotangent)
             pairs = [(o, c) for o, c in pairs if o.grad_fn is not None]
-            if not pairs or not named:
+            if not pairs or not sources:
                 results.append(None)  # nothing the cotangent touches depends on a parameter
+                input_grads.append(None)
                 continue
-            grads = torch.autograd.grad([o for o, _ in pairs], [p for _, p in named],
+            grads = torch.autograd.grad([o for o, _ in pairs], sources,
                                         [c.to(o.dtype) for o, c in pairs], retain_graph=True, allow_unused=True)
             results.append({name: torch.zeros_like(p) if g is None else g
-                            for (name, p), g in zip(named, grads)})
-        return {"output": out, "grads": results}
+                            for (name, p), g in zip(named, grads)} if named else None)
+            if wrt_input:
+                input_grads.append(torch.zeros_like(args[0]) if grads[-1] is None else grads[-1])
+        answer = {"output": out, "grads": results}
+        if wrt_input:
+            answer["input_grads"] = input_grads
+        return answer
 
     def op_practice(self, req: dict) -> Any:
         from autograder.sandbox.worker import practice
