@@ -139,3 +139,14 @@ def copy_of(tmp_path):
         return dest
 
     return run
+
+
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto`: one worker more than the cores. Most of this suite's time is real grading runs
+    and installs, each waiting on a worker process, git, pip or nbgrader, so a core is often idle;
+    the graders' verdicts do not depend on load (CPU-time limits, tests/test_cpu_clock.py).
+    Measured on 2 cores: `.ci/run` 8 min 54 s with 2 workers, 7 min 27 s with 3.
+    PYTEST_XDIST_AUTO_NUM_WORKERS still decides when set."""
+    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    return (os.cpu_count() or 1) + 1
