@@ -333,8 +333,7 @@ class Sandbox:
         self._dead, self._ready, self._reader = None, False, FrameReader()
         self._log = self._tmp / f"worker-{self.generation}.log"
         if portable.selected():  # autograder/sandbox/portable.py: a spawned worker on stdin/stdout
-            limits = {"memory_bytes": None if _cuda_present() else self.limits.memory_bytes,
-                      "cpu_seconds": self.limits.cpu_seconds, "file_bytes": self.limits.file_bytes}
+            limits = self._common_limits()  # no process count: RLIMIT_NPROC is not portable
             # The spare worker (already importing torch, or done) takes this sandbox's config.
             self._proc = portable.start_worker(PACKAGE_PARENT, _clean_env, self.root, _clean_env(self._tmp / "home"),
                                                self._log, self._tmp / "home", limits, walls_enabled=isolation.enabled())
@@ -369,15 +368,16 @@ class Sandbox:
         zygote, or executed through the supervisor: `supervisor_config`): its folder, clean
         environment, resource limits, user and walls. One builder, so the two ways cannot drift."""
         home = self._tmp / "home"
-        limits = {
-            "memory_bytes": None if _cuda_present() else self.limits.memory_bytes,
-            "cpu_seconds": self.limits.cpu_seconds,
-            "processes": _process_limit(self.limits.processes, self.user),
-            "file_bytes": self.limits.file_bytes,
-        }
+        limits = {**self._common_limits(), "processes": _process_limit(self.limits.processes, self.user)}
         return {"cwd": str(self.root), "env": _clean_env(home), "limits": limits,
                 "user": None if self.user is None else dict(zip(("uid", "gid"), self.user)),
                 "walls": isolation.walls(home, gpu=_cuda_present())}
+
+    def _common_limits(self) -> dict:
+        """The resource limits every worker gets, on every path (no memory cap with CUDA: its
+        driver maps far more address space than it uses)."""
+        return {"memory_bytes": None if _cuda_present() else self.limits.memory_bytes,
+                "cpu_seconds": self.limits.cpu_seconds, "file_bytes": self.limits.file_bytes}
 
     def ensure_ready(self, timeout: float = STARTUP_TIMEOUT) -> None:
         """Block until a live worker has imported torch and said hello."""
