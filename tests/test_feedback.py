@@ -103,16 +103,34 @@ def test_values_differ_names_the_worst_element(x):
     text = es(fb)
     assert "la salida de forward(x)" in text
     assert "2 de 120" in text
-    assert "atol=1e-5, rtol=1e-5" in text
+    # atol is applied in units of the largest |expected| (here about 2.5)
+    assert f"atol={F.fmt_number(1e-5 * float(np.abs(x).max()))}, rtol=1e-5" in text
     assert "El mayor error absoluto es 0.5, en el índice [1, 2, 3, 4]" in text
     assert f"obtienes {F.fmt_number(y[1, 2, 3, 4])} y se esperaba {F.fmt_number(x[1, 2, 3, 4])}" in text
 
 
 def test_tolerance_is_the_one_given(x):
+    x = x / np.abs(x).max()  # values of order 1: atol applies as given
     y = x + 1e-3
     assert F.compare(y, x, what="y", atol=1e-2) is None
     fb = F.compare(y, x, what="y", atol=1e-4, rtol=0)
     assert "atol=0.0001, rtol=0" in es(fb)
+
+
+def test_atol_grows_with_the_scale_of_the_expected_values():
+    """float32 rounding follows the size of the terms: logits reaching 13 may miss an element
+    near 0 by 1.25e-5 (a correct KV cache did, on one seed); values of order 1 keep atol."""
+    logits = np.array([13.0, -0.0777, 2.0])
+    rounded = logits + np.array([0.0, 1.25e-5, 0.0])
+    assert F.compare(rounded, logits, what="y") is None
+    far = logits + np.array([0.0, 2e-4, 0.0])  # beyond 1e-5 * 13: a real difference
+    fb = F.compare(far, logits, what="y")
+    assert keys(fb) == ["feedback.values_differ", "feedback.max_error"]
+    assert "atol=0.00013, rtol=1e-5" in es(fb)
+    small = np.array([0.5, -0.0777, 0.2])
+    assert F.compare(small + np.array([0.0, 1.25e-5, 0.0]), small, what="y") is not None
+    assert F.tolerance_scale(np.array([np.nan, -np.inf, 0.25])) == 1.0
+    assert F.tolerance_scale(np.array([np.inf, -13.0])) == 13.0
 
 
 def test_minus_1e9_against_minus_inf_is_a_value_difference():

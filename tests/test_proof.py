@@ -35,6 +35,19 @@ def test_solution_gets_full_marks(course, lesson):
     assert all(c.max_score == 0 for c in skipped)
 
 
+# Seeds under which a solution once lost points (bench/sweep_seeds.py finds them): float32
+# rounding beyond a fixed atol on logits of size ~13. Each replays with full marks.
+UNFAIR_SEEDS = [("06", 115), ("06", 286054571)]
+
+
+@pytest.mark.parametrize("lesson_id, seed", UNFAIR_SEEDS, ids=[f"{lesson}-seed-{seed}" for lesson, seed in UNFAIR_SEEDS])
+def test_solution_keeps_full_marks_under_the_seeds_that_once_failed_it(course, lesson_id, seed):
+    lesson = course.lesson(lesson_id)
+    result = grade_folder(course, lesson, ROOT / "solutions" / lesson.folder, seed=seed)
+    assert {c.id: feedback_text(c.feedback, "en") for c in failed(result)} == {}
+    assert result.score == result.max_score
+
+
 @pytest.mark.parametrize("lesson", LESSONS, ids=_ids)
 def test_untouched_stub_scores_zero_and_names_what_it_waits_for(course, lesson):
     result = grade_folder(course, lesson, ROOT / "exercises" / lesson.folder)
