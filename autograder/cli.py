@@ -343,7 +343,7 @@ def unknown_lesson_text(course, key: str, lang: str) -> str:
 
 
 def _grade(course, args, parser) -> int:
-    from autograder.engine.grading import grade
+    from autograder.engine.split import grade
     from autograder.engine.feedback import redact, secrets_from_environ
     from autograder.learner.steps import grade_step, step_line
     from autograder.render.output import render_json, render_markdown, render_text

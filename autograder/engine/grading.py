@@ -94,7 +94,7 @@ def _lesson_dir(course: Course, lesson: Lesson, submission: Path | None, single:
 def grade(course: Course, lessons: Iterable[Lesson], submission: Path | None = None, *,
           lang: str | None = None, seed: int | None = None, limits: Limits = Limits(),
           on_lesson=None, boundary: Path | None = None, first: dict[str, Sequence[str]] | None = None,
-          on_start=None, on_check=None, on_worker=None) -> CourseResult:
+          on_start=None, on_check=None, on_worker=None, take=None) -> CourseResult:
     """Grade `lessons` of `submission` (default: the course's own exercises/). `boundary`: the
     folder below which nothing of the learner's is followed if it is a symlink (default: see
     `lesson_submission_dir` and `own_files`); grade-all gives the learner's whole folder.
@@ -104,7 +104,12 @@ def grade(course: Course, lessons: Iterable[Lesson], submission: Path | None = N
     called as each check starts (grade-all names the check a learner's time limit stopped);
     `on_check(lesson, check)` gets each check's result as soon as the check is over, in the
     order they ran; `on_worker(lesson, pid)` the pid of each worker started to run the learner's
-    code. None of them changes a result."""
+    code. None of them changes a result.
+
+    `take`: for engine/split.py, a function giving the index (in `lessons`) of the next lesson
+    to grade, None when there is none left; only those lessons are graded, in that order.
+    Folders are resolved from the whole list either way, so a lesson is graded the same in
+    whichever process takes it."""
     lessons = list(lessons)
     lang = lang or course.language
     seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
@@ -126,10 +131,12 @@ def grade(course: Course, lessons: Iterable[Lesson], submission: Path | None = N
 
     results = []
     try:
-        for index in range(min(2, len(lessons))):
-            sandbox_for(index).start()
-        for index, (lesson, mine) in enumerate(zip(lessons, own)):
-            if index + 1 < len(lessons):
+        if take is None:  # the order is known: each lesson's worker starts while the one before is graded
+            for index in range(min(2, len(lessons))):
+                sandbox_for(index).start()
+        for index in range(len(lessons)) if take is None else iter(take, None):
+            lesson, mine = lessons[index], own[index]
+            if take is None and index + 1 < len(lessons):
                 sandbox_for(index + 1).start()
             sandbox = sandbox_for(index)
             result = grade_lesson(lesson, sandbox, seed, own=mine, stubs=stub_folder(course, lesson, folders[index]),

@@ -39,7 +39,7 @@ from autograder.sandbox import portable
 from autograder.sandbox.cpu_clock import CpuBudget
 # Submission intake lives in autograder/sandbox/intake.py; these names stay importable from here.
 from autograder.sandbox.intake import MAX_FILE_BYTES, MAX_FILES, copy_submission, submission_files  # noqa: F401
-from autograder.sandbox.pool import ForkedSupervisor, PoolError, WarmPool
+from autograder.sandbox.pool import AttachedPool, ForkedSupervisor, PoolError, WarmPool
 from autograder.sandbox.pool import enabled as pool_enabled
 from autograder.sandbox.protocol import frame_bytes, FrameReader, Handle, ProtocolError, decode, encode
 from autograder.sandbox.worker.supervisor import process_ids
@@ -256,6 +256,19 @@ def start_warm_pool(shared: tuple[socket.socket, int] | None = None) -> None:
         WarmPool.adopt(*shared, STARTUP_TIMEOUT)
         return
     WarmPool.shared(PACKAGE_PARENT, _clean_env, STARTUP_TIMEOUT)
+
+
+def share_warm_pool() -> tuple[socket.socket, int] | None:
+    """(client socket, pid) of this process's own running zygote, for a process forked from
+    this one to `start_warm_pool(shared=...)` with; None where the warm pool is off, not ours
+    (grade-all's processes share their parent's) or gone."""
+    pool = WarmPool._instance
+    if portable.selected() or not pool_enabled() or pool is None or isinstance(pool, AttachedPool):
+        return None
+    if pool.owner != os.getpid() or not pool.alive():
+        return None
+    sock = pool.attach()
+    return None if sock is None else (sock, pool.pid)
 
 
 def start_shared_zygote(scratch: Path | None = None) -> WarmPool | None:
