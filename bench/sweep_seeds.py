@@ -3,7 +3,10 @@ not pass. A correct submission must get full marks whatever weights and inputs a
 so any line this prints is a grader bug (a tolerance too tight for float32, a near-tie, an
 input that makes the reference ill-conditioned).
 
-Run from the repository root:  python bench/sweep_seeds.py [--seeds N] [--lesson 06] [--first S]
+Run from the repository root:  python bench/sweep_seeds.py [--seeds N] [--lesson 06] [--first S] [--variants]
+With --variants, every correct-but-different variant of tests/lessonNN_variants.py (einsum,
+an explicit softmax, -1e9 for -inf...) is graded instead: real-world correct code takes other
+float32 paths than the solution, and must get full marks under every seed too.
 Seeds are S, S+1, ... S+N-1, used as `autograder grade --seed` uses them, so a failure is
 replayed with `autograder grade NN --submission solutions/NN-slug --seed SEED`. Exit status 1
 when any check of a solution failed. Grading runs in this process (one torch import for all
@@ -15,19 +18,20 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def grade(course, lessons, seed: int):
+def grade(course, lessons, seed: int, submission: Path | None = None):
     """One grading of the solutions, in this process (the workers are forked per lesson as
     always; only the CLI's start and torch import are shared across seeds)."""
     from autograder.engine import grading
 
     try:
-        result = grading.grade(course, lessons, ROOT / "solutions", seed=seed)
+        result = grading.grade(course, lessons, submission or ROOT / "solutions", seed=seed)
     except Exception as err:  # noqa: BLE001 - a grader crash is what this sweep looks for
         return f"{type(err).__name__}: {err}"
     return result
@@ -46,11 +50,36 @@ def unfair(result) -> list[str]:
             if check.status not in (Status.PASSED, Status.SKIPPED)]
 
 
+def correct_variants(course, lessons, scratch: Path) -> list[tuple[str, object, Path]]:
+    """(name, lesson, folder) for each correct-but-different variant of tests/lessonNN_variants.py:
+    the solution's files (markers stripped) with the variant's substitutions made."""
+    import importlib
+
+    sys.path.insert(0, str(ROOT / "tests"))
+    from autograder.course.stubs import strip_markers
+
+    found = []
+    for lesson in lessons:
+        folder = ROOT / "solutions" / lesson.folder
+        names = [*lesson.files] + ([lesson.quiz] if lesson.quiz else [])
+        files = {name: strip_markers((folder / name).read_text(encoding="utf-8"), name) for name in names}
+        for variant in importlib.import_module(f"lesson{lesson.id}_variants").CORRECT:
+            target = scratch / f"{lesson.id}-{variant.name}"
+            target.mkdir(parents=True)
+            for name, text in {**files, **variant.apply(files)}.items():
+                (target / name).write_text(text, encoding="utf-8")
+            found.append((f"{lesson.id}:{variant.name}", lesson, target))
+    return found
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=50, help="how many seeds (default 50)")
     parser.add_argument("--first", type=int, default=1, help="the first seed (default 1)")
     parser.add_argument("--lesson", help="one lesson id (01..06); default the whole course")
+    parser.add_argument("--variants", action="store_true",
+                        help="grade every correct-but-different variant of tests/lessonNN_variants.py "
+                             "instead of the solutions (each lesson alone)")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     from autograder.core.manifest import load_course
@@ -59,13 +88,20 @@ def main() -> int:
     lessons = [course.lesson(args.lesson)] if args.lesson else list(course.lessons)
     failures = 0
     start = time.perf_counter()
-    for seed in range(args.first, args.first + args.seeds):
-        for line in unfair(grade(course, lessons, seed)):
-            failures += 1
-            print(f"seed {seed}: {line}", flush=True)
+    with tempfile.TemporaryDirectory(prefix="sweep-") as scratch:
+        if args.variants:
+            runs = [(name, [lesson], folder) for name, lesson, folder in correct_variants(course, lessons, Path(scratch))]
+        else:
+            runs = [("solutions", lessons, None)]
+        for seed in range(args.first, args.first + args.seeds):
+            for name, graded, folder in runs:
+                for line in unfair(grade(course, graded, seed, folder)):
+                    failures += 1
+                    print(f"seed {seed} {name}: {line}", flush=True)
     took = time.perf_counter() - start
-    what = f"lesson {args.lesson}" if args.lesson else "the course"
-    print(f"{args.seeds} seeds of {what} on the solutions in {took:.0f} s: "
+    what = (f"lesson {args.lesson}" if args.lesson else "the course") + (
+        f" ({len(runs)} correct variants)" if args.variants else " on the solutions")
+    print(f"{args.seeds} seeds of {what} in {took:.0f} s: "
           f"{failures} check(s) of a correct submission did not pass")
     return 1 if failures else 0
 
