@@ -38,10 +38,14 @@ def grade_lessons(course: Course, lessons: list[Lesson], lang: str, *, seed: int
     `live`: engine.grade's first, on_check and on_worker (what `watch` shows while grading)."""
     from autograder.engine import grading, split
 
+    done: set[str] = set()
+
     def advance(result) -> None:
-        done = [lesson.id for lesson in lessons].index(result.id)
-        if status is not None and done + 1 < len(lessons):
-            status.update(t("grading", lang, id=lessons[done + 1].id))
+        # Lessons may finish out of order (two grading processes): name the first still pending.
+        done.add(result.id)
+        pending = [lesson.id for lesson in lessons if lesson.id not in done]
+        if status is not None and pending:
+            status.update(t("grading", lang, id=pending[0]))
 
     if status is not None:
         status.update(t("grading", lang, id=lessons[0].id))
