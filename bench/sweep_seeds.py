@@ -6,7 +6,9 @@ input that makes the reference ill-conditioned).
 Run from the repository root:  python bench/sweep_seeds.py [--seeds N] [--lesson 06] [--first S] [--variants]
 With --variants, every correct-but-different variant of tests/lessonNN_variants.py (einsum,
 an explicit softmax, -1e9 for -inf...) is graded instead: real-world correct code takes other
-float32 paths than the solution, and must get full marks under every seed too.
+float32 paths than the solution, and must get full marks under every seed too. With --buggy,
+every buggy variant must be caught, by its own TODO, under every seed (the suite proves it
+under one fixed seed; learners are graded under any).
 Seeds are S, S+1, ... S+N-1, used as `autograder grade --seed` uses them, so a failure is
 replayed with `autograder grade NN --submission solutions/NN-slug --seed SEED`. Exit status 1
 when any check of a solution failed. Grading runs in this process (one torch import for all
@@ -50,9 +52,9 @@ def unfair(result) -> list[str]:
             if check.status not in (Status.PASSED, Status.SKIPPED)]
 
 
-def correct_variants(course, lessons, scratch: Path) -> list[tuple[str, object, Path]]:
-    """(name, lesson, folder) for each correct-but-different variant of tests/lessonNN_variants.py:
-    the solution's files (markers stripped) with the variant's substitutions made."""
+def variants(course, lessons, scratch: Path, kind: str) -> list[tuple[str, object, Path, object]]:
+    """(name, lesson, folder, variant) for each variant of tests/lessonNN_variants.py's `kind`
+    list (CORRECT or BUGGY): the solution's files (markers stripped) with its substitutions."""
     import importlib
 
     sys.path.insert(0, str(ROOT / "tests"))
@@ -63,13 +65,35 @@ def correct_variants(course, lessons, scratch: Path) -> list[tuple[str, object, 
         folder = ROOT / "solutions" / lesson.folder
         names = [*lesson.files] + ([lesson.quiz] if lesson.quiz else [])
         files = {name: strip_markers((folder / name).read_text(encoding="utf-8"), name) for name in names}
-        for variant in importlib.import_module(f"lesson{lesson.id}_variants").CORRECT:
+        for variant in getattr(importlib.import_module(f"lesson{lesson.id}_variants"), kind):
             target = scratch / f"{lesson.id}-{variant.name}"
             target.mkdir(parents=True)
             for name, text in {**files, **variant.apply(files)}.items():
                 (target / name).write_text(text, encoding="utf-8")
-            found.append((f"{lesson.id}:{variant.name}", lesson, target))
+            found.append((f"{lesson.id}:{variant.name}", lesson, target, variant))
     return found
+
+
+def escaped(result, variant) -> list[str]:
+    """What tests/test_variants.py asserts of a buggy variant, under this seed: the lesson is
+    not completed, a failed check names the variant's TODO, and no check of another TODO fails
+    unless it waits on that one."""
+    from autograder.core.results import Status
+
+    if isinstance(result, str):
+        return [f"grading crashed: {result}"]
+    lesson = result.lessons[0]
+    failed = [c for c in lesson.checks if c.status in (Status.FAILED, Status.ERROR)]
+    if lesson.completed:
+        return ["escaped: the lesson was completed"]
+    problems = []
+    if not any(variant.todo is None or c.todo == variant.todo for c in failed):
+        problems.append(f"no failed check names TODO [{variant.todo}]: " + ", ".join(c.id for c in failed))
+    wrong = [f"{c.id} [{c.todo}]" for c in failed if c.todo not in (variant.todo, None)
+             and (variant.todo is None or c.waits_on != variant.todo)]
+    if wrong:
+        problems.append("also fails checks of other TODOs: " + ", ".join(wrong))
+    return problems
 
 
 def main() -> int:
@@ -80,6 +104,9 @@ def main() -> int:
     parser.add_argument("--variants", action="store_true",
                         help="grade every correct-but-different variant of tests/lessonNN_variants.py "
                              "instead of the solutions (each lesson alone)")
+    parser.add_argument("--buggy", action="store_true",
+                        help="grade every buggy variant instead: each must be caught, by its TODO, "
+                             "under every seed")
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     from autograder.core.manifest import load_course
@@ -89,20 +116,23 @@ def main() -> int:
     failures = 0
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="sweep-") as scratch:
-        if args.variants:
-            runs = [(name, [lesson], folder) for name, lesson, folder in correct_variants(course, lessons, Path(scratch))]
+        if args.variants or args.buggy:
+            runs = [(name, [lesson], folder, variant) for name, lesson, folder, variant
+                    in variants(course, lessons, Path(scratch), "BUGGY" if args.buggy else "CORRECT")]
         else:
-            runs = [("solutions", lessons, None)]
+            runs = [("solutions", lessons, None, None)]
         for seed in range(args.first, args.first + args.seeds):
-            for name, graded, folder in runs:
-                for line in unfair(grade(course, graded, seed, folder)):
+            for name, graded, folder, variant in runs:
+                result = grade(course, graded, seed, folder)
+                for line in escaped(result, variant) if args.buggy else unfair(result):
                     failures += 1
                     print(f"seed {seed} {name}: {line}", flush=True)
     took = time.perf_counter() - start
     what = (f"lesson {args.lesson}" if args.lesson else "the course") + (
-        f" ({len(runs)} correct variants)" if args.variants else " on the solutions")
-    print(f"{args.seeds} seeds of {what} in {took:.0f} s: "
-          f"{failures} check(s) of a correct submission did not pass")
+        f" ({len(runs)} buggy variants)" if args.buggy else f" ({len(runs)} correct variants)" if args.variants
+        else " on the solutions")
+    verdict = "problem(s) with a buggy variant" if args.buggy else "check(s) of a correct submission did not pass"
+    print(f"{args.seeds} seeds of {what} in {took:.0f} s: {failures} {verdict}")
     return 1 if failures else 0
 
 

@@ -132,16 +132,35 @@ RETRIES = 8
 
 def get_batch_whole(sub: Sandbox, data: torch.Tensor, block_size: int, batch_size: int, seed: int,
                     *, global_seed: int | None = None):
-    """get_batch, retried with other seeds while it breaks with rows of different lengths: the
-    first batch that comes out whole. The last try reports its error with hints."""
+    """get_batch, retried with other seeds while it breaks with rows of different lengths, or
+    (B = 1, where nothing breaks) returns a row cut short by the end of data: the first batch
+    that comes out whole. The last try reports what it gets, with hints."""
     for k in range(RETRIES - 1):
         try:
-            return get_batch(sub, data, block_size, batch_size, seed + 7919 * k, global_seed=global_seed,
-                             hints=False)
+            called, x, y = get_batch(sub, data, block_size, batch_size, seed + 7919 * k, global_seed=global_seed,
+                                     hints=False)
         except StudentError as err:
             if not short_rows(err):
                 raise
+            continue
+        if past_end_start(x, data, block_size) is None:
+            return called, x, y
     return get_batch(sub, data, block_size, batch_size, seed + 7919 * (RETRIES - 1), global_seed=global_seed)
+
+
+def past_end_start(x: torch.Tensor, data: torch.Tensor, block_size: int) -> int | None:
+    """Where a window of x started when one of its rows was cut short by the end of data (a
+    start past the last valid one, TODO [batch-offsets]; torch.stack only breaks on it when
+    another row is whole, so a batch of one row comes out (1, shorter)); None otherwise.
+    A non-empty row shorter than block_size that is exactly data's tail can come from nothing
+    else: a slice of the wrong length that ends at the end of data starts at a valid place
+    only if it is block_size long."""
+    if not has_values(x) or x.ndim != 2 or not 0 < x.shape[1] < block_size:
+        return None
+    tail = data[len(data) - x.shape[1]:]
+    if any(torch.equal(row.to(tail.dtype), tail) for row in x):
+        return len(data) - x.shape[1]
+    return None
 
 
 def has_values(value) -> bool:
