@@ -39,6 +39,14 @@ def traced(lesson, *args, **kwargs):
     return result
 
 grading.grade_lesson = traced
+if sabotage == "no-fork":  # the split's fork is refused (a pids limit); later forks work
+    real_fork, refused = os.fork, []
+    def refuse_once():
+        if not refused:
+            refused.append(True)
+            raise BlockingIOError(11, "Resource temporarily unavailable")
+        return real_fork()
+    os.fork = refuse_once
 course = load_course(Path(sys.argv[2]) / "course.yml")
 lessons = [course.lesson(key) for key in sys.argv[4].split(",")]
 start_warm_pool()
@@ -76,7 +84,7 @@ def test_two_processes_give_the_grade_one_process_gives(one_process):
     assert json.loads(out["json"])["score"] == json.loads(out["json"])["max_score"] > 0
 
 
-@pytest.mark.parametrize("sabotage", ["dies", "raises"])
+@pytest.mark.parametrize("sabotage", ["dies", "raises", "no-fork"])
 def test_a_lost_second_process_loses_no_lesson(one_process, sabotage):
     out, stderr = run(sabotage)
     assert set(out["pids"]) == {out["parent"]}  # the parent graded what the copy had taken
