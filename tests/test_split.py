@@ -94,6 +94,10 @@ def test_a_lost_second_process_loses_no_lesson(one_process, sabotage):
         assert "a grader broke in the second process" in stderr
 
 
-def test_one_lesson_is_graded_without_a_fork():
-    out, _ = run(lessons="03")
-    assert out["pids"] == [out["parent"]]
+@pytest.mark.parametrize("lessons", ["03", "01,02,01"])
+def test_one_lesson_or_a_lesson_named_twice_is_graded_without_a_fork(lessons):
+    """Results come back by lesson id: a list naming one twice is graded in one process, as
+    many times as it is named."""
+    out, _ = run(lessons=lessons)
+    assert out["pids"] == [out["parent"]] * len(lessons.split(","))
+    assert [lesson["id"] for lesson in json.loads(out["json"])["lessons"]] == lessons.split(",")
