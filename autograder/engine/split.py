@@ -61,17 +61,20 @@ def enabled() -> bool:
 
 def grade(course: Course, lessons: Iterable[Lesson], submission: Path | None = None, *,
           lang: str | None = None, seed: int | None = None, on_lesson=None,
-          boundary: Path | None = None) -> CourseResult:
+          boundary: Path | None = None, **live) -> CourseResult:
     """`grading.grade` with the same arguments and result, in two processes where that pays;
-    `on_lesson` is called as each lesson is done, in the order they finish."""
+    `on_lesson` is called as each lesson is done, in the order they finish. `live`:
+    grading.grade's first, on_start, on_check, on_worker; any of them given means one process."""
     lessons = list(lessons)
     lang = lang or course.language
+    # Drawn here, not in each process: both must grade with the same seed.
     seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
     plain = dict(lang=lang, seed=seed, on_lesson=on_lesson, boundary=boundary)
     # Results come back by lesson id, and the queue holds one byte per lesson.
     distinct = len({lesson.id for lesson in lessons}) == len(lessons) <= 255
-    if len(lessons) < 2 or not distinct or not enabled():
-        return grading.grade(course, lessons, submission, **plain)
+    showing = any(value is not None for value in live.values())  # watch: checks as they finish
+    if len(lessons) < 2 or not distinct or showing or not enabled():
+        return grading.grade(course, lessons, submission, **plain, **live)
     start_warm_pool()  # the CLI has started it already: this only makes sure
     _import_torch()
     shared = share_warm_pool()
@@ -95,6 +98,7 @@ class _Split:
         self.course, self.lessons, self.submission, self.plain = course, lessons, submission, plain
         self.sock, self.zygote = shared
         self.done: dict[int, LessonResult] = {}
+        self.results = None  # the copy's end of the results pipe, once forked
         self.copy_over = False
         self.interrupted = False
 

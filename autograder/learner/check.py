@@ -36,7 +36,7 @@ def grade_lessons(course: Course, lessons: list[Lesson], lang: str, *, seed: int
     """Grade the lessons' exercise folders with the engine (hidden graders, or practice tests
     where the graders are missing); `status` (a rich Status) shows which lesson is graded.
     `live`: engine.grade's first, on_check and on_worker (what `watch` shows while grading)."""
-    from autograder.engine import grading, split
+    from autograder.engine.split import grade
 
     done: set[str] = set()
 
@@ -49,9 +49,7 @@ def grade_lessons(course: Course, lessons: list[Lesson], lang: str, *, seed: int
 
     if status is not None:
         status.update(t("grading", lang, id=lessons[0].id))
-    if any(value is not None for value in live.values()):  # watch: checks shown as they finish
-        return grading.grade(course, lessons, None, lang=lang, seed=seed, on_lesson=advance, **live)
-    return split.grade(course, lessons, None, lang=lang, seed=seed, on_lesson=advance)
+    return grade(course, lessons, None, lang=lang, seed=seed, on_lesson=advance, **live)
 
 
 # --- what check prints after the result -------------------------------------------------------
