@@ -128,6 +128,7 @@ def get_batch(sub: Sandbox, data: torch.Tensor, block_size: int, batch_size: int
 # [batch-offsets]) breaks only the calls that draw it, so checks of TODO [targets-shift] judge
 # a batch that came out whole; a slice that breaks at every start fails on every seed.
 RETRIES = 8
+RETRY_SEED_STEP = 7919  # the seed of try k is seed + k * RETRY_SEED_STEP
 
 
 def get_batch_whole(sub: Sandbox, data: torch.Tensor, block_size: int, batch_size: int, seed: int,
@@ -137,15 +138,16 @@ def get_batch_whole(sub: Sandbox, data: torch.Tensor, block_size: int, batch_siz
     that comes out whole. The last try reports what it gets, with hints."""
     for k in range(RETRIES - 1):
         try:
-            called, x, y = get_batch(sub, data, block_size, batch_size, seed + 7919 * k, global_seed=global_seed,
-                                     hints=False)
+            called, x, y = get_batch(sub, data, block_size, batch_size, seed + RETRY_SEED_STEP * k,
+                                     global_seed=global_seed, hints=False)
         except StudentError as err:
             if not short_rows(err):
                 raise
             continue
         if past_end_start(x, data, block_size) is None:
             return called, x, y
-    return get_batch(sub, data, block_size, batch_size, seed + 7919 * (RETRIES - 1), global_seed=global_seed)
+    return get_batch(sub, data, block_size, batch_size, seed + RETRY_SEED_STEP * (RETRIES - 1),
+                     global_seed=global_seed)
 
 
 def past_end_start(x: torch.Tensor, data: torch.Tensor, block_size: int) -> int | None:

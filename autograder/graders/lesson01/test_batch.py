@@ -18,8 +18,8 @@ from autograder.core.results import message
 from autograder.sandbox.client import StudentError
 
 from . import reference as ref
-from .harness import (RETRIES, as_rows, batch_call, function, get_batch, get_batch_whole, past_end_start, positions,
-                      short_rows, show, type_name)
+from .harness import (RETRIES, RETRY_SEED_STEP, as_rows, batch_call, function, get_batch, get_batch_whole,
+                      past_end_start, positions, short_rows, show, type_name)
 
 # ---------------------------------------------------------------- TODO [batch-offsets]
 
@@ -165,7 +165,7 @@ def test_batch_generator(submission, check_seed):
         except StudentError as err:
             if not short_rows(err) or k == RETRIES - 1:
                 raise
-            seed += 7919
+            seed += RETRY_SEED_STEP
     if not (torch.equal(x1, x2) and torch.equal(y1, y2)):
         fail(message("lesson01.called_twice", call=batch_call(n, T, B, seed)),
              message("lesson01.not_reproducible", x1=show(x1[:2]), x2=show(x2[:2])))
@@ -223,7 +223,7 @@ def _expect_batch_on_data_device(submission, check_seed: int) -> None:
                 if k == RETRIES - 1:
                     fail(called, describe_student_error(err, None, {}),
                          message("lesson01.hint_short_row", n=n, T=T, last=n - T - 1), waits_on="batch-offsets")
-                seed += 7919
+                seed += RETRY_SEED_STEP
                 continue
             fail(called, describe_student_error(err, None, {}), message("lesson01.batch_device_error"))
     if not (isinstance(result, (tuple, list)) and len(result) == 2):
