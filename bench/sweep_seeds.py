@@ -58,13 +58,11 @@ def variants(course, lessons, scratch: Path, kind: str) -> list[tuple[str, objec
     import importlib
 
     sys.path.insert(0, str(ROOT / "tests"))
-    from autograder.course.stubs import strip_markers
+    from variants import solution_files
 
     found = []
     for lesson in lessons:
-        folder = ROOT / "solutions" / lesson.folder
-        names = [*lesson.files] + ([lesson.quiz] if lesson.quiz else [])
-        files = {name: strip_markers((folder / name).read_text(encoding="utf-8"), name) for name in names}
+        files = solution_files(lesson)
         for variant in getattr(importlib.import_module(f"lesson{lesson.id}_variants"), kind):
             target = scratch / f"{lesson.id}-{variant.name}"
             target.mkdir(parents=True)

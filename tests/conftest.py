@@ -11,7 +11,7 @@ import pytest
 from autograder.engine.grading import grade
 from autograder.core.manifest import load_course
 from autograder.core.results import LessonResult, Status
-from autograder.course.stubs import strip_markers
+from variants import solution_files  # noqa: F401 - the tests import it from here
 
 ROOT = Path(__file__).resolve().parent.parent
 # The tests assert the course's language (Spanish) wherever no --lang is given: a developer's
@@ -28,13 +28,6 @@ def course():
 @pytest.fixture(scope="session")
 def lesson03(course):
     return course.lesson("03")
-
-
-def solution_files(lesson) -> dict[str, str]:
-    """The finished files of a lesson: its solutions without region markers."""
-    folder = ROOT / "solutions" / lesson.folder
-    names = [*lesson.files] + ([lesson.quiz] if lesson.quiz else [])
-    return {name: strip_markers((folder / name).read_text(encoding="utf-8"), name) for name in names}
 
 
 def write_submission(folder: Path, files: dict[str, str]) -> Path:

@@ -17,6 +17,19 @@ lines, which is how a variant replaces a whole function body.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
+
+from autograder.course.stubs import strip_markers
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def solution_files(lesson) -> dict[str, str]:
+    """The finished files of a lesson: its solutions without region markers (what a variant
+    changes; tests/conftest.py and bench/sweep_seeds.py use it)."""
+    folder = ROOT / "solutions" / lesson.folder
+    names = [*lesson.files] + ([lesson.quiz] if lesson.quiz else [])
+    return {name: strip_markers((folder / name).read_text(encoding="utf-8"), name) for name in names}
 
 
 @dataclass(frozen=True)
