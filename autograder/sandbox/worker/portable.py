@@ -11,7 +11,7 @@ in a neutral folder with a neutral clean environment. This module takes the prot
 and 1 (duplicates that no process the learner starts inherits), points fd 0 at the null device
 and fd 1 at the log (fd 2): a learner's print() then lands in the log, never inside a frame. It
 imports numpy and torch and then waits for its sandbox: the first frame on the request pipe,
-{"config": {cwd, env, limits, disabled, package}}. Only then, and before any learner code runs,
+{"config": {cwd, env, limits, disabled}}. Only then, and before any learner code runs,
 it enters the sandbox: the sandbox's folder, exactly the sandbox's environment, its home as the
 temporary folder, and the resource limits the platform has (`resource`: Linux, macOS) set on
 this process itself. The walls (Landlock, seccomp, namespaces) are Linux-only and are not
