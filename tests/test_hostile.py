@@ -126,7 +126,6 @@ for _sig in (_signal.SIGTERM, _signal.SIGINT, _signal.SIGALRM, _signal.SIGHUP, _
 '''
 
 
-
 def with_forward_prefix(source: str, code: str) -> str:
     """`source` with `code` (indented for a method body) run first in forward()."""
     head = "    def forward(self, x):\n"
