@@ -2,7 +2,8 @@
 gives, and loses no lesson when the second process dies or fails.
 
 Each case runs in a fresh interpreter (a forking test process would fork pytest-xdist's own
-threads too). The script tags each lesson's result with the pid that graded it, by wrapping
+threads too), with the split and the warm pool it needs on, whatever the caller's environment
+says. The script tags each lesson's result with the pid that graded it, by wrapping
 grading.grade_lesson before the fork, and prints the JSON result and those pids."""
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ LESSONS = "01,02,03,04"
 def run(sabotage: str = "none", lessons: str = LESSONS, **env) -> tuple[dict, str]:
     proc = subprocess.run([sys.executable, "-c", SCRIPT, sabotage, str(ROOT), str(SEED), lessons],
                           capture_output=True, text=True, timeout=300, cwd=ROOT,
-                          env={**os.environ, "AUTOGRADER_SPLIT": "1", **env})
+                          env={**os.environ, "AUTOGRADER_SPLIT": "1", "AUTOGRADER_WARM_POOL": "1", **env})
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr
 
