@@ -92,6 +92,7 @@ def test_a_lost_second_process_loses_no_lesson(one_process, sabotage):
     assert out["json"] == one_process["json"]
     assert sorted(out["seen"]) == LESSONS.split(",")
     if sabotage == "raises":
+        assert "el segundo proceso de corrección falló" in stderr  # the course's language
         assert "a grader broke in the second process" in stderr
 
 

@@ -33,6 +33,7 @@ from multiprocessing.connection import Pipe
 from pathlib import Path
 from collections.abc import Iterable
 
+from autograder.core import i18n
 from autograder.core.manifest import Course, Lesson
 from autograder.core.results import CourseResult, LessonResult
 from autograder.engine import grading
@@ -170,8 +171,7 @@ class _Split:
         if kind == "failed":
             # A grader or engine error in the copy: the parent grades its lessons again, where
             # the same error (if it is one) reaches the caller as it would without the split.
-            print(f"autograder: the second grading process failed; grading its lessons here:\n{payload}",
-                  file=sys.stderr)
+            print(i18n.translate("engine.split_copy_failed", self.plain["lang"], detail=payload), file=sys.stderr)
         return False
 
     def _copy(self, queue_r: int, results_w) -> None:
