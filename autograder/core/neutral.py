@@ -12,6 +12,10 @@ from a results.json a learner could have written) may appear in each rendering.
                                to start a heading, list, quote or table
     markdown_code(text)        an inline code span no backtick inside can close
     markdown_fence(text)       a fenced block no backtick run inside can close
+    formula_like(text)         whether a spreadsheet would read the text as a formula (OWASP's
+                               CSV-injection rule); rosters refuse such ids and e-mails
+    spreadsheet_cell(text)     a CSV cell no spreadsheet reads as a formula: a formula-like text
+                               gets a leading apostrophe, a plain number stays a number
 
 Standard library only: autograder.github.api (run from a bare checkout) uses it too.
 """
@@ -101,3 +105,26 @@ def markdown_fence(text: object, info: str = "text") -> str:
     longest = max((len(run) for run in re.findall(r"`+", body)), default=0)
     fence = "`" * max(3, longest + 1)
     return f"{fence}{info}\n{body}\n{fence}"
+
+
+# OWASP's CSV-injection rule: a cell starting with = + - @, tab or carriage return may be read as
+# a formula (or DDE command) by Excel, LibreOffice or Google Sheets. The full-width forms are
+# included because some spreadsheets normalise them on import.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r", "\uff1d", "\uff0b", "\uff0d", "\uff20")
+# A plain decimal number ("-3.5", "+2", "1e-3") is data, not a formula: it stays as it is, so a
+# negative penalty is still a number in the sheet.
+_PLAIN_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def formula_like(text: object) -> bool:
+    """True when a spreadsheet opening a CSV could read `text` as a formula (numbers are not)."""
+    value = str(text)
+    return value.startswith(FORMULA_STARTS) and not _PLAIN_NUMBER.fullmatch(value)
+
+
+def spreadsheet_cell(text: object) -> str:
+    """`text` as a CSV cell that no spreadsheet evaluates: a formula-like text gets a leading
+    apostrophe (shown as text, as OWASP recommends); anything else, numbers included, unchanged.
+    Quoting the cell for CSV is the csv module's job."""
+    value = str(text)
+    return "'" + value if formula_like(value) else value
