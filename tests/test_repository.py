@@ -72,3 +72,17 @@ def test_the_readme_speaks_to_instructors_and_sends_learners_to_the_learner_rele
     assert "Haz un fork" not in readme  # the old first step told learners to fork this repository
     english = readme[readme.index("## In English"):]
     assert "Learners do not work here" in english and "`autograder release`" in english
+
+
+def test_the_finale_curve_is_never_committed(tmp_path):
+    """The finale (exercises/06-generar/entrenar_y_generar.py) saves perdida.png where it runs; the
+    release ships this .gitignore verbatim, so git must ignore the picture wherever it lands."""
+    import shutil
+    import subprocess
+
+    shutil.copy(ROOT / ".gitignore", tmp_path / ".gitignore")
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    paths = ["perdida.png", "exercises/06-generar/perdida.png", "exercises/06-generar/generate.py"]
+    proc = subprocess.run(["git", "check-ignore", "--no-index", *paths], cwd=tmp_path,
+                          capture_output=True, text=True)
+    assert proc.stdout.split() == paths[:2]  # the pictures, never the learner's code
