@@ -57,7 +57,10 @@ def test_the_readme_installs_cpu_torch_before_the_project():
     # The main command (install and grade) starts with it, so the two commands stay two.
     block = re.search(r"```bash\n(.*?)```", readme, re.S).group(1)
     (main,) = [c for c in _commands(block) if "autograder grade" in c]
-    first, *rest = (part.strip() for part in main.split("&&"))
+    # Debian's and Ubuntu's Python refuse `pip install` outside a virtual environment (PEP 668):
+    # the command makes one and activates it before pip runs at all.
+    venv, activate, first, *rest = (part.strip() for part in main.split("&&"))
+    assert (venv, activate) == ("python3 -m venv .venv", ". .venv/bin/activate"), main
     assert first.startswith("python -m pip install torch==") and first.endswith(CPU_INDEX), main
     assert rest == ["python -m pip install -e .", "autograder grade"], main
 
