@@ -308,6 +308,16 @@ def test_foreign_host_and_cross_site_requests_are_refused(solution_viewer):
     status, answer = ask(port, "hola", headers={"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"})
     assert status == 403
     assert answer["messages"][0]["text"] == i18n.translate("viewer.refused_origin", "es", origin="https://evil.example")
+    # An opaque origin (a sandboxed frame, a file: or data: page) is no site of ours either.
+    for origin in ("null", "Null"):
+        status, answer = ask(port, "hola", headers={"Origin": origin})
+        assert status == 403 and answer["status"] == "refused", origin
+        assert answer["messages"][0]["text"] == i18n.translate("viewer.refused_origin", "es", origin=origin)
+    status, headers, body = request(port, "GET", "/", headers={"Origin": "null"})
+    assert status == 403 and "null" in body.decode()
+    # The viewer's own page, posting from its own origin, is served.
+    status, answer = ask(port, "hola", headers={"Origin": f"http://127.0.0.1:{port}", "Sec-Fetch-Site": "same-origin"})
+    assert status == 200, answer
     # This machine's own names are served, and the page forbids framing and foreign scripts.
     for host in (f"localhost:{port}", f"[::1]:{port}", f"127.0.0.1:{port}"):
         status, headers, _ = request(port, "GET", "/", host=host)

@@ -15,7 +15,8 @@ runs the learner's code (in the sandbox) on request, it answers nobody but this 
 a request is refused, with a message that says why, when its peer is not a loopback address,
 when its Host header is not this machine (localhost, 127.0.0.1, [::1]: a foreign name there is
 a DNS-rebinding page in the learner's browser), or when a browser says it comes from another
-site (Origin, Sec-Fetch-Site). In a GitHub Codespace the forwarded address
+site (Origin, Sec-Fetch-Site; `Origin: null`, sent by sandboxed frames, file: and data: pages,
+names no site of ours either). In a GitHub Codespace the forwarded address
 (<codespace>-<port>.<forwarding domain>) is this machine too. Sentences are capped at
 attention_probe.BLOCK_SIZE characters and request bodies at MAX_BODY_BYTES.
 """
@@ -305,7 +306,7 @@ class ViewerHandler(BaseHTTPRequestHandler):
         if host is None or host_name(host).rstrip(".") not in names:
             raise Refused(HTTPStatus.FORBIDDEN, message("viewer.refused_host", host=host or "—"))
         origin = self.headers.get("Origin")
-        if origin and origin != "null" and host_name(urlsplit(origin).netloc) not in names:
+        if origin and (origin.strip().lower() == "null" or host_name(urlsplit(origin).netloc) not in names):
             raise Refused(HTTPStatus.FORBIDDEN, message("viewer.refused_origin", origin=origin))
         if self.headers.get("Sec-Fetch-Site", "").lower() == "cross-site":
             raise Refused(HTTPStatus.FORBIDDEN, message("viewer.refused_origin", origin=origin or "—"))
