@@ -1,18 +1,19 @@
 """The cohort's learners for `autograder grade-all`: from a folder of submissions, or from a
 roster whose repositories are cloned (or updated) with git first.
 
-Roster: a CSV file with a header row. Columns (any order, names case-insensitive):
+Roster: the course's one roster format (autograder/core/roster.py: YAML, or CSV with a header
+row; the fields are documented in autograder/core/roster.schema.json). What grade-all uses of
+each learner:
 
-    id      the learner's id (also the folder name under SUBMISSIONS and the file names in
-            the output); required
-    url     the learner's repository: a remote URL with one of the schemes and hosts the
-            instructor allows (grade-all's --allow-scheme, default https, and --allow-host,
-            default github.com; `git@host:path` counts as ssh); never a local path or file://.
-            A refused URL is an error of the roster as a whole, like any other; required
+    id      the folder name under SUBMISSIONS and the file names in the output; required
+    url     the learner's repository: as written, else https://github.com/{repository}.git, the
+            repository itself defaulting to {organization}/{repository_prefix}{github}. It must
+            be a remote URL with one of the schemes and hosts the instructor allows (grade-all's
+            --allow-scheme, default https, and --allow-host, default github.com; `git@host:path`
+            counts as ssh); never a local path or file://. A refused URL, or a learner without
+            one, is an error of the roster as a whole, like any other
     ref     branch, tag or commit to grade; optional (default: the remote's HEAD)
-    name    the full name, split at the first space into first and last name; or give the
-            columns first_name and last_name instead; optional
-    email   optional
+    name    or first_name and last_name; email: optional, kept in the gradebook
 
 A learner's folder holds either a clone of their repository (with exercises/ inside) or just
 the contents of exercises/. Cloning is "fetch + detached checkout" in a folder of its own:
@@ -29,7 +30,6 @@ it, nothing that is a symlink is ever followed (autograder/sandbox/intake.py).
 
 from __future__ import annotations
 
-import csv
 import os
 import re
 import shutil
@@ -40,7 +40,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from autograder.cohort.store import BatchError, valid_learner_id
+from autograder.cohort.store import BatchError
+from autograder.core import roster as schema
+from autograder.core.roster import valid_learner_id
 
 GIT_TIMEOUT = 600  # seconds for one fetch: a large history over a slow link
 SCHEMES = ("https", "ssh", "http")  # what --allow-scheme may allow
@@ -52,9 +54,6 @@ GIT_OPTIONS = ("-c", "advice.detachedHead=false", "-c", "core.symlinks=false", "
 _HELPER = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*::")
 _SCP = re.compile(r"(?:[^@/:]+@)?(?P<host>\[[^\]/]+\]|[^:/\[\]]+):(?!//).*")
 _SSH_ALIASES = {"git+ssh": "ssh", "ssh+git": "ssh"}
-_COLUMNS = {"id": "id", "student_id": "id", "url": "url", "repo": "url", "repository": "url",
-            "git_url": "url", "ref": "ref", "name": "name", "email": "email",
-            "first_name": "first_name", "last_name": "last_name"}
 
 
 class RosterError(BatchError):
@@ -129,45 +128,27 @@ class Learner:
 
 
 def read_roster(path: Path, submissions: Path, allowed: Allowed = Allowed()) -> list[Learner]:
+    """The roster's learners, each with the URL to fetch; RosterError (naming the file, the line
+    and the field) for anything unusable, before anything is fetched."""
     try:
-        with open(path, encoding="utf-8-sig", newline="") as fh:
-            rows = list(csv.reader(fh))
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise RosterError("batch.roster_unreadable", where=str(path), detail=str(exc)) from None
-    rows = [(number, row) for number, row in enumerate(rows, 1) if any(cell.strip() for cell in row)]
-    if not rows:
-        raise RosterError("batch.roster_empty", where=str(path))
-    header_line, header = rows[0]
-    columns = [_COLUMNS.get(cell.strip().lower()) for cell in header]
-    missing = [name for name in ("id", "url") if name not in columns]
-    if missing:
-        raise RosterError("batch.roster_header", where=f"{path}:{header_line}", missing=", ".join(missing),
-                          found=", ".join(cell.strip() for cell in header))
-    learners: dict[str, Learner] = {}
-    for number, row in rows[1:]:
-        values = {col: cell.strip() for col, cell in zip(columns, row) if col}
-        where = f"{path}:{number}"
-        if len(row) > len(header) and any(cell.strip() for cell in row[len(header):]):
-            raise RosterError("batch.roster_extra_cells", where=where)
-        ident = values.get("id", "")
-        if not valid_learner_id(ident):
-            raise RosterError("batch.bad_learner_id", where=where, id=ident)
-        if ident in learners:
-            raise RosterError("batch.roster_duplicate", where=where, id=ident)
-        if not values.get("url"):
-            raise RosterError("batch.roster_no_url", where=where, id=ident)
-        for column in ("url", "ref"):  # git would read a leading dash as an option
-            if values.get(column, "").startswith("-"):
-                raise RosterError("batch.roster_dash", where=where, column=column, value=values[column])
-        refusal = refuse_url(values["url"], allowed, where)
+        roster = schema.load(path)
+    except schema.RosterError as exc:
+        raise RosterError(exc.text.key, **exc.text.params) from None
+    if roster.encoding == "csv" and "url" not in roster.csv_fields:
+        line, cells = roster.csv_header
+        raise RosterError("batch.roster_header", where=f"{path}:{line}", missing="url", found=", ".join(cells))
+    learners = []
+    for entry in roster.learners:
+        where = f"{path}:{entry.line}"
+        url = roster.url(entry)
+        if not url:
+            raise RosterError("batch.roster_no_url", where=where, id=entry.id)
+        refusal = refuse_url(url, allowed, where)
         if refusal is not None:
             raise refusal
-        first, last = values.get("first_name", ""), values.get("last_name", "")
-        if not (first or last) and values.get("name"):
-            first, _, last = values["name"].partition(" ")
-        learners[ident] = Learner(ident, submissions / ident, first.strip(), last.strip(),
-                                  values.get("email", ""), values["url"], values.get("ref") or None)
-    return list(learners.values())
+        first, last = entry.names
+        learners.append(Learner(entry.id, submissions / entry.id, first, last, entry.email or "", url, entry.ref))
+    return learners
 
 
 def learners_in(submissions: Path) -> tuple[list[Learner], list[str]]:

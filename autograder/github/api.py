@@ -14,6 +14,17 @@ GitHub Actions") and @actions/core: data escapes %, CR and LF; properties also '
 a multi-line output is `name<<DELIMITER`, value, `DELIMITER`, with a random delimiter that must
 not occur in the value. A job summary is limited to 1 MiB (1024k) per step.
 
+REST for `autograder handout` (autograder/github/handout.py): `exchange` makes any call and
+returns the status too (a 204 has no body), and a client made with `Limits` stays within
+GitHub's rate limits ("Rate limits for the REST API", "Best practices for using the REST API"):
+at least `Limits.mutation_interval` seconds (1 by default) between mutating requests; on a 403
+or 429 it waits `Retry-After` seconds when the answer names them, until `x-ratelimit-reset`
+when `x-ratelimit-remaining` is 0, else a minute (a secondary limit without headers), then
+retries; after a successful answer with `x-ratelimit-remaining: 0` it waits for the reset
+before the next request. A wait longer than `Limits.max_wait` raises RateLimited instead, so
+the caller stops cleanly and says when to rerun. Without Limits (the workflow's steps) nothing
+waits, as before.
+
 REST: comments on a commit (/repos/{repo}/commits/{sha}/comments, PATCH
 /repos/{repo}/comments/{id}) or an issue / pull request (/repos/{repo}/issues/{n}/comments,
 PATCH /repos/{repo}/issues/comments/{id}); commit statuses (POST /repos/{repo}/statuses/{sha},
@@ -37,12 +48,14 @@ import json
 import os
 import re
 import sys
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from autograder import __version__
 from autograder.core import neutral
@@ -243,10 +256,45 @@ class GitHubError(Exception):
     """A failed GitHub API call: the HTTP status (0 when GitHub could not be reached) and
     GitHub's own error message."""
 
-    def __init__(self, status: int, message: str):
+    def __init__(self, status: int, message: str, headers: Any = None):
         super().__init__(f"GitHub API error {status}: {message}" if status else message)
         self.status = status
         self.message = message
+        self.headers = headers  # the answer's headers (rate-limit ones), when there was an answer
+
+
+class RateLimited(GitHubError):
+    """GitHub asks to wait `wait` seconds, longer than the caller allows (Limits.max_wait):
+    stop cleanly and run again after `until` (Unix time)."""
+
+    def __init__(self, status: int, message: str, wait: float, until: float):
+        super().__init__(status, message)
+        self.wait = wait
+        self.until = until
+
+
+MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+SECONDARY_LIMIT_WAIT = 60.0  # GitHub: without retry-after, wait at least one minute
+
+
+@dataclass
+class Limits:
+    """How a client paces itself (see the module docstring). `waits` records every rate-limit
+    wait it made, in seconds, for the caller's report."""
+
+    mutation_interval: float = 1.0
+    max_wait: float = 900.0
+    retries: int = 3  # rate-limit answers waited out for one request
+    sleep: Callable[[float], None] = time.sleep
+    waits: list[float] = field(default_factory=list)
+    on_wait: Callable[[float, str], None] | None = None  # told (seconds, why) before each wait
+
+
+@dataclass(frozen=True)
+class Response:
+    status: int
+    data: Any  # decoded JSON; None for an empty body (204)
+    headers: Any
 
 
 def _validate_sha(sha: str) -> str:
@@ -291,6 +339,17 @@ def _error_message(body: bytes, fallback: str) -> str:
     return message[:_MAX_ERROR_CHARS]
 
 
+def _header(headers: Any, name: str) -> str | None:
+    return headers.get(name) if headers is not None else None
+
+
+def _number(text: str | None) -> float | None:
+    try:
+        return float(text) if text is not None else None
+    except ValueError:
+        return None
+
+
 def _next_link(header: str | None) -> str | None:
     """The rel="next" URL of a Link header, if any."""
     for url, rels in re.findall(r'<([^>]*)>\s*;\s*rel="([^"]*)"', header or ""):
@@ -302,19 +361,24 @@ def _next_link(header: str | None) -> str | None:
 class GitHubAPI:
     """A small client for the few REST endpoints the autograder uses."""
 
-    def __init__(self, api_url: str, token: str, repository: str, *, timeout: float = 30.0):
+    def __init__(self, api_url: str, token: str, repository: str | None, *, timeout: float = 30.0,
+                 limits: Limits | None = None):
         parsed = urllib.parse.urlsplit(api_url or "")
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
             raise ValueError(f"the API URL must be an http(s) URL, not {api_url!r}")
         if not token or any(ch in token for ch in "\r\n"):
             raise ValueError("a GitHub token is required (GITHUB_TOKEN or GH_TOKEN)")
-        if not isinstance(repository, str) or not _REPO_RE.fullmatch(repository):
+        # None: a client for calls that name their repositories themselves (handout)
+        if repository is not None and (not isinstance(repository, str) or not _REPO_RE.fullmatch(repository)):
             raise ValueError(f"the repository must be 'owner/name', not {repository!r}")
         self.api_url = api_url.rstrip("/")
         self.repository = repository
         self.timeout = timeout
         self._origin = (parsed.scheme, parsed.netloc)
         self._token = token
+        self.limits = limits
+        self._last_mutation: float | None = None  # time.monotonic() of the last mutating request
+        self._resume_at = 0.0  # Unix time before which the primary limit allows no request
 
     def __repr__(self) -> str:  # never shows the token
         return f"GitHubAPI({self.api_url!r}, repository={self.repository!r})"
@@ -342,6 +406,71 @@ class GitHubAPI:
         return self.api_url + path
 
     def _send(self, method: str, path: str, body: Any = None) -> tuple[Any, Any]:
+        answer = self.exchange(method, path, body)
+        return answer.data, answer.headers
+
+    def exchange(self, method: str, path: str, body: Any = None) -> Response:
+        """One API call, paced and retried as `limits` says (none: one attempt); the status,
+        decoded JSON (None for an empty body) and headers. Raises GitHubError (RateLimited when
+        the wait asked for is longer than allowed)."""
+        limits, method = self.limits, method.upper()
+        attempts = 0
+        while True:
+            if limits is not None:
+                self._pace(limits, method)
+            try:
+                answer = self._once(method, path, body)
+            except GitHubError as exc:
+                wait = self._rate_wait(exc) if limits is not None else None
+                if wait is None:
+                    raise
+                if wait > limits.max_wait or attempts >= limits.retries:
+                    raise RateLimited(exc.status, exc.message, wait, time.time() + wait) from None
+                attempts += 1
+                self._wait(limits, wait, "rate_limit")
+                continue
+            if limits is not None and _header(answer.headers, "x-ratelimit-remaining") == "0":
+                reset = _number(_header(answer.headers, "x-ratelimit-reset"))
+                if reset is not None:
+                    self._resume_at = reset + 1
+            return answer
+
+    def _pace(self, limits: Limits, method: str) -> None:
+        wait = self._resume_at - time.time()
+        if wait > 0:
+            if wait > limits.max_wait:
+                raise RateLimited(403, "API rate limit exceeded", wait, self._resume_at)
+            self._wait(limits, wait, "rate_limit")
+        if method in MUTATING:
+            if self._last_mutation is not None:
+                gap = limits.mutation_interval - (time.monotonic() - self._last_mutation)
+                if gap > 0:
+                    limits.sleep(gap)  # GitHub's guidance for content creation: not a limit hit
+            self._last_mutation = time.monotonic()
+
+    def _wait(self, limits: Limits, seconds: float, why: str) -> None:
+        limits.waits.append(seconds)
+        if limits.on_wait is not None:
+            limits.on_wait(seconds, why)
+        limits.sleep(seconds)
+
+    @staticmethod
+    def _rate_wait(exc: GitHubError) -> float | None:
+        """Seconds to wait before retrying a rate-limited answer; None for any other error."""
+        if exc.status not in (403, 429):
+            return None
+        retry_after = _number(_header(exc.headers, "retry-after"))
+        if retry_after is not None:
+            return max(0.0, retry_after)
+        if _header(exc.headers, "x-ratelimit-remaining") == "0":
+            reset = _number(_header(exc.headers, "x-ratelimit-reset"))
+            if reset is not None:
+                return max(1.0, reset - time.time() + 1)
+        if exc.status == 429 or "rate limit" in exc.message.lower():
+            return SECONDARY_LIMIT_WAIT
+        return None  # a plain 403: no access
+
+    def _once(self, method: str, path: str, body: Any = None) -> Response:
         data = None
         headers = {
             "Accept": "application/vnd.github+json",
@@ -357,6 +486,7 @@ class GitHubAPI:
             with urllib.request.urlopen(req, timeout=self.timeout) as resp:
                 raw = resp.read()
                 response_headers = resp.headers
+                status = resp.status
         except urllib.error.HTTPError as exc:
             try:
                 raw = exc.read()
@@ -364,15 +494,15 @@ class GitHubAPI:
                 raw = b""
             finally:
                 exc.close()
-            raise GitHubError(exc.code, _error_message(raw, str(exc.reason or "HTTP error"))) from None
+            raise GitHubError(exc.code, _error_message(raw, str(exc.reason or "HTTP error")), exc.headers) from None
         except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
             reason = getattr(exc, "reason", exc)
             host = urllib.parse.urlsplit(self.api_url).netloc
             raise GitHubError(0, f"could not reach {host}: {reason}") from None
         if not raw.strip():
-            return None, response_headers
+            return Response(status, None, response_headers)
         try:
-            return json.loads(raw.decode("utf-8")), response_headers
+            return Response(status, json.loads(raw.decode("utf-8")), response_headers)
         except (UnicodeDecodeError, ValueError):
             raise GitHubError(0, f"{method.upper()} {path}: the response is not JSON") from None
 

@@ -1,0 +1,588 @@
+"""The roster: the course's learners, one schema for every tool that reads it (grade-all,
+handout; the grading service and the term's deadlines extend it, never fork it).
+
+Canonical encoding, YAML (the fields are documented in roster.schema.json, next to this file):
+
+    version: 1
+    organization: curso-tdc              # where `autograder handout` creates the repositories
+    template: curso-tdc/plantilla        # OWNER/REPO of the learner template
+    repository_prefix: tdc-              # default repository: {organization}/{prefix}{github}
+    learners:
+      - id: ana                          # required: the name of the learner's grade files
+        name: Ana García López           # or first_name / last_name
+        email: ana@example.org
+        github: ana-garcia               # the GitHub login
+        repository: curso-tdc/tdc-ana-garcia   # written by handout (default as above)
+        repository_id: 123456789               # written by handout: survives a rename
+        url: https://github.com/curso-tdc/tdc-ana-garcia.git   # default from repository
+        ref: entrega-1                   # what grade-all grades (default: the remote's HEAD)
+
+CSV is a second encoding of the `learners` list alone (spreadsheets, LMS exports): a header row
+of the same field names, case-insensitive, with grade-all's older aliases: student_id for id,
+git_url for url, and repo or repository, which older CSV rosters used for the git URL. A cell of
+a repo/repository column is told apart by its shape: OWNER/NAME is a repository, anything else
+(https://..., git@host:...) a URL. Empty cells are absent fields. A CSV roster has no course-level
+keys: `autograder handout` takes them from its command line.
+
+Every problem is a RosterError naming the file, the line and the field, and what to do; unknown
+fields (typos) and an unknown `version` are errors; ids and e-mails a spreadsheet would read as
+a formula are refused (core.neutral.formula_like).
+
+Writing: `update(path, learner_id, **fields)` sets fields of one learner and rewrites the file
+atomically, keeping the instructor's comments and layout: in YAML the new lines are inserted (or
+one value replaced) as text and the result is parsed back and compared with what was meant;
+only where that fails is the whole file dumped again (update says so). A CSV file is rewritten
+by the csv module (cells are re-quoted where needed; new columns go last).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import functools
+import io
+import json
+import os
+import re
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+# jsonschema imports every optional format checker it finds at import time; see manifest.py.
+sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
+
+import jsonschema  # noqa: E402
+import yaml  # noqa: E402
+
+from autograder.core.neutral import formula_like  # noqa: E402
+from autograder.core.results import Text, message  # noqa: E402
+from autograder.core.yaml_loader import SafeLoader  # noqa: E402
+
+__all__ = ["LEARNER_FIELDS", "LEARNER_ID", "SCHEMA_PATH", "VERSION", "Learner", "Roster", "RosterError",
+           "load", "update", "valid_learner_id"]
+
+SCHEMA_PATH = Path(__file__).with_name("roster.schema.json")
+VERSION = 1
+COURSE_FIELDS = ("organization", "template", "repository_prefix")
+LEARNER_FIELDS = ("id", "name", "first_name", "last_name", "email", "github", "repository", "repository_id",
+                  "url", "ref")
+# CSV header names (lower case) -> field; "repo" and "repository" are resolved per cell (_csv_cell).
+CSV_ALIASES = {**{name: name for name in LEARNER_FIELDS}, "student_id": "id", "git_url": "url", "repo": "repository"}
+
+
+@functools.cache
+def _schema() -> dict[str, Any]:
+    with open(SCHEMA_PATH, encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+@functools.cache
+def _validator() -> jsonschema.Draft202012Validator:
+    return jsonschema.Draft202012Validator(_schema())
+
+
+def _pattern(*path: str) -> re.Pattern:
+    node: Any = _schema()
+    for key in path:
+        node = node[key]
+    return re.compile(node["pattern"][1:-1])  # without ^ $: used with fullmatch, which a trailing \n cannot pass
+
+
+# A learner id names files: letters (any script), digits and . _ @ + - only, not starting with a
+# dot, a dash or another sign. The rule is written once, in the schema.
+LEARNER_ID = _pattern("$defs", "learner", "properties", "id")
+_REPOSITORY = _pattern("$defs", "repository")
+
+
+def valid_learner_id(text: str) -> bool:
+    return bool(LEARNER_ID.fullmatch(text))
+
+
+def valid_course_field(field: str, value: str) -> bool:
+    """Whether `value` is a valid course-level `field` (organization, template,
+    repository_prefix) by the schema's rule: for values given on a command line."""
+    probe = {"version": VERSION, field: value, "learners": []}
+    return not any(True for _ in _validator().iter_errors(probe))
+
+
+def is_repository(text: str) -> bool:
+    """Whether `text` is a GitHub OWNER/NAME (not a URL)."""
+    return bool(_REPOSITORY.fullmatch(text))
+
+
+class RosterError(Exception):
+    """A roster that cannot be used; `text` is a catalog message (messages/<lang>/batch.yml)
+    naming the file, the line and the field, and what to do."""
+
+    def __init__(self, key: str, **params: Any) -> None:
+        super().__init__(key)
+        self.text: Text = message(key, **params)
+
+
+@dataclass(frozen=True)
+class Learner:
+    """One learner as the roster gives them: the fields as written (None where absent); the
+    defaults that depend on the course (repository, url) are the Roster's to compute."""
+
+    id: str
+    name: str | None = None
+    first_name: str | None = None
+    last_name: str | None = None
+    email: str | None = None
+    github: str | None = None
+    repository: str | None = None
+    repository_id: int | None = None
+    url: str | None = None
+    ref: str | None = None
+    line: int = dataclasses.field(default=0, compare=False)  # where the learner starts in the file
+
+    @property
+    def names(self) -> tuple[str, str]:
+        """(first name, last name): `name` split at its first space, unless they are given."""
+        if self.first_name or self.last_name:
+            return (self.first_name or "").strip(), (self.last_name or "").strip()
+        first, _, last = (self.name or "").strip().partition(" ")
+        return first.strip(), last.strip()
+
+    def fields(self) -> dict[str, Any]:
+        """The fields given, in the schema's order."""
+        return {name: getattr(self, name) for name in LEARNER_FIELDS if getattr(self, name) is not None}
+
+
+@dataclass(frozen=True)
+class Roster:
+    path: Path
+    encoding: str  # "yaml" or "csv"
+    learners: tuple[Learner, ...]
+    version: int = VERSION
+    organization: str | None = None
+    template: str | None = None
+    repository_prefix: str | None = None
+    csv_fields: frozenset[str] = frozenset()  # CSV: the fields its header can give
+    csv_header: tuple[int, tuple[str, ...]] = (0, ())  # CSV: the header's line and cells
+    csv_url_in_repository: bool = False  # CSV: a repo/repository cell held a git URL
+
+    def learner(self, ident: str) -> Learner:
+        return next(learner for learner in self.learners if learner.id == ident)
+
+    def repository(self, learner: Learner) -> str | None:
+        """OWNER/NAME of the learner's repository: as written, else from the course's
+        organization, prefix and the learner's GitHub user; None when neither is known."""
+        if learner.repository:
+            return learner.repository
+        if self.organization and learner.github:
+            return f"{self.organization}/{self.repository_prefix or ''}{learner.github}"
+        return None
+
+    def url(self, learner: Learner) -> str | None:
+        """The git URL to fetch: as written, else GitHub's HTTPS URL of the repository."""
+        if learner.url:
+            return learner.url
+        repository = self.repository(learner)
+        return f"https://github.com/{repository}.git" if repository else None
+
+    def shape(self) -> tuple:
+        """What the roster says, without where it says it (line numbers, encoding)."""
+        return (self.version, self.organization, self.template, self.repository_prefix,
+                tuple(learner.fields() for learner in self.learners))
+
+    def document(self) -> dict[str, Any]:
+        """The roster as its canonical YAML document."""
+        doc: dict[str, Any] = {"version": self.version}
+        doc.update({name: getattr(self, name) for name in COURSE_FIELDS if getattr(self, name) is not None})
+        doc["learners"] = [learner.fields() for learner in self.learners]
+        return doc
+
+
+# ------------------------------------------------------------------------------ reading
+
+def load(path: Path) -> Roster:
+    """Read and validate a roster (YAML, or CSV by its .csv suffix); RosterError if unusable."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+        text = raw.decode("utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise RosterError("batch.roster_unreadable", where=str(path), detail=str(exc)) from None
+    return parse(text, path)
+
+
+def parse(text: str, path: Path) -> Roster:
+    if is_csv(path):
+        return _parse_csv(text, path)
+    return _parse_yaml(text, path)
+
+
+def is_csv(path: Path) -> bool:
+    return Path(path).suffix.lower() == ".csv"
+
+
+def _where(path: Path, line: int) -> str:
+    return f"{path}:{line}"
+
+
+# --- YAML
+
+def _compose(text: str, path: Path) -> tuple[Any, Any]:
+    """(node tree, data) of a YAML document; the nodes keep the lines the errors name."""
+    loader = SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else None
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark is not None else 1
+        raise RosterError("batch.roster_yaml", where=_where(path, line),
+                          detail=" ".join(str(exc.problem or exc).split())) from None
+    except yaml.YAMLError as exc:
+        raise RosterError("batch.roster_yaml", where=_where(path, 1), detail=" ".join(str(exc).split())) from None
+    finally:
+        loader.dispose()
+    return node, data
+
+
+def _line(node: Any) -> int:
+    return node.start_mark.line + 1
+
+
+def _pairs(node: Any) -> list[tuple[Any, Any]]:
+    return list(node.value) if isinstance(node, yaml.MappingNode) else []
+
+
+def _child(node: Any, key: Any) -> tuple[Any, Any] | None:
+    """(key node, value node) of a mapping's key, or (None, item node) of a sequence's index."""
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            if isinstance(key_node, yaml.ScalarNode) and key_node.value == str(key):
+                return key_node, value_node
+    elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
+        return None, node.value[key]
+    return None
+
+
+def _parse_yaml(text: str, path: Path) -> Roster:
+    node, data = _compose(text, path)
+    if data is None:
+        raise RosterError("batch.roster_empty", where=str(path))
+    if not isinstance(data, dict):
+        raise RosterError("batch.roster_not_mapping", where=_where(path, _line(node)))
+    _refuse_duplicate_keys(node, path)
+
+    def line_of(at: list[Any], key_line: bool = False) -> int:
+        current, line = node, _line(node)
+        for key in at:
+            found = _child(current, key)
+            if found is None:
+                break
+            key_node, current = found
+            line = _line(key_node if key_line and key_node is not None else current)
+        return line
+
+    learners_node = (_child(node, "learners") or (None, None))[1]
+    items = learners_node.value if isinstance(learners_node, yaml.SequenceNode) else []
+    lines = [_line(item) for item in items]
+    _check(data, path, line_of, lines)
+    learners = tuple(_learner(item, line) for item, line in zip(data["learners"], lines))
+    return Roster(path, "yaml", learners, data["version"], data.get("organization"), data.get("template"),
+                  data.get("repository_prefix"))
+
+
+def _refuse_duplicate_keys(node: Any, path: Path) -> None:
+    # PyYAML keeps the last of two equal keys without a word: a pasted learner would lose a field.
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        if isinstance(current, yaml.MappingNode):
+            seen: set[str] = set()
+            for key_node, value_node in current.value:
+                if isinstance(key_node, yaml.ScalarNode):
+                    if key_node.value in seen:
+                        raise RosterError("batch.roster_field_twice", where=_where(path, _line(key_node)),
+                                          field=key_node.value)
+                    seen.add(key_node.value)
+                stack.append(value_node)
+        elif isinstance(current, yaml.SequenceNode):
+            stack.extend(current.value)
+
+
+def _learner(item: dict[str, Any], line: int) -> Learner:
+    return Learner(**{name: item[name] for name in LEARNER_FIELDS if name in item}, line=line)
+
+
+# --- CSV
+
+def _csv_rows(text: str) -> list[tuple[int, list[str]]]:
+    """(line where the row starts, cells) of every row with a non-blank cell."""
+    reader = csv.reader(io.StringIO(text, newline=""))
+    rows, start = [], 1
+    for row in reader:
+        if any(cell.strip() for cell in row):
+            rows.append((start, row))
+        start = reader.line_num + 1
+    return rows
+
+
+def _csv_header(path: Path, line: int, header: list[str]) -> list[str | None]:
+    """Each column's field (None for a blank header cell over blank cells); unknown names are
+    an error naming the column."""
+    fields: list[str | None] = []
+    for cell in header:
+        name = cell.strip().lower()
+        if not name:
+            fields.append(None)
+            continue
+        if name not in CSV_ALIASES:
+            raise RosterError("batch.roster_unknown_field", where=_where(path, line), field=cell.strip(),
+                              allowed=", ".join(LEARNER_FIELDS))
+        fields.append(CSV_ALIASES[name])
+    return fields
+
+
+def _parse_csv(text: str, path: Path) -> Roster:
+    try:
+        rows = _csv_rows(text)
+    except csv.Error as exc:
+        raise RosterError("batch.roster_unreadable", where=str(path), detail=str(exc)) from None
+    if not rows:
+        raise RosterError("batch.roster_empty", where=str(path))
+    header_line, header = rows[0]
+    columns = _csv_header(path, header_line, header)
+    if "id" not in columns:
+        raise RosterError("batch.roster_header", where=_where(path, header_line), missing="id",
+                          found=", ".join(cell.strip() for cell in header))
+    learners, lines, url_in_repository = [], [], False
+    for line, row in rows[1:]:
+        if len(row) > len(header) and any(cell.strip() for cell in row[len(header):]):
+            raise RosterError("batch.roster_extra_cells", where=_where(path, line))
+        item: dict[str, Any] = {}
+        for column, cell in zip(columns, row):
+            value = cell.strip()
+            if column is None or not value:
+                continue
+            field = column
+            if column == "repository" and not is_repository(value):
+                field, url_in_repository = "url", True  # an older roster's git URL
+            if field in item:
+                raise RosterError("batch.roster_field_twice", where=_where(path, line), field=field)
+            item[field] = int(value) if field == "repository_id" and value.isdigit() else value
+        learners.append(item)
+        lines.append(line)
+    data = {"version": VERSION, "learners": learners}
+
+    def line_of(at: list[Any], key_line: bool = False) -> int:
+        return lines[at[1]] if len(at) > 1 and isinstance(at[1], int) else header_line
+
+    _check(data, path, line_of, lines)
+    return Roster(path, "csv", tuple(_learner(item, line) for item, line in zip(learners, lines)),
+                  csv_fields=frozenset(field for field in columns if field) | (
+                      {"url"} if "repository" in columns else set()),
+                  csv_header=(header_line, tuple(cell.strip() for cell in header)),
+                  csv_url_in_repository=url_in_repository)
+
+
+# --- validation
+
+def _check(data: dict[str, Any], path: Path, line_of, lines: list[int]) -> None:
+    """The first problem of the file (the one on the lowest line) as a RosterError."""
+    problems: list[tuple[int, int, RosterError]] = []
+    for index, item in enumerate(data.get("learners") if isinstance(data.get("learners"), list) else []):
+        if not isinstance(item, dict):
+            continue
+        for field in ("id", "email"):
+            value = item.get(field)
+            if isinstance(value, str) and formula_like(value):
+                line = line_of(["learners", index, field])
+                problems.append((line, 0, RosterError("batch.roster_formula", where=_where(path, line), field=field,
+                                                      value=value)))
+    for error in _validator().iter_errors(data):
+        problems.append(_schema_problem(error, path, line_of))
+    if not problems:
+        problems = _semantic_problems(data["learners"], path, lines)
+    if problems:
+        raise min(problems, key=lambda problem: problem[:2])[2]
+
+
+def _schema_problem(error: jsonschema.ValidationError, path: Path, line_of) -> tuple[int, int, RosterError]:
+    at = list(error.absolute_path)
+    instance = error.instance
+    if error.validator == "additionalProperties" and isinstance(instance, dict):
+        allowed = error.schema.get("properties", {}) if isinstance(error.schema, dict) else {}
+        unknown = next((key for key in instance if key not in allowed), "?")
+        line = line_of([*at, unknown], key_line=True)
+        return line, 1, RosterError("batch.roster_unknown_field", where=_where(path, line), field=unknown,
+                                    allowed=", ".join(allowed))
+    if error.validator == "required" and isinstance(instance, dict):
+        missing = next((key for key in error.validator_value if key not in instance), "?")
+        line = line_of(at)
+        return line, 1, RosterError("batch.roster_missing_field", where=_where(path, line), field=missing)
+    field = next((str(key) for key in reversed(at) if isinstance(key, str)), "learners")
+    line = line_of(at)
+    where = _where(path, line)
+    if field == "version":
+        return line, 1, RosterError("batch.roster_version", where=where, version=instance, supported=VERSION)
+    if field == "id" and len(at) == 3:
+        return line, 1, RosterError("batch.bad_learner_id", where=where, id=instance)
+    if field in ("url", "ref") and isinstance(instance, str) and instance.startswith("-"):
+        # git would read a leading dash as an option
+        return line, 1, RosterError("batch.roster_dash", where=where, column=field, value=instance)
+    return line, 1, RosterError("batch.roster_bad_value", where=where, field=field, value=_shown(instance),
+                                rule=message(f"batch.roster_rule_{field}"))
+
+
+def _shown(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return text if len(text) <= 80 else text[:79] + "…"
+
+
+def _semantic_problems(learners: list[dict[str, Any]], path: Path, lines: list[int]) -> list:
+    problems = []
+    first: dict[tuple[str, Any], int] = {}
+    for item, line in zip(learners, lines):
+        where = _where(path, line)
+        if item.get("name") is not None and ("first_name" in item or "last_name" in item):
+            problems.append((line, 2, RosterError("batch.roster_name_twice", where=where)))
+        for field in ("id", "github", "repository", "repository_id"):
+            if item.get(field) is None:
+                continue
+            value = item[field]
+            key = (field, value.lower() if field in ("github", "repository") else value)  # GitHub ignores case
+            if key in first:
+                error = (RosterError("batch.roster_duplicate", where=where, id=value) if field == "id" else
+                         RosterError("batch.roster_duplicate_field", where=where, field=field, value=value,
+                                     first=first[key]))
+                problems.append((line, 2, error))
+            first.setdefault(key, line)
+    return problems
+
+
+# ------------------------------------------------------------------------------ writing
+
+def update(path: Path, learner_id: str, **fields: Any) -> bool | None:
+    """Set `fields` of one learner in the roster file and rewrite it atomically. Returns None
+    when nothing changed (the file is left as it was, byte for byte), True when the change was
+    written in place (comments and layout kept), False when a YAML file had to be dumped whole
+    (its comments are lost: the caller says so)."""
+    path = Path(path)
+    raw = path.read_bytes()
+    text = raw.decode("utf-8-sig")
+    roster = parse(text, path)
+    current = roster.learner(learner_id)
+    changes = {name: value for name, value in fields.items() if getattr(current, name) != value}
+    if not changes:
+        return None
+    wanted = dataclasses.replace(roster, learners=tuple(
+        dataclasses.replace(learner, **changes) if learner.id == learner_id else learner
+        for learner in roster.learners))
+    bom = raw.startswith(b"\xef\xbb\xbf")
+    if roster.encoding == "csv":
+        new_text, in_place = _csv_updated(text, learner_id, changes), True
+    else:
+        new_text, in_place = _yaml_updated(text, path, learner_id, changes), True
+    try:
+        ok = new_text is not None and parse(new_text, path).shape() == wanted.shape()
+    except RosterError:
+        ok = False
+    if not ok:
+        if roster.encoding == "csv":  # the csv module wrote it: a mismatch is a bug, not a layout
+            raise RuntimeError(f"{path}: the updated CSV roster does not read back as written")
+        new_text, in_place = _dump(wanted), False
+        if parse(new_text, path).shape() != wanted.shape():
+            raise RuntimeError(f"{path}: the roster dump does not read back as written")
+    _write_atomically(path, ("\ufeff" if bom else "") + new_text)
+    return in_place
+
+
+def _scalar(value: Any) -> str:
+    """`value` as a YAML scalar: plain where it reads back as itself, else double-quoted."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise TypeError(f"a roster field is text or a number, not {value!r}")
+    if isinstance(value, int):
+        return str(value)
+    if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_./@+-]*", value) and yaml.safe_load(value) == value:
+        return value
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _yaml_updated(text: str, path: Path, learner_id: str, changes: dict[str, Any]) -> str | None:
+    """The text with `changes` made as text edits inside the learner's block mapping, or None
+    where the layout does not allow it (flow style, a multi-line value)."""
+    node, _ = _compose(text, path)
+    learners = (_child(node, "learners") or (None, None))[1]
+    item = next((entry for entry in getattr(learners, "value", [])
+                 if isinstance(entry, yaml.MappingNode) and (_child(entry, "id") or (None, None))[1] is not None
+                 and _child(entry, "id")[1].value == learner_id), None)
+    if item is None or item.flow_style or not item.value:
+        return None
+    edits: list[tuple[int, int, str]] = []
+    missing = []
+    for name, value in changes.items():
+        found = _child(item, name)
+        if found is None:
+            missing.append((name, value))
+            continue
+        value_node = found[1]
+        if not isinstance(value_node, yaml.ScalarNode) or value_node.start_mark.line != value_node.end_mark.line:
+            return None
+        edits.append((value_node.start_mark.index, value_node.end_mark.index, _scalar(value)))
+    if missing:
+        indent = item.value[0][0].start_mark.column
+        end = item.value[-1][1].end_mark
+        if end.column == 0:  # a block scalar ends at the start of the next line
+            at, prefix = end.index, ""
+        else:
+            newline = text.find("\n", end.index)
+            at, prefix = (newline + 1, "") if newline >= 0 else (len(text), "\n")
+        lines = "".join(f"{' ' * indent}{name}: {_scalar(value)}\n" for name, value in missing)
+        edits.append((at, at, prefix + lines))
+    for start, stop, replacement in sorted(edits, reverse=True):
+        text = text[:start] + replacement + text[stop:]
+    return text
+
+
+def _dump(roster: Roster) -> str:
+    return yaml.safe_dump(roster.document(), sort_keys=False, allow_unicode=True, default_flow_style=False, width=1000)
+
+
+def _csv_updated(text: str, learner_id: str, changes: dict[str, Any]) -> str:
+    newline = "\r\n" if "\r\n" in text else "\n"
+    rows = list(csv.reader(io.StringIO(text, newline="")))
+    header_index = next(i for i, row in enumerate(rows) if any(cell.strip() for cell in row))
+    header = rows[header_index]
+    fields = [CSV_ALIASES.get(cell.strip().lower()) for cell in header]
+    id_column = fields.index("id")
+    for name in changes:
+        if name not in fields:
+            header.append(name)
+            fields.append(name)
+    for index, row in enumerate(rows):
+        if index <= header_index or not any(cell.strip() for cell in row):
+            continue
+        row.extend([""] * (len(header) - len(row)))
+        if row[id_column].strip() == learner_id:
+            for name, value in changes.items():
+                row[fields.index(name)] = "" if value is None else str(value)
+    out = io.StringIO()
+    csv.writer(out, lineterminator=newline).writerows(rows)
+    return out.getvalue()
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """A temporary file in the same folder, flushed, then renamed over `path`: a run killed at
+    any moment leaves the old roster or the new one, never half of one."""
+    mode = path.stat().st_mode & 0o7777
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(name, mode)
+        os.replace(name, path)
+    except BaseException:
+        try:
+            os.unlink(name)
+        except OSError:
+            pass
+        raise
