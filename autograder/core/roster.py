@@ -358,8 +358,10 @@ def _parse_csv(text: str, path: Path) -> Roster:
             raise RosterError("batch.roster_extra_cells", where=_where(path, line))
         item: dict[str, Any] = {}
         for column, cell in zip(columns, row):
-            value = cell.strip()
-            if column is None or not value:
+            # Spaces around a cell are layout; a leading tab or carriage return in an id or an
+            # e-mail is kept, for the formula check to refuse.
+            value = cell.lstrip(" ").rstrip() if column in ("id", "email") else cell.strip()
+            if column is None or not value.strip():
                 continue
             field = column
             if column == "repository" and not is_repository(value):
