@@ -419,7 +419,11 @@ class GitHubAPI:
             if limits is not None:
                 self._pace(limits, method)
             try:
-                answer = self._once(method, path, body)
+                try:
+                    answer = self._once(method, path, body)
+                finally:
+                    if method in MUTATING:  # the pause runs from the answer: never less than asked
+                        self._last_mutation = time.monotonic()
             except GitHubError as exc:
                 wait = self._rate_wait(exc) if limits is not None else None
                 if wait is None:
@@ -446,7 +450,6 @@ class GitHubAPI:
                 gap = limits.mutation_interval - (time.monotonic() - self._last_mutation)
                 if gap > 0:
                     limits.sleep(gap)  # GitHub's guidance for content creation: not a limit hit
-            self._last_mutation = time.monotonic()
 
     def _wait(self, limits: Limits, seconds: float, why: str) -> None:
         limits.waits.append(seconds)
