@@ -1,14 +1,15 @@
 """The `autograder` command line: a contract that the CI workflow and other tools call.
 
     autograder grade [LESSON ...] [--submission DIR]
-                     [--format text|json|markdown|gradescope|classroom]
+                     [--format text|json|markdown|gradescope]
                      [--output FILE] [--lang es|en] [--seed N]
     autograder stubs [--check]
-    autograder release --out DIR [--graders-ref REF] [--force]
+    autograder release --out DIR [--force]
     autograder ci record|report ...   (steps of .github/workflows/grade.yml)
 
 `grade` exits 0 whenever grading ran, whatever the score; 2 for usage errors (an unknown
-lesson, a malformed course.yml); 1 for an internal failure, always with a message.
+lesson, a malformed course.yml, a retired format such as `classroom`, which went with GitHub
+Classroom on 2026-08-28); 1 for an internal failure, always with a message.
 
 Every text of the command line (help, usage errors, argparse's own words) comes from the
 catalogs (messages/<lang>/cli.yml), in one language chosen before parsing, with one precedence:
@@ -35,7 +36,9 @@ from autograder.core import i18n
 from autograder.core.manifest import ManifestError, find_course_file, load_course
 from autograder.core.results import Text, message
 
-FORMATS = ("text", "json", "markdown", "gradescope", "classroom")
+FORMATS = ("text", "json", "markdown", "gradescope")
+# Formats that existed once: asked for, they are a usage error that says why and what remains.
+RETIRED_FORMATS = {"classroom": "cli.format_classroom_retired"}
 
 
 LANG_ENV_VAR = "AUTOGRADER_LANG"
@@ -70,7 +73,6 @@ def build_parser(lang: str = i18n.DEFAULT_LANGUAGE) -> argparse.ArgumentParser:
     release = sub.add_parser("release", help=message("cli.release.help"),
                              description=message("cli.release.description"))
     release.add_argument("--out", type=Path, required=True, metavar=message("cli.metavar.dir"), help=message("cli.release.out"))
-    release.add_argument("--graders-ref", default=None, metavar="REF", help=message("cli.release.graders_ref"))
     release.add_argument("--force", action="store_true", help=message("cli.release.force"))
 
     for name in COMMAND_MODULES.values():
@@ -177,6 +179,10 @@ class _Parser(argparse.ArgumentParser):
     def _check_value(self, action, value):
         if action.choices is None or value in action.choices:
             return
+        if action.dest == "format" and value in RETIRED_FORMATS:
+            formats = ", ".join(sorted(str(choice) for choice in action.choices))
+            raise argparse.ArgumentError(action, i18n.translate(RETIRED_FORMATS[value], self.lang,
+                                                                value=value, formats=formats))
         choices = [str(choice) for choice in action.choices]
         close = difflib.get_close_matches(str(value), choices, n=1, cutoff=0.6)
         if isinstance(action, argparse._SubParsersAction):
@@ -223,6 +229,7 @@ def _help(value, lang: str):
 COMMAND_MODULES = {
     "ci": "autograder.github.steps",
     "grade-all": "autograder.cohort.grade_all",
+    "handout": "autograder.github.handout",
     "notebooks": "autograder.course.notebooks",
     "check": "autograder.learner.check",
     "watch": "autograder.learner.watch",
@@ -372,10 +379,6 @@ def _grade(course, args, parser) -> int:
         from autograder.render.formats import render_gradescope
 
         text = render_gradescope(result, lang)
-    elif args.format == "classroom":
-        from autograder.render.formats import render_classroom
-
-        text = render_classroom(result, lang)
     else:
         color = None if args.output is None else False
         step = grade_step(course, result, args.submission)  # the one next step, as `check` says it
@@ -444,13 +447,13 @@ def _release(course, args, lang: str) -> int:
     from autograder.course.release import ReleaseError, build_release
 
     try:
-        report = build_release(course, args.out, graders_ref=args.graders_ref, force=args.force)
+        report = build_release(course, args.out, force=args.force)
     except ReleaseError as exc:
         print(f"autograder release: {exc}", file=sys.stderr)
         return 2
     for warning in report.warnings:
         print("autograder release: " + i18n.translate("cli.release_warning", lang, warning=warning), file=sys.stderr)
-    print(i18n.translate("cli.release_written", lang, out=args.out, files=len(report.files), ref=report.graders_ref))
+    print(i18n.translate("cli.release_written", lang, out=args.out, files=len(report.files)))
     return 0
 
 

@@ -178,7 +178,7 @@ def test_console_script_is_installed():
     assert proc.returncode == 0 and "autograder" in proc.stdout
 
 
-def test_gradescope_and_classroom_formats_from_one_real_grading(tmp_path):
+def test_gradescope_format_from_a_real_grading(tmp_path):
     stub = ROOT / "exercises" / "03-atencion-causal"
     gs = run_cli("grade", "03", "--submission", stub, "--format", "gradescope", "--seed", "3")
     assert gs.returncode == 0, gs.stderr
@@ -187,19 +187,38 @@ def test_gradescope_and_classroom_formats_from_one_real_grading(tmp_path):
     assert {t["status"] for t in data["tests"] if "status" in t} == {"failed"}
     assert sum(t["max_score"] for t in data["tests"]) == 100
     assert [t for t in data["tests"] if "status" not in t][0]["name"].endswith("gpu-parity")  # skipped, not passed
-    cl = run_cli("grade", "03", "--submission", ROOT / "solutions" / "03-atencion-causal", "--format", "classroom")
-    assert cl.returncode == 0, cl.stderr
-    classroom = json.loads(cl.stdout)
-    assert classroom["status"] == "pass" and classroom["max_score"] == 100
-    assert sum(t["score"] for t in classroom["tests"]) == 100 and len(classroom["tests"]) == 23
-    assert classroom["version"] == 1
+
+
+@pytest.mark.parametrize("lang, words", [
+    ("es", ["se retiró con GitHub Classroom", "los formatos que quedan son: gradescope, json, markdown, text"]),
+    ("en", ["was retired with GitHub Classroom", "the formats that remain are: gradescope, json, markdown, text"]),
+])
+def test_the_classroom_format_is_retired_with_a_clear_message(tmp_path, lang, words):
+    """GitHub Classroom was retired on 2026-08-28 and its grading reporter with it: asking for
+    its format is a usage error (exit 2) that says so and names what remains, before grading."""
+    out = tmp_path / "result.json"
+    proc = run_cli("--lang", lang, "grade", "03", "--format", "classroom", "--output", out)
+    assert proc.returncode == 2 and proc.stdout == ""
+    line = proc.stderr.strip().splitlines()[-1]
+    assert line.startswith("autograder grade: ") and "`classroom`" in line
+    assert all(word in line for word in words), line
+    assert "Traceback" not in proc.stderr and not out.exists()
+    help_text = run_cli("--lang", lang, "grade", "--help").stdout
+    assert "gradescope" in help_text and "classroom" not in help_text.lower()
 
 
 def test_release_refuses_a_folder_that_is_not_a_release(tmp_path):
     (tmp_path / "mine.txt").write_text("my notes", encoding="utf-8")
-    proc = run_cli("release", "--out", tmp_path, "--graders-ref", "a" * 40)
+    proc = run_cli("release", "--out", tmp_path)
     assert proc.returncode == 2 and "autograder release:" in proc.stderr
     assert (tmp_path / "mine.txt").read_text(encoding="utf-8") == "my notes"  # nothing lost
+
+
+def test_release_has_no_graders_ref_option_any_more(tmp_path):
+    """The release no longer fetches hidden graders, so there is no commit of them to pin."""
+    proc = run_cli("--lang", "en", "release", "--out", tmp_path / "out", "--graders-ref", "a" * 40)
+    assert proc.returncode == 2 and "unrecognized arguments: --graders-ref" in proc.stderr
+    assert not (tmp_path / "out").exists()
 
 
 def test_ci_steps_explain_a_missing_results_file(tmp_path):

@@ -1,22 +1,16 @@
-"""autograder/render/formats.py: the same results as Gradescope's results.json and GitHub Classroom's
-runner result."""
+"""autograder/render/formats.py: the same results as Gradescope's results.json. (GitHub
+Classroom's runner result went with GitHub Classroom; tests/test_cli.py checks that asking for it
+is a clear usage error.)"""
 
-import base64
 import json
-import re
 from pathlib import Path
 
 import pytest
 import yaml
 
 from autograder.core import i18n
-from autograder.render.formats import (
-    classroom_output,
-    render_classroom,
-    render_gradescope,
-    to_classroom,
-    to_gradescope,
-)
+from autograder.render import formats
+from autograder.render.formats import render_gradescope, to_gradescope
 from autograder.core.results import Block, CheckResult, CourseResult, Feedback, LessonResult, Status, message
 
 MESSAGES = Path(i18n.__file__).resolve().parents[1] / "messages"
@@ -183,90 +177,26 @@ def test_scores_are_rounded_like_the_json_contract():
     data = to_gradescope(result, "es")
     assert data["score"] == 0.33 and data["tests"][0]["score"] == 0.33 and data["tests"][0]["max_score"] == 2
     assert data["execution_time"] == 0
-    assert to_classroom(result, "es")["tests"][0]["score"] == 0.33
 
 
 def test_unknown_language_is_refused():
-    for fn in (to_gradescope, to_classroom, render_gradescope, render_classroom, classroom_output):
+    for fn in (to_gradescope, render_gradescope):
         with pytest.raises(ValueError):
             fn(make_result(), "fr")
 
 
-# --- GitHub Classroom -----------------------------------------------------------------------
-
-
-def test_classroom_structure_and_values():
-    result = make_result()
-    data = to_classroom(result, "es")
-    assert list(data) == ["version", "status", "max_score", "message", "tests"]
-    assert (data["version"], data["status"], data["max_score"]) == (1, "error", 24.5)
-    names = [t["name"] for t in data["tests"]]
-    assert names == ["03 · np-mask · TODO [np-mask]", "03 · future-leak · TODO [mask]",
-                     "03 · heads-merge · TODO [contiguous-view]", "03 · quiz-1", "04 · block-shapes · TODO [block]"]
-    for test in data["tests"]:
-        assert list(test) == ["name", "status", "message", "test_code", "filename", "line_no", "duration", "score"]
-        assert test["filename"] == "" and test["line_no"] == 0
-    np_mask, leak, merge, quiz, block = data["tests"]
-    assert np_mask == {"name": "03 · np-mask · TODO [np-mask]", "status": "pass", "message": "",
-                       "test_code": "autograder grade 03 --seed 1234", "filename": "", "line_no": 0,
-                       "duration": 400, "score": 6}
-    assert (leak["status"], leak["score"]) == ("fail", 0)
-    assert leak["message"] == "La comprobación falló: fuga\ni\\j 0 1\n  0 X ."
-    assert (merge["status"], merge["duration"]) == ("error", 10200)
-    assert merge["message"].startswith("Tiempo agotado")
-    assert (quiz["status"], quiz["score"], quiz["duration"]) == ("pass", 1.5, 0)
-    assert block["test_code"] == "autograder grade 04 --seed 1234"
-
-
-def test_classroom_leaves_skipped_checks_out_of_tests_and_names_them():
-    result = make_result()
-    data = to_classroom(result, "es")
-    assert all("gpu-parity" not in t["name"] for t in data["tests"])
-    assert {t["status"] for t in data["tests"]} <= {"pass", "fail", "error"}
-    lines = data["message"].split("\n")
-    assert "Comprobaciones omitidas (no cuentan para la nota): 03 · gpu-parity, 04 · gpu-parity" in lines
-    assert PRACTICE_ES in lines
-    assert str(SEED) in lines[-1]
-    # The reporter sums tests[].score against max_score: leaving skips out changes nothing.
-    assert sum(t["score"] for t in data["tests"]) == result.score
-    assert data["max_score"] == result.max_score
-
-
-def test_classroom_overall_status():
-    passed = CheckResult("a", None, Status.PASSED, 1, 1)
-    failed = CheckResult("b", None, Status.FAILED, 0, 1)
-    error = CheckResult("c", None, Status.ERROR, 0, 1)
-    skipped = CheckResult("d", None, Status.SKIPPED, 0, 0)
-    assert to_classroom(only(passed, failed, error, skipped), "es")["status"] == "error"
-    assert to_classroom(only(error, passed), "es")["status"] == "error"
-    assert to_classroom(only(passed, failed, skipped), "es")["status"] == "fail"
-    assert to_classroom(only(passed, skipped), "es")["status"] == "pass"
-
-
-def test_classroom_when_everything_was_skipped():
+def test_gradescope_when_everything_was_skipped():
     skipped = CheckResult("gpu", None, Status.SKIPPED, 0, 0, Feedback((Block("CUDA no disponible"),)))
-    data = to_classroom(only(skipped), "en")
-    assert (data["status"], data["max_score"], data["tests"]) == ("pass", 0, [])
-    assert "No check was graded on this machine." in data["message"].split("\n")
-    assert "01 · gpu" in data["message"]
-    gradescope = to_gradescope(only(skipped), "en")
-    assert gradescope["score"] == 0 and "status" not in gradescope["tests"][0]
+    data = to_gradescope(only(skipped), "en")
+    assert data["score"] == 0 and "status" not in data["tests"][0]
+    lines = data["output"].split("\n")
+    assert "No check was graded on this machine." in lines
+    assert "Skipped checks (not counted towards the grade): 01 · gpu" in lines
 
 
-def test_classroom_output_base64_round_trip():
-    result = make_result()
-    out = classroom_output(result, "es")
-    assert re.fullmatch(r"[A-Za-z0-9+/]+=*", out)  # one line of base64, nothing else
-    decoded = base64.b64decode(out, validate=True).decode("utf-8")
-    assert json.loads(decoded) == to_classroom(result, "es")
-    assert "práctica" in decoded  # UTF-8, not \u escapes
-    assert out == classroom_output(make_result(), "es")  # deterministic
-
-
-def test_render_classroom_text():
-    text = render_classroom(make_result(), "en")
-    assert text.endswith("}\n") and json.loads(text) == to_classroom(make_result(), "en")
-    assert text == render_classroom(make_result(), "en")
+def test_the_classroom_format_is_gone():
+    """GitHub Classroom was retired on 2026-08-28: nothing renders its runner result any more."""
+    assert not [name for name in dir(formats) if "classroom" in name.lower()]
 
 
 # --- catalog --------------------------------------------------------------------------------

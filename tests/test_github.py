@@ -465,7 +465,12 @@ def test_cli_pr_comment_says_unverified_whatever_the_artifact_claims(fake, tmp_p
     assert "\n## " not in body and "<img" not in body and "\x1b" not in body and "](http://x)" not in body
     [status] = fake.statuses
     assert status["description"] == "Práctica, sin verificar: el pull request calcula 300/300 XP"
-    assert status["context"] == github.PR_STATUS_CONTEXT != "autograder / XP"  # never the verified status
+    # Never the context of a push's grade (a practice one included): a pull request's own run can
+    # neither overwrite that status nor satisfy a branch protection rule that requires it.
+    from autograder.github.steps import PRACTICE_STATUS_CONTEXT, STATUS_CONTEXT
+
+    assert status["context"] == github.PR_STATUS_CONTEXT == "autograder / práctica (PR)"
+    assert len({github.PR_STATUS_CONTEXT, STATUS_CONTEXT, PRACTICE_STATUS_CONTEXT}) == 3
 
 
 def test_cli_pr_comment_refuses_an_artifact_without_results(fake, tmp_path):

@@ -21,6 +21,11 @@ from autograder.learner.progress import gather, render_progress
 
 COURSE = load_course(ROOT / "course.yml")
 XP_MAX = sum(lesson.xp for lesson in COURSE.lessons)
+# The line under the XP (issue 26): the learner's history and grades branch are theirs to write.
+PRACTICE_ES = ("XP de práctica: sale de tu historial local y de la rama grades de tu repositorio, que orientan "
+               "pero no son una nota; la nota oficial la calcula tu profesor (grade-all).")
+PRACTICE_EN = ("Practice XP: it comes from your local history and your repository's grades branch, which are a "
+               "guide, never a grade; the official grade is computed by your instructor (grade-all).")
 
 
 def git(cwd, *args) -> str:
@@ -62,6 +67,7 @@ def test_progress_with_nothing_graded_yet(tmp_path):
     assert not ANSI.search(proc.stdout)
     lines = proc.stdout.splitlines()
     assert lines[:2] == ["Transformers desde cero · tu progreso", f"XP 0/{XP_MAX} · sin racha"]
+    assert lines[2] == PRACTICE_ES  # one line, whatever was graded: this XP is never a grade
     table = rows(proc.stdout)
     assert list(table) == [lesson.id for lesson in COURSE.lessons]
     assert table["01"] == ["01 · Tokens y lotes", "░" * 20 + " 0%", "—", "0/50", "sin empezar"]
@@ -100,6 +106,7 @@ def test_progress_merges_the_local_history_and_the_grades_branch(tmp_path):
     assert after.returncode == 0, after.stderr
     lines = after.stdout.splitlines()
     assert lines[1] == f"XP 50/{XP_MAX} · racha de 2 días"
+    assert lines[2] == PRACTICE_ES  # the grades branch's XP is practice XP too, even graded "hidden"
     table = rows(after.stdout)
     assert table["01"] == ["01 · Tokens y lotes", "█" * 20 + " 100%", "100/100", "50/50", "completada"]
     assert table["02"] == ["02 · Embeddings y el modelo bigrama", "█" * 16 + "░" * 4 + " 80%", "80/100", "0/50",
@@ -111,7 +118,7 @@ def test_progress_merges_the_local_history_and_the_grades_branch(tmp_path):
 
     # Fetched once, the branch is read offline from then on; in English too.
     offline = run_cli(root, "progress", "--lang", "en")
-    assert offline.stdout.splitlines()[1] == f"XP 50/{XP_MAX} · 2-day streak"
+    assert offline.stdout.splitlines()[1:3] == [f"XP 50/{XP_MAX} · 2-day streak", PRACTICE_EN]
     assert rows(offline.stdout)["01"][-1] == "completed"
 
 

@@ -1,9 +1,12 @@
 """autograder.course.release: the learner template repository, built from the real course.
 
-What goes in and what stays out, the pinned graders' ref, the adapted pyproject, the output
+What goes in and what stays out, the workflows shipped verbatim and refused when they could
+hand the learner an instructor's secret or the hidden graders, the adapted pyproject, the output
 folder's safety rules, a leak check of every solution line and every hidden grader line
 against every text file of the release (proved on planted leaks), and grading inside the
 release with its own engine, which has no hidden graders and so grades in practice mode.
+(tests/test_workflows.py reads every workflow a built release ships for secrets;
+tests/test_workflow_run.py runs them.)
 """
 
 from __future__ import annotations
@@ -20,12 +23,10 @@ import pytest
 import yaml
 
 from autograder.core.manifest import load_course
-from autograder.course.release import MARKER, ReleaseError, ReleaseReport, build_release
+from autograder.course.release import MARKER, ReleaseError, ReleaseReport, build_release, read_marker
 from autograder.course.stubs import REGION_SUFFIXES, generate_lesson, parse_regions, strip_markers
 from conftest import ROOT
 
-REF = "0123456789abcdef0123456789abcdef01234567"
-REF_LINE = re.compile(r"^  AUTOGRADER_GRADERS_REF: .*$")
 CACHES = {"__pycache__", ".pytest_cache"}
 TOP_LEVEL = {MARKER, ".devcontainer", ".github", ".gitignore", "README.md", "autograder", "course.yml", "exercises",
              "pyproject.toml"}
@@ -47,7 +48,7 @@ def source_files(folder: Path) -> list[str]:
 @pytest.fixture(scope="module")
 def release(course, tmp_path_factory) -> tuple[Path, ReleaseReport]:
     out = tmp_path_factory.mktemp("release") / "learner-template"
-    return out, build_release(course, out, graders_ref=REF)
+    return out, build_release(course, out)
 
 
 # --- what goes in, what stays out ------------------------------------------------------------------
@@ -60,7 +61,7 @@ def test_release_holds_exactly_the_learner_files(course, release):
     assert (out / ".devcontainer" / "post-create.sh").read_bytes() == (ROOT / ".devcontainer" / "post-create.sh").read_bytes()
     assert os.access(out / ".devcontainer" / "post-create.sh", os.X_OK)
     on_disk = files_under(out)
-    assert list(report.files) == on_disk and report.graders_ref == REF
+    assert list(report.files) == on_disk
     for lesson in course.lessons:
         repo_folder = ROOT / "exercises" / lesson.folder
         expected = source_files(repo_folder)
@@ -85,30 +86,10 @@ def test_release_holds_exactly_the_learner_files(course, release):
     assert (out / "course.yml").read_bytes() == (ROOT / "course.yml").read_bytes()
     assert (out / ".gitignore").read_bytes() == (ROOT / ".gitignore").read_bytes()
     assert files_under(out / ".github") == ["workflows/grade-comment.yml", "workflows/grade.yml"]
-    assert (out / ".github/workflows/grade-comment.yml").read_bytes() == (
-        ROOT / ".github/workflows/grade-comment.yml").read_bytes()
+    for name in ("grade.yml", "grade-comment.yml"):  # verbatim: nothing is pinned or filled in
+        assert (out / ".github/workflows" / name).read_bytes() == (ROOT / ".github/workflows" / name).read_bytes()
     for absent in ("solutions", "tests", "bench", ".ci", ".github/workflows/ci.yml"):
         assert (ROOT / absent).exists() and not (out / absent).exists()
-
-
-def test_graders_ref_is_pinned_and_nothing_else_of_grade_yml_changes(release):
-    out, _ = release
-    original = (ROOT / ".github/workflows/grade.yml").read_text(encoding="utf-8").split("\n")
-    pinned = (out / ".github/workflows/grade.yml").read_text(encoding="utf-8").split("\n")
-    assert len(pinned) == len(original)
-    changed = [(a, b) for a, b in zip(original, pinned) if a != b]
-    assert len(changed) == 1
-    before, after = changed[0]
-    assert REF_LINE.match(before) and REF_LINE.match(after) and REF in after
-    assert yaml.safe_load("\n".join(pinned))["env"]["AUTOGRADER_GRADERS_REF"] == REF
-
-
-def test_default_graders_ref_is_the_course_repository_head(course, tmp_path):
-    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
-                          check=True).stdout.strip()
-    report = build_release(course, tmp_path / "out")
-    assert report.graders_ref == head
-    assert json.loads((tmp_path / "out" / MARKER).read_text(encoding="utf-8"))["graders_ref"] == head
 
 
 def test_pyproject_points_pytest_at_the_exercises(release):
@@ -140,13 +121,11 @@ def test_learner_readme_and_marker(course, release):
     for target in re.findall(r"\]\(((?!https?:)[^)]+)\)", readme):
         assert (out / target).is_file(), f"README links to {target}, which the release lacks"
     for needle in ("Actions", "Run workflow", "Corregir", "grades/badge.json", "history.jsonl",
-                   "nota de práctica", "AUTOGRADER_GRADERS_REPO", "AUTOGRADER_GRADERS_TOKEN",
-                   "python -m pip install -e .", f"python -m pytest exercises/{course.lessons[0].folder}",
+                   "nota de práctica", "python -m pip install -e .", f"python -m pytest exercises/{course.lessons[0].folder}",
                    "## In English"):
         assert needle in readme
     assert readme != (ROOT / "README.md").read_text(encoding="utf-8")
-    assert json.loads((out / MARKER).read_text(encoding="utf-8")) == {
-        "graders_ref": REF, "version": __import__("autograder").__version__}
+    assert json.loads((out / MARKER).read_text(encoding="utf-8")) == {"version": __import__("autograder").__version__}
 
 
 def test_learner_readme_installs_cpu_torch_before_the_course(release):
@@ -170,27 +149,50 @@ def test_refuses_a_non_empty_folder_that_is_not_a_release(course_copy, tmp_path,
     (out / "notes").mkdir(parents=True)
     (out / "notes" / "todo.txt").write_text("mine", encoding="utf-8")
     with pytest.raises(ReleaseError, match="not empty and holds no previous release"):
-        build_release(course, out, graders_ref=REF, force=force)
+        build_release(course, out, force=force)
     assert files_under(out) == ["notes/todo.txt"]
 
 
 def test_force_replaces_a_previous_release_but_keeps_git(course_copy, tmp_path):
     course = load_course(course_copy / "course.yml")
     out = tmp_path / "template"
-    first = build_release(course, out, graders_ref=REF)
+    first = build_release(course, out)
     (out / ".git").mkdir()
     (out / ".git" / "HEAD").write_text("ref: refs/heads/main\n", encoding="utf-8")
     (out / "stale.txt").write_text("from an older release", encoding="utf-8")
     (out / "README.md").write_text("edited", encoding="utf-8")
     with pytest.raises(ReleaseError, match="--force"):
-        build_release(course, out, graders_ref="f" * 40)
+        build_release(course, out)
     assert (out / "stale.txt").exists()
-    second = build_release(course, out, graders_ref="f" * 40, force=True)
+    second = build_release(course, out, force=True)
     assert (out / ".git" / "HEAD").read_text(encoding="utf-8") == "ref: refs/heads/main\n"
     assert not (out / "stale.txt").exists()
     assert files_under(out) == list(second.files) == list(first.files)
-    assert json.loads((out / MARKER).read_text(encoding="utf-8"))["graders_ref"] == "f" * 40
+    assert json.loads((out / MARKER).read_text(encoding="utf-8")) == {"version": __import__("autograder").__version__}
     assert "{{" not in (out / "README.md").read_text(encoding="utf-8")
+
+
+def test_force_replaces_a_release_made_before_the_graders_ref_went(course_copy, tmp_path):
+    """Releases before issue 26 pinned a graders' commit in their marker: still a release."""
+    course = load_course(course_copy / "course.yml")
+    out = tmp_path / "template"
+    out.mkdir()
+    (out / MARKER).write_text(json.dumps({"graders_ref": "f" * 40, "version": "0.9.0"}) + "\n", encoding="utf-8")
+    (out / ".github" / "workflows").mkdir(parents=True)
+    (out / ".github" / "workflows" / "grade.yml").write_text("env:\n  AUTOGRADER_GRADERS_REF: main\n",
+                                                            encoding="utf-8")
+    assert read_marker(out) is not None
+    with pytest.raises(ReleaseError, match="--force"):
+        build_release(course, out)
+    build_release(course, out, force=True)
+    assert "AUTOGRADER_GRADERS" not in (out / ".github" / "workflows" / "grade.yml").read_text(encoding="utf-8")
+    assert json.loads((out / MARKER).read_text(encoding="utf-8")) == {"version": __import__("autograder").__version__}
+
+
+@pytest.mark.parametrize("marker", ["", "{", "[]", '{"version": 1}', '{"other": "x"}'])
+def test_a_broken_or_foreign_marker_is_not_a_release(tmp_path, marker):
+    (tmp_path / MARKER).write_text(marker, encoding="utf-8")
+    assert read_marker(tmp_path) is None
 
 
 def test_a_folder_holding_only_git_counts_as_empty(course_copy, tmp_path):
@@ -198,7 +200,7 @@ def test_a_folder_holding_only_git_counts_as_empty(course_copy, tmp_path):
     out = tmp_path / "clone"
     (out / ".git").mkdir(parents=True)
     (out / ".git" / "config").write_text("[core]\n", encoding="utf-8")
-    build_release(course, out, graders_ref=REF)
+    build_release(course, out)
     assert (out / ".git" / "config").read_text(encoding="utf-8") == "[core]\n"
     assert (out / MARKER).is_file()
 
@@ -206,14 +208,7 @@ def test_a_folder_holding_only_git_counts_as_empty(course_copy, tmp_path):
 @pytest.mark.parametrize("where", [".", "exercises", "solutions", "autograder/out", ".."])
 def test_refuses_to_write_over_the_course_it_reads(course, where):
     with pytest.raises(ReleaseError, match="--out"):
-        build_release(course, ROOT / where, graders_ref=REF)
-
-
-@pytest.mark.parametrize("ref", ["", "has space", "-x", '"q"', "a..b", "main\n  EVIL: 1"])
-def test_rejects_a_ref_that_is_not_a_git_ref(course, tmp_path, ref):
-    with pytest.raises(ReleaseError, match="graders-ref"):
-        build_release(course, tmp_path / "out", graders_ref=ref)
-    assert not (tmp_path / "out").exists()
+        build_release(course, ROOT / where)
 
 
 # --- clear errors on a course that lacks what the release needs ------------------------------------
@@ -221,13 +216,14 @@ def test_rejects_a_ref_that_is_not_a_git_ref(course, tmp_path, ref):
 GRADE_YML = """\
 name: Corregir
 on: [push, workflow_dispatch]
-env:
-  AUTOGRADER_GRADERS_REF: main  # pinned by autograder release
 jobs:
   grade:
     runs-on: ubuntu-latest
     steps:
+      - uses: actions/checkout@v4
       - run: echo grading
+        env:
+          GITHUB_TOKEN: ${{ secrets.GITHUB_TOKEN }}
 """
 
 
@@ -247,22 +243,16 @@ def course_copy(tmp_path, monkeypatch):
     return root
 
 
-def test_the_course_copy_builds(course_copy, tmp_path):
-    report = build_release(load_course(course_copy / "course.yml"), tmp_path / "out", graders_ref="v1.0")
-    assert report.graders_ref == "v1.0" and any("not a full commit SHA" in w for w in report.warnings)
-    assert 'AUTOGRADER_GRADERS_REF: "v1.0"  # pinned by autograder release' in (
-        tmp_path / "out/.github/workflows/grade.yml").read_text(encoding="utf-8")
+def test_the_course_copy_builds_outside_git(course_copy, tmp_path):
+    """No git needed any more: nothing is pinned to a commit of the course repository."""
+    report = build_release(load_course(course_copy / "course.yml"), tmp_path / "out")
+    assert report.warnings == ()
+    assert (tmp_path / "out/.github/workflows/grade.yml").read_text(encoding="utf-8") == GRADE_YML
 
 
 @pytest.mark.parametrize("breakage, needle", [
     (lambda root: (root / ".github/workflows/grade.yml").unlink(), "grade.yml: not found"),
     (lambda root: (root / ".github/workflows/grade-comment.yml").unlink(), "grade-comment.yml: not found"),
-    (lambda root: (root / ".github/workflows/grade.yml").write_text(
-        GRADE_YML.replace("  AUTOGRADER_GRADERS_REF", "  GRADERS_REF"), encoding="utf-8"), "found 0"),
-    (lambda root: (root / ".github/workflows/grade.yml").write_text(
-        GRADE_YML.replace("env:\n", "env:\n  AUTOGRADER_GRADERS_REF: x\n"), encoding="utf-8"), "found 2"),
-    (lambda root: (root / ".github/workflows/grade.yml").write_text(
-        GRADE_YML.replace("jobs:", "jobs:\n  AUTOGRADER_GRADERS_REF: x\n"), encoding="utf-8"), "found 2"),
     (lambda root: (root / "pyproject.toml").write_text((root / "pyproject.toml").read_text(
         encoding="utf-8").replace('pythonpath = ["tests"]\n', ""), encoding="utf-8"), 'pythonpath = \\["tests"\\]'),
     (lambda root: (root / "pyproject.toml").write_text((root / "pyproject.toml").read_text(
@@ -272,13 +262,48 @@ def test_the_course_copy_builds(course_copy, tmp_path):
 def test_missing_or_unexpected_inputs_are_clear_errors(course_copy, tmp_path, breakage, needle):
     breakage(course_copy)
     with pytest.raises(ReleaseError, match=needle):
-        build_release(load_course(course_copy / "course.yml"), tmp_path / "out", graders_ref=REF)
+        build_release(load_course(course_copy / "course.yml"), tmp_path / "out")
     assert not (tmp_path / "out").exists()
 
 
-def test_without_a_ref_outside_git_says_to_pass_one(course_copy, tmp_path):
-    with pytest.raises(ReleaseError, match="--graders-ref"):
+# Workflows that would hand a learner's repository an instructor's credential or the hidden
+# graders (the setup before issue 26, and ways around a check that looks only for it).
+UNSAFE_WORKFLOWS = {
+    "the old graders fetch": (GRADE_YML.replace("      - run: echo grading", """\
+      - uses: actions/checkout@v4
+        with:
+          repository: ${{ vars.GRADERS_REPO }}
+          token: ${{ secrets.GRADERS_PAT }}
+          path: graders
+      - run: echo grading"""), "secrets.GRADERS_PAT"),
+    "a token in env": (GRADE_YML.replace("secrets.GITHUB_TOKEN", "secrets.DEPLOY_TOKEN"), "secrets.DEPLOY_TOKEN"),
+    "the graders' variable": (GRADE_YML.replace("echo grading", 'echo "$AUTOGRADER_GRADERS"'), "AUTOGRADER_GRADERS"),
+    "every secret at once": (GRADE_YML.replace("secrets.GITHUB_TOKEN", "toJSON(secrets)"), "secret"),
+    "an index": (GRADE_YML.replace("secrets.GITHUB_TOKEN", "secrets['X']"), "secret"),
+    "another repository": (GRADE_YML.replace("      - uses: actions/checkout@v4\n", """\
+      - uses: actions/checkout@v4
+        with:
+          repository: instructor/private
+"""), "repository"),
+    "a checkout token": (GRADE_YML.replace("      - uses: actions/checkout@v4\n", """\
+      - uses: actions/checkout@v4
+        with:
+          token: ${{ github.token }}
+"""), "token"),
+    "secrets passed on": ("on: push\njobs:\n  call:\n    uses: o/r/.github/workflows/x.yml@main\n"
+                          "    secrets: inherit\n", "passes secrets on"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNSAFE_WORKFLOWS))
+@pytest.mark.parametrize("workflow", ["grade.yml", "grade-comment.yml"])
+def test_a_workflow_that_could_leak_a_secret_or_the_graders_is_refused(course_copy, tmp_path, name, workflow):
+    text, needle = UNSAFE_WORKFLOWS[name]
+    (course_copy / ".github" / "workflows" / workflow).write_text(text, encoding="utf-8")
+    with pytest.raises(ReleaseError, match=re.escape(needle)) as caught:
         build_release(load_course(course_copy / "course.yml"), tmp_path / "out")
+    assert workflow in str(caught.value)
+    assert not (tmp_path / "out").exists()
 
 
 def test_exercises_that_drifted_from_the_solutions_are_refused(course_copy, tmp_path):
@@ -290,7 +315,7 @@ def test_exercises_that_drifted_from_the_solutions_are_refused(course_copy, tmp_
         strip_markers((ROOT / "solutions" / lesson.folder / name).read_text(encoding="utf-8"), name),
         encoding="utf-8")
     with pytest.raises(ReleaseError, match="autograder stubs"):
-        build_release(load_course(course_copy / "course.yml"), tmp_path / "out", graders_ref=REF)
+        build_release(load_course(course_copy / "course.yml"), tmp_path / "out")
 
 
 # --- the leak check --------------------------------------------------------------------------------
@@ -443,7 +468,7 @@ def practice_test_names(folder: Path) -> set[str]:
 
 def test_the_release_grades_the_stubs_with_the_practice_tests(course, tmp_path):
     out = tmp_path / "release"
-    build_release(course, out, graders_ref=REF)
+    build_release(course, out)
     data = json.loads(grade_in(out, "--format", "json").stdout)
     assert data["practice"] is True and data["xp"] == 0
     assert [lesson["id"] for lesson in data["lessons"]] == [lesson.id for lesson in course.lessons]
@@ -456,7 +481,7 @@ def test_the_release_grades_the_stubs_with_the_practice_tests(course, tmp_path):
 
 def test_the_release_grades_finished_lessons_in_practice_mode(course, tmp_path):
     out = tmp_path / "release"
-    build_release(course, out, graders_ref=REF)
+    build_release(course, out)
     for lesson in course.lessons:
         source, target = ROOT / "solutions" / lesson.folder, out / "exercises" / lesson.folder
         for rel in source_files(source):
@@ -475,11 +500,12 @@ def test_the_release_grades_finished_lessons_in_practice_mode(course, tmp_path):
     assert "nota de práctica" in " ".join(text.split()).lower()
 
 
-def test_the_release_grades_with_hidden_graders_fetched_elsewhere(course, tmp_path):
-    """What the release's workflow does with the token: the instructor's graders checked out
-    into another folder (AUTOGRADER_GRADERS), run by the release's own engine."""
+def test_the_release_engine_grades_with_graders_named_by_the_environment(course, tmp_path):
+    """An instructor's own use (the Jupyter edition's kernels work this way): the release's
+    engine run with AUTOGRADER_GRADERS naming a graders folder elsewhere on the instructor's
+    machine. No learner's workflow sets it (tests/test_workflows.py)."""
     out = tmp_path / "release"
-    build_release(course, out, graders_ref=REF)
+    build_release(course, out)
     fetched = tmp_path / "private-checkout" / "autograder" / "graders"
     shutil.copytree(ROOT / "autograder" / "graders", fetched, ignore=shutil.ignore_patterns("__pycache__"))
     lesson = course.lessons[0]

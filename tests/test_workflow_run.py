@@ -2,6 +2,12 @@
 in a real clone of a learner's repository whose `origin` is a local bare repository, with the
 GITHUB_* files and variables in a temp folder and a local stand-in for GitHub's REST API.
 
+Two kinds of repository: the instructor's (the hidden graders are in the checkout's engine:
+status context "autograder / XP") and a learner's, made from the release (no hidden graders,
+no secret: a practice grade that says "práctica" in every channel, even for a learner whose own
+engine tries to copy out every grader it can find while the organization still holds the old
+graders token).
+
 What is not exercised here: the hosted runner itself, the `uses:` actions (checkout,
 setup-python, upload-artifact, download-artifact) and GitHub's real API. The install step is
 skipped because this environment already has the course installed (running it would re-point
@@ -10,6 +16,7 @@ the editable install at a temp folder)."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import threading
@@ -106,7 +113,7 @@ class LearnerRepo:
         return runner.run(skip_ids=("install",)), workspace
 
     def prepare(self, sha: str, api: FakeGitHub, *, event_name: str = "push", ref: str = "refs/heads/main",
-                event: dict | None = None):
+                event: dict | None = None, secrets: dict | None = None, variables: dict | None = None):
         workspace = self.checkout(sha)
         temp = self.tmp / f"runner-{self.runs}"
         temp.mkdir()
@@ -118,7 +125,8 @@ class LearnerRepo:
                   "workspace": str(workspace), "event": event or {}}
         # A release's `pip install -e .` would install its own engine: PYTHONPATH stands in.
         extra = {"PYTHONPATH": str(workspace)} if self.release else {}
-        return LocalRunner(WORKFLOW, "grade", workspace, temp, github=github, extra_env=extra), workspace
+        return LocalRunner(WORKFLOW, "grade", workspace, temp, github=github, extra_env=extra, secrets=secrets,
+                           variables=variables), workspace
 
 
 @pytest.fixture
@@ -166,6 +174,9 @@ def test_a_push_is_graded_recorded_and_reported_everywhere(repo, api, lesson03):
     # step outputs, the commit status and the single commit comment
     assert job.step("report").outputs["title"] == "XP 50/50"
     assert [(s["sha"], s["description"], s["state"]) for s in api.statuses] == [(sha, "XP 50/50", "success")]
+    # Graded with the hidden graders (the instructor's repository): the context of a real grade.
+    assert job.step("report").outputs["status_context"] == api.statuses[0]["context"] == "autograder / XP"
+    assert results["practice"] is False and results["lessons"][0]["mode"] == "hidden"
     assert api.statuses[0]["target_url"] == f"https://github.example/{api.repository}/actions/runs/1001"
     comments = api.comments_on("commit", sha)
     assert len(comments) == 1 and "XP 50/50" in comments[0]["body"]
@@ -312,21 +323,148 @@ def test_a_forged_pull_request_number_is_refused(repo, api, lesson03, tmp_path):
     assert api.all_comments() == [] and api.statuses == []
 
 
-def test_a_release_without_the_graders_token_says_practice_grade_everywhere(tmp_path, api, course):
+# --- a learner's repository, made from the release ---------------------------------------------
+
+# What an organization that used the setup before issue 26 still holds, until the instructor
+# deletes it: the secret and the variable must reach no step of a learner's workflow.
+OLD_TOKEN = "ghp_instructorPlantedGradersToken0123456789"
+OLD_SECRETS = {"AUTOGRADER_GRADERS_TOKEN": OLD_TOKEN}
+OLD_VARIABLES = {"AUTOGRADER_GRADERS_REPO": "instructor/curso-privado"}
+
+# A learner's own engine (autograder/cli.py of their repository, which the workflow installs)
+# that copies every grader it can find, and the environment it runs in, into the artifact folder.
+STEAL = r"""
+
+def _steal():
+    import glob
+    import os
+    import re
+    import shutil
+    from pathlib import Path
+
+    out = Path(os.environ.get("OUT") or ".autograder-out") / "stolen"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "environ.txt").write_text("\n".join(f"{k}={v}" for k, v in sorted(os.environ.items())))
+    here = Path(__file__).resolve().parent
+    places = [os.environ.get("AUTOGRADER_GRADERS"), ".autograder-graders", "autograder/graders",
+              str(here / "graders"), os.environ.get("GITHUB_WORKSPACE")]
+    for n, place in enumerate(p for p in places if p):
+        for name in glob.glob(os.path.join(place, "**", "*"), recursive=True):
+            folders = Path(os.path.relpath(name, place)).parts[:-1]
+            wanted = name.endswith("reference.py") or any(re.fullmatch(r"lesson\d+", part) for part in folders)
+            if os.path.isfile(name) and wanted and ".autograder-out" not in Path(name).parts:
+                target = out / str(n) / os.path.relpath(name, place)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(name, target)
+
+
+_real_main = main
+
+
+def main(argv=None):
+    _steal()
+    return _real_main(argv)
+"""
+
+
+@pytest.fixture(scope="module")
+def release(course, tmp_path_factory) -> Path:
     from autograder.course.release import build_release
 
-    release = tmp_path / "release"
-    build_release(course, release, graders_ref="0123456789abcdef0123456789abcdef01234567")
+    out = tmp_path_factory.mktemp("release") / "release"
+    build_release(course, out)
+    return out
+
+
+def _hidden_grader_files(course) -> dict[bytes, str]:
+    """Every file of every hidden lesson folder (autograder/graders/lessonNN), by content."""
+    found = {}
+    for lesson in course.lessons:
+        for path in (ROOT / "autograder" / "graders" / lesson.graders).rglob("*.py"):
+            found[path.read_bytes()] = path.relative_to(ROOT).as_posix()
+    assert len(found) >= 6 * 3
+    return found
+
+
+def test_a_release_grades_with_practice_and_says_practice_everywhere(tmp_path, api, course, release):
     (tmp_path / "learner").mkdir()
     learner = LearnerRepo(tmp_path / "learner", release=release)
     sha = learner.commit("Primer push", date=day(-1, 10))
-    job, _ = learner.run(sha, api)
+    job, workspace = learner.run(sha, api, secrets=OLD_SECRETS, variables=OLD_VARIABLES)
     assert all(s.outcome != "failure" for s in job.steps), [s.stderr[-1500:] for s in job.steps]
-    assert job.step("Fetch the hidden graders").outcome == "skipped"  # no variable, no secret
+    # Nothing is fetched: the steps are the checkout's own, in order, none about hidden graders.
+    assert [s.id or s.name for s in job.steps if s.kind == "run"] == [
+        "grade", "Record the grade in the history (grades branch)", "report", "Comment on the commit",
+        "Show the XP as a commit status"]
+    assert not any("graders" in s.name.lower() for s in job.steps)
+    assert not (workspace / ".autograder-graders").exists()
+
+    # results.json: a practice grade, every lesson graded with its practice tests
     results = json.loads((job.artifacts / "autograder-results" / "results.json").read_text(encoding="utf-8"))
     assert results["practice"] is True and results["xp_max"] == sum(lesson.xp for lesson in course.lessons)
+    assert [lesson["mode"] for lesson in results["lessons"]] == ["practice"] * len(course.lessons)
+    # the job summary, a warning annotation and the commit comment
     assert "Nota de práctica" in job.summary
     assert any("nota de práctica" in w for w in job.annotations("warning"))
     assert "Nota de práctica" in api.comments_on("commit", sha)[0]["body"]
-    assert api.statuses[0]["description"] == f"XP 0/{results['xp_max']} (nota de práctica)"
+    # the commit status: its description and its context
+    assert job.step("report").outputs["status_context"] == "autograder / práctica"
+    assert [(s["sha"], s["context"], s["description"]) for s in api.statuses] == [
+        (sha, "autograder / práctica", f"XP 0/{results['xp_max']} (nota de práctica)")]
+    # the grades branch: the record's modes, the badge's label, the README's practice paragraph
     assert {lesson["mode"] for r in learner.history() for lesson in r["lessons"]} == {"practice"}
+    badge = json.loads(git(learner.origin, "show", "grades:badge.json"))
+    assert badge["label"] == f"{course.name} · práctica" and "práctica" not in badge["message"]
+    readme = git(learner.origin, "show", "grades:README.md")
+    assert f"## Rama de progreso de {course.name} (práctica)" in readme
+    assert f"## {course.name}: progress branch (practice)" in readme
+    assert "**Práctica: este repositorio se corrige solo con las pruebas de práctica" in readme
+    assert "**Practice: this repository is graded with the practice tests only" in readme
+    # the organization's old secret reached nothing
+    everything = job.summary + job.stdout + "".join(s.stderr for s in job.steps) + json.dumps(api.statuses)
+    assert OLD_TOKEN not in everything and "curso-privado" not in everything
+
+
+def test_a_hostile_engine_finds_no_grader_and_no_secret_to_copy(tmp_path, api, course, release):
+    """Issue 26's attack: the learner's own autograder/cli.py copies every grader it can find
+    (and its environment) into the artifact folder, while the organization still holds the old
+    graders token and variable. The released workflow gives it nothing to copy."""
+    (tmp_path / "learner").mkdir()
+    learner = LearnerRepo(tmp_path / "learner", release=release)
+    cli = learner.work / "autograder" / "cli.py"
+    sha = learner.commit("Mi motor", {"autograder/cli.py": cli.read_text(encoding="utf-8") + STEAL},
+                         date=day(-1, 10))
+    job, _ = learner.run(sha, api, secrets=OLD_SECRETS, variables=OLD_VARIABLES)
+    assert all(s.outcome != "failure" for s in job.steps), [s.stderr[-1500:] for s in job.steps]
+    artifact = job.artifacts / "autograder-results"
+    stolen = artifact / "stolen"
+    environ = (stolen / "environ.txt").read_text(encoding="utf-8")  # the hostile engine did run
+    assert "GITHUB_WORKSPACE=" in environ
+    assert OLD_TOKEN not in environ and "AUTOGRADER_GRADERS" not in environ and "curso-privado" not in environ
+    files = [path for path in artifact.rglob("*") if path.is_file()]
+    assert not [path for path in files if path.name == "reference.py"]
+    folders = {part for path in files for part in path.relative_to(artifact).parts[:-1]}
+    assert not [part for part in folders if re.fullmatch(r"lesson\d+", part)], folders
+    hidden = _hidden_grader_files(course)
+    assert not [hidden[path.read_bytes()] for path in files if path.read_bytes() in hidden]
+    assert json.loads((artifact / "results.json").read_text(encoding="utf-8"))["practice"] is True
+
+
+def test_the_hostile_engine_would_copy_graders_if_it_could_reach_any(tmp_path, course):
+    """The test above is not vacuous: the same copying code, given the graders the old workflow
+    handed over (AUTOGRADER_GRADERS), copies every reference.py and every grader file."""
+    import os
+    import sys
+
+    out = tmp_path / "out"
+    code = "import sys\nmain = lambda argv=None: 0\n" + STEAL + "\nsys.exit(main())\n"
+    env = {**os.environ, "OUT": str(out), "AUTOGRADER_GRADERS": str(ROOT / "autograder" / "graders")}
+    env.pop("GITHUB_WORKSPACE", None)
+    script = tmp_path / "autograder_cli.py"
+    script.write_text(code, encoding="utf-8")
+    subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, check=True, timeout=60)
+    files = [path for path in (out / "stolen").rglob("*") if path.is_file()]
+    assert {path.parent.name for path in files if path.name == "reference.py"} >= {
+        lesson.graders for lesson in course.lessons}
+    hidden = _hidden_grader_files(course)
+    assert set(hidden.values()) <= {hidden[path.read_bytes()] for path in files if path.read_bytes() in hidden}

@@ -1,6 +1,7 @@
-"""Every workflow passes actionlint (with shellcheck on its scripts), and the grading
-workflows follow the rules that keep learner-controlled text out of shells and secrets out of
-pull requests."""
+"""Every workflow passes actionlint (with shellcheck on its scripts), the grading workflows
+follow the rules that keep learner-controlled text out of shells and secrets out of pull
+requests, and no workflow a learner release ships names a secret but GITHUB_TOKEN, checks out
+another repository or mentions the hidden graders (issue 26)."""
 
 from __future__ import annotations
 
@@ -76,10 +77,112 @@ def test_grading_workflow_contract():
     assert "torch==2.13.0" in install["run"]
     writers = [s for s in job["steps"] if "run" in s and ("ci record" in s["run"] or "autograder.github.api" in s["run"])]
     assert writers and all(s.get("if") == "github.event_name != 'pull_request'" for s in writers)
-    fetch = next(s for s in job["steps"] if s.get("name") == "Fetch the hidden graders")
-    assert fetch["with"]["ref"] == "${{ env.AUTOGRADER_GRADERS_REF }}"
-    assert fetch["with"]["persist-credentials"] is False
-    assert "secrets." not in str(fetch.get("if"))  # secrets cannot be tested in `if:`; via env
+    # Grades with what is in the checkout: nothing fetched, no credential but the run's own.
+    assert [s["uses"] for s in job["steps"] if "uses" in s] == [
+        "actions/checkout@v4", "actions/setup-python@v5", "actions/upload-artifact@v4"]
+    assert not (job["steps"][0].get("with") or {})  # this repository, at the pushed commit
+    assert set(spec["env"]) == {"OUT"} and "env" not in job
+    grade = next(s for s in job["steps"] if s.get("id") == "grade")
+    assert "autograder grade --format json" in grade["run"] and "preserve-env" not in grade["run"]
+    # The status's context comes from the report step: "autograder / práctica" for a practice grade.
+    status = next(s for s in job["steps"] if s.get("name") == "Show the XP as a commit status")
+    assert status["env"]["STATUS_CONTEXT"] == "${{ steps.report.outputs.status_context }}"
+    assert '--context "$STATUS_CONTEXT"' in status["run"]
+    assert leaks(ROOT / ".github" / "workflows" / "grade.yml") == []
+    header = spec_header(ROOT / ".github" / "workflows" / "grade.yml")
+    assert "PRACTICE" in header and "never a record" in header and "grade-all" in header
+
+
+def spec_header(path: Path) -> str:
+    """The comment block a workflow file starts with, as one line of text."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return " ".join(line.lstrip("# ") for line in lines[: next(i for i, l in enumerate(lines) if not l.startswith("#"))])
+
+
+# --- no secret and no hidden grader in a learner's repository ---------------------------------
+
+_SECRET = re.compile(r"\bsecrets\s*(?:\.\s*([A-Za-z_][\w-]*)|\[)")
+_SECRETS_CONTEXT = re.compile(r"\$\{\{[^}]*\bsecrets\b(?!\s*\.\s*GITHUB_TOKEN\b)[^}]*\}\}")
+
+
+def leaks(path: Path) -> list[str]:
+    """What in one workflow file could hand a learner an instructor's credential or the hidden
+    graders: `secrets.X` (or `secrets[...]`, or the whole `secrets` context in an expression)
+    other than GITHUB_TOKEN, a job passing secrets on, an actions/checkout step with
+    `repository:` or `token:`, any mention of AUTOGRADER_GRADERS. Written independently of
+    autograder/course/release.py's own refusal, which it checks after the fact."""
+    text = path.read_text(encoding="utf-8")
+    found = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        for match in _SECRET.finditer(line):
+            if match.group(1) != "GITHUB_TOKEN":
+                found.append(f"{path.name}:{number}: {match.group(0)}")
+        if _SECRETS_CONTEXT.search(line):
+            found.append(f"{path.name}:{number}: the secrets context")
+        if "autograder_graders" in line.lower():
+            found.append(f"{path.name}:{number}: AUTOGRADER_GRADERS")
+    spec = yaml.safe_load(text)
+    for name, job in (spec.get("jobs") or {}).items():
+        if "secrets" in job:
+            found.append(f"{path.name}: job {name} passes secrets on")
+        for step in job.get("steps", []):
+            if str(step.get("uses", "")).startswith("actions/checkout"):
+                for key in sorted({"repository", "token", "ssh-key"} & set(step.get("with") or {})):
+                    found.append(f"{path.name}: job {name}: actions/checkout with {key}")
+    return found
+
+
+@pytest.fixture(scope="module")
+def released_workflows(course, tmp_path_factory) -> list[Path]:
+    from autograder.course.release import build_release
+
+    out = tmp_path_factory.mktemp("release") / "release"
+    build_release(course, out)
+    return sorted((out / ".github" / "workflows").glob("*.yml"))
+
+
+def test_no_released_workflow_names_a_secret_or_fetches_the_graders(released_workflows):
+    assert [p.name for p in released_workflows] == ["grade-comment.yml", "grade.yml"]
+    for path in released_workflows:
+        assert leaks(path) == [], path.name
+
+
+PLANTED = {
+    # The learner release's grade.yml before issue 26: fetch the instructor's graders with a
+    # token, then let the learner's own engine grade with them.
+    "the old fetch": ("""\
+      - name: Fetch the hidden graders
+        if: vars.AUTOGRADER_GRADERS_REPO != ''
+        uses: actions/checkout@v4
+        with:
+          repository: ${{ vars.AUTOGRADER_GRADERS_REPO }}
+          token: ${{ secrets.AUTOGRADER_GRADERS_TOKEN }}
+          path: .autograder-graders
+""", ["secrets.AUTOGRADER_GRADERS_TOKEN", "AUTOGRADER_GRADERS", "actions/checkout with repository",
+      "actions/checkout with token"]),
+    "a secret in env": ("      - run: echo hi\n        env:\n          T: ${{ secrets.PAT }}\n", ["secrets.PAT"]),
+    "all secrets": ("      - run: echo hi\n        env:\n          T: ${{ toJSON(secrets) }}\n",
+                    ["the secrets context"]),
+    "another repository": ("      - uses: actions/checkout@v4\n        with:\n          repository: o/private\n",
+                           ["actions/checkout with repository"]),
+    "a checkout token": ("      - uses: actions/checkout@v4\n        with:\n          token: ${{ github.token }}\n",
+                         ["actions/checkout with token"]),
+    "the variable alone": ("      - run: echo \"$AUTOGRADER_GRADERS\"\n", ["AUTOGRADER_GRADERS"]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PLANTED))
+def test_the_secret_check_fails_on_a_planted_workflow(released_workflows, tmp_path, name):
+    """The check above is not vacuous: the released grade.yml with one planted step fails it."""
+    step, expected = PLANTED[name]
+    text = (released_workflows[1]).read_text(encoding="utf-8")
+    anchor = "      - name: Grade every lesson\n"
+    assert anchor in text
+    planted = tmp_path / "grade.yml"
+    planted.write_text(text.replace(anchor, step + "\n" + anchor), encoding="utf-8")
+    assert yaml.safe_load(planted.read_text(encoding="utf-8"))["jobs"]["grade"]["steps"]
+    found = leaks(planted)
+    assert all(any(f.endswith(needle) for f in found) for needle in expected), found
 
 
 def test_comment_workflow_never_runs_the_pull_requests_code():
@@ -96,7 +199,7 @@ def test_the_release_workflows_pass_actionlint(course, tmp_path):
     from autograder.course.release import build_release
 
     out = tmp_path / "release"
-    build_release(course, out, graders_ref="0123456789abcdef0123456789abcdef01234567")
+    build_release(course, out)
     workflows = sorted((out / ".github" / "workflows").glob("*.yml"))
     assert [p.name for p in workflows] == ["grade-comment.yml", "grade.yml"]
     proc = _actionlint(workflows, out)

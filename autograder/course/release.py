@@ -1,6 +1,6 @@
-"""The learner release: the template repository that learners fork (or GitHub Classroom copies).
+"""The learner release: the template repository from which each learner's repository is made.
 
-    autograder release --out DIR [--graders-ref REF] [--force]
+    autograder release --out DIR [--force]
 
 A developer tool for the instructor. The release holds what a learner needs and nothing
 that would give the course away:
@@ -10,19 +10,26 @@ that would give the course away:
   autograder/            the engine, without any hidden graders: of autograder/graders/ only
                          __init__.py and pytest.ini (no lesson folders); no caches
   pyproject.toml         the instructor's, with pytest pointed at exercises/ instead of tests/
-  .github/workflows/     grade.yml (its AUTOGRADER_GRADERS_REF pinned to the graders' commit)
-                         and grade-comment.yml
+  .github/workflows/     grade.yml and grade-comment.yml, verbatim
   .gitignore             the course repository's
   .devcontainer/         the Codespaces / Dev Containers setup (CPU torch, the course, the
                          attention viewer's port), so "Open in Codespaces" works in a fork
   README.md              generated from autograder/course/templates/learner-README.md
-  .autograder-release    a marker (JSON: graders_ref, version) so that a later
-                         `release --force` knows DIR is a previous release
+  .autograder-release    a marker (JSON: version) so that a later `release --force` knows DIR
+                         is a previous release (an older marker that also names a graders_ref
+                         is recognised too)
 
 Everything else (solutions/, tests/, bench/, .ci/, the project's CI workflow, the instructor
-README) stays out. Every check runs before DIR is touched, so an error leaves it as it was.
-A non-empty DIR is only replaced with --force and only if it holds the marker; its `.git/`
-is always kept, so the release can be committed on top of the previous one.
+README) stays out. A learner's repository grades with its practice tests only: no hidden
+grader, no instructor credential and no way to fetch either ever reaches it, because the
+learner owns that repository, its workflows and the engine they install. So every workflow the
+release ships is checked before anything is written: it may name no secret but GITHUB_TOKEN,
+check out no other repository, and never mention the hidden graders' variables
+(AUTOGRADER_GRADERS...). The official grade is made on the instructor's side (`grade-all`).
+
+Every check runs before DIR is touched, so an error leaves it as it was. A non-empty DIR is
+only replaced with --force and only if it holds the marker; its `.git/` is always kept, so the
+release can be committed on top of the previous one.
 
 Messages are in English (instructor tooling); every user error is a `ReleaseError`.
 """
@@ -33,7 +40,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,12 +57,13 @@ ENGINE_DIR = Path(__file__).resolve().parents[1]
 TEMPLATE = Path(__file__).resolve().parent / "templates" / "learner-README.md"
 WORKFLOWS = (".github/workflows/grade.yml", ".github/workflows/grade-comment.yml")
 DEVCONTAINER = ".devcontainer"
-GRADE_WORKFLOW = WORKFLOWS[0]
-# The one top-level env entry of grade.yml that names the graders' commit.
-_REF_LINE = re.compile(r"^(?P<key>  AUTOGRADER_GRADERS_REF: )(?P<value>.*?)(?P<comment>[ \t]+#.*)?$", re.MULTILINE)
-# Branch, tag or commit: what actions/checkout accepts as `ref`, without anything YAML would mangle.
-_REF_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]*$")
-_FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
+# The one secret a learner's workflow may name: the run's own token, scoped to its repository.
+ALLOWED_SECRETS = frozenset({"GITHUB_TOKEN"})
+_SECRET_USE = re.compile(r"\bsecrets\.([A-Za-z_][A-Za-z0-9_-]*)|\bsecrets\s*\[")
+_EXPRESSION = re.compile(r"\$\{\{(.*?)\}\}", re.DOTALL)
+_SECRETS_WORD = re.compile(r"\bsecrets\b(?!\.GITHUB_TOKEN\b)")
+# The instructor's hidden-graders variables (the repository, its ref, the token, the folder).
+_GRADERS_VARIABLE = re.compile(r"AUTOGRADER_GRADERS", re.IGNORECASE)
 # Of autograder/graders/ only these engine files ship; every lesson folder is hidden.
 GRADERS_PUBLIC = ("__init__.py", "pytest.ini")
 # Beyond the caches core.files always leaves out: linters' caches, packaging metadata.
@@ -66,25 +73,22 @@ _PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_]+)\s*\}\}")
 
 
 class ReleaseError(Exception):
-    """The release cannot be built as asked (a missing file, a bad ref, an unsafe DIR)."""
+    """The release cannot be built as asked (a missing file, an unsafe workflow, an unsafe DIR)."""
 
 
 @dataclass(frozen=True)
 class ReleaseReport:
     out: Path
     files: tuple[str, ...]  # written, relative posix paths, sorted (the marker included)
-    graders_ref: str
     # Things worth knowing that do not stop the release (e.g. uncommitted grader changes).
     warnings: tuple[str, ...] = ()
 
 
-def build_release(course: Course, out: Path, *, graders_ref: str | None = None,
-                  force: bool = False) -> ReleaseReport:
+def build_release(course: Course, out: Path, *, force: bool = False) -> ReleaseReport:
     """Write the learner release of `course` into `out` (see the module docstring)."""
     root = course.root.resolve()
     out = Path(out).expanduser()
     warnings: list[str] = []
-    ref = _resolve_ref(root, graders_ref, warnings)
     _check_out_location(root, out)
 
     files: dict[str, bytes] = {}
@@ -100,8 +104,7 @@ def build_release(course: Course, out: Path, *, graders_ref: str | None = None,
                 f"({', '.join(WORKFLOWS)})"
             )
         files[rel] = _read_bytes(path)
-    files[GRADE_WORKFLOW] = _pin_ref(files[GRADE_WORKFLOW].decode("utf-8"), ref,
-                                     _shown(root / GRADE_WORKFLOW)).encode("utf-8")
+        check_learner_workflow(files[rel], _shown(path))
     files[".gitignore"] = _read_bytes(root / ".gitignore")
     executable = set()
     devcontainer = root / DEVCONTAINER
@@ -113,7 +116,7 @@ def build_release(course: Course, out: Path, *, graders_ref: str | None = None,
             if os.access(path, os.X_OK):
                 executable.add(rel)
     files["README.md"] = render_readme(course, set(files)).encode("utf-8")
-    marker = {"graders_ref": ref, "version": __version__}
+    marker = {"version": __version__}
     files[MARKER] = (json.dumps(marker, indent=2) + "\n").encode("utf-8")
 
     _prepare_out(out, force)
@@ -123,7 +126,7 @@ def build_release(course: Course, out: Path, *, graders_ref: str | None = None,
         path.write_bytes(data)
         if rel in executable:  # the post-create script must stay runnable
             path.chmod(0o755)
-    return ReleaseReport(out, tuple(sorted(files)), ref, tuple(warnings))
+    return ReleaseReport(out, tuple(sorted(files)), tuple(warnings))
 
 
 def read_marker(folder: Path) -> dict | None:
@@ -132,84 +135,64 @@ def read_marker(folder: Path) -> dict | None:
         data = json.loads((Path(folder) / MARKER).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError):
         return None
-    return data if isinstance(data, dict) and isinstance(data.get("graders_ref"), str) else None
+    if not isinstance(data, dict):
+        return None
+    # Releases before issue 26 wrote {"graders_ref", "version"}; both kinds are a release.
+    return data if isinstance(data.get("version"), str) or isinstance(data.get("graders_ref"), str) else None
 
 
-# --- the graders' ref ----------------------------------------------------------------------------
+# --- the learner's workflows ------------------------------------------------------------------
 
 
-def _resolve_ref(root: Path, given: str | None, warnings: list[str]) -> str:
-    if given is not None:
-        ref = given.strip()
-        if not _REF_OK.fullmatch(ref) or ".." in ref or ref.endswith((".lock", "/", ".")):
+def check_learner_workflow(data: bytes, shown: str) -> None:
+    """Refuse a workflow that could hand a learner's repository an instructor's credential or
+    hidden graders: a secret other than GITHUB_TOKEN (`secrets.X` or `secrets[...]` anywhere,
+    and inside a `${{ }}` expression any use of `secrets` but `secrets.GITHUB_TOKEN`, so
+    `toJSON(secrets)` too), a job that passes secrets on (`secrets:`, e.g. `secrets: inherit`),
+    a mention of the hidden graders' variables (AUTOGRADER_GRADERS...), or an actions/checkout
+    step of another repository or with a credential of its own."""
+    try:
+        text = data.decode("utf-8")
+        spec = yaml.safe_load(text)
+    except (UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise ReleaseError(f"{shown}: not a readable workflow ({exc})") from None
+
+    def refuse_secret(number: int, name: str) -> None:
+        raise ReleaseError(
+            f"{shown}:{number}: uses the secret {name}; a learner's repository must receive no "
+            "instructor secret (the learner controls its workflows and can read every secret they "
+            "get). Only GITHUB_TOKEN is allowed; the official grade comes from `grade-all`"
+        )
+
+    for number, line in enumerate(text.splitlines(), start=1):
+        for match in _SECRET_USE.finditer(line):
+            if match.group(1) not in ALLOWED_SECRETS:
+                refuse_secret(number, match.group(0))
+        if _GRADERS_VARIABLE.search(line):
             raise ReleaseError(
-                f"--graders-ref {given!r}: not a usable git ref; give a commit SHA (preferred), "
-                "a tag or a branch name"
+                f"{shown}:{number}: mentions the hidden graders' variables (AUTOGRADER_GRADERS...); "
+                "a learner's repository grades with its practice tests only and never fetches the "
+                "hidden graders. Remove that line"
             )
-        if not _FULL_SHA.fullmatch(ref):
-            warnings.append(
-                f"graders ref {ref!r} is not a full commit SHA: learners' grading will follow "
-                "whatever it points to when they push, not a pinned version of the graders"
-            )
-        return ref
-    try:
-        head = _git(root, "rev-parse", "--verify", "HEAD")
-    except ReleaseError as exc:
-        raise ReleaseError(
-            f"cannot pin the hidden graders: {exc}; pass --graders-ref with the commit of the "
-            "instructor repository whose autograder/graders/ the learners must be graded with"
-        ) from None
-    if not _FULL_SHA.fullmatch(head):
-        raise ReleaseError(f"`git rev-parse HEAD` in {root} gave {head!r}, not a commit SHA; "
-                           "pass --graders-ref")
-    try:
-        dirty = _git(root, "status", "--porcelain", "--", "autograder/graders", "course.yml")
-    except ReleaseError:
-        dirty = ""
-    if dirty:
-        warnings.append(
-            "autograder/graders/ or course.yml has uncommitted changes; the pinned commit "
-            f"{head[:12]} does not contain them (commit and push, then release again)"
-        )
-    return head
-
-
-def _git(root: Path, *args: str) -> str:
-    try:
-        proc = subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True,
-                              timeout=60, check=False)
-    except FileNotFoundError:
-        raise ReleaseError("git is not installed") from None
-    except (OSError, subprocess.SubprocessError) as exc:
-        raise ReleaseError(f"git could not run ({exc})") from None
-    if proc.returncode != 0:
-        detail = (proc.stderr.strip().splitlines() or ["failed"])[-1]
-        raise ReleaseError(f"`git {' '.join(args)}` in {root}: {detail}")
-    return proc.stdout.strip()
-
-
-def _pin_ref(text: str, ref: str, shown: str) -> str:
-    """grade.yml with its one `  AUTOGRADER_GRADERS_REF: ...` line set to `ref` (comment kept)."""
-    matches = list(_REF_LINE.finditer(text))
-    if len(matches) != 1:
-        raise ReleaseError(
-            f"{shown}: expected exactly one top-level env line `  AUTOGRADER_GRADERS_REF: <ref>` "
-            f"(two-space indent) to pin the graders' commit; found {len(matches)}"
-        )
-    match = matches[0]
-    line = f'{match["key"]}"{ref}"{match["comment"] or ""}'
-    pinned = text[: match.start()] + line + text[match.end():]
-    try:
-        data = yaml.safe_load(pinned)
-        value = data.get("env", {}).get("AUTOGRADER_GRADERS_REF") if isinstance(data, dict) else None
-    except (yaml.YAMLError, AttributeError):
-        value = None
-    if value != ref:
-        raise ReleaseError(
-            f"{shown}: after pinning, the workflow's top-level env.AUTOGRADER_GRADERS_REF reads "
-            f"{value!r}, not {ref!r}; is the line inside the top-level `env:` block?"
-        )
-    return pinned
+    for match in _EXPRESSION.finditer(text):
+        if _SECRETS_WORD.search(match.group(1)):
+            refuse_secret(text.count("\n", 0, match.start()) + 1, f"context in {match.group(0)!r}")
+    jobs = spec.get("jobs") if isinstance(spec, dict) else None
+    for job_name, job in (jobs if isinstance(jobs, dict) else {}).items():
+        if not isinstance(job, dict):
+            continue
+        if "secrets" in job:
+            raise ReleaseError(f"{shown}: job {job_name!r} passes secrets on (`secrets:`); a learner's "
+                               "workflow passes no secret to another workflow")
+        for index, step in enumerate(job.get("steps") or [], start=1):
+            if not isinstance(step, dict) or not str(step.get("uses", "")).startswith("actions/checkout"):
+                continue
+            given = sorted(set(step.get("with") or {}) & {"repository", "token", "ssh-key"})
+            if given:
+                raise ReleaseError(
+                    f"{shown}: job {job_name!r}, step {index} checks out with {', '.join(given)}; a "
+                    "learner's workflow checks out its own repository only, with the run's own token"
+                )
 
 
 # --- what goes in ----------------------------------------------------------------------------------

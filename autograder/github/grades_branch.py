@@ -8,6 +8,12 @@ The branch holds:
   README.md       what the branch is (bilingual, from the catalog)
 Anything else a learner puts there is carried over untouched.
 
+In a learner's repository every record is a practice grade (no hidden graders there), and the
+branch says so: the badge's label reads "<course> · práctica" and the README has a practice
+paragraph (the official grade comes from the instructor's `grade-all`). The branch is "practice"
+when the record just appended graded some lesson in mode "practice", or when some earned XP was
+only ever earned in practice (history.Progress.practice).
+
 Writing must be safe while the learner's checkout is in use and while other grading runs push
 at the same time, so commits are built with plumbing only (hash-object, mktree, commit-tree):
 the working tree, index, HEAD and local branches are never touched. The remote branch is
@@ -24,7 +30,7 @@ import json
 import random
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -156,28 +162,48 @@ def _tree(repo: Path, tip: str | None, files: dict[str, bytes]) -> str:
     return git.output(_git(repo, "mktree", "-z", "--missing", input=b"\0".join(entries) + b"\0"))
 
 
-def _readme_section(course: str, lang: str) -> str:
+def _readme_section(course: str, lang: str, practice: bool) -> str:
     def t(key: str) -> str:
         return i18n.translate(f"progress.readme_{key}", lang, course=course)
 
-    lines = [f"## {t('title')}", "", t("intro"), ""]
+    title = t("title") + (f" ({t('practice_tag')})" if practice else "")
+    lines = [f"## {title}", "", t("intro"), ""]
+    if practice:
+        lines += [f"**{t('practice')}**", ""]
     lines += [f"- `{HISTORY}`: {t('history')}", f"- `{PROGRESS}`: {t('progress')}", f"- `{BADGE}`: {t('badge')}"]
     return "\n".join([*lines, "", t("code"), ""])
 
 
-def _readme(course: str) -> str:
+def _readme(course: str, practice: bool = False) -> str:
     """README.md of the branch: Spanish, then English."""
-    return _readme_section(course, "es") + "\n---\n\n" + _readme_section(course, "en")
+    return _readme_section(course, "es", practice) + "\n---\n\n" + _readme_section(course, "en", practice)
+
+
+def is_practice(records: list[Record], progress: Progress) -> bool:
+    """Whether the branch shows a practice grade (see the module docstring): the latest record
+    (the one just appended) graded a lesson in practice, or earned XP is practice-only."""
+    latest = records[-1] if records else None
+    return progress.practice or (latest is not None and any(lesson.mode == "practice" for lesson in latest.lessons))
+
+
+def _badge(progress: Progress, practice: bool, lang: str, course: str) -> dict:
+    """history.badge, with a practice history said once, on the label ("<course> · práctica")."""
+    if not practice:
+        return badge(progress, lang, course)
+    data = badge(replace(progress, practice=False), lang, course)
+    data["label"] = i18n.translate("progress.badge_label_practice", lang, course=course)
+    return data
 
 
 def _derived(records: list[Record], tz: str, lang: str, course: str, now: datetime | None) -> dict[str, bytes]:
     """progress.json, badge.json and README.md for a history."""
     progress = compute_progress(records, tz, now=now)
+    practice = is_practice(records, progress)
     progress_json = {"course": course, "tz": tz, **progress.to_json()}
     return {
         PROGRESS: (json.dumps(progress_json, indent=2, ensure_ascii=False) + "\n").encode(),
-        BADGE: (json.dumps(badge(progress, lang, course), indent=2, ensure_ascii=False) + "\n").encode(),
-        README: _readme(course).encode(),
+        BADGE: (json.dumps(_badge(progress, practice, lang, course), indent=2, ensure_ascii=False) + "\n").encode(),
+        README: _readme(course, practice).encode(),
     }
 
 

@@ -3,6 +3,11 @@
     autograder ci record --results FILE          one record on the `grades` branch (pushes only)
     autograder ci report --results FILE --out DIR  job summary, annotations, comment, outputs
 
+In a learner's repository the grade is a practice grade (no hidden graders there), and each
+channel these steps feed says so: the summary and the comment (the practice note), a warning
+annotation, the status title and the status context (the `status_context` output,
+PRACTICE_STATUS_CONTEXT), and the record on the `grades` branch (its lessons' mode "practice").
+
 Both read what GitHub Actions provides (GITHUB_SHA, GITHUB_REPOSITORY, GITHUB_EVENT_NAME,
 GITHUB_EVENT_PATH, GITHUB_STEP_SUMMARY, GITHUB_OUTPUT, GITHUB_SERVER_URL, GITHUB_RUN_ID) and
 the results.json written by `autograder grade --format json`; the grade itself is never
@@ -29,6 +34,11 @@ _SHA = re.compile(r"[0-9a-f]{40}")
 # GitHub shows at most 10 error annotations per step; the summary has the rest.
 MAX_ANNOTATIONS = 10
 ANNOTATION_CHARS = 600
+# The commit status's context names the kind of grade, so that a practice grade can never be
+# read as (or satisfy a branch protection rule that requires) the status of a hidden-graders
+# grade. A pull request's unverified grade has a third context of its own (api.PR_STATUS_CONTEXT).
+STATUS_CONTEXT = "autograder / XP"
+PRACTICE_STATUS_CONTEXT = "autograder / práctica"
 
 
 class CIError(Exception):
@@ -157,7 +167,9 @@ def report(course: Course, results: Path, out_dir: Path, repo: Path, env=os.envi
         (out_dir / "pr.json").write_text(json.dumps({"number": number, "head_sha": head}) + "\n",
                                          encoding="utf-8")
     outputs = {"title": title, "xp": str(progress.xp), "xp_max": str(progress.xp_max),
-               "streak": str(progress.streak), "practice": str(result.practice).lower(), "run_url": url or ""}
+               "streak": str(progress.streak), "practice": str(result.practice).lower(),
+               "status_context": PRACTICE_STATUS_CONTEXT if result.practice else STATUS_CONTEXT,
+               "run_url": url or ""}
     for name, value in outputs.items():
         github.set_output(name, value, env)
     out.write(f"autograder: {title}\n")

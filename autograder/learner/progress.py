@@ -11,6 +11,9 @@ streak of consecutive days with progress in the course's time zone):
     works offline and never waits for a network.
 Each lesson's row shows its most recent grading from either source (points and a bar), the XP
 earned and its state. Output is a rich table in a terminal and plain, stable text otherwise.
+Both sources are written on the learner's side (their machine, their repository's workflow), so
+the XP shown is practice XP, never a grade, and one line under it says so; the official grade
+comes from the instructor's `grade-all`.
 """
 
 from __future__ import annotations
@@ -173,6 +176,7 @@ def render_progress(course: Course, gathered: Gathered, lang: str, *, color: boo
     if progress.longest_streak > progress.streak:
         headline.append(t("progress_best_streak", lang, days=progress.longest_streak))
     console.print(" · ".join(headline))
+    console.print(RichText(i18n.translate("progress.xp_is_practice", lang), style="dim"), soft_wrap=True)
     console.print()
 
     table = Table(box=box.SIMPLE_HEAD if color else None, show_edge=False, pad_edge=False,

@@ -1,7 +1,7 @@
-"""Every way a result is shown: terminal text, Markdown, JSON, Gradescope, GitHub Classroom, figures.
+"""Every way a result is shown: terminal text, Markdown, JSON, Gradescope, figures.
 
-Owns: output.py (text, Markdown and JSON of a CourseResult), formats.py (Gradescope and
-Classroom), figures.py and attention_png.py (the pictures feedback names).
+Owns: output.py (text, Markdown and JSON of a CourseResult), formats.py (Gradescope's
+results.json), figures.py and attention_png.py (the pictures feedback names).
 
 May import: core, engine.
 """

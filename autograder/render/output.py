@@ -86,8 +86,19 @@ def _check_label(check: CheckResult, lang: str) -> str:
 
 
 def to_json_dict(result: CourseResult, lang: str) -> dict[str, Any]:
-    """The project's JSON contract: course, language, xp, xp_max, score, max_score, seed, and
-    per lesson its id, slug, title, score, max_score, xp, completed and checks."""
+    """The project's JSON contract (results.json): course, language, xp, xp_max, score,
+    max_score, seed, practice, isolation, and per lesson its id, slug, title, score, max_score,
+    xp, xp_max, completed, mode, isolation and checks.
+
+    What kind of grade it is: each lesson's `mode` is "hidden" (the course's hidden graders)
+    or "practice" (only the learner-visible practice tests, each worth 1 point); the top-level
+    `practice` is true when any lesson's mode is "practice". A result with `practice: true` is
+    feedback, never a record: that is what a learner's own repository and machine produce (they
+    hold no hidden graders), and every rendering of it says "práctica". No other top-level field
+    says it: one derived flag next to the per-lesson modes is all a reader needs, and a second
+    one could only disagree with them. Where an official grade comes from (`grade-all`, later
+    the grading service) is the producer's record, not a claim a results.json makes about
+    itself: a learner could write any such field."""
     _check_lang(lang)
     return {
         "course": result.course,
