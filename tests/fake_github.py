@@ -284,8 +284,9 @@ class FakeGitHub:
             repo = self.repo(full)
             if repo is None and full.lower() in self.moved:
                 moved = self.moved[full.lower()]
-                return self.send(h, 301, {"message": "Moved Permanently", "url": f"{self.base}/repositories/{moved}"},
-                                 {"Location": f"{self.base}/repositories/{moved}{rest}"})
+                host = "http://evil.example:9" if self.foreign_next else self.base
+                return self.send(h, 301, {"message": "Moved Permanently", "url": f"{host}/repositories/{moved}"},
+                                 {"Location": f"{host}/repositories/{moved}{rest}"})
             if rest == "/generate" and method == "POST":
                 return self.generate(h, repo, body or {})
             if repo is None:

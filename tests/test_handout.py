@@ -225,6 +225,23 @@ def test_a_renamed_repository_is_found_by_its_id(github, tmp_path, capsys):
     assert rosters.load(path).learner("ana").repository_id == renamed["id"]
 
 
+def test_a_redirect_to_another_host_is_not_followed_with_the_token(github, tmp_path):
+    from autograder.github.api import GitHubAPI, GitHubError
+
+    course = Course(github, tmp_path, ("ana",))
+    repo = github.add_repo(f"{course.org}/viejo")
+    github.rename(repo["full_name"], "nuevo")
+    api = GitHubAPI(github.url, TOKEN, None, timeout=10)
+    assert api.request("GET", f"/repos/{course.org}/viejo")["id"] == repo["id"]  # same origin: followed
+    github.foreign_next = True
+    try:
+        with pytest.raises(GitHubError) as info:
+            api.request("GET", f"/repos/{course.org}/viejo")
+    finally:
+        github.foreign_next = False
+    assert info.value.status == 301  # refused, not "could not reach evil.example"
+
+
 # ------------------------------------------------------------------ failures
 
 

@@ -358,6 +358,20 @@ def _next_link(header: str | None) -> str | None:
     return None
 
 
+class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
+    """Follows GitHub's redirects (a renamed repository's old name answers 301) only within the
+    API's own origin: urllib would send the Authorization header to any host it is sent to."""
+
+    def __init__(self, origin: tuple[str, str]):
+        self.origin = origin
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        parsed = urllib.parse.urlsplit(newurl)
+        if (parsed.scheme, parsed.netloc) != self.origin:
+            return None  # urllib then raises the redirect as an HTTPError: nothing is sent there
+        return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+
 class GitHubAPI:
     """A small client for the few REST endpoints the autograder uses."""
 
@@ -377,6 +391,7 @@ class GitHubAPI:
         self._origin = (parsed.scheme, parsed.netloc)
         self._token = token
         self.limits = limits
+        self._opener = urllib.request.build_opener(_SameOriginRedirects(self._origin))
         self._last_mutation: float | None = None  # time.monotonic() of the last mutating request
         self._resume_at = 0.0  # Unix time before which the primary limit allows no request
 
@@ -486,7 +501,7 @@ class GitHubAPI:
             headers["Content-Type"] = "application/json; charset=utf-8"
         req = urllib.request.Request(self._url(path), data=data, headers=headers, method=method.upper())
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+            with self._opener.open(req, timeout=self.timeout) as resp:
                 raw = resp.read()
                 response_headers = resp.headers
                 status = resp.status
