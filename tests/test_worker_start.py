@@ -86,13 +86,13 @@ def test_the_executed_supervisor_reads_the_same_config_plus_how_to_exec():
 
 @pytest.mark.parametrize("path", PATHS)
 def test_the_worker_is_walled_in_by_the_same_sequence(tmp_path, path):
-    """Own process group in the supervisor's session, no_new_privs; as root, the unprivileged
+    """Own session and process group (not the supervisor's), no_new_privs; as root, the unprivileged
     user without a capability, in namespaces of its own and PID 1 of its own PID namespace."""
     sandbox = started(tmp_path, path)
     try:
         pid, supervisor = sandbox.worker_pid, sandbox._proc.pid
         status = status_of(pid)
-        assert os.getpgid(pid) == pid and os.getsid(pid) == supervisor
+        assert os.getpgid(pid) == pid and os.getsid(pid) == pid != os.getsid(supervisor)
         assert status["NoNewPrivs"] == "1" and status["Seccomp"] == "2"
         if worker_user() is None:
             pytest.skip("the grader does not run as root: no user change, no namespaces")

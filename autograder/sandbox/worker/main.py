@@ -355,7 +355,26 @@ def serve(root: Path, req_fd: int, resp_fd: int, walls: dict | None = None) -> N
         report = confine({**walls, "root": str(root)})
     elif walls is not None:
         report = {"disabled": True}
+    forget_config(walls)
     Worker(root, req_fd, resp_fd).serve(report)
+
+
+def forget_config(*configs: dict | None) -> None:
+    """Empty what told this worker how to wall itself in (deny lists, the host's namespaces and
+    uid, its environment), in place, and take the copy off its command line: the learner's code,
+    imported next, finds none of it among its objects (gc.get_objects, sys.modules, sys.argv)
+    or in the frames below its own. Landlock and seccomp already hold; they need none of it."""
+    for config in configs:
+        if isinstance(config, dict):
+            for value in config.values():
+                if isinstance(value, (dict, list)):
+                    value.clear()
+            config.clear()
+    # An executed worker got its walls as a JSON argument (autograder/sandbox/client.py).
+    sys.argv[:] = sys.argv[:3]
+    orig = getattr(sys, "orig_argv", None)
+    if isinstance(orig, list):
+        orig[:] = [arg for arg in orig if not arg.startswith("{")]
 
 
 def main() -> None:

@@ -6,7 +6,7 @@ process the learner's code spawns, even one that double-forks or calls setsid() 
 is re-parented to it when its parent dies; when the worker ends, or when the trusted side
 closes our stdin, every remaining descendant is killed and reaped.
 
-Between fork and exec the worker is hardened (`harden`): a process group of its own, its
+Between fork and exec the worker is hardened (`harden`): a session and process group of its own, its
 resource limits and, when the config names a user (the grader runs as root), namespaces of its
 own (autograder/sandbox/worker/confine.py; a PID namespace from this supervisor) and that user, with no
 supplementary groups and no capability. On Linux it also gets no_new_privs (no sudo, no setuid
@@ -64,7 +64,7 @@ def drop_privileges(user: dict) -> None:
 
 def harden(limits: dict, user: dict | None, walls: dict | None) -> None:
     """The worker's steps between fork and its first line of Python of its own, the same for a
-    forked (zygote.py) and an executed worker, in this order: its own process group, resource
+    forked (zygote.py) and an executed worker, in this order: its own session and process group, resource
     limits; as root, namespaces (confine.enter_namespaces, which need root) and then the
     unprivileged user; no_new_privs and death with the supervisor last (the user change clears
     the latter). The walls that need no root come later (confine.confine).
@@ -72,7 +72,7 @@ def harden(limits: dict, user: dict | None, walls: dict | None) -> None:
     A user that cannot be taken (a seccomp filter, an odd user namespace: the trusted side
     checked that it should work) leaves the worker root, with every other step, and its log
     (fd 2) says so: grading goes on."""
-    os.setpgid(0, 0)
+    become_session_leader()
     apply_limits(limits)
     if user is not None:
         if walls is not None:
@@ -87,6 +87,16 @@ def harden(limits: dict, user: dict | None, walls: dict | None) -> None:
         except OSError as exc:
             say_running_as_root(2, user, exc)
     seal_worker()
+
+
+def become_session_leader() -> None:
+    """A session and a process group of the worker's own, led by it: the seccomp filter then
+    refuses setsid and setpgid, so nothing it runs can join the supervisor's group (which a
+    kill(0, ...) of the worker would reach) or leave the worker's (which the timeout kills)."""
+    try:
+        os.setsid()
+    except OSError:  # already a group leader (never for a freshly forked worker)
+        os.setpgid(0, 0)
 
 
 def say_running_as_root(log_fd: int, user: dict, exc: BaseException) -> None:

@@ -83,17 +83,22 @@ def _become_worker(config: dict, user: dict | None, req_r: int, resp_w: int, log
         os.dup2(log_fd, 1)
         os.dup2(log_fd, 2)
         _close_all_but({0, 1, 2, req_r, resp_w})
-        supervisor.harden(config["limits"], user, config.get("walls"))
-        os.chdir(config["cwd"])
+        walls, cwd = config.get("walls"), config["cwd"]
+        supervisor.harden(config["limits"], user, walls)
+        os.chdir(cwd)
         os.environ.clear()
         os.environ.update(config["env"])
         import tempfile
 
         tempfile.tempdir = None  # follow the sandbox's TMPDIR, not the zygote's
         sys.argv[:] = ["-c", str(req_r), str(resp_w)]  # as an executed worker's (worker/main.py)
-        from autograder.sandbox.worker.main import serve
+        from autograder.sandbox.worker.main import forget_config, serve
 
-        serve(Path(config["cwd"]).resolve(), req_r, resp_w, config.get("walls"))
+        # The request's config lives on in the frames below (the zygote's and the supervisor's,
+        # as forked): emptied here, its walls once they are built (serve).
+        forget_config({key: value for key, value in config.items() if key != "walls"}, user)
+        config.clear()
+        serve(Path(cwd).resolve(), req_r, resp_w, walls)
         code = 0
     except BaseException:  # noqa: BLE001 - whatever happens, the log says it and we exit
         try:
@@ -161,6 +166,7 @@ def _serve_request(sock: socket.socket, first: socket.socket, clients: list[sock
             _send(client, {"ready": True}, clients)
             return  # no reply to the attacher: it need not read, and we never block on it
         config = json.loads(data)
+        data = b""  # the forked worker's stack keeps this frame: no copy of the config in it
         if len(fds) != FD_COUNT:
             raise ValueError(f"expected {FD_COUNT} file descriptors, got {len(fds)}")
         pid = os.fork()
