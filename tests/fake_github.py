@@ -205,7 +205,7 @@ class FakeGitHub:
         if status != 204:
             h.send_header("Content-Type", "application/json; charset=utf-8")
         h.send_header("Content-Length", str(len(raw)))
-        self.remaining = max(0, self.remaining - 1)
+        self.remaining = max(1, self.remaining - 1)  # an armed answer spends it, never this
         limits = {"x-ratelimit-limit": "5000", "x-ratelimit-remaining": str(self.remaining),
                   "x-ratelimit-reset": str(int(time.time()) + 3600), "x-ratelimit-resource": "core"}
         for name, value in {**limits, **(headers or {})}.items():

@@ -348,6 +348,12 @@ def test_a_wait_past_max_wait_stops_the_run_cleanly(github, tmp_path, capsys):
     assert "GitHub pide esperar 3600 s, más de lo que permite --max-wait (5 s)" in out
     assert "vuelve a lanzar la misma orden a partir de las" in out and "Sin hacer: ana, beto." in out
     assert mutations(github, start) == [] and path.read_bytes() == before and len(github.log) == start + 1
+    # Short waits, but GitHub keeps limiting: after three of them the run stops all the same.
+    for _ in range(4):
+        github.arm_secondary(0)
+    code, out, _ = handout(capsys, path, "--pause", "0", "--max-wait", "5")
+    assert code == 1 and "GitHub sigue pidiendo esperar después de varias esperas" in out
+    assert "Sin hacer: ana, beto." in out and mutations(github, start) == [] and path.read_bytes() == before
 
 
 # ------------------------------------------------------------------ input

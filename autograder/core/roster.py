@@ -165,7 +165,10 @@ class Roster:
     csv_url_in_repository: bool = False  # CSV: a repo/repository cell held a git URL
 
     def learner(self, ident: str) -> Learner:
-        return next(learner for learner in self.learners if learner.id == ident)
+        for learner in self.learners:
+            if learner.id == ident:
+                return learner
+        raise KeyError(f"{self.path}: no learner with id {ident!r}")
 
     def repository(self, learner: Learner) -> str | None:
         """OWNER/NAME of the learner's repository: as written, else from the course's

@@ -267,10 +267,11 @@ class RateLimited(GitHubError):
     """GitHub asks to wait `wait` seconds, longer than the caller allows (Limits.max_wait):
     stop cleanly and run again after `until` (Unix time)."""
 
-    def __init__(self, status: int, message: str, wait: float, until: float):
+    def __init__(self, status: int, message: str, wait: float, until: float, *, repeated: bool = False):
         super().__init__(status, message)
         self.wait = wait
         self.until = until
+        self.repeated = repeated  # the wait was allowed, but GitHub kept limiting after Limits.retries waits
 
 
 MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
@@ -444,7 +445,8 @@ class GitHubAPI:
                 if wait is None:
                     raise
                 if wait > limits.max_wait or attempts >= limits.retries:
-                    raise RateLimited(exc.status, exc.message, wait, time.time() + wait) from None
+                    raise RateLimited(exc.status, exc.message, wait, time.time() + wait,
+                                      repeated=wait <= limits.max_wait) from None
                 attempts += 1
                 self._wait(limits, wait, "rate_limit")
                 continue

@@ -109,7 +109,7 @@ def main(course: Course, args: argparse.Namespace, env: dict[str, str] | None = 
     except rosters.RosterError as exc:
         print(f"autograder handout: {neutral.terminal(i18n.localize(exc.text, say.lang))}", file=sys.stderr)
         return 2
-    run = Run(api, roster, say, dry=args.dry_run)
+    run = Run(api, roster, say, dry=args.dry_run, course=course.name)
     say("handout.start", n=len(roster.learners), roster=str(args.roster), organization=roster.organization,
         template=roster.template, dry=say.text("handout.dry_note") if args.dry_run else "")
     failed: list[str] = []
@@ -121,8 +121,9 @@ def main(course: Course, args: argparse.Namespace, env: dict[str, str] | None = 
             failed.append(entry.id)
         except RateLimited as exc:
             pending = [learner.id for learner in roster.learners[index:]]
-            say("handout.rate_stop", seconds=round(exc.wait), max_wait=round(args.max_wait),
-                until=time.strftime("%H:%M", time.gmtime(exc.until)), pending=", ".join(pending))
+            say("handout.rate_stop_repeated" if exc.repeated else "handout.rate_stop", seconds=round(exc.wait),
+                max_wait=round(args.max_wait), until=time.strftime("%H:%M", time.gmtime(exc.until)),
+                pending=", ".join(pending))
             return 1
         except GitHubError as exc:
             say("handout.failed", id=entry.id, reason=say.text("handout.fail_github", detail=_detail(exc)))
@@ -186,8 +187,8 @@ def _inputs(args: argparse.Namespace, env: dict[str, str], say: Say) -> tuple[ro
 class Run:
     """One pass over the roster: read GitHub's state, then change only what differs."""
 
-    def __init__(self, api: GitHubAPI, roster: rosters.Roster, say: Say, *, dry: bool) -> None:
-        self.api, self.roster, self.say, self.dry = api, roster, say, dry
+    def __init__(self, api: GitHubAPI, roster: rosters.Roster, say: Say, *, dry: bool, course: str) -> None:
+        self.api, self.roster, self.say, self.dry, self.course = api, roster, say, dry, course
         self.changes = 0  # what a dry run would do
 
     def learner(self, entry: rosters.Learner) -> None:
@@ -236,7 +237,7 @@ class Run:
         try:
             repo = self.api.request("POST", f"/repos/{template}/generate",
                                     {"owner": owner, "name": name, "private": True, "include_all_branches": False,
-                                     "description": self.say.text("handout.description", id=entry.id)})
+                                     "description": self.say.text("handout.description", course=self.course, id=entry.id)})
         except GitHubError as exc:
             if exc.status == 404:
                 raise Failed("handout.fail_no_template", template=template) from None
