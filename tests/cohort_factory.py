@@ -15,6 +15,7 @@ import contextlib
 import functools
 import http.server
 import json
+import os
 import random
 import shutil
 import subprocess
@@ -216,33 +217,44 @@ def forever_hanging(root: Path, course) -> Path:
 GIT = ["git", "-c", "user.name=Alumna", "-c", "user.email=alumna@example.org", "-c", "init.defaultBranch=main"]
 
 
-def bare_remote(remotes: Path, name: str, lesson, files: dict[str, str], *, tag: str | None = None) -> Path:
-    """A bare repository `name`.git whose main branch holds exercises/<lesson>/ with `files`."""
+def bare_remote(remotes: Path, name: str, lesson, files: dict[str, str], *, tag: str | None = None,
+                date: str | None = None) -> Path:
+    """A bare repository `name`.git whose main branch holds exercises/<lesson>/ with `files`
+    (committed with `date` as its author and committer dates, when given)."""
     bare = remotes / f"{name}.git"
     subprocess.run([*GIT, "init", "-q", "--bare", str(bare)], check=True)
     work = remotes / f"{name}-work"
     subprocess.run([*GIT, "clone", "-q", str(bare), str(work)], check=True, capture_output=True)
-    commit(work, lesson, files, "primera entrega")
+    commit(work, lesson, files, "primera entrega", date=date)
     if tag:
         subprocess.run([*GIT, "tag", tag], cwd=work, check=True)
         push(work, tag)
     return bare
 
 
-def commit(work: Path, lesson, files: dict[str, str], text: str) -> None:
+def commit(work: Path, lesson, files: dict[str, str], text: str, *, date: str | None = None,
+           push_it: bool = True) -> str:
+    """Commit exercises/<lesson>/ with `files` in `work` and push it (unless not `push_it`);
+    `date` (any date git reads, e.g. "2001-01-01T12:00:00Z") is the commit's author and committer
+    date, as a learner can set them. Returns the commit."""
     folder = work / "exercises" / lesson.folder
     if folder.exists():
         shutil.rmtree(folder)
     write_submission(folder, files)
+    env = {**os.environ, **({"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date} if date else {})}
     subprocess.run([*GIT, "add", "-A"], cwd=work, check=True)
-    subprocess.run([*GIT, "commit", "-q", "-m", text], cwd=work, check=True)
-    push(work, "HEAD:main")
+    subprocess.run([*GIT, "commit", "-q", "-m", text], cwd=work, check=True, env=env)
+    if push_it:
+        push(work, "HEAD:main")
+    return subprocess.run([*GIT, "rev-parse", "HEAD"], cwd=work, check=True, capture_output=True,
+                          text=True).stdout.strip()
 
 
 def push(work: Path, refspec: str) -> None:
-    """Push to the bare remote and refresh what `served` gives for it (plain HTTP reads the
-    refs from info/refs, which git writes only when asked)."""
-    subprocess.run([*GIT, "push", "-q", "origin", refspec], cwd=work, check=True)
+    """Push to the bare remote, forced as a learner may (back to an older commit, say), and
+    refresh what `served` gives for it (plain HTTP reads the refs from info/refs, which git
+    writes only when asked)."""
+    subprocess.run([*GIT, "push", "-q", "--force", "origin", refspec], cwd=work, check=True)
     bare = subprocess.run([*GIT, "remote", "get-url", "origin"], cwd=work, check=True, capture_output=True,
                           text=True).stdout.strip()
     subprocess.run([*GIT, "update-server-info"], cwd=bare, check=True)

@@ -37,7 +37,8 @@ from conftest import ROOT, SEED, alive, children_of, solution_files, tagged_proc
 
 UNPRIVILEGED = worker_user() is not None  # a root grader: learners' code runs as nobody
 COHORT = ("ana", "beto", "carla", "dario", "eva", "fede", "gala", "hugo", "ines")
-OUTPUTS = {"run.json", "results", "records", "gradebook.db", "grades.csv", "cohort.csv", "report.md", "report.png"}
+OUTPUTS = {"run.json", "results", "records", "gradebook.db", "grades.csv", "cohort.csv", "report.md", "report.png",
+           "observations.jsonl", "observations.jsonl.lock"}
 # Real cohorts, graded several times: on a loaded machine a test with its fixtures may take
 # longer than the suite's 600 s guard (a hang guard, not a speed target).
 pytestmark = pytest.mark.timeout(2400)

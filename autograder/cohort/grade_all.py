@@ -15,9 +15,21 @@ grading processes (autograder/cohort/pool.py). DIR receives one result per learn
 gradebook and CSVs (autograder/cohort/gradebook.py) and the cohort report (autograder/cohort/report.py); see
 autograder/cohort/store.py for its layout and for how an interrupted run resumes.
 
+Submission time: grade-all's own clock, never the learner's. DIR/observations.jsonl
+(autograder/cohort/observations.py), kept across runs, holds when grade-all first saw each
+learner's submission: a commit it fetched from the roster's repository (the moment that fetch
+finished), or, for a folder it did not fetch (no roster: a folder without git, or a clone made by
+someone else), the hash of the files it graded (the moment it read them). A submission seen
+before keeps its first time, whatever run sees it again; a new commit or new files get the time
+they were first seen. Each learner's record, grades.csv, cohort.csv and the gradebook are
+stamped with the first sighting of what was graded; a commit's dates and files' times are never
+read. A line of the log that cannot be read is reported (file and line) and skipped.
+
 --shard I/N grades a stable I-th of N parts of the learners (by a hash of their id), so N
 machines can share a cohort; --merge then combines the N output folders into one, after checking
-that they are the N shards of the same run (same seed, lessons, graders and engine).
+that they are the N shards of the same run (same seed, lessons, graders and engine). Each shard
+keeps its own observation log; --merge appends to the merged folder's log what the shards saw
+and it did not (the earliest time of each sighting wins) and stamps the merged records from it.
 
 Exit status: 0 when every learner of the run has a result (a learner whose grading failed has
 an error result, listed in the report); 2 for unusable input (roster, folders, shards); 1 for
@@ -35,17 +47,20 @@ import re
 import shutil
 import sys
 import threading
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 from pathlib import Path
 
 from autograder.sandbox import cpu_clock
 from autograder.core import i18n
 from autograder.core import neutral
-from autograder.cohort.store import (BatchError, Record, Store, content_hash, graded_folders, grading_fingerprint,
-                          learner_key, write_atomic)
-from autograder.sandbox.intake import submission_files
+from autograder.cohort import observations
+from autograder.cohort.observations import ObservationLog, Problem, Sighting
+from autograder.cohort.store import (BatchError, Record, Store, content_hash, grading_fingerprint, learner_key,
+                                     write_atomic)
 from autograder.core.manifest import Course, Lesson
 from autograder.core.results import CheckResult, CourseResult, Feedback, LessonResult, Status
-from autograder.cohort.roster import SCHEMES, Allowed, Learner, commit_time, fetch_all, learners_in, read_roster
+from autograder.cohort.roster import SCHEMES, Allowed, Learner, fetch, learners_in, read_roster
 
 WORKER_START_ALLOWANCE = 60.0  # seconds per lesson on top of its checks' timeouts
 # A host name or an IP address, nothing more: no scheme, user, port or path.
@@ -177,20 +192,22 @@ def _grade_all(course: Course, args: argparse.Namespace, lang: str) -> int:
     store = Store(args.out)
     store.root.mkdir(parents=True, exist_ok=True)
     store.remove_leftovers()
+    log = _load_log(store.root, say)
     seed = args.seed if args.seed is not None else (store.read_run() or {}).get("seed")
     if not isinstance(seed, int):
         seed = random.SystemRandom().randrange(2**31)
+    fetched: dict[str, datetime] = {}
     if args.roster is not None and learners:
         args.submissions.mkdir(parents=True, exist_ok=True)
         say.line("batch.fetching", n=len(learners))
-        fetch_all(learners, jobs=min(8, args.jobs or _default_jobs()), allowed=allowed(args))
+        fetched = _fetch(learners, jobs=min(8, args.jobs or _default_jobs()), allowed=allowed(args))
     run = {"course": course.name, "language": lang, "seed": seed, "lessons": [lesson.id for lesson in lessons],
            "fingerprint": grading_fingerprint(course, lessons, seed=seed, lang=lang),
            "shard": None if shard is None else f"{shard[0]}/{shard[1]}",
            "learners": [learner.id for learner in learners]}
     store.write_run(run)
 
-    todo, unchanged, failed = _triage(course, lessons, learners, store, run, say)
+    todo, unchanged, failed = _triage(course, lessons, learners, store, run, say, log, fetched)
     jobs = min(args.jobs or _default_jobs(), max(1, len(todo)))
     say.line("batch.start", learners=len(learners), todo=len(todo), same=unchanged, jobs=jobs, seed=seed)
     counts = _grade(course, lessons, todo, store, run, jobs, args.learner_timeout, say)
@@ -202,9 +219,12 @@ def _grade_all(course: Course, args: argparse.Namespace, lang: str) -> int:
 
 
 def _triage(course: Course, lessons: list[Lesson], learners: list[Learner], store: Store, run: dict,
-            say: _Say) -> tuple[dict[str, tuple[Record, Learner]], int, int]:
+            say: _Say, log: ObservationLog,
+            fetched: dict[str, datetime]) -> tuple[dict[str, tuple[Record, Learner]], int, int]:
     """Sort the learners out: {id: (record, learner)} of those to grade, how many are unchanged since a
-    previous run (their result stays), how many cannot be graded (an error result now)."""
+    previous run (their result stays), how many cannot be graded (an error result now). Each
+    learner's submission is looked up in the observation `log` (and logged when new) on the way:
+    `fetched` has the time each roster learner's fetch finished."""
     todo, unchanged, failed = {}, 0, 0
     for learner in learners:
         record = Record(learner.id, "", "graded", learner.first_name, learner.last_name, learner.email,
@@ -218,13 +238,14 @@ def _triage(course: Course, lessons: list[Lesson], learners: list[Learner], stor
             continue
         try:
             content = content_hash(course, lessons, learner.exercises, boundary=learner.folder)
-            record.timestamp = _submission_time(course, lessons, learner)
         except OSError as exc:  # an unreadable folder or an odd file: this learner only
             record.status, record.error, record.detail = "error", "unreadable", f"{type(exc).__name__}: {exc}"
             store.save(record, _error_json(course, lessons, run, record))
             say.line("batch.problem_unreadable", id=learner.id, detail=record.detail)
             failed += 1
             continue
+        sighting = _observe(log, learner, content, fetched.get(learner.id))
+        record.timestamp, record.observed = sighting.timestamp, sighting.what
         record.key = learner_key(run["fingerprint"], content)
         if store.is_done(learner.id, record.key):
             _refresh(store, record)
@@ -294,25 +315,57 @@ def _learners(args: argparse.Namespace, say: _Say) -> list[Learner]:
     return learners
 
 
-def _submission_time(course: Course, lessons: list[Lesson], learner: Learner) -> int | None:
-    """When the learner handed this in: the commit's time for a clone, else the newest file's."""
-    stamp = commit_time(learner.folder)
-    if stamp is not None:
-        return stamp
-    times = []
-    for _, folder in graded_folders(course, lessons, learner.exercises, boundary=learner.folder):
-        for path in submission_files(folder):
-            try:
-                times.append(int(path.lstat().st_mtime))
-            except OSError:  # gone since the walk: it is not part of what was handed in
-                continue
-    return max(times, default=None)
+def _fetch(learners: list[Learner], jobs: int, allowed: Allowed) -> dict[str, datetime]:
+    """Clone or update every roster learner's repository (roster.fetch: a failure is kept on the
+    learner), `jobs` at a time: {id: when that learner's fetch finished}, on this machine's clock.
+    Each learner's own moment, not the end of all fetches, so that a cohort fetched over minutes
+    stamps nobody later than their own fetch."""
+    finished: dict[str, datetime] = {}
+
+    def one(learner: Learner) -> None:
+        fetch(learner, allowed)
+        finished[learner.id] = observations.now()
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        list(pool.map(one, learners))
+    return finished
+
+
+def _load_log(folder: Path, say: _Say) -> ObservationLog:
+    """DIR's observation log, its unreadable lines reported; a log that cannot be read at all
+    stops the run (grading on would stamp everyone with a new time)."""
+    log = ObservationLog(folder)
+    try:
+        problems = log.load()
+    except OSError as exc:
+        raise BatchError("batch.observations_unreadable", file=str(log.path), detail=str(exc)) from None
+    _report_log_problems(say, problems)
+    return log
+
+
+def _report_log_problems(say: _Say, problems: list[Problem]) -> None:
+    for problem in problems:
+        key = "batch.observations_cut" if problem.cut else "batch.observations_bad_line"
+        say.line(key, file=str(problem.path), line=problem.line, detail=problem.detail)
+
+
+def _observe(log: ObservationLog, learner: Learner, content: str, fetched_at: datetime | None) -> Sighting:
+    """The first sighting of what is graded for `learner`: the commit this run fetched, else the
+    content of the folder as found (see observations.py for why a clone found in SUBMISSIONS
+    counts by its files, not its HEAD). Logged now when it is new."""
+    try:
+        if fetched_at is not None and learner.commit:
+            return log.observe(learner.id, "fetch", commit=learner.commit, content=None, seen=fetched_at)
+        return log.observe(learner.id, "folder", commit=learner.commit, content=content, seen=observations.now())
+    except OSError as exc:  # the output folder itself: every learner would fail the same way
+        raise BatchError("batch.observations_unwritable", file=str(log.path), detail=str(exc)) from None
 
 
 def _refresh(store: Store, record: Record) -> None:
-    """An unchanged learner keeps its result; names, email, commit and time follow the roster."""
+    """An unchanged learner keeps its result; names, email, commit and time follow the roster
+    and the observation log."""
     old = store.read_record(record.learner)
-    fields = ("first_name", "last_name", "email", "commit", "timestamp")
+    fields = ("first_name", "last_name", "email", "commit", "timestamp", "observed")
     if old is not None and any(getattr(old, name) != getattr(record, name) for name in fields):
         for name in fields:
             setattr(old, name, getattr(record, name))
@@ -399,6 +452,9 @@ def _merge(course: Course, args: argparse.Namespace, lang: str) -> int:
             if learner in owner:
                 raise BatchError("batch.merge_duplicate", id=learner, a=str(owner[learner]), b=str(folder))
             owner[learner] = folder
+    say = _Say(lang)
+    seen = [sighting for folder, _ in runs if Path(folder).resolve() != Path(args.out).resolve()
+            for sighting in _load_log(Path(folder), say).sightings()]
     out = Store(args.out)
     out.root.mkdir(parents=True, exist_ok=True)
     for learner, folder in owner.items():
@@ -410,13 +466,29 @@ def _merge(course: Course, args: argparse.Namespace, lang: str) -> int:
             if path.resolve() != target.resolve():
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(path, target)
+    _merge_log(out, seen, sorted(owner), say)
     merged = {**{name: first[name] for name in _SAME_RUN}, "shard": None, "learners": sorted(owner),
               "merged_from": [str(folder) for folder, _ in runs]}
     out.write_run(merged)
     failures = publish(course, out, merged, first["language"])
-    say = _Say(lang)
     say.out("batch.merged", shards=len(runs), learners=len(owner), out=str(args.out))
     return _report_failed_outputs(say, out, failures)
+
+
+def _merge_log(out: Store, seen: list[Sighting], learners: list[str], say: _Say) -> None:
+    """Append to the merged folder's observation log what the shards saw and it did not (or saw
+    only later), then stamp each merged record with the earliest sighting of what it graded."""
+    log = _load_log(out.root, say)
+    try:
+        log.add(seen)
+    except OSError as exc:
+        raise BatchError("batch.observations_unwritable", file=str(log.path), detail=str(exc)) from None
+    for learner in learners:
+        record = out.read_record(learner)
+        sighting = log.first_seen(learner, record.observed) if record and record.observed else None
+        if sighting is not None and record.timestamp != sighting.timestamp:
+            record.timestamp = sighting.timestamp
+            out.save_record(record)
 
 
 # ------------------------------------------------------------------------------ output

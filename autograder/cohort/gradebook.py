@@ -15,6 +15,20 @@ the formgrader and any tool built on nbgrader.api read our grades as their own.
 
 A check that could not run for anyone in the run (the GPU check on a machine without one) is a
 grade cell worth 0, so every maximum is the one `autograder grade` reports (100, not 105).
+
+The submission's time (the gradebook's timestamp, the CSVs' `timestamp`) is when grade-all first
+saw what it graded (autograder/cohort/observations.py), naive UTC as nbgrader keeps it.
+
+Spreadsheet-safe: the CSVs are opened in Excel, LibreOffice and Google Sheets, and names, e-mails
+and statuses come from rosters and learners. Every cell is written by `_csv` as one of two kinds:
+- numbers: the score columns (raw_score, late_submission_penalty, score, max_score, one per lesson
+  in cohort.csv) and the XP columns (xp, xp_max), written as plain decimals ("87.5", "-2.0",
+  "50") that every spreadsheet reads as numbers; only an int or a float may go in one;
+- text: every other cell, the header included, through core.neutral.spreadsheet_cell: a text a
+  spreadsheet would read as a formula (starting with = + - @, tab or carriage return, OWASP's
+  rule) gets a leading apostrophe, shown as text and never evaluated.
+So grades.csv is what `nbgrader export` writes, except that a formula-like name or e-mail, which
+nbgrader's exporter leaves live, comes out inert.
 """
 
 from __future__ import annotations
@@ -29,11 +43,14 @@ import warnings
 from pathlib import Path
 
 from autograder.cohort.report import Cohort, Entry
+from autograder.core.neutral import spreadsheet_cell
 from autograder.core.results import Status
 
 # nbgrader export's columns, in its order (nbgrader/plugins/export.py).
 NBGRADER_COLUMNS = ("assignment", "duedate", "timestamp", "student_id", "last_name", "first_name", "email",
                     "raw_score", "late_submission_penalty", "score", "max_score")
+# The columns of numbers (see the module docstring); cohort.csv's one per lesson too.
+NUMBER_COLUMNS = frozenset({"raw_score", "late_submission_penalty", "score", "max_score", "xp", "xp_max"})
 
 
 def _timestamp(entry: Entry) -> datetime.datetime | None:
@@ -144,12 +161,13 @@ def _text(value) -> str:
     return "" if value is None else str(value)
 
 
-def export_rows(cohort: Cohort) -> list[dict[str, str]]:
-    """The rows `nbgrader export` writes from our gradebook, with xp and xp_max added."""
+def export_rows(cohort: Cohort) -> list[dict[str, object]]:
+    """The rows `nbgrader export` writes from our gradebook, with xp and xp_max added: numbers
+    as numbers, text as text (`_csv` writes each as its kind)."""
     rows = []
     for lesson in cohort.lessons:
         # nbgrader's assignment max_score: the sum of its grade cells' (see cell_points).
-        max_score = _text(float(sum(cell_points(cohort, lesson).values())))
+        max_score = float(sum(cell_points(cohort, lesson).values()))
         for entry in cohort.entries:
             result = entry.lesson(lesson.id)
             score = _points(result)
@@ -157,21 +175,22 @@ def export_rows(cohort: Cohort) -> list[dict[str, str]]:
             rows.append({
                 "assignment": lesson.folder, "duedate": "", "timestamp": _text(_timestamp(entry)),
                 "student_id": record.learner, "last_name": record.last_name, "first_name": record.first_name,
-                "email": record.email, "raw_score": _text(score), "late_submission_penalty": _text(0.0),
-                "score": _text(score), "max_score": max_score,
-                "xp": str(result.xp if result is not None else 0), "xp_max": str(lesson.xp),
+                "email": record.email, "raw_score": score, "late_submission_penalty": 0.0,
+                "score": score, "max_score": max_score,
+                "xp": result.xp if result is not None else 0, "xp_max": lesson.xp,
             })
     return rows
 
 
 def grades_csv(cohort: Cohort) -> str:
-    return _csv([*NBGRADER_COLUMNS, "xp", "xp_max"], export_rows(cohort))
+    return _csv([*NBGRADER_COLUMNS, "xp", "xp_max"], export_rows(cohort), NUMBER_COLUMNS)
 
 
 def cohort_csv(cohort: Cohort) -> str:
     """One row per learner: a column of points per lesson (named like its assignment), totals."""
-    columns = ["student_id", "last_name", "first_name", "email", "timestamp", "status",
-               *(lesson.folder for lesson in cohort.lessons), "score", "max_score", "xp", "xp_max"]
+    folders = [lesson.folder for lesson in cohort.lessons]
+    columns = ["student_id", "last_name", "first_name", "email", "timestamp", "status", *folders,
+               "score", "max_score", "xp", "xp_max"]
     rows = []
     for entry in cohort.entries:
         record = entry.record
@@ -181,16 +200,26 @@ def cohort_csv(cohort: Cohort) -> str:
             "student_id": record.learner, "last_name": record.last_name, "first_name": record.first_name,
             "email": record.email, "timestamp": _text(_timestamp(entry)),
             "status": record.status if record.error is None else f"{record.status}:{record.error}",
-            **{folder: _text(score) for folder, score in scores.items()},
-            "score": _text(float(entry.result.score)), "max_score": _text(float(entry.result.max_score)),
-            "xp": str(xp), "xp_max": str(sum(lesson.xp for lesson in cohort.lessons)),
+            **scores, "score": float(entry.result.score), "max_score": float(entry.result.max_score),
+            "xp": xp, "xp_max": sum(lesson.xp for lesson in cohort.lessons),
         })
-    return _csv(columns, rows)
+    return _csv(columns, rows, NUMBER_COLUMNS | set(folders))
 
 
-def _csv(columns: list[str], rows: list[dict[str, str]]) -> str:
+def _number(value: object, column: str) -> str:
+    """A number cell: a plain decimal any spreadsheet reads as a number."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"column {column}: {value!r} is not a number")
+    return str(value)
+
+
+def _csv(columns: list[str], rows: list[dict[str, object]], numbers: frozenset[str] | set[str]) -> str:
+    """The CSV of `rows`: the cells of the `numbers` columns as numbers, every other cell (and
+    the header) as text no spreadsheet evaluates."""
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow([spreadsheet_cell(column) for column in columns])
+    for row in rows:
+        writer.writerow([_number(row[column], column) if column in numbers else spreadsheet_cell(_text(row[column]))
+                         for column in columns])
     return buffer.getvalue()

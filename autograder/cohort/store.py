@@ -5,9 +5,20 @@
     DIR/results/<id>.json   each learner's result: exactly what `autograder grade --format json`
                             writes for the same files and seed
     DIR/records/<id>.json   what the batch knows about that learner: the resume key, name and
-                            email, the graded commit and its time, status ("graded" or "error"),
-                            and which checks stopped at a pending TODO (for the cohort report)
+                            email, the graded commit, what was graded as the observation log
+                            knows it (`observed`) and when grade-all first saw it (`timestamp`),
+                            status ("graded" or "error"), and which checks stopped at a pending
+                            TODO (for the cohort report)
+    DIR/observations.jsonl  when grade-all first saw each learner's commit (fetched from the
+                            roster's repository) or files (found in SUBMISSIONS): one line per
+                            first sighting, appended, kept across runs and combined by --merge
+                            (earliest wins); see autograder/cohort/observations.py. With its lock's
+                            side file, observations.jsonl.lock
     DIR/gradebook.db, grades.csv, cohort.csv, report.md, report.png   derived from the above
+
+Submission time: a record's timestamp (and so the CSVs' and the gradebook's) is the first
+sighting of what was graded in DIR/observations.jsonl, on grade-all's own clock; never a commit's
+date nor a file's time, which the learner sets.
 
 Resuming: a learner's key hashes the files grading reads (its lesson folders, see `content_hash`)
 with the grading fingerprint (course.yml's entries of those lessons, the hidden graders, the
@@ -42,9 +53,10 @@ RESULTS = "results"
 RECORDS = "records"
 # A learner id names files: letters (any script), digits and . _ @ + - only, not starting with a dot.
 LEARNER_ID = re.compile(r"[^\W_][\w.@+-]{0,127}")
-# The engine's own code and catalogs: a change there may change a result.
-_ENGINE_FILES = ("engine.py", "sandbox.py", "intake.py", "pool.py", "protocol.py", "checks.py", "feedback.py",
-                 "practice.py", "quiz.py", "results.py", "render.py", "i18n.py", "references.py", "worker")
+# The engine's own code and catalogs: a change there may change a result. Paths in the package:
+# what grades (engine, sandbox with its worker, core's model and catalogs), what writes the
+# result (render) and the grading processes (cohort/pool.py).
+_ENGINE_FILES = ("engine", "sandbox", "core", "render", "cohort/pool.py")
 _ENGINE_CATALOGS = ("engine", "feedback", "render", "quiz")
 
 
@@ -117,6 +129,8 @@ def grading_fingerprint(course: Course, lessons: list[Lesson], *, seed: int, lan
     _hash_tree(digest, "pytest.ini", GRADERS_ROOT, [GRADERS_ROOT / "pytest.ini"])
     for name in _ENGINE_FILES:
         path = package / name
+        if not path.exists():  # a name that no longer exists would leave the engine out unseen
+            raise FileNotFoundError(f"grading_fingerprint: {path} is gone; update store._ENGINE_FILES")
         _hash_tree(digest, name, package, [path] if path.is_file() else submission_files(path))
     catalogs = [package / "messages" / language / f"{name}.yml"
                 for language in sorted({"es", lang})
@@ -163,7 +177,10 @@ class Record:
     last_name: str = ""
     email: str = ""
     commit: str | None = None  # the graded commit, when the learner's folder is a git clone
-    timestamp: int | None = None  # the submission's time, Unix seconds (commit time, else newest file)
+    # When grade-all first saw what it graded, Unix seconds (observations.py), and what that was
+    # in the observation log: "commit:<sha>" (fetched) or "content:<sha256>" (found in a folder).
+    timestamp: int | None = None
+    observed: str | None = None
     error: str | None = None  # "timeout" | "crashed" | "internal" | "fetch" | "folder" | "link"
     # The error's own words (git's message, the last lines of a traceback); for a timeout, the
     # limit in seconds and, on a second line, "<lesson> <check>": the check that was running.

@@ -1,0 +1,230 @@
+"""When `grade-all` first saw each learner's submission: the observation log, DIR/observations.jsonl.
+
+A submission's time is the one thing about it a learner must not be able to set. A commit's
+dates are whatever the learner's clock or GIT_COMMITTER_DATE said, and a copied folder's file
+times are whatever the copy kept; so grade-all never reads either. It writes down, the first
+time it sees a submission, the time on its own clock, and that time is the submission's from
+then on (the record's `timestamp`, hence grades.csv, cohort.csv and the nbgrader gradebook).
+
+One JSON object a line, appended, never rewritten:
+
+    {"learner": "ana", "how": "fetch", "commit": "<sha>", "content": null, "seen": "2026-12-07T08:03:58Z"}
+    {"learner": "bea", "how": "folder", "commit": null, "content": "<sha256>", "seen": "2026-12-07T08:04:02Z"}
+
+    learner   the learner's id
+    how       "fetch": grade-all fetched this commit from the roster's repository and checked it
+              out (the files graded are exactly the commit's); the sighting is the commit.
+              "folder": grade-all found these files in SUBMISSIONS (a folder without git, or a
+              clone it did not fetch itself); the sighting is the hash of the files graded
+              (store.content_hash, so it covers the lessons that run graded), because such a
+              folder's files need not match its HEAD: a commit seen early must not lend its
+              time to files changed since. A clone's HEAD is noted in `commit`, for reference.
+    seen      UTC, ISO 8601, rounded up to the whole second: never earlier than the moment it
+              was seen. For "fetch", the moment that learner's fetch finished (the commit was on
+              the remote by then); for "folder", the moment the run read the files.
+
+The first sighting of a (learner, commit) or (learner, content) counts: a later run that sees
+it again writes nothing, a new commit or new content gets a line of its own, and going back to
+something seen before keeps its old time. Where the same thing appears on two lines (logs
+combined by `grade-all --merge`, which appends what the shards saw and the merged folder did
+not), the earliest time wins.
+
+Written safely: each line is one unbuffered append under the log's lock (core/file_lock.py;
+the side file observations.jsonl.lock stays next to it), flushed to disk before grading goes
+on, and never glued to a damaged last line. Read tolerantly: a line that is not a sighting is
+skipped and reported with its line number, and a last line cut short by a run killed while
+writing it is reported as such; nothing else is lost, and nothing is ever deleted.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from autograder.cohort.store import valid_learner_id
+from autograder.core.file_lock import exclusive
+
+LOG_FILE = "observations.jsonl"
+HOW = ("fetch", "folder")
+_SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # a git object id, SHA-1 or SHA-256
+_CONTENT = re.compile(r"[0-9a-f]{64}")  # store.content_hash: SHA-256
+_FIELDS = ("learner", "how", "commit", "content", "seen")
+
+
+def now() -> datetime:
+    """This machine's clock, UTC, rounded up to the whole second."""
+    return datetime.fromtimestamp(math.ceil(time.time()), timezone.utc)
+
+
+def format_time(moment: datetime) -> str:
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class Sighting:
+    """One line of the log: `learner`'s submission, seen at `seen` (aware, UTC)."""
+
+    learner: str
+    how: str
+    commit: str | None
+    content: str | None
+    seen: datetime
+
+    @property
+    def what(self) -> str:
+        """What was seen, as the record keeps it (Record.observed): "commit:<sha>" for a
+        fetch, "content:<sha256>" for a folder."""
+        return f"commit:{self.commit}" if self.how == "fetch" else f"content:{self.content}"
+
+    @property
+    def timestamp(self) -> int:
+        return int(self.seen.timestamp())
+
+    def line(self) -> str:
+        data = {"learner": self.learner, "how": self.how, "commit": self.commit, "content": self.content,
+                "seen": format_time(self.seen)}
+        return json.dumps(data, ensure_ascii=False, separators=(", ", ": ")) + "\n"
+
+    @classmethod
+    def from_json(cls, data: object) -> "Sighting":
+        """A sighting from a parsed line; ValueError saying what is wrong otherwise."""
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+        missing = [name for name in _FIELDS if name not in data]
+        if missing:
+            raise ValueError(f"missing {', '.join(missing)}")
+        learner, how, commit, content, seen = (data[name] for name in _FIELDS)
+        if not isinstance(learner, str) or not valid_learner_id(learner):
+            raise ValueError(f"learner {learner!r} is not a learner id")
+        if how not in HOW:
+            raise ValueError(f"how {how!r} is not one of {', '.join(HOW)}")
+        if commit is not None and not (isinstance(commit, str) and _SHA.fullmatch(commit)):
+            raise ValueError(f"commit {commit!r} is not a git object id")
+        if content is not None and not (isinstance(content, str) and _CONTENT.fullmatch(content)):
+            raise ValueError(f"content {content!r} is not a SHA-256 in hex")
+        if how == "fetch" and commit is None:
+            raise ValueError("a fetch with no commit")
+        if how == "folder" and content is None:
+            raise ValueError("a folder with no content hash")
+        return cls(learner, how, commit, content, _parse_time(seen))
+
+
+def _parse_time(value: object) -> datetime:
+    if not isinstance(value, str):
+        raise ValueError(f"seen {value!r} is not a time")
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError(f"seen {value!r} is not an ISO 8601 time") from None
+    if moment.tzinfo is None:
+        raise ValueError(f"seen {value!r} has no time zone (write it in UTC, ending in Z)")
+    return moment.astimezone(timezone.utc)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A line of a log that is not a sighting: `cut` when it is the last line and has no end
+    (a run killed while writing it), else a line that does not read as one."""
+
+    path: Path
+    line: int
+    cut: bool
+    detail: str
+
+
+def parse(data: bytes, path: Path) -> tuple[list[Sighting], list[Problem]]:
+    """The sightings of a log's bytes, in file order, and the lines that are not one."""
+    sightings, problems = [], []
+    lines = data.split(b"\n")
+    for number, raw in enumerate(lines, 1):
+        if not raw.strip():
+            continue
+        try:
+            sightings.append(Sighting.from_json(json.loads(raw.decode("utf-8"))))
+        except UnicodeDecodeError:
+            problems.append(Problem(path, number, number == len(lines), "not UTF-8"))
+        except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
+            # Only the last piece of the file can lack its newline: a line cut short.
+            problems.append(Problem(path, number, number == len(lines), str(exc)))
+    return sightings, problems
+
+
+class ObservationLog:
+    """DIR/observations.jsonl, read once (`load`) and appended to as a run sees submissions."""
+
+    def __init__(self, folder: Path) -> None:
+        self.path = Path(folder) / LOG_FILE
+        self._first: dict[tuple[str, str], Sighting] = {}
+
+    def load(self) -> list[Problem]:
+        """Read the log (none yet: empty); the lines that are not sightings come back, to be
+        reported. Raises OSError when the file exists and cannot be read."""
+        self._first.clear()
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return []
+        sightings, problems = parse(data, self.path)
+        for sighting in sightings:
+            self._keep(sighting)
+        return problems
+
+    def sightings(self) -> list[Sighting]:
+        """The first sighting of everything in the log, oldest first."""
+        return sorted(self._first.values(), key=lambda s: (s.seen, s.learner, s.what))
+
+    def first_seen(self, learner: str, what: str) -> Sighting | None:
+        return self._first.get((learner, what))
+
+    def observe(self, learner: str, how: str, *, commit: str | None, content: str | None,
+                seen: datetime) -> Sighting:
+        """The first sighting of this submission: the logged one, or this one, appended now.
+        Raises OSError (core.file_lock.LockTimeout included) when it cannot be written."""
+        sighting = Sighting(learner, how, commit, content, seen.astimezone(timezone.utc).replace(microsecond=0))
+        known = self.first_seen(learner, sighting.what)
+        if known is not None:
+            return known
+        self._append([sighting])
+        return sighting
+
+    def add(self, sightings: Iterable[Sighting]) -> int:
+        """Append each of `sightings` the log does not know, or knows only from later (another
+        log's lines, for --merge), oldest first; how many were appended."""
+        new, taken = [], set()
+        for sighting in sorted(sightings, key=lambda s: (s.seen, s.learner, s.what)):
+            key, known = (sighting.learner, sighting.what), self.first_seen(sighting.learner, sighting.what)
+            if key not in taken and (known is None or sighting.seen < known.seen):
+                new.append(sighting)
+                taken.add(key)
+        if new:
+            self._append(new)
+        return len(new)
+
+    def _keep(self, sighting: Sighting) -> None:
+        key = (sighting.learner, sighting.what)
+        known = self._first.get(key)
+        if known is None or sighting.seen < known.seen:
+            self._first[key] = sighting
+
+    def _append(self, sightings: list[Sighting]) -> None:
+        data = "".join(sighting.line() for sighting in sightings).encode("utf-8")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with exclusive(self.path), open(self.path, "a+b", buffering=0) as fh:
+            size = fh.seek(0, os.SEEK_END)
+            if size:
+                fh.seek(size - 1)
+                if fh.read(1) != b"\n":
+                    data = b"\n" + data  # never glue a sighting to a line cut short
+            view = memoryview(data)
+            while view:  # a raw write may take less than it is given
+                view = view[fh.write(view):]
+            os.fsync(fh.fileno())
+        for sighting in sightings:
+            self._keep(sighting)
