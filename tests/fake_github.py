@@ -323,8 +323,8 @@ class FakeGitHub:
             if user is None:
                 return self.not_found(h)
             role = repo["collaborators"].get(user)
-            return self.send(h, 200, {"permission": self._ROLE_PERMISSION.get(role, "none"), "role_name": role or "none",
-                                      "user": {"login": user}})
+            return self.send(h, 200, {"permission": self._ROLE_PERMISSION.get(role, "none"),
+                                      "role_name": role or "none", "user": {"login": user}})
         if (m := re.fullmatch(r"/collaborators/([^/]+)", rest)) and method == "PUT":
             user = self.known(m.group(1))
             if user is None:

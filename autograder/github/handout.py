@@ -235,9 +235,10 @@ class Run:
             return None
         owner, name = wanted.split("/")
         try:
+            description = self.say.text("handout.description", course=self.course, id=entry.id)
             repo = self.api.request("POST", f"/repos/{template}/generate",
                                     {"owner": owner, "name": name, "private": True, "include_all_branches": False,
-                                     "description": self.say.text("handout.description", course=self.course, id=entry.id)})
+                                     "description": description})
         except GitHubError as exc:
             if exc.status == 404:
                 raise Failed("handout.fail_no_template", template=template) from None
