@@ -451,8 +451,6 @@ def _release(course, args, lang: str) -> int:
     except ReleaseError as exc:
         print(f"autograder release: {exc}", file=sys.stderr)
         return 2
-    for warning in report.warnings:
-        print("autograder release: " + i18n.translate("cli.release_warning", lang, warning=warning), file=sys.stderr)
     print(i18n.translate("cli.release_written", lang, out=args.out, files=len(report.files)))
     return 0
 

@@ -245,8 +245,7 @@ def course_copy(tmp_path, monkeypatch):
 
 def test_the_course_copy_builds_outside_git(course_copy, tmp_path):
     """No git needed any more: nothing is pinned to a commit of the course repository."""
-    report = build_release(load_course(course_copy / "course.yml"), tmp_path / "out")
-    assert report.warnings == ()
+    build_release(load_course(course_copy / "course.yml"), tmp_path / "out")
     assert (tmp_path / "out/.github/workflows/grade.yml").read_text(encoding="utf-8") == GRADE_YML
 
 

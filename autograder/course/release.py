@@ -50,7 +50,8 @@ from autograder.core.files import walk_files
 from autograder.core.manifest import Course, _shown
 from autograder.course.stubs import StubError, sync
 
-__all__ = ["MARKER", "ReleaseError", "ReleaseReport", "build_release", "read_marker", "render_readme"]
+__all__ = ["MARKER", "ReleaseError", "ReleaseReport", "build_release", "check_learner_workflow", "read_marker",
+           "render_readme"]
 
 MARKER = ".autograder-release"
 ENGINE_DIR = Path(__file__).resolve().parents[1]
@@ -80,15 +81,12 @@ class ReleaseError(Exception):
 class ReleaseReport:
     out: Path
     files: tuple[str, ...]  # written, relative posix paths, sorted (the marker included)
-    # Things worth knowing that do not stop the release (e.g. uncommitted grader changes).
-    warnings: tuple[str, ...] = ()
 
 
 def build_release(course: Course, out: Path, *, force: bool = False) -> ReleaseReport:
     """Write the learner release of `course` into `out` (see the module docstring)."""
     root = course.root.resolve()
     out = Path(out).expanduser()
-    warnings: list[str] = []
     _check_out_location(root, out)
 
     files: dict[str, bytes] = {}
@@ -126,7 +124,7 @@ def build_release(course: Course, out: Path, *, force: bool = False) -> ReleaseR
         path.write_bytes(data)
         if rel in executable:  # the post-create script must stay runnable
             path.chmod(0o755)
-    return ReleaseReport(out, tuple(sorted(files)), tuple(warnings))
+    return ReleaseReport(out, tuple(sorted(files)))
 
 
 def read_marker(folder: Path) -> dict | None:
