@@ -61,14 +61,14 @@ from autograder.core.results import Text, message  # noqa: E402
 from autograder.core.yaml_loader import SafeLoader  # noqa: E402
 
 __all__ = ["LEARNER_FIELDS", "LEARNER_ID", "SCHEMA_PATH", "VERSION", "Learner", "Roster", "RosterError",
-           "load", "update", "valid_learner_id"]
+           "is_csv", "is_repository", "load", "parse", "update", "valid_course_field", "valid_learner_id"]
 
 SCHEMA_PATH = Path(__file__).with_name("roster.schema.json")
 VERSION = 1
 COURSE_FIELDS = ("organization", "template", "repository_prefix")
 LEARNER_FIELDS = ("id", "name", "first_name", "last_name", "email", "github", "repository", "repository_id",
                   "url", "ref")
-# CSV header names (lower case) -> field; "repo" and "repository" are resolved per cell (_csv_cell).
+# CSV header names (lower case) -> field; "repo" and "repository" are resolved per cell (_parse_csv).
 CSV_ALIASES = {**{name: name for name in LEARNER_FIELDS}, "student_id": "id", "git_url": "url", "repo": "repository"}
 
 
@@ -404,7 +404,7 @@ def _check(data: dict[str, Any], path: Path, line_of, lines: list[int]) -> None:
     for error in _validator().iter_errors(data):
         problems.append(_schema_problem(error, path, line_of))
     if not problems:
-        problems = _semantic_problems(data["learners"], path, lines)
+        problems = _semantic_problems(data["learners"], path, lines, line_of)
     if problems:
         raise min(problems, key=lambda problem: problem[:2])[2]
 
@@ -441,24 +441,24 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 80 else text[:79] + "…"
 
 
-def _semantic_problems(learners: list[dict[str, Any]], path: Path, lines: list[int]) -> list:
+def _semantic_problems(learners: list[dict[str, Any]], path: Path, lines: list[int], line_of) -> list:
     problems = []
     first: dict[tuple[str, Any], int] = {}
-    for item, line in zip(learners, lines):
+    for index, (item, line) in enumerate(zip(learners, lines)):
         where = _where(path, line)
         if item.get("name") is not None and ("first_name" in item or "last_name" in item):
             problems.append((line, 2, RosterError("batch.roster_name_twice", where=where)))
         for field in ("id", "github", "repository", "repository_id"):
             if item.get(field) is None:
                 continue
-            value = item[field]
+            value, at = item[field], line_of(["learners", index, field])
             key = (field, value.lower() if field in ("github", "repository") else value)  # GitHub ignores case
             if key in first:
-                error = (RosterError("batch.roster_duplicate", where=where, id=value) if field == "id" else
-                         RosterError("batch.roster_duplicate_field", where=where, field=field, value=value,
-                                     first=first[key]))
-                problems.append((line, 2, error))
-            first.setdefault(key, line)
+                error = (RosterError("batch.roster_duplicate", where=_where(path, at), id=value) if field == "id"
+                         else RosterError("batch.roster_duplicate_field", where=_where(path, at), field=field,
+                                          value=value, first=first[key]))
+                problems.append((at, 2, error))
+            first.setdefault(key, at)
     return problems
 
 
