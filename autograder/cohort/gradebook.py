@@ -27,6 +27,7 @@ and statuses come from rosters and learners. Every cell is written by `_csv` as 
 - text: every other cell, the header included, through core.neutral.spreadsheet_cell: a text a
   spreadsheet would read as a formula (starting with = + - @, tab or carriage return, OWASP's
   rule) gets a leading apostrophe, shown as text and never evaluated.
+Lines end in CRLF (RFC 4180), so that a cell holding a carriage return is quoted, never split.
 So grades.csv is what `nbgrader export` writes, except that a formula-like name or e-mail, which
 nbgrader's exporter leaves live, comes out inert.
 """
@@ -217,7 +218,10 @@ def _csv(columns: list[str], rows: list[dict[str, object]], numbers: frozenset[s
     """The CSV of `rows`: the cells of the `numbers` columns as numbers, every other cell (and
     the header) as text no spreadsheet evaluates."""
     buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
+    # RFC 4180's line ends: the csv module quotes a cell holding any character of the line
+    # terminator, and only those; with "\n" alone, a carriage return in a name went out bare,
+    # and a spreadsheet starts a new row there (one whose first cell could be a formula).
+    writer = csv.writer(buffer, lineterminator="\r\n")
     writer.writerow([spreadsheet_cell(column) for column in columns])
     for row in rows:
         writer.writerow([_number(row[column], column) if column in numbers else spreadsheet_cell(_text(row[column]))
