@@ -815,6 +815,9 @@ def test_a_runtime_folder_that_holds_the_engine_is_opened_around_it(tmp_path):
     pid = os.fork()
     if pid == 0:
         try:
+            import ctypes
+
+            ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)  # no_new_privs, as every worker: Landlock needs it without root
             report = confine({"runtime": [str(site)], "deny": [str(site / "autograder")],
                               "root": str(tmp_path / "root"), "home": str(tmp_path / "home")})
             seen = []
