@@ -15,7 +15,8 @@ namespace of its own too: see `enter_pid_namespace`.)
 the first learner import): Landlock allows reading only the Python runtime, the system libraries,
 a handful of /etc and /dev files and the worker's own copy of the submission, writing only its
 home, no TCP, and (ABI >= 6) no signal or abstract socket outside its own domain; then the
-seccomp filter (seccomp.py) refuses new processes, sockets, SysV IPC and the ways around.
+seccomp filter (seccomp.py) refuses new processes, sockets, SysV IPC and the ways around, and lets
+every call that names a process (prlimit64, sched_*, setpriority...) act on the worker itself only.
 
 Both return what they enforced; the worker reports it in its first message, before any learner
 code has run, so the trusted side can record it in the result (`isolation`).

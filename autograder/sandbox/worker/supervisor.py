@@ -6,8 +6,8 @@ process the learner's code spawns, even one that double-forks or calls setsid() 
 is re-parented to it when its parent dies; when the worker ends, or when the trusted side
 closes our stdin, every remaining descendant is killed and reaped.
 
-Between fork and exec the worker is hardened (`harden`): a session and process group of its own, its
-resource limits and, when the config names a user (the grader runs as root), namespaces of its
+Between fork and exec the worker is hardened (`harden`): a session and process group of its own,
+its resource limits and, when the config names a user (the grader runs as root), namespaces of its
 own (autograder/sandbox/worker/confine.py; a PID namespace from this supervisor) and that user, with no
 supplementary groups and no capability. On Linux it also gets no_new_privs (no sudo, no setuid
 programs) and SIGKILL when the supervisor dies. The worker walls itself in (Landlock, seccomp)
@@ -64,8 +64,8 @@ def drop_privileges(user: dict) -> None:
 
 def harden(limits: dict, user: dict | None, walls: dict | None) -> None:
     """The worker's steps between fork and its first line of Python of its own, the same for a
-    forked (zygote.py) and an executed worker, in this order: its own session and process group, resource
-    limits; as root, namespaces (confine.enter_namespaces, which need root) and then the
+    forked (zygote.py) and an executed worker, in this order: its own session and process group,
+    resource limits; as root, namespaces (confine.enter_namespaces, which need root) and then the
     unprivileged user; no_new_privs and death with the supervisor last (the user change clears
     the latter). The walls that need no root come later (confine.confine).
 
