@@ -221,6 +221,17 @@ def test_update_writes_a_csv_roster_with_new_columns_last(tmp_path):
     assert roster.load(path).learner("beto").repository_id == 12
 
 
+def test_update_keeps_a_carriage_return_inside_its_cell(tmp_path):
+    """With \n line ends the csv module leaves a bare CR unquoted; the row holding one is quoted
+    in full, so the next reader still sees two learners and the same name."""
+    path = write(tmp_path, "roster.csv", 'id,name,github\nana,"Ana\r@SUM(1)",ana\nbeto,Beto,beto\n')
+    assert roster.load(path).learner("ana").name == "Ana\r@SUM(1)"
+    assert roster.update(path, "beto", repository_id=12) is True
+    again = roster.load(path)
+    assert [learner.id for learner in again.learners] == ["ana", "beto"]
+    assert again.learner("ana").name == "Ana\r@SUM(1)" and again.learner("beto").repository_id == 12
+
+
 # ------------------------------------------------------------------ grade-all reads YAML
 
 

@@ -1,8 +1,10 @@
 """The instructor's tools over a cohort: `grade-all` and what it writes.
 
 Owns: intake and parallel grading of every learner (grade_all.py, pool.py), the resumable
-store of results (store.py), the roster (roster.py), the nbgrader gradebook (gradebook.py)
-and the cohort report (report.py).
+store of results (store.py), the log of when each submission was first seen, the one source of
+submission times (observations.py), reading the roster and fetching its repositories with git
+(roster.py; the roster's schema itself is core's), the nbgrader gradebook and the
+spreadsheet-safe CSVs (gradebook.py) and the cohort report (report.py).
 
 May import: core, sandbox, engine, render.
 """

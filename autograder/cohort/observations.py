@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from autograder.cohort.store import valid_learner_id
+from autograder.core.roster import valid_learner_id
 from autograder.core.file_lock import exclusive
 
 LOG_FILE = "observations.jsonl"

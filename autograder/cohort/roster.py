@@ -250,17 +250,6 @@ def _git(folder: Path, *args: str, check: bool = True, protocols: tuple[str, ...
     return proc.stdout.strip()
 
 
-def commit_time(folder: Path) -> int | None:
-    """The committer time (Unix seconds) of HEAD, when `folder` is a git clone."""
-    if not _is_clone(folder):
-        return None
-    try:
-        text = _git(folder, "log", "-1", "--format=%ct", check=False)
-    except GitError:  # git cannot even run there: the file times will do
-        return None
-    return int(text) if text.isdigit() else None
-
-
 def redact_url(text: str) -> str:
     """URLs with their credentials hidden: https://user:token@host -> https://***@host."""
     return re.sub(r"([a-z][a-z0-9+.-]*://)[^/@\s]+@", r"\1***@", text, flags=re.IGNORECASE)

@@ -34,7 +34,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -51,8 +50,6 @@ from autograder.sandbox.intake import contained, read_files, refused, submission
 RUN_FILE = "run.json"
 RESULTS = "results"
 RECORDS = "records"
-# A learner id names files: letters (any script), digits and . _ @ + - only, not starting with a dot.
-LEARNER_ID = re.compile(r"[^\W_][\w.@+-]{0,127}")
 # The engine's own code and catalogs: a change there may change a result. Paths in the package:
 # what grades (engine, sandbox with its worker, core's model and catalogs), what writes the
 # result (render) and the grading processes (cohort/pool.py).
@@ -68,9 +65,6 @@ class BatchError(Exception):
         super().__init__(key)
         self.text = message(key, **params)
 
-
-def valid_learner_id(text: str) -> bool:
-    return bool(LEARNER_ID.fullmatch(text))
 
 
 # ------------------------------------------------------------------------------ hashing

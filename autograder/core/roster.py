@@ -569,7 +569,12 @@ def _csv_updated(text: str, learner_id: str, changes: dict[str, Any]) -> str:
             for name, value in changes.items():
                 row[fields.index(name)] = "" if value is None else str(value)
     out = io.StringIO()
-    csv.writer(out, lineterminator=newline).writerows(rows)
+    plain = csv.writer(out, lineterminator=newline)
+    # The csv module quotes a cell holding CR only when CR is part of the line terminator: with
+    # "\n" endings a bare CR would go out unquoted and split the row for the next reader.
+    quoted = csv.writer(out, lineterminator=newline, quoting=csv.QUOTE_ALL)
+    for row in rows:
+        (quoted if any("\r" in cell for cell in row) else plain).writerow(row)
     return out.getvalue()
 
 
