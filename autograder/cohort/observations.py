@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import time
 from collections.abc import Iterable
@@ -49,7 +48,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from autograder.core.roster import valid_learner_id
-from autograder.core.file_lock import exclusive
+from autograder.core.file_lock import append_line
+from autograder.core.history import parse_time
 
 LOG_FILE = "observations.jsonl"
 HOW = ("fetch", "folder")
@@ -113,19 +113,7 @@ class Sighting:
             raise ValueError("a fetch with no commit")
         if how == "folder" and content is None:
             raise ValueError("a folder with no content hash")
-        return cls(learner, how, commit, content, _parse_time(seen))
-
-
-def _parse_time(value: object) -> datetime:
-    if not isinstance(value, str):
-        raise ValueError(f"seen {value!r} is not a time")
-    try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        raise ValueError(f"seen {value!r} is not an ISO 8601 time") from None
-    if moment.tzinfo is None:
-        raise ValueError(f"seen {value!r} has no time zone (write it in UTC, ending in Z)")
-    return moment.astimezone(timezone.utc)
+        return cls(learner, how, commit, content, parse_time(seen, "seen").astimezone(timezone.utc))
 
 
 @dataclass(frozen=True)
@@ -216,15 +204,6 @@ class ObservationLog:
     def _append(self, sightings: list[Sighting]) -> None:
         data = "".join(sighting.line() for sighting in sightings).encode("utf-8")
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with exclusive(self.path), open(self.path, "a+b", buffering=0) as fh:
-            size = fh.seek(0, os.SEEK_END)
-            if size:
-                fh.seek(size - 1)
-                if fh.read(1) != b"\n":
-                    data = b"\n" + data  # never glue a sighting to a line cut short
-            view = memoryview(data)
-            while view:  # a raw write may take less than it is given
-                view = view[fh.write(view):]
-            os.fsync(fh.fileno())
+        append_line(self.path, data)  # never glued to a line a killed run cut short
         for sighting in sightings:
             self._keep(sighting)

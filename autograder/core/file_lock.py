@@ -95,3 +95,20 @@ def exclusive(path: Path, timeout: float = DEFAULT_TIMEOUT) -> Iterator[Path]:
             _unlock(fd)
     finally:
         os.close(fd)
+
+
+def append_line(path: Path, data: bytes) -> None:
+    """Append `data` (whole lines, ending in a newline) to `path` under its lock, so that two
+    processes never interleave their lines, and never glued to a last line a killed writer left
+    cut short: a newline goes first where the file does not end in one. Written in full (a raw
+    write may take less than it is given) and flushed to the disk before the lock is released."""
+    with exclusive(path), open(path, "a+b", buffering=0) as fh:
+        size = fh.seek(0, os.SEEK_END)
+        if size:
+            fh.seek(size - 1)
+            if fh.read(1) != b"\n":
+                data = b"\n" + data
+        view = memoryview(data)
+        while view:
+            view = view[fh.write(view):]
+        os.fsync(fh.fileno())

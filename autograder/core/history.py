@@ -79,7 +79,8 @@ def _aware(value: Any, what: str) -> datetime:
     return value
 
 
-def _parse_time(value: Any, what: str) -> datetime:
+def parse_time(value: Any, what: str) -> datetime:
+    """An ISO 8601 date-time that carries its UTC offset (a ValueError naming `what` otherwise)."""
     if not isinstance(value, str):
         raise ValueError(f"{what} must be an ISO 8601 string with an offset, got {value!r}")
     try:
@@ -87,7 +88,7 @@ def _parse_time(value: Any, what: str) -> datetime:
     except ValueError:
         raise ValueError(f"{what} is not an ISO 8601 date-time: {value!r}") from None
     if parsed.tzinfo is None:
-        raise ValueError(f"{what} has no UTC offset: {value!r}")
+        raise ValueError(f"{what} has no time zone (no UTC offset; write UTC as Z): {value!r}")
     return parsed
 
 
@@ -220,8 +221,8 @@ class Record:
             raise ValueError("record: lessons must be a list")
         return cls(
             commit=data["commit"],
-            committed_at=_parse_time(data["committed_at"], "committed_at"),
-            graded_at=_parse_time(data["graded_at"], "graded_at"),
+            committed_at=parse_time(data["committed_at"], "committed_at"),
+            graded_at=parse_time(data["graded_at"], "graded_at"),
             xp=data["xp"],
             xp_max=data["xp_max"],
             lessons=tuple(LessonEntry.from_json(lesson) for lesson in data["lessons"]),

@@ -21,20 +21,14 @@ only earlier lessons.
 
 from __future__ import annotations
 
-import functools
-import json
 import os
-import sys
 import zoneinfo
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-# jsonschema imports every optional format checker it finds at import time; rfc3987-syntax
-# (pulled in by nbgrader's jsonschema[format-nongpl]) compiles a grammar that costs seconds on
-# every `autograder` start. course.yml uses no "iri" format: leave that checker out.
-sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
+from autograder.core.json_schema import schema, validator  # before jsonschema: see there
 
 import jsonschema  # noqa: E402
 import jsonschema.exceptions  # noqa: E402
@@ -225,24 +219,13 @@ def _parse_yaml(text: str, shown: str) -> Any:
 # --- validation ------------------------------------------------------------------------------
 
 
-@functools.cache
-def _schema() -> dict[str, Any]:
-    with open(SCHEMA_PATH, encoding="utf-8") as fh:
-        return json.load(fh)
-
-
-@functools.cache
-def _validator() -> jsonschema.Draft202012Validator:
-    return jsonschema.Draft202012Validator(_schema())
-
-
 def _default_timeout() -> float:
     # The default lives in the schema, next to the field's documentation.
-    return _schema()["$defs"]["check"]["properties"]["timeout"]["default"]
+    return schema(SCHEMA_PATH)["$defs"]["check"]["properties"]["timeout"]["default"]
 
 
 def _schema_problems(data: Any) -> list[tuple[str, str]]:
-    errors = list(_validator().iter_errors(data))
+    errors = list(validator(SCHEMA_PATH).iter_errors(data))
     if not errors:
         return []
     best = jsonschema.exceptions.best_match(errors)

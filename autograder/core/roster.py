@@ -39,26 +39,24 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import functools
 import io
 import json
 import os
 import re
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-# jsonschema imports every optional format checker it finds at import time; see manifest.py.
-sys.modules.setdefault("rfc3987_syntax", None)  # type: ignore[arg-type]
+import yaml
+
+from autograder.core.json_schema import schema, validator  # before jsonschema: see there
 
 import jsonschema  # noqa: E402
-import yaml  # noqa: E402
 
-from autograder.core.neutral import formula_like  # noqa: E402
-from autograder.core.results import Text, message  # noqa: E402
-from autograder.core.yaml_loader import SafeLoader  # noqa: E402
+from autograder.core.neutral import formula_like
+from autograder.core.results import Text, message
+from autograder.core.yaml_loader import SafeLoader
 
 __all__ = ["LEARNER_FIELDS", "LEARNER_ID", "SCHEMA_PATH", "VERSION", "Learner", "Roster", "RosterError",
            "is_csv", "is_repository", "load", "parse", "update", "valid_course_field", "valid_learner_id"]
@@ -72,19 +70,8 @@ LEARNER_FIELDS = ("id", "name", "first_name", "last_name", "email", "github", "r
 CSV_ALIASES = {**{name: name for name in LEARNER_FIELDS}, "student_id": "id", "git_url": "url", "repo": "repository"}
 
 
-@functools.cache
-def _schema() -> dict[str, Any]:
-    with open(SCHEMA_PATH, encoding="utf-8") as fh:
-        return json.load(fh)
-
-
-@functools.cache
-def _validator() -> jsonschema.Draft202012Validator:
-    return jsonschema.Draft202012Validator(_schema())
-
-
 def _pattern(*path: str) -> re.Pattern:
-    node: Any = _schema()
+    node: Any = schema(SCHEMA_PATH)
     for key in path:
         node = node[key]
     return re.compile(node["pattern"][1:-1])  # without ^ $: used with fullmatch, which a trailing \n cannot pass
@@ -104,7 +91,7 @@ def valid_course_field(field: str, value: str) -> bool:
     """Whether `value` is a valid course-level `field` (organization, template,
     repository_prefix) by the schema's rule: for values given on a command line."""
     probe = {"version": VERSION, field: value, "learners": []}
-    return not any(True for _ in _validator().iter_errors(probe))
+    return not any(True for _ in validator(SCHEMA_PATH).iter_errors(probe))
 
 
 def is_repository(text: str) -> bool:
@@ -401,7 +388,7 @@ def _check(data: dict[str, Any], path: Path, line_of, lines: list[int]) -> None:
                 line = line_of(["learners", index, field])
                 problems.append((line, 0, RosterError("batch.roster_formula", where=_where(path, line), field=field,
                                                       value=value)))
-    for error in _validator().iter_errors(data):
+    for error in validator(SCHEMA_PATH).iter_errors(data):
         problems.append(_schema_problem(error, path, line_of))
     if not problems:
         problems = _semantic_problems(data["learners"], path, lines, line_of)

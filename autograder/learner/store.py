@@ -19,7 +19,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from autograder.core.file_lock import LockTimeout, exclusive
+from autograder.core.file_lock import LockTimeout, append_line, exclusive
 from autograder.core.manifest import Course, Lesson, _shown as _shown_path
 from autograder.learner.folders import lesson_digest, lesson_dir
 from autograder.learner.steps import NextStep, lesson_next_step, locate_step
@@ -71,13 +71,7 @@ class LocalStore:
 
         self._ensure_folder()
         data = dump_line(record).encode("utf-8")
-        with exclusive(self.history), open(self.history, "a+b", buffering=0) as fh:
-            size = fh.seek(0, os.SEEK_END)
-            if size:
-                fh.seek(size - 1)
-                if fh.read(1) != b"\n":
-                    data = b"\n" + data  # never glue a record to a damaged last line
-            fh.write(data)
+        append_line(self.history, data)
 
     def records(self) -> tuple[list, list[str]]:
         """The records of the local history and the problems found (never raises on content)."""
