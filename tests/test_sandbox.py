@@ -574,6 +574,8 @@ def box(tmp_path_factory, request):
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("GITHUB_TOKEN", SECRET)
         mp.setenv("AWS_SECRET_ACCESS_KEY", SECRET + "_aws")
+        if request.param == "warm-pool":  # whatever the caller's AUTOGRADER_WARM_POOL
+            mp.setenv("AUTOGRADER_WARM_POOL", "1")
         sandbox = Sandbox(folder)
         sandbox.warm_pool = request.param == "warm-pool"
         sandbox.ensure_ready()
@@ -921,6 +923,7 @@ def test_the_zygote_is_single_threaded_with_a_clean_environment(tmp_path, monkey
     from autograder.sandbox.pool import WarmPool
 
     monkeypatch.setenv("GITHUB_TOKEN", SECRET)
+    monkeypatch.setenv("AUTOGRADER_WARM_POOL", "1")
     (tmp_path / "m.py").write_text("x = 1\n")
     with Sandbox(tmp_path) as sandbox:
         assert sandbox.getattr(sandbox.module("m"), "x") == 1
@@ -934,8 +937,10 @@ def test_the_zygote_is_single_threaded_with_a_clean_environment(tmp_path, monkey
 
 
 @pytest.mark.skipif(not LINUX, reason="the warm pool is Linux only")
-def test_a_killed_zygote_costs_nothing_but_time(tmp_path):
+def test_a_killed_zygote_costs_nothing_but_time(tmp_path, monkeypatch):
     from autograder.sandbox.pool import WarmPool
+
+    monkeypatch.setenv("AUTOGRADER_WARM_POOL", "1")
 
     (tmp_path / "m.py").write_text("x = 2\n")
     with Sandbox(tmp_path) as sandbox:

@@ -31,6 +31,13 @@ ZYGOTE_MAIN = b"autograder.sandbox.worker.zygote import main"
 UNPRIVILEGED = worker_user() is not None
 
 
+@pytest.fixture(autouse=True)
+def warm_pool_on(monkeypatch):
+    """The shared zygote is the subject: on whatever the caller's AUTOGRADER_WARM_POOL."""
+    monkeypatch.setenv("AUTOGRADER_WARM_POOL", "1")
+
+
+
 def _cmdline(pid: int) -> bytes:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes()

@@ -29,6 +29,13 @@ LIMITS = Limits(memory_bytes=3 << 30, cpu_seconds=123, processes=None, file_byte
 LIMIT_ROWS = {"memory_bytes": "Max address space", "cpu_seconds": "Max cpu time", "file_bytes": "Max file size"}
 
 
+@pytest.fixture(autouse=True)
+def warm_pool_on(monkeypatch):
+    """Each test picks its path itself: the pool must be on whatever the caller's AUTOGRADER_WARM_POOL."""
+    monkeypatch.setenv("AUTOGRADER_WARM_POOL", "1")
+
+
+
 def started(folder: Path, path: str, user: tuple[int, int] | None = None) -> Sandbox:
     """A sandbox over `folder` whose worker has started down `path` and said hello."""
     (folder / "m.py").write_text("import os\nx = 1\n\n\ndef seen():\n    return dict(os.environ), os.getcwd()\n")
