@@ -1,21 +1,8 @@
 """Exercise stubs: exercises/NN-slug/ is generated from solutions/NN-slug/, the single source.
 
-A developer tool, not lesson material. In a solution file (Python or YAML) each piece of
-code a learner writes is a region named after its todo in course.yml (or `quiz` for quiz
-answers):
-
-        ### BEGIN SOLUTION <todo-id>
-        #: hint for the learner (Spanish), one or more lines, optional
-        #= code the stub keeps instead (optional; e.g. `#= return None`)
-        ...solution code...
-        ### END SOLUTION
-
-In the exercise the whole region becomes, at the BEGIN marker's indentation,
-
-        # TODO [<todo-id>]: first hint line
-        # further hint lines
-        <the `#=` lines without their prefix>, or when there are none (Python only):
-        raise NotImplementedError("TODO [<todo-id>] pendiente: <the todo's Spanish title>")
+A developer tool, not lesson material. The regions' grammar (the markers, the stub a region
+becomes, the tag and the pending message) is autograder/core/regions.py; this module applies
+it to whole lessons and the course.
 
 Every todo of a lesson needs at least one region, in the file course.yml gives it; a todo
 may have several regions. `sync` keeps exercises/ equal to what the solutions generate (a
@@ -29,17 +16,20 @@ to prove that some check of its todo catches it.
 
 from __future__ import annotations
 
-import json
 import os
-import re
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
 from autograder.core.files import CACHE_DIRS, walk_files
-from autograder.core.manifest import QUIZ_REGION, Course, Lesson, _shown
+from autograder.core.manifest import Course, Lesson, _shown
+from autograder.core.regions import (
+    REGION_SUFFIXES,
+    Region,
+    RegionError,
+    make_stub,
+    parse_regions,
+    revert_region,
+    strip_markers,
+)
 
 __all__ = [
     "Region",
@@ -52,190 +42,8 @@ __all__ = [
     "sync",
 ]
 
-# Files that may hold regions (their comment character is #); others are copied verbatim.
-REGION_SUFFIXES = (".py", ".yml", ".yaml")
-
-_BEGIN = re.compile(r"^(?P<indent>[ \t]*)###[ \t]*BEGIN[ \t]+SOLUTION(?:[ \t]+(?P<id>\S+))?[ \t]*$")
-_END = re.compile(r"^[ \t]*###[ \t]*END[ \t]+SOLUTION[ \t]*$")
-# Anything else that looks like a marker is a typo, never a comment to keep.
-_MARKER_LIKE = re.compile(r"^[ \t]*###[ \t]*(BEGIN|END)", re.IGNORECASE)
-
-
-class StubError(ValueError):
-    """A solution file's regions are malformed, or don't match course.yml."""
-
-
-@dataclass
-class Region:
-    id: str
-    file: str
-    start_line: int  # 1-based line of `### BEGIN SOLUTION`
-    end_line: int  # 1-based line of `### END SOLUTION`
-    indent: str  # the BEGIN marker's indentation
-    hint: list[str] = field(default_factory=list)  # the `#:` texts, in order
-    stub_lines: list[str] = field(default_factory=list)  # the `#=` lines, already indented
-    body: list[str] = field(default_factory=list)  # the solution lines, as written
-
-    def stub(self, title: str | None) -> list[str]:
-        """The lines that replace the region in the exercise."""
-        tag = f"TODO [{self.id}]"
-        first = self.hint[0].strip() if self.hint else ""
-        lines = [f"{self.indent}# {tag}: {first}" if first else f"{self.indent}# {tag}"]
-        lines += [f"{self.indent}# {text}".rstrip() for text in self.hint[1:]]
-        if self.stub_lines:
-            return lines + self.stub_lines
-        message = f"{tag} pendiente: {title}" if title else f"{tag} pendiente"
-        # json.dumps gives a double-quoted literal that is also valid Python.
-        return lines + [f"{self.indent}raise NotImplementedError({json.dumps(message, ensure_ascii=False)})"]
-
-
-# --- one file ----------------------------------------------------------------------------------
-
-
-def parse_regions(text: str, filename: str) -> list[Region]:
-    """The solution regions of a file, in order; StubError (file:line) if the markers are malformed."""
-    regions: list[Region] = []
-    current: Region | None = None
-    for number, line in enumerate(_lines(text)[0], start=1):
-        begin, end = _BEGIN.match(line), _END.match(line)
-        if begin:
-            if begin["id"] is None:
-                raise StubError(
-                    f"{filename}:{number}: `### BEGIN SOLUTION` needs a region id (a todo id or 'quiz')"
-                )
-            if current is not None:
-                raise StubError(
-                    f"{filename}:{number}: region {begin['id']!r} begins inside region {current.id!r} "
-                    f"(opened at line {current.start_line}); regions cannot nest"
-                )
-            current = Region(begin["id"], filename, number, 0, begin["indent"])
-        elif end:
-            if current is None:
-                raise StubError(
-                    f"{filename}:{number}: `### END SOLUTION` without a `### BEGIN SOLUTION` before it"
-                )
-            current.end_line = number
-            regions.append(current)
-            current = None
-        elif _MARKER_LIKE.match(line):
-            raise StubError(
-                f"{filename}:{number}: malformed marker {line.strip()!r}; "
-                "expected `### BEGIN SOLUTION <id>` or `### END SOLUTION`"
-            )
-        elif current is not None:
-            stripped = line.lstrip()
-            if stripped.startswith("#:"):
-                current.hint.append(_after_prefix(stripped))
-            elif stripped.startswith("#="):
-                rest = _after_prefix(stripped)
-                current.stub_lines.append(current.indent + rest if rest else "")
-            else:
-                current.body.append(line)
-    if current is not None:
-        raise StubError(
-            f"{filename}:{current.start_line}: region {current.id!r} is never closed with `### END SOLUTION`"
-        )
-    return regions
-
-
-def make_stub(text: str, filename: str, todo_titles: dict[str, str]) -> str:
-    """The exercise version of a solution file: every region replaced by its stub.
-
-    `todo_titles` maps the lesson's todo ids to their Spanish titles (the message of the
-    stub's NotImplementedError); a region's id must be one of them or 'quiz'.
-    """
-    return _render(text, filename, todo_titles, lambda index: True)
-
-
-def revert_region(text: str, filename: str, region_index: int, todo_titles: dict[str, str]) -> str:
-    """The solution with only its `region_index`-th region (0-based) reverted to the stub.
-
-    The other regions keep their solution code, without markers: what a learner who did
-    every other TODO would have.
-    """
-    count = len(parse_regions(text, filename))
-    if not 0 <= region_index < count:
-        raise StubError(f"{filename} has {count} region(s); there is no region number {region_index}")
-    return _render(text, filename, todo_titles, lambda index: index == region_index)
-
-
-def strip_markers(text: str, filename: str = "<text>") -> str:
-    """The solution as a learner's finished file: markers, `#:` and `#=` lines removed."""
-    lines, newline = _lines(text)
-    return newline.join(_assemble(lines, parse_regions(text, filename), lambda index: False, {})[0])
-
-
-def _render(text: str, filename: str, todo_titles: dict[str, str], stubbed: Callable[[int], bool]) -> str:
-    lines, newline = _lines(text)
-    regions = parse_regions(text, filename)
-    for region in regions:
-        if region.id not in todo_titles and region.id != QUIZ_REGION:
-            known = ", ".join(todo_titles) or "(none)"
-            raise StubError(
-                f"{filename}:{region.start_line}: unknown region id {region.id!r}; "
-                f"expected a todo id of the lesson ({known}) or {QUIZ_REGION!r}"
-            )
-        if not region.stub_lines and not filename.endswith(".py"):
-            raise StubError(
-                f"{filename}:{region.start_line}: region {region.id!r} needs `#=` lines: outside Python "
-                "files the stub cannot raise NotImplementedError, so give its lines with `#= `"
-            )
-    out, spans = _assemble(lines, regions, stubbed, todo_titles)
-    result = newline.join(out)
-    _check_syntax(result, filename, spans)
-    return result
-
-
-def _assemble(
-    lines: list[str], regions: list[Region], stubbed: Callable[[int], bool], titles: dict[str, str]
-) -> tuple[list[str], list[tuple[int, int, Region]]]:
-    """The output lines, and for each stubbed region its 1-based (first, last) output lines."""
-    out: list[str] = []
-    spans = []
-    position = 0
-    for index, region in enumerate(regions):
-        out += lines[position : region.start_line - 1]
-        if stubbed(index):
-            stub = region.stub(titles.get(region.id))
-            spans.append((len(out) + 1, len(out) + len(stub), region))
-            out += stub
-        else:
-            out += region.body
-        position = region.end_line
-    return out + lines[position:], spans
-
-
-def _check_syntax(result: str, filename: str, spans: list[tuple[int, int, Region]]) -> None:
-    if filename.endswith(".py"):
-        try:
-            compile(result, filename, "exec", dont_inherit=True)
-        except SyntaxError as exc:
-            near = next((r for first, last, r in spans if first - 1 <= (exc.lineno or 0) <= last + 1), None)
-            where = (
-                f" in the stub of region {near.id!r} (solution lines {near.start_line}-{near.end_line})"
-                if near
-                else ""
-            )
-            raise StubError(
-                f"{filename}:{near.start_line if near else exc.lineno}: the generated stub is not valid "
-                f"Python{where}: {exc.msg} at stub line {exc.lineno}"
-            ) from None
-    elif filename.endswith(REGION_SUFFIXES):  # YAML
-        try:
-            yaml.safe_load(result)
-        except yaml.YAMLError as exc:
-            raise StubError(f"{filename}: the generated stub is not valid YAML: {exc}") from None
-
-
-def _after_prefix(stripped: str) -> str:
-    """The text of a `#:` / `#=` line: after the prefix and one optional space, kept as is."""
-    rest = stripped[2:]
-    return (rest[1:] if rest.startswith(" ") else rest).rstrip()
-
-
-def _lines(text: str) -> tuple[list[str], str]:
-    newline = "\r\n" if "\r\n" in text else "\n"
-    return text.replace("\r\n", "\n").split("\n"), newline
+# The grammar's error, under the name this module's callers have always caught.
+StubError = RegionError
 
 
 # --- a lesson, the course ------------------------------------------------------------------------
