@@ -70,6 +70,7 @@ def test_pending_message_is_what_the_stub_raises():
     "raise NotImplementedError( 'TODO [scale] pending: scale the scores')",
     "NotImplementedError: TODO [scale] pendiente: escala las puntuaciones",
     "E   NotImplementedError: TODO [scale] à faire",
+    'raise NotImplementedError(f"TODO [scale] pendiente: {title}")',  # a learner's own f-string
 ])
 def test_pending_todo_reads_the_tag_whatever_the_words(text):
     assert pending_todo(text) == "scale"

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from autograder.core.manifest import Lesson
+from autograder.core.regions import tag
 
 
 def marker(lesson: Lesson, todo: str | None, check_id: str) -> tuple[str, str | None]:
@@ -19,7 +20,7 @@ def marker(lesson: Lesson, todo: str | None, check_id: str) -> tuple[str, str | 
     folder = Path("exercises") / lesson.folder
     todos = {t.id: t for t in lesson.todos}
     if todo in todos:
-        name, needle = todos[todo].file, f"TODO [{todo}]"
+        name, needle = todos[todo].file, tag(todo)
     elif lesson.is_quiz_check(check_id):
         name, needle = lesson.quiz, f"pregunta_{check_id.split('-', 1)[1]}:"
     else:

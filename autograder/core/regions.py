@@ -73,7 +73,7 @@ _PENDING_TEXT = "{tag} pendiente"
 # A stub's NotImplementedError as source (`NotImplementedError("TODO [id]`) or as the error a
 # test reports (`NotImplementedError: TODO [id]`): its TODO, whatever words follow the tag.
 # A plain pattern (no flags, no named groups) so a notebook's standard-library runner can use it.
-PENDING_PATTERN = r"NotImplementedError(?:\(\s*[\"']|:\s*)TODO \[([\w-]+)\]"
+PENDING_PATTERN = r"NotImplementedError(?:\(\s*[rRfFuU]{0,2}[\"']|:\s*)TODO \[([\w-]+)\]"
 _PENDING = re.compile(PENDING_PATTERN)
 
 

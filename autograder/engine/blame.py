@@ -25,12 +25,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from autograder.core import regions
 from autograder.core.results import RaisedIn
 
-_TODO_COMMENT = re.compile(r"#\s*TODO \[([\w-]+)\]")
-_BEGIN = re.compile(r"###\s*BEGIN SOLUTION\s+([\w-]+)")
-_END = re.compile(r"###\s*END SOLUTION")
-_PENDING = re.compile(r"raise NotImplementedError\(\s*[\"']TODO \[([\w-]+)\]")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
 _SCOPE = re.compile(r"(def|class|async def)\s")
 
@@ -50,16 +47,16 @@ def stub_blocks(stub_text: str) -> StubBlocks:
     lines = tuple(line.strip() for line in raw)
     blocks = []
     for end, line in enumerate(lines):
-        found = _PENDING.search(line)
-        if not found:
+        todo = regions.pending_todo(line) if "raise NotImplementedError(" in line else None
+        if todo is None:
             continue
         start = end
         # The block's hint comments sit right above its raise, the first naming the TODO.
         while start > 0 and lines[start - 1].startswith("#"):
             start -= 1
-            if _TODO_COMMENT.search(lines[start]):
+            if regions.tagged(lines[start]) is not None:
                 break
-        blocks.append((start, end, found.group(1)))
+        blocks.append((start, end, todo))
     inside = {n for first, last, _ in blocks for n in range(first, last + 1)}
     given = frozenset(line for n, line in enumerate(lines)
                       if n not in inside and line and not line.startswith("#"))
@@ -91,11 +88,11 @@ def _by_marker(rows: list[str], index: int, todos: set[str]) -> str | None:
     for n in range(index, -1, -1):
         row = rows[n]
         stripped = row.strip()
-        if _END.search(stripped) and n != index:
+        if regions.is_end(stripped) and n != index:
             return None
-        found = _BEGIN.search(stripped) or _TODO_COMMENT.search(stripped)
+        found = regions.begin_id(stripped) or regions.tagged(stripped)
         if found:
-            return found.group(1) if found.group(1) in todos else None
+            return found if found in todos else None
         if n != index and stripped and _SCOPE.match(stripped) and _indent(row) < own:
             return None  # the top of the function: no marker in it
     return None

@@ -11,16 +11,15 @@ the result is marked mode="practice" and every renderer says "nota de práctica"
 
 from __future__ import annotations
 
-import re
 import time
 
+from autograder.core import regions
 from autograder.core.manifest import Lesson
 from autograder.core.results import Block, CheckResult, Feedback, LessonResult, Status, message
 from autograder.sandbox.client import Sandbox, StudentError, WorkerDied
 
 # A lesson's practice suite runs in seconds; this bounds a learner's infinite loop.
 PRACTICE_TIMEOUT = 120.0
-_PENDING = re.compile(r"TODO \[([\w-]+)\] pendiente")
 _STATUS = {"passed": Status.PASSED, "failed": Status.FAILED, "error": Status.ERROR, "skipped": Status.SKIPPED}
 
 
@@ -68,12 +67,12 @@ def _check(outcome: dict, titles: dict) -> CheckResult:
         return CheckResult(name, todo, Status.FAILED, 0.0, 1.0,
                            Feedback.of(message("engine.practice_not_run", reason=reason[:300])), duration)
     detail = str(outcome.get("message", ""))
-    pending = _PENDING.search(detail)
+    pending = regions.pending_todo(detail)
     parts = []
     if outcome.get("doc"):
         parts.append(message("engine.practice_test", doc=str(outcome["doc"])))
     if pending:
-        parts.append(message("engine.todo_pending", todo=pending.group(1), title=titles.get(pending.group(1), "")))
+        parts.append(message("engine.todo_pending", todo=pending, title=titles.get(pending, "")))
     else:
         parts.append(message("engine.practice_failed", detail=detail))
         if outcome.get("trace"):

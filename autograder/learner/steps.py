@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from autograder.core import i18n
+from autograder.core import i18n, regions
 from autograder.core.locate import first_row, marker, read_rows
 from autograder.core.manifest import Course, Lesson
 from autograder.learner.folders import exercises_dir, lesson_dir, shown
@@ -146,8 +146,7 @@ def locate_step(course: Course, lesson: Lesson, todo: str | None, check_id: str)
     if rows is None:
         return path, None
     if todo is not None:
-        pending = next((n for n, row in enumerate(rows) if f"{needle} pendiente" in row
-                        and "NotImplementedError" in row), None)
+        pending = next((n for n, row in enumerate(rows) if regions.pending_todo(row) == todo), None)
         if pending is not None:
             comment = next((n for n in range(pending, -1, -1)
                             if needle in rows[n] and rows[n].lstrip().startswith("#")), pending)

@@ -38,7 +38,7 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.core import i18n
+from autograder.core import i18n, regions
 from autograder.core.manifest import Course, Lesson
 from autograder.core.files import walk_files
 from autograder.course.stubs import generate_lesson, parse_regions
@@ -430,6 +430,7 @@ def _practice_cells(course: Course, lesson: Lesson, t, lang: str) -> list[nbform
             f"    tests={json.dumps([path.name for path in tests])},\n"
             f"    uses={json.dumps(uses)},\n"
             f"    todos={json.dumps([todo.id for todo in lesson.todos])},\n"
+            f"    pending={json.dumps(regions.PENDING_PATTERN)},\n"
             "    texts={\n"
             + "".join(f"        {json.dumps(k)}: {json.dumps(v, ensure_ascii=False)},\n" for k, v in texts.items())
             + "    },\n)")

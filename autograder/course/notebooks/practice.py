@@ -28,7 +28,6 @@ class PracticeTests:
     MAX_CHARS = 600
     # The first line of a cell that holds a piece of a lesson file (sources.header_line).
     PY_HEADER = r"^#\s*(?P<file>[\w.\-]+\.py)\s*\[\s*(?P<part>\d+)\s*/\s*(?P<parts>\d+)\s*\]\s*$"
-    PENDING = r"TODO \[([\w-]+)\] pendiente"
     # Run in the fresh process: pytest with a plugin that keeps each test's TODO and outcome.
     RUNNER = r'''
 import json, os, sys
@@ -84,9 +83,12 @@ with open(sys.argv[1], "w", encoding="utf-8") as out:
     json.dump({"code": int(code), "rows": list(collector.rows.values())}, out)
 '''
 
-    def __init__(self, lesson, files, tests, texts, uses=(), todos=()):
+    def __init__(self, lesson, files, tests, texts, uses=(), todos=(), pending=r"(?!)"):
         self.lesson, self.files, self.tests, self.texts = lesson, list(files), list(tests), dict(texts)
         self.uses, self.todos = list(uses), list(todos)  # [(lesson id, folder)], the TODO ids in order
+        # How a stub's error names its TODO: core/regions.py's PENDING_PATTERN, written by the build
+        # (the kernel has no autograder package); the default recognises none.
+        self.pending = pending
 
     def __call__(self, *todos):
         import os
@@ -198,7 +200,7 @@ with open(sys.argv[1], "w", encoding="utf-8") as out:
             if row["outcome"] == "passed":
                 print(f"✔ {label}")
                 continue
-            waits = re.search(self.PENDING, row["message"])
+            waits = re.search(self.pending, row["message"])
             if waits and waits[1] == row["todo"]:
                 why = self.texts["pending"].format(todo=waits[1])
             elif waits:
