@@ -17,7 +17,7 @@ import yaml
 from conftest import ROOT
 from learner_course import cli_env, make_course
 
-from autograder import cli
+from autograder import cli, cli_language
 from autograder.core import i18n
 from autograder.engine import practice
 from autograder.engine.feedback import format_traceback
@@ -230,7 +230,7 @@ def test_cli_catalogs_match_between_languages():
     keys = [key for key in es if key.startswith("cli.")]
     assert len(keys) > 100 and {key for key in en if key.startswith("cli.")} == set(keys)
     # argparse's words keep its %-placeholders, which argparse fills in.
-    for english, key in cli.ARGPARSE_WORDS.items():
+    for english, key in cli_language.ARGPARSE_WORDS.items():
         assert en[key] == english, key
         for placeholder in ("%s", "%r", "%(prog)s", "%(message)s", "%(value)r", "%(type)s"):
             assert (placeholder in english) == (placeholder in es[key]), (key, placeholder)
