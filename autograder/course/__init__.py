@@ -1,8 +1,9 @@
 """The course maintainer's tools: stubs from solutions, the learner release, the Jupyter edition.
 
 Owns: stubs.py (exercises/ and the graders' reference pieces generated from solutions/),
-release.py (the template repository learners fork), notebooks/ (the nbgrader edition) and
-templates/ (the learners' README).
+release.py (the template repository learners fork), their commands (stubs_command.py,
+release_command.py), notebooks/ (the nbgrader edition and its command) and templates/ (the
+learners' README).
 
 May import: core, sandbox, engine, render.
 """

@@ -4,7 +4,8 @@ Like autograder/render/output.py, this module only formats; it never re-judges a
     to_gradescope / render_gradescope     Gradescope's results.json
 
 GitHub Classroom's runner result (`--format classroom`) is gone: GitHub Classroom was retired on
-2026-08-28, and its grading reporter with it. The command line says so (cli.RETIRED_FORMATS).
+2026-08-28, and its grading reporter with it. `autograder grade` says so
+(RETIRED_FORMATS in autograder/learner/grade.py).
 
 Format matched
 --------------
