@@ -1,5 +1,7 @@
-"""autograder/render/output.py: one result model, rendered as JSON, Markdown and terminal text."""
+"""autograder/render/: one result model, rendered as JSON (results_json.py), Markdown
+(markdown.py) and terminal text (terminal.py)."""
 
+import ast
 import json
 from pathlib import Path
 
@@ -10,7 +12,10 @@ import yaml
 from autograder.engine import feedback as F
 from autograder.core import i18n
 from autograder.engine.checks import describe_student_error
-from autograder.render.output import render_json, render_markdown, render_text, to_json_dict
+from autograder.render import output
+from autograder.render.markdown import render_markdown
+from autograder.render.results_json import render_json, to_json_dict
+from autograder.render.terminal import render_text
 from autograder.sandbox.client import StudentError
 from autograder.core.results import Block, CheckResult, CourseResult, Feedback, LessonResult, Status, Text, message
 
@@ -306,7 +311,7 @@ def test_catalog_placeholders_match_between_languages():
 
 
 def test_json_round_trip_renders_the_same_markdown_and_text():
-    from autograder.render.output import from_json_dict
+    from autograder.render.results_json import from_json_dict
 
     original = make_result()
     for lang in ("es", "en"):
@@ -317,7 +322,7 @@ def test_json_round_trip_renders_the_same_markdown_and_text():
 
 
 def test_from_json_rejects_a_file_that_is_not_a_result():
-    from autograder.render.output import from_json_dict
+    from autograder.render.results_json import from_json_dict
 
     with pytest.raises(ValueError, match="not a results.json"):
         from_json_dict({"course": "x", "lessons": [{"id": "03"}]})
@@ -451,3 +456,19 @@ def test_the_untouched_course_is_short_and_ends_with_where_to_start(course):
     assert len(full.splitlines()) > 3 * len(lines)
     # A folder that is not the course's exercises/ gets no step: it would name other files.
     assert grade_step(course, result, root / "solutions") is None
+
+
+def test_every_name_imported_from_output_is_there():
+    """render/output.py gathers the formats' names that the rest of the engine and the tests
+    import from it, most of them inside functions, where a missing one would only fail when
+    that command runs."""
+    root = Path(__file__).resolve().parents[1]
+    wanted = {}
+    for path in [*(root / "autograder").rglob("*.py"), *(root / "tests").rglob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module == "autograder.render.output":
+                for alias in node.names:
+                    wanted.setdefault(alias.name, path.relative_to(root))
+    assert {"render_text", "render_json", "_num", "_md_cell"} <= set(wanted)
+    assert not [f"{name} ({path})" for name, path in wanted.items() if not hasattr(output, name)]
+    assert set(output.__all__) >= set(wanted)

@@ -1,5 +1,6 @@
 """Results for other platforms: the same `CourseResult`, in the JSON that Gradescope reads.
-Like autograder/render/output.py, this module only formats; it never re-judges a check.
+Like the other renderings (results_json.py, markdown.py, terminal.py), this module only formats;
+it never re-judges a check.
 
     to_gradescope / render_gradescope     Gradescope's results.json
 
@@ -36,14 +37,15 @@ import json
 from typing import Any
 
 from autograder.core import i18n
-# The same score, language and label conventions as every other rendering.
-from autograder.render.output import _check_label, _check_lang, _num, _t, points_text
+from autograder.core.i18n import translate as _t
 from autograder.core.results import CheckResult, CourseResult, LessonResult, Status
+# The same score, language and label conventions as every other rendering.
+from autograder.render.labels import check_label, check_language, points_text, score_number
 
 
 def _check_name(lesson: LessonResult, check: CheckResult, lang: str) -> str:
     """ "03 · future-leak · TODO [mask]" """
-    return f"{lesson.id} · {_check_label(check, lang)}"
+    return f"{lesson.id} · {check_label(check, lang)}"
 
 
 def _skipped_text(check: CheckResult, lang: str) -> str:
@@ -84,8 +86,8 @@ def _gradescope_test(lesson: LessonResult, index: int, check: CheckResult, lang:
     test: dict[str, Any] = {
         "name": _check_name(lesson, check, lang),
         "number": f"{lesson.id}.{index}",
-        "score": _num(check.score),
-        "max_score": _num(check.max_score),
+        "score": score_number(check.score),
+        "max_score": score_number(check.max_score),
     }
     if check.status is Status.SKIPPED:
         # No "status": Gradescope's test status is "passed" or "failed" and a skipped check is
@@ -105,10 +107,10 @@ def _gradescope_test(lesson: LessonResult, index: int, check: CheckResult, lang:
 
 def to_gradescope(result: CourseResult, lang: str) -> dict[str, Any]:
     """Gradescope's results.json for `result`, with learner text in `lang`."""
-    _check_lang(lang)
+    check_language(lang)
     duration = sum(float(c.duration) for lesson in result.lessons for c in lesson.checks)
     return {
-        "score": _num(result.score),
+        "score": score_number(result.score),
         "execution_time": int(round(duration)),
         "output": "\n".join(_summary_lines(result, lang)),
         "output_format": "text",
