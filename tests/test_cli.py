@@ -250,3 +250,38 @@ def test_ci_record_without_a_remote_warns_the_learner_in_spanish_and_loses_nothi
     assert proc.returncode == 0, proc.stderr  # the job goes on: the grade's feedback still comes
     assert proc.stdout.startswith("::warning title=autograder%3A tu historial::Esta corrección no se pudo guardar")
     assert json.loads(results.read_text(encoding="utf-8"))["xp"] == 50
+
+
+def test_every_command_is_in_the_dispatch_table_and_its_module_registers_it():
+    """cli.COMMANDS is the one list of commands: the parser's sub-commands are its keys, each
+    registered by the module that runs it (no command reached by falling through)."""
+    import argparse
+    import importlib
+
+    from autograder import cli
+
+    parser = cli.build_parser("es")
+    sub = next(action for action in parser._actions if isinstance(action, argparse._SubParsersAction))
+    assert list(sub.choices) == list(cli.COMMANDS)  # --help lists them in the table's order
+    for name, module in cli.COMMANDS.items():
+        registered = argparse.ArgumentParser().add_subparsers()
+        importlib.import_module(module).add_parser(registered)
+        assert list(registered.choices) == [name], module
+        assert callable(importlib.import_module(module).main), module
+
+
+@pytest.mark.parametrize("args, env_lang, said", [
+    ((), None, "plantilla escrita en"),
+    (("--lang", "en"), None, "release written to"),
+    ((), "en", "release written to"),
+])
+def test_a_command_without_its_own_lang_speaks_the_command_line_language(tmp_path, args, env_lang, said):
+    """`release` has no --lang: it reports in the command line's language (--lang before the
+    command, over $AUTOGRADER_LANG, over course.yml's Spanish)."""
+    env = {key: value for key, value in os.environ.items() if key != "AUTOGRADER_LANG"}
+    if env_lang:
+        env["AUTOGRADER_LANG"] = env_lang
+    proc = run_cli(*args, "release", "--out", tmp_path / "out", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith(said + f" {tmp_path / 'out'} (")
+    assert (tmp_path / "out" / "course.yml").is_file()
