@@ -37,7 +37,7 @@ ENV_SWITCH = "AUTOGRADER_ISOLATION"
 REQUIRED = REQUIRED_WALLS
 EXTRAS = ("ipc", "namespaces", "user")
 PACKAGE_DIR = Path(autograder.__file__).resolve().parent
-NAMESPACES = ("mnt", "net", "ipc", "pid")
+NAMESPACES = ("mnt", "net", "ipc", "pid", "user")
 
 
 def enabled() -> bool:

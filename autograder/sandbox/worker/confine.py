@@ -11,6 +11,10 @@ capability. The network namespace has no interface up: no connection at all. The
 takes every SysV object with it when the worker ends. (The supervisor gives the worker a PID
 namespace of its own too: see `enter_pid_namespace`.)
 
+`enter_user_and_pid_namespace` (a supervisor that is not root, before it forks the worker, where
+the kernel lets a plain user do it): a user namespace mapping only the grader's own ids and a PID
+namespace, so the worker is PID 1 and no other pid means anything to it.
+
 `confine` (on every Linux path, root or not, after the worker's libraries are warm and before
 the first learner import): Landlock allows reading only the Python runtime, the system libraries,
 a handful of /etc and /dev files and the worker's own copy of the submission, writing only its
@@ -32,6 +36,7 @@ import sys
 from autograder.sandbox.worker import landlock, seccomp
 
 CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWNET, CLONE_NEWPID = 0x00020000, 0x08000000, 0x40000000, 0x20000000
+CLONE_NEWUSER = 0x10000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_REMOUNT = 1, 2, 4, 32
 MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
 
@@ -73,6 +78,60 @@ def enter_pid_namespace() -> bool:
     of its own, sees no other process, and everything it starts dies with it."""
     try:
         _unshare(CLONE_NEWPID)
+        return True
+    except (OSError, AttributeError):
+        return False
+
+
+# ------------------------------------------------------------------------------ without root
+
+def _write(path: str, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def _own_user_and_pid_namespace(uid: int, gid: int) -> None:
+    """A user namespace that maps only `uid` and `gid` (to themselves), and a PID namespace for
+    the children to come; OSError where the kernel refuses either."""
+    _unshare(CLONE_NEWUSER | CLONE_NEWPID)
+    _write("/proc/self/setgroups", "deny")
+    _write("/proc/self/uid_map", f"{uid} {uid} 1")
+    _write("/proc/self/gid_map", f"{gid} {gid} 1")
+
+
+def user_namespaces_work() -> bool:
+    """Whether a child of this process can make its own user and PID namespaces AND fork into
+    them: Ubuntu 23.10+ (AppArmor) lets the unshare succeed and refuses what follows, so the
+    probe goes as far as a grandchild that is PID 1 of the new namespace."""
+    uid, gid = os.getuid(), os.getgid()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - answers with its exit code only
+        code = 1
+        try:
+            _own_user_and_pid_namespace(uid, gid)
+            child = os.fork()
+            if child == 0:
+                os._exit(0 if os.getpid() == 1 else 1)
+            code = os.waitstatus_to_exitcode(os.waitpid(child, 0)[1])
+        except BaseException:  # noqa: BLE001
+            code = 1
+        finally:
+            os._exit(code)
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+
+
+def enter_user_and_pid_namespace() -> bool:
+    """In a supervisor that is not root, before it forks the worker: the worker becomes PID 1 of
+    a PID namespace of its own, in a user namespace of its own that maps only our ids, so no pid
+    it can name is the grader's, the zygote's, the supervisor's or the shell's. False (and nothing
+    done) where the kernel refuses it: the result's `isolation.namespaces` then stays empty."""
+    if not hasattr(os, "fork") or not user_namespaces_work():
+        return False
+    try:
+        _own_user_and_pid_namespace(os.getuid(), os.getgid())
         return True
     except (OSError, AttributeError):
         return False
@@ -209,7 +268,7 @@ def _allow_except(rules: landlock.Ruleset, path: str, rights: int, deny: list[st
 
 def _own_namespaces(host: dict) -> list[str]:
     """The namespaces this process does not share with the trusted side."""
-    names = {"mnt": "mount", "net": "network", "ipc": "ipc", "pid": "pid"}
+    names = {"mnt": "mount", "net": "network", "ipc": "ipc", "pid": "pid", "user": "user"}
     own = []
     for name in names:
         try:

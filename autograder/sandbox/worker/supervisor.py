@@ -74,6 +74,8 @@ def harden(limits: dict, user: dict | None, walls: dict | None) -> None:
     (fd 2) says so: grading goes on."""
     become_session_leader()
     apply_limits(limits)
+    if os.geteuid() != 0:
+        drop_capabilities()
     if user is not None:
         if walls is not None:
             from autograder.sandbox.worker import confine
@@ -97,6 +99,20 @@ def become_session_leader() -> None:
         os.setsid()
     except OSError:  # already a group leader (never for a freshly forked worker)
         os.setpgid(0, 0)
+
+
+def drop_capabilities() -> None:
+    """No capability left: a worker forked in a user namespace of its own (run_supervisor) holds
+    every capability of that namespace until it drops them (an executed one would lose them at
+    exec). Nothing to drop, and nothing done, for an ordinary process that is not root."""
+    libc = _libc()
+    if libc is None:
+        return
+    header = (ctypes.c_uint32 * 2)(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+    try:
+        libc.capset(header, (ctypes.c_uint32 * 6)())
+    except AttributeError:
+        pass
 
 
 def say_running_as_root(log_fd: int, user: dict, exc: BaseException) -> None:
@@ -197,14 +213,18 @@ def run_supervisor(config: dict, start_worker, handed: list[int], control, out) 
     because it only takes effect for children (the worker is its PID 1); `start_worker(user)`
     forks the worker, whose child runs `harden`; close our copies of `handed`, the fds only the
     worker may keep (its death must show as EOF to the trusted side); say "started PID"; then
-    `supervise` until `control` reaches EOF. `config`: the worker config of
+    `supervise` until `control` reaches EOF. Without root, a user namespace and a PID namespace
+    where the kernel allows them (confine.enter_user_and_pid_namespace), before the fork too. `config`: the worker config of
     autograder/sandbox/client.py (user, walls; the rest is `start_worker`'s)."""
     become_subreaper()
     user, walls = config.get("user"), config.get("walls")
-    if user is not None and walls is not None and walls.get("enabled", True):
+    if walls is not None and walls.get("enabled", True):
         from autograder.sandbox.worker import confine
 
-        confine.enter_pid_namespace()
+        if user is not None:
+            confine.enter_pid_namespace()
+        elif os.geteuid() != 0:  # without root: a user namespace makes the PID namespace possible
+            confine.enter_user_and_pid_namespace()
     worker = start_worker(user)
     for fd in handed:
         os.close(fd)
