@@ -84,9 +84,9 @@ GRADERS = {
             if got != 42:
                 fail(Text("encaje: tu base de la lección 01 da otra cosa"))
     """,
-    # The reference piece of lesson 01, as `autograder stubs` writes it.
-    "reference/01-base/a.py": "def base():\n    return 40\n",
 }
+# Lesson 01's marked solution: the engine makes its reference piece from it.
+SOLUTIONS = {"01-base/a.py": "def base():\n    ### BEGIN SOLUTION base\n    return 40\n    ### END SOLUTION\n"}
 
 RIGHT_B = "from a import base\n\n\ndef value():\n    return base() + 2\n"
 WRONG_A = "def base():\n    return 0\n"
@@ -101,6 +101,9 @@ def world(tmp_path, monkeypatch):
         (graders / rel).parent.mkdir(parents=True, exist_ok=True)
         (graders / rel).write_text(textwrap.dedent(text), encoding="utf-8")
     monkeypatch.setenv("AUTOGRADER_GRADERS", str(graders))
+    for rel, text in SOLUTIONS.items():
+        (tmp_path / "solutions" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "solutions" / rel).write_text(text, encoding="utf-8")
     for rel, text in {"01-base/a.py": WRONG_A, "02-encima/b.py": RIGHT_B}.items():
         path = tmp_path / "exercises" / rel
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -162,7 +165,7 @@ def test_without_the_earlier_folders_own_pieces_is_skipped(world, tmp_path):
 
 def test_missing_reference_pieces_are_an_instructors_problem_said_plainly(world):
     course, graders, root = world
-    (graders / "reference" / "01-base" / "a.py").unlink()
+    (root / "solutions" / "01-base" / "a.py").unlink()
     result = grade(course, [course.lesson("02")], root / "exercises" / "02-encima", seed=1).lessons[0]
     assert all(c.status is Status.ERROR for c in result.checks)
     text = feedback_text(result.checks[0].feedback, "es")

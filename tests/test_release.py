@@ -326,8 +326,10 @@ def test_exercises_that_drifted_from_the_solutions_are_refused(course_copy, tmp_
 # A line is exempt only when it is also public for another reason, or carries nothing:
 #   * no content: no letter or digit at all (blank, or only punctuation/brackets such as `)`,
 #     `],`, `"""`), so it says nothing about the answer;
-#   * a solution line that occurs in the stub the same solution file generates: it is written
-#     outside the regions (or is a `#=` line) and learners see it anyway;
+#   * a solution line that occurs in the stub the same solution file generates, or in any exercise
+#     file of the repository (exercises/ is what the solutions generate, which a test keeps
+#     true, so a later lesson's given code that an earlier lesson's region also holds is
+#     public): learners see it anyway;
 #   * a solution line that occurs in the repository's public engine code (autograder/ without
 #     the grader lesson folders): generic Python such as `else:` or `return out`, which says
 #     nothing about the answer (the same rule as for grader lines below, engine files only);
@@ -348,13 +350,13 @@ def _stripped_lines(text: str) -> set[str]:
     return {line.strip() for line in text.splitlines()}
 
 
-def public_lines(*, exercises: bool = True) -> set[str]:
+def public_lines() -> set[str]:
     """Stripped lines of the repository's public engine files (and exercise files)."""
     course = load_course(ROOT / "course.yml")
     hidden = {lesson.graders for lesson in course.lessons}
     paths = [ROOT / "autograder" / rel for rel in source_files(ROOT / "autograder")
              if not (rel.startswith("graders/") and rel.split("/")[1] in hidden)]
-    for lesson in course.lessons if exercises else ():
+    for lesson in course.lessons:
         folder = ROOT / "exercises" / lesson.folder
         paths += [folder / rel for rel in source_files(folder)]
     lines: set[str] = set()
@@ -369,7 +371,7 @@ def public_lines(*, exercises: bool = True) -> set[str]:
 def secret_lines(course) -> dict[str, str]:
     """Every non-exempt secret line (stripped) -> where it comes from."""
     secrets: dict[str, str] = {}
-    engine = public_lines(exercises=False)
+    public_text = public_lines()
     for lesson in course.lessons:
         stubs = generate_lesson(lesson, ROOT / "solutions", ROOT / "exercises")
         for rel, stub in stubs.items():
@@ -380,7 +382,7 @@ def secret_lines(course) -> dict[str, str]:
             for region in parse_regions(path.read_text(encoding="utf-8"), rel):
                 for line in region.body:
                     line = line.strip()
-                    if _has_content(line) and line not in public and line not in engine:
+                    if _has_content(line) and line not in public and line not in public_text:
                         secrets.setdefault(line, f"solutions/{lesson.folder}/{rel} (region {region.id})")
     public = public_lines()
     for lesson in course.lessons:

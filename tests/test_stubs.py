@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from autograder.core.manifest import load_course
+from autograder.engine import references
 from autograder.course.stubs import (
     Region,
     StubError,
@@ -349,31 +350,32 @@ def test_sync_checks_writes_and_removes(course_root):
     assert (exercise / ".pytest_cache" / "README.md").exists()
 
 
-def test_sync_writes_the_reference_pieces_later_lessons_use(course_root):
-    # A second lesson that imports the first one's demo.py: its graders get the reference copy.
+def test_the_reference_pieces_later_lessons_use_are_made_from_the_solutions(course_root):
+    # A second lesson that imports the first one's demo.py: its graders get the reference piece,
+    # which the engine makes from the marked solution; `autograder stubs` writes no copy of it.
     manifest = (course_root / "course.yml").read_text(encoding="utf-8")
     second = MANIFEST.split("lessons:\n", 1)[1].replace('id: "01"', 'id: "02"').replace("slug: demo", "slug: more")
     (course_root / "course.yml").write_text(manifest + second.replace("graders: lesson01", "graders: lesson02\n    uses: [\"01\"]"),
                                             encoding="utf-8")
     shutil.copytree(course_root / "solutions" / "01-demo", course_root / "solutions" / "02-more")
-    reference = course_root / "autograder" / "graders" / "reference"
     (course_root / "autograder" / "graders").mkdir(parents=True)
     course = load_course(course_root / "course.yml")
     assert course.lesson("02").uses == ("01",)
-    assert "autograder/graders/reference/01-demo/demo.py is missing" in sync(course, check_only=True)
-    assert not reference.exists()  # checking writes nothing
-
     sync(course, check_only=False)
-    assert (reference / "01-demo" / "demo.py").read_text(encoding="utf-8") == FINISHED
-    assert sorted(p.name for p in reference.rglob("*") if p.is_file()) == ["demo.py"]  # only used files
     assert sync(course, check_only=True) == []
+    assert not any((course_root / "autograder").rglob("*.py"))  # nothing written beside the graders
 
-    (reference / "01-demo" / "demo.py").write_text("tampered\n", encoding="utf-8")
-    (reference / "01-demo" / "old.py").write_text("", encoding="utf-8")
-    drift = sync(course, check_only=False)
-    assert drift == ["autograder/graders/reference/01-demo/demo.py differs from what `autograder stubs` generates",
-                     "autograder/graders/reference/01-demo/old.py should not exist"]
-    assert sync(course, check_only=True) == []
+    solutions = references.solutions_dir(course, course_root / "autograder" / "graders")
+    assert solutions == course_root / "solutions"
+    pieces = references.reference_files(course, course.lesson("02"), solutions)
+    assert list(pieces) == ["demo.py"]  # only the used lesson's files
+    assert pieces["demo.py"].read_text(encoding="utf-8") == FINISHED
+    assert references.reference_files(course, course.lesson("01"), solutions) == {}
+    stubs = references.stub_folder(course, course.lesson("01"), course_root / "elsewhere", solutions)
+    assert (stubs / "demo.py").read_text(encoding="utf-8") == STUB  # what exercises/ holds
+
+    (course_root / "solutions" / "01-demo" / "demo.py").unlink()
+    assert not references.reference_files(course, course.lesson("02"), solutions)["demo.py"].exists()
 
 
 def test_sync_reports_exercise_folders_of_unknown_lessons(course_root):

@@ -9,9 +9,9 @@ may have several regions. `sync` keeps exercises/ equal to what the solutions ge
 test fails on drift); `revert_region` lets the project's tests revert one region at a time
 to prove that some check of its todo catches it.
 
-`sync` also writes the reference pieces that later lessons are graded against
-(autograder/graders/reference/NN-slug/<file>: the solution files of every lesson some lesson
-`uses`, without markers). They live with the hidden graders, never in a student release.
+Nothing else is generated into the repository: the engine makes the stubs it compares a
+learner's file with, and the reference pieces later lessons are graded against, from the
+solutions itself (autograder/engine/references.py).
 """
 
 from __future__ import annotations
@@ -114,11 +114,8 @@ def sync(course: Course, check_only: bool) -> list[str]:
             f"{_shown(solutions_dir)}: not found; the stubs are generated from the solutions, "
             "which only the course's own repository has"
         )
-    # The reference pieces first: the graders of a later lesson need them even while another
-    # lesson's solution is still being written.
-    drift: list[str] = _sync_references(course, solutions_dir, check_only)
     generated = {lesson.folder: generate_lesson(lesson, solutions_dir, exercises_dir) for lesson in course.lessons}
-    drift += _sync_stub_copies(course, generated, check_only)
+    drift: list[str] = []
     for lesson in course.lessons:
         expected = generated[lesson.folder]
         drift += _sync_folder(exercises_dir / lesson.folder, f"exercises/{lesson.folder}", expected, check_only)
@@ -130,48 +127,6 @@ def sync(course: Course, check_only: bool) -> list[str]:
                     f"exercises/{extra.name}/ is not a lesson of course.yml (remove it or add the lesson)"
                 )
     return drift
-
-
-REFERENCE_DIR = Path("autograder") / "graders" / "reference"
-
-
-def reference_pieces(course: Course, solutions_dir: Path) -> dict[str, str]:
-    """{path under the reference folder: text} for the files of every lesson that a later
-    lesson `uses`: the solution files without region markers."""
-    used = {u for lesson in course.lessons for u in lesson.uses}
-    pieces = {}
-    for lesson in course.lessons:
-        if lesson.id in used:
-            for name in lesson.files:
-                source = solutions_dir / lesson.folder / name
-                if not source.is_file():
-                    raise StubError(f"{_shown(source)}: not found, but course.yml lists it for lesson {lesson.folder}")
-                pieces[f"{lesson.folder}/{name}"] = strip_markers(source.read_text(encoding="utf-8"), _shown(source))
-    return pieces
-
-
-# The graders' copy of each lesson file's stub: in a learner's repository exercises/ holds the
-# learner's own code, and autograder/engine/blame.py needs the stub to tell given code from a TODO's.
-STUB_COPIES_DIR = Path("autograder") / "graders" / "stubs"
-
-
-def _sync_stub_copies(course: Course, generated: dict[str, dict[str, str]], check_only: bool) -> list[str]:
-    target = course.root / STUB_COPIES_DIR
-    if not target.parent.is_dir():
-        return []
-    copies = {f"{lesson.folder}/{name}": generated[lesson.folder][name]
-              for lesson in course.lessons for name in lesson.files
-              if name.endswith(".py") and name in generated[lesson.folder]}
-    return _sync_folder(target, STUB_COPIES_DIR.as_posix(), copies, check_only)
-
-
-def _sync_references(course: Course, solutions_dir: Path, check_only: bool) -> list[str]:
-    # Only in the course's own repository (the one holding the graders), never in a copy of
-    # exercises/ and solutions/ alone.
-    target = course.root / REFERENCE_DIR
-    if not target.parent.is_dir():
-        return []
-    return _sync_folder(target, REFERENCE_DIR.as_posix(), reference_pieces(course, solutions_dir), check_only)
 
 
 def _sync_folder(target: Path, label: str, expected: dict[str, str], check_only: bool) -> list[str]:

@@ -2,8 +2,8 @@
 
 When the learner's code raises, the line that raised says which TODO to fix, whatever check
 happened to run it: a `.view` crash in the head-reshape code is a head-reshape mistake even in
-the mask's check. The learner's file is compared with the exercise stub it came from (the
-course's `exercises/`, or the copy the hidden graders carry under `graders/stubs/`):
+the mask's check. The learner's file is compared with the exercise stub it came from (made
+from the marked solutions by engine/references.py, or the course's `exercises/`):
 
 - a line that is given code of the stub (outside every TODO block) belongs to no TODO: its
   inputs came from somewhere else, and guessing would point at the wrong place;

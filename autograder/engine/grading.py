@@ -6,8 +6,8 @@ fixture. A check's TODO, points and timeout come from course.yml; pytest-timeout
 timeout, and the sandbox kills the worker of an interrupted check so the next one starts clean.
 
 A lesson that `uses` earlier lessons (course.yml) imports their files: its worker's folder holds
-the REFERENCE files of those lessons (<graders>/reference/, written by `autograder stubs`, shipped
-with the hidden graders) next to the learner's, so a mistake in lesson 03 never fails lesson 04.
+the REFERENCE files of those lessons (made from the course's marked solutions by
+engine/references.py) next to the learner's, so a mistake in lesson 03 never fails lesson 04.
 The `own_submission` fixture serves the learner's OWN files of those lessons instead, for the
 informational check that says whether their pieces fit together.
 """
@@ -26,7 +26,7 @@ from typing import Iterable, Sequence
 
 import pytest
 
-from autograder.engine import blame
+from autograder.engine import blame, references
 from autograder.sandbox import cpu_clock
 from autograder.engine.checks import CheckFailure, describe_student_error
 from autograder.sandbox.intake import contained, refused
@@ -37,7 +37,9 @@ from autograder.core.results import (CheckResult, CourseResult, Feedback, Lesson
 from autograder.sandbox.client import Limits, Sandbox, StudentError, WorkerDied
 
 GRADERS_ROOT = Path(__file__).resolve().parents[1] / "graders"
-REFERENCE_FOLDER = "reference"  # inside the graders' root: <folder of a lesson>/<its files>
+# Where the graders kept the reference pieces before engine/references.py made them from the
+# solutions; only cohort/store.py's fingerprint still names it (it should hash the solutions).
+REFERENCE_FOLDER = "reference"
 _CHECK_KEY = pytest.StashKey[str]()
 
 
@@ -46,11 +48,15 @@ def graders_root() -> Path:
     return Path(os.environ.get("AUTOGRADER_GRADERS") or GRADERS_ROOT)
 
 
+def solutions_dir(course: Course) -> Path | None:
+    """The course's marked solutions, which references and stubs are made from (see
+    engine/references.py); None in a learner's release."""
+    return references.solutions_dir(course, graders_root())
+
+
 def reference_files(course: Course, lesson: Lesson) -> dict[str, Path]:
-    """The reference files of the lessons `lesson` uses: {file name: path in the graders}."""
-    root = graders_root() / REFERENCE_FOLDER
-    return {name: root / used.folder / name
-            for used in (course.lesson(u) for u in lesson.uses) for name in used.files}
+    """The reference files of the lessons `lesson` uses: {file name: path}."""
+    return references.reference_files(course, lesson, solutions_dir(course))
 
 
 def own_files(course: Course, lesson: Lesson, lesson_dir: Path, *,
@@ -112,6 +118,7 @@ def grade(course: Course, lessons: Iterable[Lesson], submission: Path | None = N
     whichever process takes it."""
     lessons = list(lessons)
     lang = lang or course.language
+    references.use(course, solutions_dir(course))  # for graders that compute with the reference pieces
     seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
     single = len(lessons) == 1
     # Start every worker first: their torch imports overlap ours and each other's.
@@ -166,19 +173,10 @@ def _provided_files(course: Course, lesson: Lesson, own: dict[str, Path] | None)
 
 
 def stub_folder(course: Course, lesson: Lesson, submission: Path) -> Path | None:
-    """Where the lesson's untouched stubs are, for autograder/engine/blame.py: the hidden graders' copy,
-    else the course's exercises/ when it is not the folder being graded (a learner's repository
-    holds their own code there); None when neither exists."""
-    copies = graders_root() / "stubs" / lesson.folder
-    if copies.is_dir():
-        return copies
-    exercises = course.root / "exercises" / lesson.folder
-    try:
-        if exercises.is_dir() and exercises.resolve() != Path(submission).resolve():
-            return exercises
-    except OSError:
-        pass
-    return None
+    """Where the lesson's untouched stubs are, for autograder/engine/blame.py: made from the
+    solutions, else the course's exercises/ when it is not the folder being graded (a learner's
+    repository holds their own code there); None when neither exists."""
+    return references.stub_folder(course, lesson, submission, solutions_dir(course))
 
 
 def grade_lesson(lesson: Lesson, sandbox: Sandbox, seed: int, *,

@@ -5,12 +5,11 @@ recognisable mistake from the error it raises."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from types import SimpleNamespace
 
 import torch
 
-from autograder.engine import blame
+from autograder.engine import blame, references
 from autograder.engine.checks import fail
 from autograder.engine.grader_helpers import config_text, first_hint, generator, load_weights, tokens, worker_generator
 from autograder.engine.grader_helpers import hinted as shared_hinted
@@ -313,13 +312,12 @@ def alignment_agrees(sub: Sandbox, gen: torch.Generator) -> bool:
 # ---------------------------------------------------------------- errors with a known cause
 
 
-STUBS = Path(__file__).resolve().parents[1] / "stubs" / "06-generar"
 TODOS = frozenset({"temperature", "top-k", "crop-context", "kv-cache", "cache-alignment"})
 
 
 def raised_in(err: StudentError) -> str | None:
     """The TODO whose code raised `err`, as the engine tells it (autograder/engine/blame.py), or None."""
-    where = blame.raised_in(err, [f"{FILE}.py"], TODOS, STUBS)
+    where = blame.raised_in(err, [f"{FILE}.py"], TODOS, references.graded_stubs("06-generar"))
     return where.todo if where is not None else None
 
 
