@@ -9,11 +9,15 @@ when something it needs is missing. Real engine, real workers, real pytest grade
 from __future__ import annotations
 
 import json
+import os
+import stat
+import tempfile
 import textwrap
 from pathlib import Path
 
 import pytest
 
+from autograder.engine import references
 from autograder.engine.grading import grade
 from autograder.core.i18n import feedback_text
 from autograder.core.manifest import load_course
@@ -185,3 +189,18 @@ def test_practice_mode_uses_the_learners_own_earlier_files(world, tmp_path, monk
     result = grade(course, [course.lesson("02")], root / "exercises" / "02-encima", seed=1).lessons[0]
     assert result.mode == "practice"
     assert [c.status for c in result.checks] == [Status.PASSED], [feedback_text(c.feedback, "es") for c in result.checks]
+
+
+def test_reference_pieces_are_written_only_to_a_private_folder(world, tmp_path, monkeypatch):
+    """The pieces made from the solutions are reference solutions: the folder they are written
+    to is this user's alone (0700), and one that others could read is refused, never used."""
+    course, _, root = world
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    pieces = references.reference_files(course, course.lesson("02"), root / "solutions")
+    private = tmp_path / "tmp" / f"autograder-derived-{os.getuid()}"
+    assert pieces["a.py"].is_relative_to(private) and stat.S_IMODE(private.stat().st_mode) == 0o700
+    assert pieces["a.py"].read_text(encoding="utf-8") == "def base():\n    return 40\n"
+    private.chmod(0o755)
+    with pytest.raises(PermissionError, match="not a private folder of this user"):
+        references.reference_files(course, course.lesson("02"), root / "solutions")
