@@ -66,7 +66,7 @@ def reference_files(course: Course, lesson: Lesson, solutions: Path | None) -> d
     used = [course.lesson(u) for u in lesson.uses]
     if not used:
         return {}
-    texts = _reference_texts(course, used, solutions)
+    texts = _reference_texts(used, solutions)
     folder = _written("reference", texts)
     return {name: folder / item.folder / name for item in used for name in item.files}
 
@@ -129,14 +129,14 @@ def load() -> dict[str, ModuleType]:
                                 "(solutions/ of the course, or beside the hidden graders)")
     course, solutions = _current
     used = [course.lesson(u) for u in sorted({u for lesson in course.lessons for u in lesson.uses})]
-    root = _written("reference", _reference_texts(course, used, solutions))
+    root = _written("reference", _reference_texts(used, solutions))
     with _lock:
         if root not in _cache:
             _cache[root] = _import_all(root)
         return _cache[root]
 
 
-def _reference_texts(course: Course, used: list[Lesson], solutions: Path | None) -> dict[str, str]:
+def _reference_texts(used: list[Lesson], solutions: Path | None) -> dict[str, str]:
     texts = {}
     for item in used:
         for name in item.files:
