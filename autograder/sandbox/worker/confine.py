@@ -29,6 +29,7 @@ code has run, so the trusted side can record it in the result (`isolation`).
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import stat
 import sys
@@ -102,10 +103,12 @@ def _own_user_and_pid_namespace(uid: int, gid: int) -> None:
     _write("/proc/self/gid_map", f"{gid} {gid} 1")
 
 
+@functools.cache
 def user_namespaces_work() -> bool:
     """Whether a child of this process can make its own user and PID namespaces AND fork into
     them: Ubuntu 23.10+ (AppArmor) lets the unshare succeed and refuses what follows, so the
-    probe goes as far as a grandchild that is PID 1 of the new namespace."""
+    probe goes as far as a grandchild that is PID 1 of the new namespace. Once per process (the
+    warm pool's zygote asks before it forks anyone: ~30 ms per fork of a process holding torch)."""
     uid, gid = os.getuid(), os.getgid()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - answers with its exit code only
