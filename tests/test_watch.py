@@ -293,7 +293,7 @@ def test_a_save_maps_to_the_todos_whose_lines_it_changed(tmp_path):
     root = make_course(tmp_path / "course", {"03": "solved"})
     course = load_course(root / "course.yml")
     lesson = course.lesson("03")
-    stubs = ROOT / "autograder" / "graders" / "stubs" / lesson.folder
+    stubs = ROOT / "exercises" / lesson.folder
     before = read_inputs(course, lesson)
     attention = before["attention.py"]
 

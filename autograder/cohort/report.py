@@ -23,7 +23,10 @@ from autograder.core import i18n
 from autograder.core import neutral
 from autograder.cohort.store import BatchError, Record, Store
 from autograder.core.manifest import Course, Lesson
-from autograder.render.output import _md_cell as _cell, _quiz_blank, _t, from_json_dict
+from autograder.core.i18n import translate as _t
+from autograder.core.neutral import markdown_inline as _cell
+from autograder.render.labels import quiz_blank
+from autograder.render.results_json import from_json_dict
 from autograder.core.results import CheckResult, CourseResult, LessonResult, Status, Text
 
 _FAILING = (Status.FAILED, Status.ERROR)
@@ -186,7 +189,7 @@ def apart_rates(cohort: Cohort) -> list[Rate]:
             for entry, result in _graded_lessons(cohort, lesson):
                 checks = [c for c in (_check(result, i) for i in quiz) if c is not None]
                 waiting = entry.waiting(lesson.id)  # a missing quiz file: nothing answered
-                blank = [c for c in checks if _quiz_blank(c) is not None or c.id in waiting]
+                blank = [c for c in checks if quiz_blank(c) is not None or c.id in waiting]
                 total += 1
                 missed = [c for c in checks if c.status in _FAILING and c not in blank]
                 for check in missed:

@@ -41,7 +41,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import autograder
-from autograder.engine.grading import GRADERS_ROOT, REFERENCE_FOLDER, graders_root, lesson_submission_dir
+from autograder.engine.grading import GRADERS_ROOT, graders_root, lesson_submission_dir, solutions_dir
 from autograder.core.manifest import Course, Lesson
 from autograder.core.neutral import terminal
 from autograder.core.results import Text, message
@@ -114,11 +114,13 @@ def grading_fingerprint(course: Course, lessons: list[Lesson], *, seed: int, lan
                               "lang": lang, "lessons": [repr(lesson) for lesson in lessons]},
                              sort_keys=True).encode())
     graders = graders_root()
+    sources = solutions_dir(course) or course.root / "solutions"  # where the reference pieces come from
     for lesson in lessons:
         _hash_tree(digest, f"graders {lesson.graders}", graders / lesson.graders)
-        for used in lesson.uses:
-            folder = course.lesson(used).folder
-            _hash_tree(digest, f"reference {folder}", graders / REFERENCE_FOLDER / folder)
+        for used in (course.lesson(u) for u in lesson.uses):
+            folder = sources / used.folder
+            _hash_tree(digest, f"reference {used.folder}", folder,
+                       [folder / name for name in used.files if (folder / name).is_file()])
     package = Path(autograder.__file__).parent
     _hash_tree(digest, "pytest.ini", GRADERS_ROOT, [GRADERS_ROOT / "pytest.ini"])
     for name in _ENGINE_FILES:

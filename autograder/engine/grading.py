@@ -37,9 +37,6 @@ from autograder.core.results import (CheckResult, CourseResult, Feedback, Lesson
 from autograder.sandbox.client import Limits, Sandbox, StudentError, WorkerDied
 
 GRADERS_ROOT = Path(__file__).resolve().parents[1] / "graders"
-# Where the graders kept the reference pieces before engine/references.py made them from the
-# solutions; only cohort/store.py's fingerprint still names it (it should hash the solutions).
-REFERENCE_FOLDER = "reference"
 _CHECK_KEY = pytest.StashKey[str]()
 
 

@@ -166,7 +166,8 @@ def render_progress(course: Course, gathered: Gathered, lang: str, *, color: boo
     from rich.table import Table
     from rich.text import Text as RichText
 
-    from autograder.render.output import _num, make_console, printed
+    from autograder.render.labels import score_number
+    from autograder.render.output import make_console, printed
 
     console, buffer = make_console(color, width)
     progress = gathered.progress
@@ -195,7 +196,7 @@ def render_progress(course: Course, gathered: Gathered, lang: str, *, color: boo
         cells = [
             RichText(f"{lesson.id} · {i18n.localize(lesson.title, lang)}"),
             RichText(f"{bar(fraction)} {round(fraction * 100)}%", style=style),
-            RichText(f"{_num(latest.score)}/{_num(latest.max_score)}" if latest is not None else "—"),
+            RichText(f"{score_number(latest.score)}/{score_number(latest.max_score)}" if latest is not None else "—"),
             RichText(f"{lesson.xp if earned is not None and earned.earned else 0}/{lesson.xp}"),
             RichText(label, style=style),
         ]

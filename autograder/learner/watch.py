@@ -187,7 +187,8 @@ def render_unit(lesson: Lesson, unit: Unit, checks: list, lang: str, *, color: b
     message."""
     from rich.text import Text as RichText
 
-    from autograder.render.output import _num, make_console, print_feedback, printed
+    from autograder.render.labels import score_number
+    from autograder.render.output import make_console, print_feedback, printed
     from autograder.core.results import Status
 
     console, buffer = make_console(color, width)
@@ -203,7 +204,7 @@ def render_unit(lesson: Lesson, unit: Unit, checks: list, lang: str, *, color: b
                            style="bold red" if failing else "bold green"), soft_wrap=True)
     if failing is not None:
         status = i18n.translate(f"render.status.{failing.status.value}", lang)
-        console.print(RichText(f"    ✘ {failing.id}  {_num(failing.score)}/{_num(failing.max_score)}  {status}",
+        console.print(RichText(f"    ✘ {failing.id}  {score_number(failing.score)}/{score_number(failing.max_score)}  {status}",
                                style="red"))
         print_feedback(console, failing.feedback, lang)
     return printed(buffer)
@@ -220,7 +221,8 @@ def render_lesson(result, step: NextStep | None, next_after: NextStep, previous:
     `shown`: checks whose message is already on screen (render_unit): not said again."""
     from rich.text import Text as RichText
 
-    from autograder.render.output import _num, make_console, points_text, print_feedback, printed
+    from autograder.render.labels import score_number
+    from autograder.render.output import make_console, points_text, print_feedback, printed
     from autograder.core.results import Status
 
     console, buffer = make_console(color, width)
@@ -264,7 +266,7 @@ def render_lesson(result, step: NextStep | None, next_after: NextStep, previous:
             console.print(RichText("  " + t("watch_first_failure", lang), style="dim"))
             label = check.id + (f" · TODO [{check.todo}]" if check.todo else "")
             status = i18n.translate(f"render.status.{check.status.value}", lang)
-            console.print(RichText(f"  ✘ {label}  {_num(check.score)}/{_num(check.max_score)}  {status}",
+            console.print(RichText(f"  ✘ {label}  {score_number(check.score)}/{score_number(check.max_score)}  {status}",
                                    style="red"))
             print_feedback(console, check.feedback, lang)
     if step is not None:

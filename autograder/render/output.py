@@ -12,11 +12,7 @@ comes from the catalog (autograder/messages/<lang>/render.yml).
 
 from __future__ import annotations
 
-from autograder.core.i18n import translate as _t
-from autograder.core.neutral import markdown_inline as _md_cell
 from autograder.render.labels import isolation_note, points_text
-from autograder.render.labels import quiz_blank as _quiz_blank
-from autograder.render.labels import score_number as _num
 from autograder.render.markdown import MARKDOWN_FOLD_LINES, render_markdown
 from autograder.render.results_json import from_json_dict, render_json, to_json_dict
 from autograder.render.terminal import make_console, print_feedback, printed, render_text, use_color, wants_color
@@ -24,8 +20,4 @@ from autograder.render.terminal import make_console, print_feedback, printed, re
 __all__ = [
     "MARKDOWN_FOLD_LINES", "from_json_dict", "isolation_note", "make_console", "points_text", "print_feedback",
     "printed", "render_json", "render_markdown", "render_text", "to_json_dict", "use_color", "wants_color",
-    # Under their former private names, for the modules outside render/ that import them so
-    # (cohort/report.py, learner/progress.py, learner/watch.py); new code imports the public
-    # names from labels.py and core/neutral.py.
-    "_md_cell", "_num", "_quiz_blank", "_t",
 ]
