@@ -472,3 +472,25 @@ def test_every_name_imported_from_output_is_there():
     assert {"render_text", "render_json", "make_console", "to_json_dict"} <= set(wanted)  # in functions too
     assert not [f"{name} ({path})" for name, path in wanted.items() if not hasattr(output, name)]
     assert set(output.__all__) >= set(wanted)
+
+
+@pytest.mark.parametrize("lang", ["es", "en"])
+def test_a_missing_pid_namespace_is_said_in_one_line_and_the_grade_stays_official(lang):
+    """Without root, where the kernel refuses a user namespace, the worker has no PID namespace
+    of its own: the seccomp filter still keeps it off other processes (the grade is official),
+    and the learner hears which wall is missing, once, in text and Markdown alike."""
+    from autograder.core.results import REQUIRED_WALLS
+    from autograder.render.labels import isolation_note
+
+    def result(walls):
+        lesson = LessonResult("03", "03-atencion-causal", {"es": "Atención", "en": "Attention"}, 50, [],
+                              isolation=walls)
+        return CourseResult("Curso", lang, 1, [lesson])
+
+    base = {"official": True, "enforced": list(REQUIRED_WALLS), "missing": [], "landlock_abi": 7, "disabled": False}
+    line = i18n.translate("render.isolation_no_pid_namespace", lang)
+    assert isolation_note(result({**base, "namespaces": []}), lang) == line
+    assert isolation_note(result({**base, "namespaces": ["pid", "user"]}), lang) is None
+    walled = result({**base, "namespaces": []})
+    assert " ".join(render_text(walled, lang).split()).count(line) == 1  # wrapped to the terminal
+    assert render_markdown(walled, lang).count(line.split(":")[0]) == 1

@@ -64,7 +64,14 @@ def isolation_note(result: CourseResult, lang: str) -> str | None:
     """One line saying which walls this system could not put around the learner's code; None
     when all held (or no worker ran)."""
     walls = result.isolation
-    if not walls or walls.get("official"):
+    if not walls:
+        return None
+    if walls.get("official"):
+        # A PID namespace is a wall on top of the required ones: without it the seccomp filter
+        # still keeps the learner's code off every other process, so the grade stays official,
+        # but the learner hears which wall this system could not add.
+        if "pid" not in walls.get("namespaces", []):
+            return _t("render.isolation_no_pid_namespace", lang)
         return None
     if walls.get("disabled"):
         return _t("render.isolation_disabled", lang)
