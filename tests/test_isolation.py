@@ -63,7 +63,9 @@ def _candidates(name):
         import autograder as _ag
 
         package = _os.path.dirname(_ag.__file__)
-        found += _glob.glob(package + "/graders/reference/*/" + name)
+        import tempfile as _tempfile
+
+        found += _glob.glob(_tempfile.gettempdir() + "/autograder-derived-*/reference/*/*/" + name)
         found += _glob.glob(_os.path.dirname(package) + "/solutions/*/" + name)
     except Exception:
         pass
@@ -178,7 +180,7 @@ _try("read_roster", lambda: _read(ROSTER))
 _try("read_checkout", lambda: _read(CHECKOUT + "/solutions/03-atencion-causal/attention.py"))
 _try("list_checkout", lambda: _list(CHECKOUT))
 _try("read_graders", lambda: _list(GRADERS))
-_try("read_reference", lambda: _read(GRADERS + "/reference/03-atencion-causal/attention.py"))
+_try("read_reference", lambda: _read(REFERENCE))
 _try("read_shadow", lambda: _read("/etc/shadow"))
 _try("read_parent_environ", lambda: _read("/proc/%d/environ" % os.getppid()))
 _try("read_proc_cmdline", lambda: _read("/proc/1/cmdline"))
@@ -226,6 +228,7 @@ class Scene:
 
     def __init__(self, base: Path, owner: str | None = None) -> None:
         self.base = base
+        self.owner = owner
         self.home = base / "home"
         (self.home / ".ssh").mkdir(parents=True)
         self.key = self.home / ".ssh" / "id_ed25519"
@@ -277,12 +280,14 @@ class Scene:
     def submission(self, folder: Path, graders: Path, checkout: Path) -> Path:
         files = stub_files()
         site = next(p for p in isolation.runtime_paths() if p.endswith("site-packages"))
-        known = [str(checkout / "solutions" / "03-atencion-causal" / "attention.py"),
-                 str(graders / "reference" / "03-atencion-causal" / "attention.py"), str(self.other / "attention.py")]
+        reference = derived_reference(self.owner)
+        known = [str(checkout / "solutions" / "03-atencion-causal" / "attention.py"), str(reference),
+                 str(self.other / "attention.py")]
         files["attention.py"] += "\n" + constants(_KNOWN=known) + THIEF
         files["attention_numpy.py"] = constants(
             KEY=str(self.key), OTHER=str(self.other / "attention.py"), OTHER_ID="alice", OUT=str(self.out),
-            ROSTER=str(self.roster), CHECKOUT=str(checkout), GRADERS=str(graders), HOME=str(self.home), SITE=site,
+            ROSTER=str(self.roster), CHECKOUT=str(checkout), GRADERS=str(graders), REFERENCE=str(reference),
+            HOME=str(self.home), SITE=site,
             MARK=MARK, PORT=self.listener.getsockname()[1], UDP_PORT=self.udp.getsockname()[1],
             UNIX_PATH=self.unix_path, SENTINEL=self.sentinel_pid()) + PROBE
         folder.mkdir(parents=True)
@@ -318,6 +323,31 @@ class Scene:
         self.sentinel.wait()
         for sock in (self.listener, self.udp, self.unix):
             sock.close()
+
+
+def derived_reference(user: str | None) -> Path:
+    """Lesson 03's reference attention.py where the engine keeps it for the grading user (its
+    private <temp>/autograder-derived-<uid> folder, engine/references.py), made to exist before
+    grading so that reading it can only fail because of the walls (a missing file would let the
+    probe pass for nothing)."""
+    from autograder.core.manifest import load_course
+    from autograder.engine import references
+
+    course = load_course(ROOT / "course.yml")
+    mine = references.reference_files(course, course.lesson("04"), ROOT / "solutions")["attention.py"]
+    assert mine.is_file(), mine
+    if user is None:
+        return mine
+    uid, gid = pwd.getpwnam(user).pw_uid, pwd.getpwnam(user).pw_gid
+    own_root = next(parent for parent in mine.parents if parent.name.startswith("autograder-derived-"))
+    their_root = own_root.with_name(f"autograder-derived-{uid}")
+    theirs = their_root / mine.relative_to(own_root)
+    if not theirs.is_file():
+        their_root.mkdir(mode=0o700, exist_ok=True)
+        shutil.copytree(mine.parent.parent, theirs.parent.parent, dirs_exist_ok=True)
+        for path in [their_root, *their_root.rglob("*")]:
+            os.chown(path, uid, gid)
+    return theirs
 
 
 def _ppid(pid: int) -> int:
