@@ -36,13 +36,16 @@ def wall(cmd: list[str]) -> float:
 
 
 def solved_copy(course, tmp: Path) -> Path:
-    """tmp/solved/NN-slug/: every lesson's solution files with the region markers stripped."""
-    from autograder.course.stubs import strip_markers
+    """tmp/solved/NN-slug/: every lesson's folder solved (exercises/ overlaid with the marked
+    files of solutions/, which holds only those), the region markers stripped."""
+    from autograder.course.stubs import lesson_files, strip_markers
 
     solved = tmp / "solved"
     for lesson in course.lessons:
-        shutil.copytree(ROOT / "solutions" / lesson.folder, solved / lesson.folder)
-        for path in (solved / lesson.folder).glob("*"):
+        for rel, source in lesson_files(ROOT, lesson.folder).items():
+            path = solved / lesson.folder / rel
+            path.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, path)
             if path.suffix in (".py", ".yml"):
                 path.write_text(strip_markers(path.read_text(encoding="utf-8"), path.name), encoding="utf-8")
     return solved

@@ -97,15 +97,17 @@ class Terminal:
 
 def make_course(course, lesson, target: Path) -> Path:
     """target/: course.yml and the lesson's exercise folder, solved (markers stripped)."""
-    from autograder.course.stubs import REGION_SUFFIXES, strip_markers
+    from autograder.course.stubs import REGION_SUFFIXES, lesson_files, strip_markers
 
     target.mkdir(parents=True)
     shutil.copy2(ROOT / "course.yml", target / "course.yml")
     folder = target / "exercises" / lesson.folder
-    shutil.copytree(ROOT / "solutions" / lesson.folder, folder,
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    for path in folder.rglob("*"):
-        if path.is_file() and path.name.endswith(REGION_SUFFIXES):
+    # The solved folder: exercises/ overlaid with the marked files of solutions/ (only those).
+    for rel, source in lesson_files(ROOT, lesson.folder).items():
+        path = folder / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, path)
+        if path.name.endswith(REGION_SUFFIXES):
             path.write_text(strip_markers(path.read_text(encoding="utf-8"), path.name), encoding="utf-8")
     return folder
 

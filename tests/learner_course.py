@@ -17,8 +17,9 @@ import time
 from pathlib import Path
 
 from conftest import ROOT, descendants
+from variants import solution_folder
 
-from autograder.course.stubs import REGION_SUFFIXES, strip_markers
+from autograder.course.stubs import lesson_files, strip_markers
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07")
 NEVER = r"(?!)"  # a pattern that never matches: read_until(NEVER, t) just reads for t seconds
@@ -39,11 +40,7 @@ def make_course(root: Path, lessons: dict[str, str]) -> Path:
         if state == "stub":
             shutil.copytree(ROOT / "exercises" / lesson.folder, target, ignore=CACHES)
         elif state == "solved":
-            source = ROOT / "solutions" / lesson.folder
-            shutil.copytree(source, target, ignore=CACHES)
-            for path in target.rglob("*"):
-                if path.is_file() and path.name.endswith(REGION_SUFFIXES):
-                    path.write_text(strip_markers(path.read_text(encoding="utf-8"), path.name), encoding="utf-8")
+            solution_folder(lesson.folder, target, strip=True)
         else:
             raise ValueError(f"lesson state must be 'stub' or 'solved', not {state!r}")
     return root
@@ -51,7 +48,7 @@ def make_course(root: Path, lessons: dict[str, str]) -> Path:
 
 def solved_text(lesson_folder: str, name: str) -> str:
     """A finished file of a lesson: its solution without region markers."""
-    return strip_markers((ROOT / "solutions" / lesson_folder / name).read_text(encoding="utf-8"), name)
+    return strip_markers(lesson_files(ROOT, lesson_folder)[name].read_text(encoding="utf-8"), name)
 
 
 def cli_env(**extra: str) -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""The corpus of lessons 01 and 06: solutions/01-tokens-y-lotes/cuentos.txt.
+"""The corpus of lessons 01 and 06: exercises/01-tokens-y-lotes/cuentos.txt.
 
 Lesson 01 builds a character tokenizer and batches from this text, and lesson 06 trains a tiny
 GPT on it on a CPU. These tests pin the properties those lessons rely on: a size that trains in
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-LESSON_DIR = ROOT / "solutions" / "01-tokens-y-lotes"
+LESSON_DIR = ROOT / "exercises" / "01-tokens-y-lotes"  # the corpus lives once, beside the stubs
 CORPUS = LESSON_DIR / "cuentos.txt"
 LICENCE = LESSON_DIR / "LICENCIA-cuentos.md"
 

@@ -16,6 +16,7 @@ from autograder.engine import quiz
 from autograder.core.locate import locate
 
 from conftest import ROOT, SEED, grade_folder
+from variants import solution_folder
 
 # Lesson 01 reads a text corpus and has a quiz; lesson 03 is the longest single-file lesson.
 LESSON_IDS = ["01", "03"]
@@ -39,6 +40,14 @@ def _copy(src: Path, dest: Path, *, crlf: bool) -> Path:
     return dest
 
 
+def _source(tree: str, folder: str, tmp_path: Path) -> Path:
+    """The whole lesson folder of `tree`: exercises/ as it is, or solved (exercises/ overlaid
+    with the marked files of solutions/, which holds only those)."""
+    if tree == "exercises":
+        return ROOT / tree / folder
+    return solution_folder(folder, tmp_path / "solved" / folder)
+
+
 def _verdicts(result) -> list[tuple[str, str, float, float, str]]:
     return [(c.id, c.status.value, c.score, c.max_score, feedback_text(c.feedback, "es"))
             for c in result.checks]
@@ -47,7 +56,7 @@ def _verdicts(result) -> list[tuple[str, str, float, float, str]]:
 def _graded_both_ways(course, tmp_path, lesson_id, tree: str):
     """The lesson's folder of `tree` (solutions or exercises) graded with LF and with CRLF."""
     lesson = course.lesson(lesson_id)
-    src = ROOT / tree / lesson.folder
+    src = _source(tree, lesson.folder, tmp_path)
     return [grade_folder(course, lesson, _copy(src, tmp_path / kind / lesson.folder, crlf=kind == "crlf"), SEED)
             for kind in ("lf", "crlf")]
 
@@ -88,7 +97,7 @@ def test_crlf_quiz_answers_read_the_same(course, tmp_path):
     lesson = course.lesson("01")
     assert lesson.quiz == quiz.QUIZ_FILE
     for kind in ("solutions", "exercises"):
-        src = ROOT / kind / lesson.folder
+        src = _source(kind, lesson.folder, tmp_path)
         lf = quiz.read_answers(_Folder(_copy(src, tmp_path / kind / "lf", crlf=False)))
         crlf = quiz.read_answers(_Folder(_copy(src, tmp_path / kind / "crlf", crlf=True)))
         assert set(lf) == {"pregunta_1", "pregunta_2", "pregunta_3"}
@@ -122,7 +131,7 @@ def test_crlf_on_the_portable_worker_path(course, tmp_path, monkeypatch, kind):
     """The path a learner on Windows really gets (forced here with AUTOGRADER_WORKER)."""
     monkeypatch.setenv("AUTOGRADER_WORKER", "portable")
     lesson = course.lesson("01")
-    src = ROOT / kind / lesson.folder
+    src = _source(kind, lesson.folder, tmp_path)
     lf = grade_folder(course, lesson, _copy(src, tmp_path / "lf" / lesson.folder, crlf=False), SEED)
     crlf = grade_folder(course, lesson, _copy(src, tmp_path / "crlf" / lesson.folder, crlf=True), SEED)
     assert crlf.isolation.get("portable") is True and lf.isolation.get("portable") is True

@@ -8,9 +8,9 @@ import subprocess
 import sys
 
 from conftest import ROOT
+from variants import solution_folder
 
 from autograder.core.manifest import load_course
-from autograder.course.stubs import strip_markers
 
 SCRIPT = "06-generar/entrenar_y_generar.py"
 
@@ -20,9 +20,10 @@ def _course_copy(tmp_path, source: str):
     course = load_course(ROOT / "course.yml")
     for lesson in course.lessons:
         dest = tmp_path / lesson.folder
-        shutil.copytree(ROOT / source / lesson.folder, dest)
-        for path in dest.glob("*.py"):
-            path.write_text(strip_markers(path.read_text(encoding="utf-8"), path.name), encoding="utf-8")
+        if source == "solutions":  # solutions/ holds only the marked files: overlay exercises/
+            solution_folder(lesson.folder, dest, strip=True)
+        else:
+            shutil.copytree(ROOT / source / lesson.folder, dest)
     return tmp_path
 
 

@@ -97,7 +97,7 @@ def test_some_lessons_are_written():
 
 @pytest.mark.parametrize("lesson", WRITTEN, ids=lambda lesson: lesson.id)
 def test_every_todo_has_three_levels_in_both_languages(lesson):
-    path = ROOT / "solutions" / lesson.folder / HINTS_FILE
+    path = ROOT / "exercises" / lesson.folder / HINTS_FILE
     assert path.is_file(), f"{path.relative_to(ROOT)} is missing: write the lesson's hints"
     assert file_problems(read_hints(path), lesson) == []
     hints = load_lesson_hints(path, lesson)
@@ -115,14 +115,14 @@ def test_every_todo_has_three_levels_in_both_languages(lesson):
 def test_no_hint_contains_a_line_of_the_solution(lesson):
     fragments = secret_fragments(lesson)
     assert len(fragments) >= len(lesson.todos), "every TODO has some non-trivial solution line"
-    hints = load_lesson_hints(ROOT / "solutions" / lesson.folder / HINTS_FILE, lesson)
+    hints = load_lesson_hints(ROOT / "exercises" / lesson.folder / HINTS_FILE, lesson)
     assert leaks(hints, fragments) == []
 
 
 def test_the_leak_check_catches_a_solution_line_however_it_is_spaced():
     lesson = COURSE.lesson("03")
     fragments = secret_fragments(lesson)
-    hints = load_lesson_hints(ROOT / "solutions" / lesson.folder / HINTS_FILE, lesson)
+    hints = load_lesson_hints(ROOT / "exercises" / lesson.folder / HINTS_FILE, lesson)
     hints["contiguous-view"]["en"][2] = "Write  y = y.transpose( 1, 2 ).contiguous().view(B, T, C)  and done."
     hints["fused"]["es"][1] = ("Escribe return F.scaled_dot_product_attention(\n q, k, v, attn_mask=None,\n"
                                " dropout_p=self.dropout if self.training else 0.0, is_causal=True,\n)")
@@ -181,7 +181,7 @@ def test_unreadable_files_say_where(tmp_path):
 
 def _level_text(lesson_id: str, todo: str, lang: str, level: int) -> str:
     lesson = COURSE.lesson(lesson_id)
-    return load_lesson_hints(ROOT / "solutions" / lesson.folder / HINTS_FILE, lesson)[todo][lang][level - 1]
+    return load_lesson_hints(ROOT / "exercises" / lesson.folder / HINTS_FILE, lesson)[todo][lang][level - 1]
 
 
 def _shown_hint(stdout: str) -> str:

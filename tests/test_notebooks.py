@@ -287,8 +287,9 @@ def test_a_lesson_with_incomplete_sources_writes_nothing(tmp_path):
     root = tmp_path / "repo"
     root.mkdir()
     shutil.copy(ROOT / "course.yml", root / "course.yml")
-    shutil.copytree(ROOT / "solutions" / "03-atencion-causal", root / "solutions" / "03-atencion-causal")
-    readme = root / "solutions" / "03-atencion-causal" / "README.md"
+    for tree in ("solutions", "exercises"):
+        shutil.copytree(ROOT / tree / "03-atencion-causal", root / tree / "03-atencion-causal")
+    readme = root / "exercises" / "03-atencion-causal" / "README.md"
     readme.write_text(readme.read_text(encoding="utf-8").replace("## La idea", "## Idea"), encoding="utf-8")
     out = tmp_path / "curso"
     done = autograder("--course", str(root / "course.yml"), "notebooks", "--out", str(out), "03")

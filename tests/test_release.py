@@ -375,9 +375,9 @@ def secret_lines(course) -> dict[str, str]:
     for lesson in course.lessons:
         stubs = generate_lesson(lesson, ROOT / "solutions", ROOT / "exercises")
         for rel, stub in stubs.items():
-            if not rel.endswith(REGION_SUFFIXES):
-                continue
             path = ROOT / "solutions" / lesson.folder / rel
+            if not rel.endswith(REGION_SUFFIXES) or not path.is_file():  # the lesson's own files: no regions
+                continue
             public = _stripped_lines(stub)
             for region in parse_regions(path.read_text(encoding="utf-8"), rel):
                 for line in region.body:

@@ -289,18 +289,18 @@ QUIZ = "### BEGIN SOLUTION quiz\n#= pregunta_1:\npregunta_1: c\n### END SOLUTION
 @pytest.fixture
 def course_root(tmp_path):
     (tmp_path / "course.yml").write_text(MANIFEST, encoding="utf-8")
-    lesson = tmp_path / "solutions" / "01-demo"
-    (lesson / "data").mkdir(parents=True)
-    (lesson / "__pycache__").mkdir()
+    lesson = tmp_path / "solutions" / "01-demo"  # only files with regions
+    (lesson / "__pycache__").mkdir(parents=True)
     (lesson / "demo.py").write_text(SOLUTION, encoding="utf-8")
     (lesson / "quiz.yml").write_text(QUIZ, encoding="utf-8")
-    (lesson / "README.md").write_text(
-        "# Lección\n\n### BEGIN no es un marcador en Markdown\n", encoding="utf-8"
-    )
-    (lesson / "data" / "notes.txt").write_text("texto\n", encoding="utf-8")
     (lesson / "__pycache__" / "demo.cpython-311.pyc").write_bytes(b"\x00\xff")
     (lesson / "stale.pyc").write_bytes(b"\x00\xff")
-    (tmp_path / "exercises").mkdir()
+    own = tmp_path / "exercises" / "01-demo"  # the lesson's other files live in exercises/ only
+    (own / "data").mkdir(parents=True)
+    (own / "README.md").write_text(
+        "# Lección\n\n### BEGIN no es un marcador en Markdown\n", encoding="utf-8"
+    )
+    (own / "data" / "notes.txt").write_text("texto\n", encoding="utf-8")
     return tmp_path
 
 
@@ -315,39 +315,46 @@ def test_generate_lesson(course_root):
     }
 
 
-def test_sync_checks_writes_and_removes(course_root):
+def test_sync_checks_writes_and_keeps_the_lessons_own_files(course_root):
     course = load_course(course_root / "course.yml")
     exercise = course_root / "exercises" / "01-demo"
     assert sync(course, check_only=True) == [
-        f"exercises/01-demo/{rel} is missing"
-        for rel in ("README.md", "data/notes.txt", "demo.py", "quiz.yml")
+        f"exercises/01-demo/{rel} is missing" for rel in ("demo.py", "quiz.yml")
     ]
-    assert not exercise.exists()  # checking writes nothing
+    assert not (exercise / "demo.py").exists()  # checking writes nothing
 
-    assert len(sync(course, check_only=False)) == 4
+    assert len(sync(course, check_only=False)) == 2
     assert (exercise / "demo.py").read_text(encoding="utf-8") == STUB
     assert sync(course, check_only=True) == []
 
     (exercise / "demo.py").write_text(FINISHED, encoding="utf-8")  # a learner's work, say
     (exercise / "extra.py").write_text("x = 1\n", encoding="utf-8")
-    (exercise / "old").mkdir()
-    (exercise / "old" / "gone.txt").write_text("", encoding="utf-8")
     (exercise / "__pycache__").mkdir()
     (exercise / "__pycache__" / "demo.cpython-311.pyc").write_bytes(b"\x00")
-    (exercise / ".pytest_cache").mkdir()
-    (exercise / ".pytest_cache" / "README.md").write_text("cache\n", encoding="utf-8")
-    expected_drift = [
-        "exercises/01-demo/demo.py differs from what `autograder stubs` generates",
-        "exercises/01-demo/extra.py should not exist",
-        "exercises/01-demo/old/gone.txt should not exist",
-    ]
+    expected_drift = ["exercises/01-demo/demo.py differs from what `autograder stubs` generates"]
     assert sync(course, check_only=True) == expected_drift
     assert sync(course, check_only=False) == expected_drift
     assert sync(course, check_only=True) == []
     assert (exercise / "demo.py").read_text(encoding="utf-8") == STUB
-    assert not (exercise / "extra.py").exists() and not (exercise / "old").exists()
+    # A file no solution generates is the lesson's own: never removed.
+    assert (exercise / "extra.py").read_text(encoding="utf-8") == "x = 1\n"
+    assert (exercise / "README.md").is_file() and (exercise / "data" / "notes.txt").is_file()
     assert (exercise / "__pycache__" / "demo.cpython-311.pyc").exists()  # caches are left alone
-    assert (exercise / ".pytest_cache" / "README.md").exists()
+
+
+@pytest.mark.parametrize("name", ["README.md", "notes.py", "pistas.yml"])
+def test_a_solution_file_without_regions_is_refused(course_root, name):
+    (course_root / "solutions" / "01-demo" / name).write_text("# no region here\n", encoding="utf-8")
+    message = _lesson_error(course_root)
+    assert re.search(
+        rf"solutions/01-demo/{re.escape(name)}: has no `### BEGIN SOLUTION` region; solutions/ holds "
+        rf"only files with regions: move it to .*exercises/01-demo/{re.escape(name)}",
+        message,
+    ), message
+    course = load_course(course_root / "course.yml")
+    with pytest.raises(StubError):
+        sync(course, check_only=False)
+    assert not (course_root / "exercises" / "01-demo" / "demo.py").exists()  # refused before writing
 
 
 def test_the_reference_pieces_later_lessons_use_are_made_from_the_solutions(course_root):

@@ -16,20 +16,35 @@ lines, which is how a variant replaces a whole function body.
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder.course.stubs import strip_markers
+from autograder.course.stubs import REGION_SUFFIXES, lesson_files, strip_markers
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def solution_files(lesson) -> dict[str, str]:
-    """The finished files of a lesson: its solutions without region markers (what a variant
-    changes; tests/conftest.py and bench/sweep_seeds.py use it)."""
-    folder = ROOT / "solutions" / lesson.folder
+    """The finished files of a lesson: its solution folder (exercises/ overlaid with the marked
+    files of solutions/) without region markers (what a variant changes; tests/conftest.py and
+    bench/sweep_seeds.py use it)."""
+    folder = lesson_files(ROOT, lesson.folder)
     names = [*lesson.files] + ([lesson.quiz] if lesson.quiz else [])
-    return {name: strip_markers((folder / name).read_text(encoding="utf-8"), name) for name in names}
+    return {name: strip_markers(folder[name].read_text(encoding="utf-8"), name) for name in names}
+
+
+def solution_folder(lesson_folder: str, dest: Path, *, strip: bool = False) -> Path:
+    """A whole solved lesson folder at `dest`: exercises/<folder>'s files overlaid with the
+    marked files of solutions/<folder> (which holds only those), their markers kept or, with
+    `strip`, removed."""
+    for rel, source in lesson_files(ROOT, lesson_folder).items():
+        target = Path(dest) / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, target)
+        if strip and rel.endswith(REGION_SUFFIXES):
+            target.write_text(strip_markers(target.read_text(encoding="utf-8"), target.name), encoding="utf-8")
+    return Path(dest)
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,13 @@
-"""Exercise stubs: exercises/NN-slug/ is generated from solutions/NN-slug/, the single source.
+"""Exercise stubs: the files of exercises/NN-slug/ that hold TODOs are generated from
+solutions/NN-slug/, the single source of the code a learner writes.
 
 A developer tool, not lesson material. The regions' grammar (the markers, the stub a region
 becomes, the tag and the pending message) is autograder/core/regions.py; this module applies
 it to whole lessons and the course.
+
+solutions/ holds only files with `### BEGIN SOLUTION` regions (rustlings' shape); everything
+else of a lesson (README, hints, practice tests, quiz-free data) lives once, in exercises/. The
+finished lesson folder is exercises/ overlaid with solutions/ (`lesson_files`).
 
 Every todo of a lesson needs at least one region, in the file course.yml gives it; a todo
 may have several regions. `sync` keeps exercises/ equal to what the solutions generate (a
@@ -16,7 +21,6 @@ solutions itself (autograder/engine/references.py).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from autograder.core.files import CACHE_DIRS, walk_files
@@ -35,6 +39,7 @@ __all__ = [
     "Region",
     "StubError",
     "generate_lesson",
+    "lesson_files",
     "make_stub",
     "parse_regions",
     "revert_region",
@@ -53,42 +58,43 @@ def generate_lesson(lesson: Lesson, solutions_dir: Path, exercises_dir: Path) ->
     """Every file exercises/<folder>/ must hold: relative path (posix) -> text.
 
     `solutions_dir` and `exercises_dir` are the course's solutions/ and exercises/ folders.
-    Files with regions are stubbed, other text files copied; __pycache__, .pytest_cache and
-    *.pyc are skipped. Checks the lesson against course.yml: its files and quiz exist, every
-    region belongs to a todo of that file (or is 'quiz'), every todo has a region.
+    The solution files (each must hold regions) are stubbed; the exercise folder's other files
+    are its own and kept as they are; __pycache__, .pytest_cache and *.pyc are skipped. Checks
+    the lesson against course.yml: its files and quiz exist among the solutions, every region
+    belongs to a todo of that file (or is 'quiz'), every todo has a region.
     """
     source = Path(solutions_dir) / lesson.folder
     if not source.is_dir():
         raise StubError(f"{_shown(source)}: solution folder of lesson {lesson.folder} not found")
-    if source.resolve() == (Path(exercises_dir) / lesson.folder).resolve():
+    target = Path(exercises_dir) / lesson.folder
+    if source.resolve() == target.resolve():
         raise StubError(
             f"{_shown(source)}: exercises and solutions are the same folder; "
             "stubs would overwrite the solutions"
         )
     titles = {todo.id: todo.title["es"] for todo in lesson.todos}
-    files: dict[str, str] = {}
+    stubs: dict[str, str] = {}
     region_ids: dict[str, set[str]] = {}
     for rel in walk_files(source):
         path = source / rel
         shown = _shown(path)
-        try:
-            text = path.read_bytes().decode("utf-8")
-        except UnicodeDecodeError:
-            raise StubError(f"{shown}: not UTF-8 text; lesson folders may only hold text files") from None
-        if rel.endswith(REGION_SUFFIXES):
-            regions = parse_regions(text, shown)
-            for region in regions:
-                if region.id in titles and lesson.todo(region.id).file != rel:
-                    raise StubError(
-                        f"{shown}:{region.start_line}: region {region.id!r} is in {rel}, but course.yml "
-                        f"puts todo {region.id!r} in {lesson.todo(region.id).file}"
-                    )
-            region_ids[rel] = {region.id for region in regions}
-            if regions:
-                text = make_stub(text, shown, titles)
-        files[rel] = text
+        text = _read_text(path)
+        regions = parse_regions(text, shown) if rel.endswith(REGION_SUFFIXES) else []
+        if not regions:
+            raise StubError(
+                f"{shown}: has no `### BEGIN SOLUTION` region; solutions/ holds only files with "
+                f"regions: move it to {_shown(target / rel)} (the lesson's other files live there only)"
+            )
+        for region in regions:
+            if region.id in titles and lesson.todo(region.id).file != rel:
+                raise StubError(
+                    f"{shown}:{region.start_line}: region {region.id!r} is in {rel}, but course.yml "
+                    f"puts todo {region.id!r} in {lesson.todo(region.id).file}"
+                )
+        region_ids[rel] = {region.id for region in regions}
+        stubs[rel] = make_stub(text, shown, titles)
     for name in lesson.handed_in:
-        if name not in files:
+        if name not in stubs:
             raise StubError(
                 f"{_shown(source / name)}: not found, but course.yml lists it for lesson {lesson.folder}"
             )
@@ -98,15 +104,36 @@ def generate_lesson(lesson: Lesson, solutions_dir: Path, exercises_dir: Path) ->
                 f"{_shown(source / todo.file)}: todo {todo.id!r} of course.yml has no "
                 f"`### BEGIN SOLUTION {todo.id}` region in this file"
             )
-    return files
+    own = {rel: _read_text(target / rel) for rel in _walk(target) if rel not in stubs}
+    return {rel: (stubs[rel] if rel in stubs else own[rel]) for rel in sorted(own.keys() | stubs.keys())}
+
+
+def lesson_files(root: Path, folder: str) -> dict[str, Path]:
+    """The finished lesson `folder` (e.g. "03-atencion-causal") of the course at `root`:
+    {relative path (posix): file}, exercises/<folder>/'s files overlaid with solutions/<folder>/'s
+    marked ones (caches skipped). What a whole solved lesson folder used to be."""
+    files = {rel: Path(root) / "exercises" / folder / rel for rel in _walk(Path(root) / "exercises" / folder)}
+    files.update({rel: Path(root) / "solutions" / folder / rel for rel in _walk(Path(root) / "solutions" / folder)})
+    return dict(sorted(files.items()))
+
+
+def _walk(folder: Path) -> list[str]:
+    return walk_files(folder) if folder.is_dir() else []
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        raise StubError(f"{_shown(path)}: not UTF-8 text; lesson folders may only hold text files") from None
 
 
 def sync(course: Course, check_only: bool) -> list[str]:
     """Compare (check_only) or bring exercises/ in line with the solutions; the drift found.
 
-    With check_only=False, missing and differing files are written and extra files removed
-    (cache folders are left alone). Exercise folders of lessons that are not in course.yml
-    are reported, never removed.
+    With check_only=False, missing and differing stubs are written. An exercise file no
+    solution generates is the lesson's own (README, hints, practice tests, data) and is never
+    removed. Exercise folders of lessons that are not in course.yml are reported, never removed.
     """
     solutions_dir, exercises_dir = course.root / "solutions", course.root / "exercises"
     if not solutions_dir.is_dir():
@@ -130,13 +157,14 @@ def sync(course: Course, check_only: bool) -> list[str]:
 
 
 def _sync_folder(target: Path, label: str, expected: dict[str, str], check_only: bool) -> list[str]:
-    """Make `target` hold exactly `expected` ({relative path: text}); the drift found, each
-    line naming the file as `label/rel`. With check_only nothing is written."""
-    present = set(walk_files(target)) if target.is_dir() else set()
+    """Write into `target` each of `expected` ({relative path: text}) that is missing or
+    differs; the drift found, each line naming the file as `label/rel`. With check_only
+    nothing is written. Nothing is ever removed: a file of exercises/ that no solution
+    generates is the lesson's own."""
     drift = []
     for rel, text in expected.items():
         path = target / rel
-        if rel not in present:
+        if not path.is_file():
             drift.append(f"{label}/{rel} is missing")
         elif path.read_bytes() != text.encode("utf-8"):
             drift.append(f"{label}/{rel} differs from what `autograder stubs` generates")
@@ -146,18 +174,4 @@ def _sync_folder(target: Path, label: str, expected: dict[str, str], check_only:
             path.parent.mkdir(parents=True, exist_ok=True)
             with open(path, "w", encoding="utf-8", newline="") as fh:
                 fh.write(text)
-    for rel in sorted(present - expected.keys()):
-        drift.append(f"{label}/{rel} should not exist")
-        if not check_only:
-            (target / rel).unlink()
-    if not check_only and target.is_dir():
-        _remove_empty_dirs(target)
     return drift
-
-
-def _remove_empty_dirs(folder: Path) -> None:
-    for dirpath, _, _ in os.walk(folder, topdown=False):
-        path = Path(dirpath)
-        inside_cache = any(part in CACHE_DIRS for part in path.relative_to(folder).parts)
-        if path != folder and not inside_cache and not any(path.iterdir()):
-            path.rmdir()

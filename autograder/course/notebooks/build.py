@@ -2,8 +2,9 @@
 
 Nothing here is a second copy kept by hand: each lesson's notebook is made from
 solutions/NN-slug/ (its files, with their `### BEGIN SOLUTION <todo>` regions, which are
-nbgrader's own markers) and its README.md (every section but the ones about the repository's
-files and commands), and its test cells from course.yml's checks and points.
+nbgrader's own markers) and exercises/NN-slug/ (its README.md, every section but the ones about
+the repository's files and commands; its practice tests and data files: solutions/ holds only
+the marked files), and its test cells from course.yml's checks and points.
 
     DIR/nbgrader_config.py                    course id, timeouts, the stubs' preprocessor
     DIR/course.yml                            the manifest the notebooks were built from
@@ -41,7 +42,7 @@ import nbformat
 from autograder.core import i18n, regions
 from autograder.core.manifest import Course, Lesson
 from autograder.core.files import walk_files
-from autograder.course.stubs import generate_lesson, parse_regions
+from autograder.course.stubs import generate_lesson, lesson_files, parse_regions
 from autograder.course.notebooks.kernel import grading_budget
 from autograder.course.notebooks.sources import header_line, split_module
 
@@ -217,14 +218,12 @@ def data_files(course: Course, lesson: Lesson) -> dict[str, bytes]:
     """The lesson folder's other files (e.g. a corpus and its licence), released with the
     notebook: everything but the lesson's files, its quiz, its README and practice tests (the
     notebook holds those in its own cells)."""
-    source = course.root / "solutions" / lesson.folder
     skip = {*lesson.handed_in, README}
     out = {}
-    for rel in _walk(source, ""):
-        name = rel.lstrip("/")
+    for name, path in lesson_files(course.root, lesson.folder).items():
         if name in skip or (name.startswith("test_") and name.endswith(".py")):
             continue
-        out[name] = (source / name).read_bytes()
+        out[name] = path.read_bytes()
     return out
 
 
@@ -243,7 +242,7 @@ def lesson_notebook(course: Course, lesson: Lesson, lang: str) -> nbformat.Noteb
     source = course.root / "solutions" / lesson.folder
     # The same validation as `autograder stubs`: files present, every region a todo of its file.
     generate_lesson(lesson, course.root / "solutions", course.root / "exercises")
-    readme = source / README
+    readme = course.root / "exercises" / lesson.folder / README  # the lesson's own files live there only
     if not readme.is_file():
         raise NotebookBuildError(f"{readme}: not found; a lesson's notebook is built from its README")
     title, sections = readme_sections(readme.read_text(encoding="utf-8"))
@@ -404,7 +403,7 @@ def _howto(course: Course, lesson: Lesson, example: str, t, lang: str) -> str:
 
 
 def _practice_tests(course: Course, lesson: Lesson) -> list[Path]:
-    return sorted((course.root / "solutions" / lesson.folder).glob(PRACTICE_TESTS))
+    return sorted((course.root / "exercises" / lesson.folder).glob(PRACTICE_TESTS))
 
 
 def _practice_cells(course: Course, lesson: Lesson, t, lang: str) -> list[nbformat.NotebookNode]:
