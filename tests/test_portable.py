@@ -36,7 +36,9 @@ from autograder.course.stubs import parse_regions, revert_region, strip_markers
 from autograder.engine.grading import grade
 from autograder.render.output import isolation_note, render_text
 from autograder.sandbox import cpu_clock, isolation, portable
-from autograder.sandbox.client import Limits, Sandbox, WorkerDied, _clean_env, _cuda_present, start_warm_pool
+from autograder.sandbox.client import Limits, Sandbox, WorkerDied, start_warm_pool
+from autograder.sandbox.privileges import cuda_present
+from autograder.sandbox.starters import clean_env
 from autograder.sandbox.pool import WarmPool
 
 from conftest import ROOT, SEED, failed, solution_files, write_submission
@@ -309,9 +311,9 @@ def test_a_taken_spare_runs_in_its_sandbox_with_exactly_its_environment(tmp_path
         # ...and runs in this sandbox: its copy of the files, its environment (exactly: not the
         # spare's start, nothing of ours), its home as the temporary folder, its limits.
         assert same_folder(seen["CWD"], box.root) and same_folder(seen["PATH"][0], box.root)
-        assert seen["ENV"] == _clean_env(home)
+        assert seen["ENV"] == clean_env(home)
         assert same_folder(seen["TMP"], home)
-        if portable.rlimits_available() and not _cuda_present():  # a GPU's memory is the driver's
+        if portable.rlimits_available() and not cuda_present():  # a GPU's memory is the driver's
             assert seen["MEMORY"] == Limits().memory_bytes
         assert str(portable.Spares._instance.folder) not in repr(seen["ENV"])
         # The environment the interpreter started with (what Linux's /proc shows) holds no

@@ -28,7 +28,8 @@ from autograder.sandbox.protocol import (DTYPES, MAGIC, MAX_HEADER, FrameReader,
 from conftest import tagged_processes
 from autograder.sandbox.worker import landlock
 from autograder.sandbox.client import (PACKAGE_PARENT, Limits, Sandbox, StudentError, WorkerDied,
-                                _process_limit, _tasks_of, copy_submission, worker_user)
+                                copy_submission, worker_user)
+from autograder.sandbox.privileges import process_limit, tasks_of
 
 LINUX = sys.platform.startswith("linux")
 SECRET = "ghp_FAKE_SECRET_1234567890"
@@ -767,9 +768,9 @@ def test_garbage_on_the_pipe_kills_the_worker_with_a_clear_message(box):
 
 
 def test_memory_is_limited(box):
-    from autograder.sandbox.client import _cuda_present
+    from autograder.sandbox.privileges import cuda_present
 
-    if _cuda_present() or os.name != "posix":
+    if cuda_present() or os.name != "posix":
         pytest.skip("no address-space limit on a CUDA machine")
     with pytest.raises(StudentError) as info:
         box.call(tiny(box, "allocate"), 50 * 10**9)
@@ -859,13 +860,13 @@ def test_process_limit_counts_from_what_the_user_already_runs(tmp_path, monkeypa
     monkeypatch.setenv("AUTOGRADER_ISOLATION", "off")  # the limit that holds where seccomp cannot
     user = worker_user()
     if user is None and os.geteuid() == 0:
-        assert _process_limit(8, None) is None  # root: ignored by the kernel anyway
+        assert process_limit(8, None) is None  # root: ignored by the kernel anyway
         pytest.skip("the worker runs as root here")
     uid = user[0] if user else os.getuid()
-    before = _tasks_of(uid)
+    before = tasks_of(uid)
     assert before is not None
-    limit = _process_limit(8, user)
-    assert before + 8 <= limit <= _tasks_of(uid) + 8 + 64  # other processes may come and go
+    limit = process_limit(8, user)
+    assert before + 8 <= limit <= tasks_of(uid) + 8 + 64  # other processes may come and go
     (tmp_path / "tiny.py").write_text(TINY)
     marker = sleep_marker()
     with Sandbox(tmp_path, Limits(processes=8)) as sandbox:

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder.sandbox.client import Limits, Sandbox, _cuda_present, supervisor_config, worker_user
+from autograder.sandbox.client import Limits, Sandbox, supervisor_config, worker_user
+from autograder.sandbox.privileges import cuda_present
 from autograder.sandbox.pool import ForkedSupervisor
 
 LINUX = sys.platform.startswith("linux")
@@ -73,7 +74,7 @@ def test_the_worker_gets_exactly_the_config_built_for_it(tmp_path, path):
         assert cwd == os.readlink(f"/proc/{pid}/cwd") == config["cwd"] == str(sandbox.root)
         limits = soft_limits(pid)
         for name, row in LIMIT_ROWS.items():
-            if name == "memory_bytes" and _cuda_present():
+            if name == "memory_bytes" and cuda_present():
                 continue  # left to the driver on a GPU machine
             assert limits[row] == str(getattr(LIMITS, name)) == str(config["limits"][name]), row
         assert limits["Max core file size"] == "0"

@@ -13,54 +13,36 @@ submission, writes only its home, opens no socket, starts no process, and signal
 nothing outside itself, as root and as a plain user. When the grader runs as root on Linux, the
 worker also gets namespaces of its own and runs as the unprivileged user `nobody` (see
 `worker_user`).
+
+Owns the Sandbox and what it raises. Who the worker runs as and what it may do is
+privileges.py; how it is started (warm pool, fresh interpreter, portable path) is starters.py;
+the bytes to and from it, whichever way it started, go through a channel (channel.py).
 """
 
 from __future__ import annotations
 
-import functools
 import os
-import select
 import shutil
-import socket
-import stat
-import subprocess
-import sys
 import tempfile
 import time
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import autograder
 from autograder.sandbox import cpu_clock
 from autograder.sandbox import isolation
 from autograder.sandbox import portable
+from autograder.sandbox import starters
+from autograder.sandbox.channel import CPU_POLL_S, Channel
 from autograder.sandbox.cpu_clock import CpuBudget
-# Submission intake lives in autograder/sandbox/intake.py; these names stay importable from here.
+# Callers import these from here: the submission intake (intake.py), who the worker runs as
+# (privileges.py) and how workers are started (starters.py).
 from autograder.sandbox.intake import MAX_FILE_BYTES, MAX_FILES, copy_submission, submission_files  # noqa: F401
-from autograder.sandbox.pool import AttachedPool, ForkedSupervisor, PoolError, WarmPool
-from autograder.sandbox.pool import enabled as pool_enabled
+from autograder.sandbox.privileges import cuda_present, hand_over, limits_warning, process_limit, worker_user
 from autograder.sandbox.protocol import frame_bytes, FrameReader, Handle, ProtocolError, decode, encode
-from autograder.sandbox.worker.supervisor import process_ids
+from autograder.sandbox.starters import (PACKAGE_PARENT, STARTUP_TIMEOUT, share_warm_pool,  # noqa: F401
+                                         start_shared_zygote, start_warm_pool, supervisor_config)
 from autograder.core.results import Feedback, Text, message
-
-PACKAGE_PARENT = Path(autograder.__file__).resolve().parent.parent
-SUPERVISOR = Path(__file__).with_name("worker") / "supervisor.py"
-WORKER_BOOT = (
-    "import sys; sys.path.insert(0, sys.argv.pop(3)); "
-    "from autograder.sandbox.worker.main import main; main()"
-)
-# Variables a worker may inherit: none of them can carry a secret.
-INHERITED_ENV = ("CUDA_VISIBLE_DEVICES", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "SYSTEMROOT",
-                 "LD_LIBRARY_PATH")
-STARTUP_TIMEOUT = 120.0
-# How often a check's CPU budget is read while the trusted side waits on the worker: the
-# budget is overrun by at most this much, and each poll is one read of /proc/PID/stat.
-CPU_POLL_S = 0.25
-# Linux capability numbers (linux/capability.h) and the user a root grader's worker runs as.
-CAP_SETGID, CAP_SETUID = 6, 7
-UNPRIVILEGED_USER = "nobody"
 
 
 @dataclass(frozen=True)
@@ -113,176 +95,6 @@ class BudgetSpent(WorkerDied):
     """The check's CPU budget ran out: the worker was stopped in the middle of the learner's code."""
 
 
-@functools.cache
-def _limits_warning() -> None:
-    warnings.warn("resource limits and process groups are only enforced on Linux/macOS; "
-                  "the learner's code runs without them here", RuntimeWarning, stacklevel=3)
-
-
-def _status_field(pid: int | str, name: str) -> list[str] | None:
-    try:
-        with open(f"/proc/{pid}/status", encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                if line.startswith(name + ":"):
-                    return line.split(":", 1)[1].split()
-    except OSError:
-        pass
-    return None
-
-
-def _effective_caps() -> int:
-    field = _status_field("self", "CapEff")
-    try:
-        return int(field[0], 16) if field else 0
-    except ValueError:
-        return 0
-
-
-def _id_mapped(map_file: str, ident: int) -> bool:
-    """Whether `ident` exists in this user namespace (/proc/self/uid_map or gid_map)."""
-    try:
-        with open(map_file, encoding="utf-8") as fh:
-            for line in fh:
-                inside, _outside, count = (int(x) for x in line.split())
-                if inside <= ident < inside + count:
-                    return True
-    except (OSError, ValueError):
-        return True  # no user namespaces here: every id exists
-    return False
-
-
-@functools.cache
-def worker_user() -> tuple[int, int] | None:
-    """(uid, gid) the worker runs as, or None when it runs as this process's user.
-
-    Only when this process is root on Linux: the worker then runs as `nobody`, without
-    supplementary groups or capabilities. A runtime that `nobody` cannot reach (a Python under
-    /root) is bind-mounted for it in its own mount namespace (autograder/sandbox/worker/confine.py);
-    where neither works (no CAP_SETUID, `nobody` not mapped in a user namespace, no mount
-    namespaces for an unreachable runtime) the worker stays root, with a warning, and Landlock
-    and seccomp still wall it in.
-    """
-    if not sys.platform.startswith("linux") or os.geteuid() != 0:
-        return None
-    try:
-        import pwd
-
-        entry = pwd.getpwnam(UNPRIVILEGED_USER)
-        uid, gid = entry.pw_uid, entry.pw_gid
-    except (ImportError, KeyError):
-        uid = gid = 65534
-    from autograder.sandbox.worker import confine
-
-    caps = _effective_caps()
-    problem = None
-    runtime = [*isolation.runtime_paths(), sys.executable]
-    if not (caps >> CAP_SETUID & 1 and caps >> CAP_SETGID & 1):
-        problem = "no CAP_SETUID/CAP_SETGID"
-    elif not (_id_mapped("/proc/self/uid_map", uid) and _id_mapped("/proc/self/gid_map", gid)):
-        problem = f"uid/gid {uid} is not mapped in this user namespace"
-    elif not confine.runtime_reachable(runtime) and not _can_unshare():
-        problem = f"{sys.executable} is not reachable by other users and there are no mount namespaces"
-    if problem is not None:
-        warnings.warn(f"the grader runs as root but the learner's code cannot be run as "
-                      f"{UNPRIVILEGED_USER} ({problem}); it runs as root", RuntimeWarning, stacklevel=2)
-        return None
-    return uid, gid
-
-
-@functools.cache
-def _can_unshare() -> bool:
-    """Whether a child of this process can have mount, network and IPC namespaces of its own."""
-    from autograder.sandbox.worker import confine
-
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child only answers with its exit code
-        try:
-            confine._unshare(confine.CLONE_NEWNS | confine.CLONE_NEWNET | confine.CLONE_NEWIPC)
-            os._exit(0)
-        except BaseException:  # noqa: BLE001
-            os._exit(1)
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status) == 0
-
-
-def _tasks_of(uid: int) -> int | None:
-    """How many tasks (threads included: what RLIMIT_NPROC counts on Linux) `uid` has now."""
-    if not sys.platform.startswith("linux"):
-        return None
-    pids = process_ids()
-    if pids is None:
-        return None
-    count = 0
-    for pid in pids:
-        fields = _status_field(pid, "Uid"), _status_field(pid, "Threads")
-        if fields[0] and fields[1] and fields[0][0] == str(uid):
-            count += int(fields[1][0]) if fields[1][0].isdigit() else 1
-    return count
-
-
-def _process_limit(allowance: int | None, user: tuple[int, int, bool] | None) -> int | None:
-    """RLIMIT_NPROC for the worker: `allowance` tasks beyond what its user already runs."""
-    if allowance is None or os.name != "posix":
-        return None
-    if os.geteuid() == 0 and user is None:
-        return None  # root ignores it anyway; the supervisor's subreaper still cleans up
-    if not sys.platform.startswith("linux"):
-        return allowance  # macOS counts processes, not threads: the worker itself needs none
-    current = _tasks_of(user[0] if user else os.getuid())
-    return None if current is None else current + allowance
-
-
-def _clean_env(home: Path) -> dict[str, str]:
-    env = {k: os.environ[k] for k in INHERITED_ENV if k in os.environ}
-    env.update({
-        "PATH": os.defpath if os.name != "nt" else os.environ.get("PATH", ""),
-        "HOME": str(home), "TMPDIR": str(home), "TMP": str(home), "TEMP": str(home),
-        "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONHASHSEED": "0",
-        "PYTHONDONTWRITEBYTECODE": "1", "PYTHONIOENCODING": "utf-8",
-        "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
-    })
-    return env
-
-
-def start_warm_pool(shared: tuple[socket.socket, int] | None = None) -> None:
-    """Launch this process's warm pool now (autograder/sandbox/pool.py), without waiting for it: a
-    command about to grade calls this first, so the zygote's torch import overlaps the
-    command's own start (building its parser, reading course.yml). `shared`: (client socket,
-    pid) of a zygote another process started for several (`start_shared_zygote`), used instead."""
-    if portable.selected():
-        portable.prepare(PACKAGE_PARENT, _clean_env)  # spawned, never forked: a spare starts now
-        return
-    if shared is not None and pool_enabled():
-        WarmPool.adopt(*shared, STARTUP_TIMEOUT)
-        return
-    WarmPool.shared(PACKAGE_PARENT, _clean_env, STARTUP_TIMEOUT)
-
-
-def share_warm_pool() -> tuple[socket.socket, int] | None:
-    """(client socket, pid) of this process's own running zygote, for a process forked from
-    this one to `start_warm_pool(shared=...)` with; None where the warm pool is off, not ours
-    (grade-all's processes share their parent's) or gone."""
-    pool = WarmPool._instance
-    if portable.selected() or not pool_enabled() or pool is None or isinstance(pool, AttachedPool):
-        return None
-    if pool.owner != os.getpid() or not pool.alive():
-        return None
-    sock = pool.attach()
-    return None if sock is None else (sock, pool.pid)
-
-
-def start_shared_zygote(scratch: Path | None = None) -> WarmPool | None:
-    """A zygote for several grading processes (`grade-all`), started now without waiting for it:
-    its `attach()` gives each one a socket for `start_warm_pool(shared=...)`; its home is made
-    in `scratch`. None where the warm pool is off (each process then does as it would alone)."""
-    if portable.selected() or not pool_enabled():
-        return None
-    try:
-        return WarmPool(PACKAGE_PARENT, _clean_env, STARTUP_TIMEOUT, scratch=scratch)
-    except (OSError, PoolError, ValueError):
-        return None
-
-
 class Sandbox:
     """One submission folder, served by at most one live worker at a time."""
 
@@ -306,17 +118,17 @@ class Sandbox:
         # Workers forked from the warm pool's zygote (autograder/sandbox/pool.py) where it can run.
         self.warm_pool = not portable.selected()
         if self.user is not None:
-            _hand_over(self._tmp, self.root, self._tmp / "home", self.user)
+            hand_over(self._tmp, self.root, self._tmp / "home", self.user)
         self.generation = 0
         self.deadline: float | None = None  # wall-clock end of the current check (begin_check)
         self.cpu_budget: CpuBudget | None = None  # the current check's CPU seconds (begin_check)
         self._cpu_polled = 0.0
-        self._proc: subprocess.Popen | None = None
+        self._channel: Channel | None = None  # to the live worker (channel.py)
+        self._disk_used: int | None = None  # the last worker's full home, in bytes
         self._dead: WorkerDied | None = None
         self._ready = False
         self._next_id = 0
         self._modules: dict[str, Any] = {}  # name -> Handle | failure to re-raise
-        self.worker_pid: int | None = None
         self.isolation_reports: list[dict] = []  # one per worker started, as each reported it
 
     @property
@@ -330,14 +142,14 @@ class Sandbox:
         """Start a worker without waiting for it (its torch import overlaps ours). With the warm
         pool, a zygote still importing torch is not waited for either: the worker is then
         forked by `ensure_ready`, which waits (`wait_for_pool`)."""
-        if self._proc is not None:
+        if self._channel is not None:
             return
-        pool = WarmPool.shared(PACKAGE_PARENT, _clean_env, STARTUP_TIMEOUT) if self.warm_pool else None
+        pool = starters.warm_pool() if self.warm_pool else None
         if pool is not None and not pool.ready and not wait_for_pool:
             return
         if (os.name == "nt" or not hasattr(os, "killpg")) and not portable.selected():
-            _limits_warning()  # the portable path says what it lacks in the result instead
-        if self.generation and getattr(self, "_disk_used", None) is not None:
+            limits_warning()  # the portable path says what it lacks in the result instead
+        if self.generation and self._disk_used is not None:
             # The last worker was stopped for filling its home: the next one starts with an empty
             # home, or the flood it left would stop every check that follows. Otherwise the home
             # is kept, as for any program that runs twice.
@@ -345,56 +157,43 @@ class Sandbox:
         self.generation += 1
         self._dead, self._ready, self._reader = None, False, FrameReader()
         self._log = self._tmp / f"worker-{self.generation}.log"
+        self._disk_used = None
         if portable.selected():  # autograder/sandbox/portable.py: a spawned worker on stdin/stdout
             limits = self._common_limits()  # no process count: RLIMIT_NPROC is not portable
-            # The spare worker (already importing torch, or done) takes this sandbox's config.
-            self._proc = portable.start_worker(PACKAGE_PARENT, _clean_env, self.root, _clean_env(self._tmp / "home"),
-                                               self._log, self._tmp / "home", limits, walls_enabled=isolation.enabled())
-            self.worker_pid, self._exit_code, self._disk_used = self._proc.pid, None, None
-            return
-        req_r, self._req_w = os.pipe()
-        self._resp_r, resp_w = os.pipe()
-        log_fd = os.open(self._log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        config = self.worker_config()
-        if pool is not None:
-            self._proc = _fork_from_pool(pool, config, req_r, resp_w, log_fd)
-        if self._proc is None:
-            import json
+            self._channel = starters.start_portable(self.root, self._tmp / "home", self._log, limits)
+        else:
+            self._channel = starters.start_supervised(self.worker_config(), self._log, pool)
 
-            # The supervisor gets the clean environment too: the worker can read its parent's
-            # /proc/PID/environ, so this process's secrets must not be there either.
-            self._proc = subprocess.Popen(
-                [sys.executable, "-I", "-S", str(SUPERVISOR),
-                 json.dumps(supervisor_config(config, req_r, resp_w, log_fd))],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                pass_fds=[req_r, resp_w, log_fd], start_new_session=True, env=config["env"],
-            )
-        for fd in (req_r, resp_w, log_fd):
-            os.close(fd)
-        self._status_fd = self._proc.stdout.fileno()
-        self._status_buf, self._exit_code, self._disk_used = b"", None, None
-        for fd in (self._resp_r, self._req_w, self._status_fd):
-            os.set_blocking(fd, False)
+    @property
+    def _proc(self) -> Any:
+        """The live worker's process as started: its supervisor (a Popen, or a ForkedSupervisor
+        from the warm pool) or the portable path's PortableWorker; None when there is none."""
+        return None if self._channel is None else self._channel.process
+
+    @property
+    def worker_pid(self) -> int | None:
+        """The live worker's pid (the process whose CPU time a check is charged), once known."""
+        return None if self._channel is None else self._channel.worker_pid
 
     def worker_config(self) -> dict:
         """What the next worker starts with, whichever way it starts (forked by the warm pool's
         zygote, or executed through the supervisor: `supervisor_config`): its folder, clean
         environment, resource limits, user and walls. One builder, so the two ways cannot drift."""
         home = self._tmp / "home"
-        limits = {**self._common_limits(), "processes": _process_limit(self.limits.processes, self.user)}
-        return {"cwd": str(self.root), "env": _clean_env(home), "limits": limits,
+        limits = {**self._common_limits(), "processes": process_limit(self.limits.processes, self.user)}
+        return {"cwd": str(self.root), "env": starters.clean_env(home), "limits": limits,
                 "user": None if self.user is None else dict(zip(("uid", "gid"), self.user)),
-                "walls": isolation.walls(home, gpu=_cuda_present())}
+                "walls": isolation.walls(home, gpu=cuda_present())}
 
     def _common_limits(self) -> dict:
         """The resource limits every worker gets, on every path (no memory cap with CUDA: its
         driver maps far more address space than it uses)."""
-        return {"memory_bytes": None if _cuda_present() else self.limits.memory_bytes,
+        return {"memory_bytes": None if cuda_present() else self.limits.memory_bytes,
                 "cpu_seconds": self.limits.cpu_seconds, "file_bytes": self.limits.file_bytes}
 
     def ensure_ready(self, timeout: float = STARTUP_TIMEOUT) -> None:
         """Block until a live worker has imported torch and said hello."""
-        if self._proc is not None and self._dead is not None:
+        if self._channel is not None and self._dead is not None:
             self.kill()
         self.start(wait_for_pool=True)
         if self._ready:
@@ -402,8 +201,7 @@ class Sandbox:
         msg, _ = self._receive(time.monotonic() + timeout, starting=True)
         if not isinstance(msg, dict) or "ready" not in msg:
             self._die(message("engine.worker_garbage"))
-        if isinstance(self._proc, portable.PortableWorker):
-            self.worker_pid = self._proc.adopt(msg["ready"])
+        self._channel.adopt(msg["ready"])
         self._ready = True
         if self.cpu_budget is not None:
             self.cpu_budget.watch(self.worker_pid)  # a worker replaced mid-check: its start is free
@@ -413,39 +211,12 @@ class Sandbox:
 
     def kill(self) -> None:
         """Kill the worker and everything it spawned; the next request starts a new one."""
-        proc, self._proc = self._proc, None
-        if proc is None:
+        channel, self._channel = self._channel, None
+        if channel is None:
             return
-        if isinstance(proc, portable.PortableWorker):
-            proc.kill()
-            self._ready, self.worker_pid = False, None
-            return
-        for fd in (self._req_w, self._resp_r):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
-        try:
-            proc.stdin.close()  # the supervisor kills and reaps every descendant, then exits
-        except OSError:
-            pass
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            # The supervisor is stuck: kill the groups ourselves. Only now, while it is alive and
-            # has not reaped the worker, are these ids sure not to name someone else's group.
-            for target in (self.worker_pid, proc.pid):
-                if target:
-                    try:
-                        os.killpg(target, 9)
-                    except (OSError, AttributeError):
-                        pass
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        proc.stdout.close()
+        self._disk_used = channel.disk_used  # the next worker starts with an empty home then
+        channel.close()
         self._ready = False
-        self.worker_pid = None
 
     def close(self) -> None:
         self.kill()
@@ -521,25 +292,11 @@ class Sandbox:
         return Handle(hid, str(v.get("type", "?"))[:80], str(v.get("repr", ""))[:200], self.generation)
 
     def _send(self, envelope: dict, buffers: list[bytes], deadline: float) -> None:
-        # Non-blocking, against the check's deadline: a worker that stops reading cannot
-        # block the trusted process on a full pipe.
-        if isinstance(self._proc, portable.PortableWorker):
-            outcome = self._proc.send(frame_bytes(envelope, buffers), deadline, self._charge_cpu)
-            if outcome != "sent":
-                self._die(message("engine.timeout_generic") if outcome == "timeout" else self._exit_reason())
-            return
-        data = memoryview(frame_bytes(envelope, buffers))
-        while data:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                self._die(message("engine.timeout_generic"))
-            _, writable, _ = select.select([], [self._req_w], [], min(remaining, CPU_POLL_S))
-            self._charge_cpu()
-            if writable:
-                try:
-                    data = data[os.write(self._req_w, data):]
-                except BrokenPipeError:
-                    self._die(self._exit_reason())
+        outcome = self._channel.send(frame_bytes(envelope, buffers), deadline, self._charge_cpu)
+        if outcome == "timeout":
+            self._die(message("engine.timeout_generic"))
+        if outcome != "sent":
+            self._die(self._exit_reason())
 
     def _receive(self, deadline: float, starting: bool = False) -> tuple[Any, list[bytes]]:
         while True:
@@ -552,59 +309,19 @@ class Sandbox:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 self._die(message("engine.worker_start_timeout" if starting else "engine.timeout_generic"))
-            if isinstance(self._proc, portable.PortableWorker):  # no select on pipes there
-                chunk = self._proc.read(min(remaining, CPU_POLL_S))
-                if not starting:
-                    self._charge_cpu()
-                if chunk == b"":
-                    self._die(self._exit_reason())
-                if chunk:
-                    self._reader.feed(chunk)
-                continue
-            ready, _, _ = select.select([self._resp_r, self._status_fd], [], [], min(remaining, CPU_POLL_S))
+            chunk = self._channel.read(min(remaining, CPU_POLL_S))
             if not starting:
                 self._charge_cpu()
-            if self._status_fd in ready:
-                self._read_status()
-            if self._resp_r in ready:
-                try:
-                    chunk = os.read(self._resp_r, 1 << 20)
-                except BlockingIOError:
-                    continue
-                if not chunk:
-                    self._die(self._exit_reason())
+            if chunk == b"":
+                self._die(self._exit_reason())
+            if chunk:
                 self._reader.feed(chunk)
 
-    def _read_status(self) -> bool:
-        """Read the supervisor's status lines ("started PID", "exit CODE"); False at EOF."""
-        try:
-            chunk = os.read(self._status_fd, 4096)
-        except BlockingIOError:
-            return True
-        self._status_buf += chunk
-        *lines, self._status_buf = self._status_buf.split(b"\n")
-        for raw in lines:
-            word, _, value = raw.decode(errors="replace").partition(" ")
-            if word == "started" and value.isdigit():
-                self.worker_pid = int(value)
-            elif word == "exit" and value.lstrip("-").isdigit():
-                self._exit_code = int(value)
-            elif word == "disk" and value.isdigit():
-                self._disk_used = int(value)
-        return bool(chunk)
-
     def _exit_reason(self) -> Text:
-        # The response pipe closed: give the supervisor a moment to report the exit code.
-        end = time.monotonic() + 3
-        if isinstance(self._proc, portable.PortableWorker):
-            self._exit_code, self._disk_used, end = self._proc.exit_code(timeout=3), self._proc.disk_used, 0
-        while self._exit_code is None and time.monotonic() < end:
-            ready, _, _ = select.select([self._status_fd], [], [], 0.1)
-            if ready and not self._read_status():
-                break
-        code, tail = self._exit_code, self.log_tail()
-        if self._disk_used is not None:
-            return message("engine.worker_disk_full", megabytes=self._disk_used >> 20, output=tail)
+        # The answers ended: how the worker did (its channel waits a moment to learn).
+        code, tail = self._channel.exit_code(), self.log_tail()
+        if self._channel.disk_used is not None:
+            return message("engine.worker_disk_full", megabytes=self._channel.disk_used >> 20, output=tail)
         if code is not None and code < 0:
             import signal
 
@@ -739,19 +456,6 @@ def _frames(raw: Any) -> list[dict]:
     return frames
 
 
-def _hand_over(tmp: Path, root: Path, home: Path, user: tuple[int, int]) -> None:
-    """Let an unprivileged worker in: its home is its own; the submission copy it can read
-    but not change (so it cannot plant files, or links, for the trusted side to read)."""
-    uid, gid = user
-    os.chmod(tmp, 0o711)
-    for dirpath, dirnames, filenames in os.walk(root):
-        os.chmod(dirpath, 0o755)
-        for name in filenames:
-            os.chmod(os.path.join(dirpath, name), 0o644)
-    os.chown(home, uid, gid)
-    os.chmod(home, 0o700)
-
-
 def _empty(folder: Path) -> None:
     """Remove everything inside `folder`, never following a link. A worker may have taken the
     bits off its own folders, so every folder under it is made ours again first."""
@@ -782,43 +486,3 @@ def tree_items(tree: Any) -> dict:
     for key, value in tree["items"]:
         out[key] = value
     return out
-
-
-def supervisor_config(config: dict, req_r: int, resp_w: int, log_fd: int) -> dict:
-    """A worker's `config` (Sandbox.worker_config) as an executed supervisor reads it
-    (autograder/sandbox/worker/supervisor.py): plus the worker's command line, the engine's
-    package to import from, and the fds to hand on, which a forked one gets from the zygote."""
-    import json
-
-    argv = [sys.executable, "-I", "-c", WORKER_BOOT, str(req_r), str(resp_w), str(PACKAGE_PARENT),
-            json.dumps(config["walls"])]
-    return {**config, "argv": argv, "package": str(PACKAGE_PARENT), "pass_fds": [req_r, resp_w],
-            "log_fd": log_fd}
-
-
-def _fork_from_pool(pool: WarmPool, config: dict, req_r: int, resp_w: int, log_fd: int) -> ForkedSupervisor | None:
-    """A supervisor and worker forked by the warm pool's zygote, or None (then the caller
-    executes a fresh one: a pool problem must never cost a learner their grade)."""
-    control_r, control_w = os.pipe()
-    status_r, status_w = os.pipe()
-    try:
-        pid = pool.spawn(config, [req_r, resp_w, log_fd, status_w, control_r])
-    except (PoolError, OSError, ValueError):
-        for fd in (control_r, control_w, status_r, status_w):
-            os.close(fd)
-        return None
-    os.close(control_r)
-    os.close(status_w)
-    return ForkedSupervisor(pid, control_w, status_r)
-
-
-@functools.cache
-def _cuda_present() -> bool:
-    """Whether an NVIDIA GPU may be used, decided without importing torch (which costs seconds).
-
-    CUDA reserves far more address space than RLIMIT_AS would allow, so on a GPU machine the
-    memory limit is left to the driver and the machine.
-    """
-    if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
-        return False
-    return os.path.exists("/dev/nvidiactl") or os.path.exists("/proc/driver/nvidia/version")
