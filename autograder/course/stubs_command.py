@@ -1,5 +1,6 @@
-"""`autograder stubs`: exercises/ and the graders' reference pieces regenerated from the TODO
-regions of solutions/ (the work is autograder/course/stubs.py's `sync`).
+"""`autograder stubs`: the stubs of exercises/ regenerated from the TODO regions of solutions/
+(the work is autograder/course/stubs.py's `sync`; the reference pieces are derived when grading,
+never written here).
 
     autograder stubs [--check]
 

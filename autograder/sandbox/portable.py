@@ -1,7 +1,7 @@
 """The portable worker path: the same worker, protocol and checks over what Linux, macOS and
 Windows all have.
 
-The Linux path (client.py with pool.py and worker/supervisor.py) forks workers from a warm
+The Linux path (client.py and starters.py with pool.py and worker/supervisor.py) forks workers from a warm
 zygote, hands them pipes with pass_fds, waits on those with select, kills process groups and
 reads CPU time from /proc. Windows has none of these and macOS was never tried. Here:
 
@@ -330,7 +330,7 @@ class Spares:
 
     @classmethod
     def shared(cls, package_parent: Path, env_for) -> "Spares":
-        """`env_for(home)`: the clean environment of a worker whose home is `home` (client.py's);
+        """`env_for(home)`: the clean environment of a worker whose home is `home` (starters.clean_env);
         a spare starts with the one of a neutral, empty folder."""
         with cls._instance_lock:
             if cls._instance is None or cls._instance.owner != os.getpid():

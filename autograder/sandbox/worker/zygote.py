@@ -1,7 +1,7 @@
 """The warm worker pool: one process that imports torch once and forks a ready worker per sandbox.
 
 Importing torch costs a worker about 1.5 s of CPU, more than most lessons' checks together. The
-zygote pays it once per grading process: started by the trusted side (autograder/sandbox/client.py)
+zygote pays it once per grading process: started by the trusted side (autograder/sandbox/starters.py)
 with the same clean environment as any worker, it imports numpy and torch, warms them up, and
 then only waits on a socket pair for "start a worker" requests. It never runs learner code.
 
