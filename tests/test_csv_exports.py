@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from autograder.cohort import gradebook
-from autograder.cohort.grade_all import publish
+from autograder.cohort.outputs import publish
 from autograder.cohort.store import Store
 from autograder.core.neutral import formula_like
 

@@ -12,18 +12,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from autograder.github import actions, texts
 from autograder.github import api as github
 from fake_github import BOT, HEAD_SHA, REPO, TOKEN, FakeGitHub
-from autograder.github.api import (
-    DEFAULT_MARKER,
-    GitHubAPI,
-    GitHubError,
-    annotation,
-    append_summary,
-    escape_data,
-    escape_property,
-    set_output,
-)
+from autograder.github.actions import annotation, append_summary, escape_data, escape_property, set_output
+from autograder.github.rest import DEFAULT_MARKER, GitHubAPI, GitHubError
 
 ROOT = Path(__file__).resolve().parent.parent
 SHA = "0123456789abcdef0123456789abcdef01234567"
@@ -361,7 +354,7 @@ def test_set_output_cannot_be_hijacked(tmp_path, monkeypatch):
                "ghadelimiter_\n")
     # The first delimiter drawn occurs in the value: it must be refused and another drawn.
     draws = iter([planted, uuid.UUID("00000000-0000-4000-8000-000000000002")])
-    monkeypatch.setattr(github.uuid, "uuid4", lambda: next(draws))
+    monkeypatch.setattr(actions.uuid, "uuid4", lambda: next(draws))
     assert set_output("result", hostile, env) is True
     text = out.read_text(encoding="utf-8")
     assert parse_env_file(text) == {"result": hostile}
@@ -408,10 +401,10 @@ def test_catalog_reader_agrees_with_yaml():
     for lang in ("es", "en"):
         path = ROOT / "autograder" / "messages" / lang / "formats.yml"
         expected = yaml.safe_load(path.read_text(encoding="utf-8"))
-        assert github.catalog_messages(lang) == expected
+        assert texts.catalog_messages(lang) == expected
         assert {"formats.truncated_comment", "formats.truncated_summary"} <= set(expected)
         ci = yaml.safe_load((path.parent / "ci.yml").read_text(encoding="utf-8"))
-        assert github.catalog_messages(lang, "ci") == ci and {"ci.pr_status", "ci.pr_title"} <= set(ci)
+        assert texts.catalog_messages(lang, "ci") == ci and {"ci.pr_status", "ci.pr_title"} <= set(ci)
 
 
 def test_imports_only_the_standard_library():
@@ -431,7 +424,24 @@ def test_imports_only_the_standard_library():
     assert proc.returncode == 0, proc.stderr
     bad, ours, heavy = eval(proc.stdout)
     assert bad == [] and heavy == []
-    assert sorted(ours) == ["autograder", "autograder.core", "autograder.core.neutral", "autograder.github", "autograder.github.api"]  # neutral: stdlib only too
+    assert sorted(ours) == ["autograder", "autograder.core", "autograder.core.neutral", "autograder.github", "autograder.github.api",
+                            "autograder.github.rest", "autograder.github.texts"]  # neutral: stdlib only too
+
+
+def test_workflow_commands_import_only_the_standard_library():
+    # steps.py writes every workflow command and output through actions.py: the same promise.
+    code = (
+        "import sys\n"
+        f"sys.path.insert(0, {str(ROOT)!r})\n"
+        "before = set(sys.modules)\n"
+        "import autograder.github.actions\n"
+        "new = sorted(set(sys.modules) - before)\n"
+        "print(repr([m for m in new if m.split('.')[0] not in sys.stdlib_module_names]))\n"
+    )
+    proc = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(eval(proc.stdout)) == ["autograder", "autograder.github", "autograder.github.actions",
+                                         "autograder.github.texts"]
 
 
 # --- a pull request's grade (grade-comment.yml) ---------------------------------------------

@@ -226,7 +226,7 @@ def test_a_renamed_repository_is_found_by_its_id(github, tmp_path, capsys):
 
 
 def test_a_redirect_to_another_host_is_not_followed_with_the_token(github, tmp_path):
-    from autograder.github.api import GitHubAPI, GitHubError
+    from autograder.github.rest import GitHubAPI, GitHubError
 
     course = Course(github, tmp_path, ("ana",))
     repo = github.add_repo(f"{course.org}/viejo")

@@ -15,7 +15,7 @@ import yaml
 from cohort_factory import GIT, push, served
 
 from autograder.cohort.roster import Allowed, RosterError as CohortRosterError, fetch, read_roster
-from autograder.core import i18n, roster
+from autograder.core import i18n, roster, roster_update
 from autograder.core.roster import RosterError
 
 YAML_ROSTER = """\
@@ -183,21 +183,21 @@ def test_a_negative_number_is_not_a_formula_but_still_no_id(tmp_path):
 
 def test_update_keeps_comments_and_layout_and_is_atomic(tmp_path):
     path = write(tmp_path, "roster.yml", YAML_ROSTER)
-    assert roster.update(path, "ana", repository="curso-tdc/tdc-ana-garcia", repository_id=7) is True
+    assert roster_update.update(path, "ana", repository="curso-tdc/tdc-ana-garcia", repository_id=7) is True
     text = path.read_text(encoding="utf-8")
     assert text == YAML_ROSTER.replace(
         "    github: ana-garcia\n",
         "    github: ana-garcia\n    repository: curso-tdc/tdc-ana-garcia\n    repository_id: 7\n")
     # A value already there is replaced in place (a renamed repository).
-    assert roster.update(path, "beto", repository="otra-org/beto-2026", repository_id=4242) is True
+    assert roster_update.update(path, "beto", repository="otra-org/beto-2026", repository_id=4242) is True
     assert path.read_text(encoding="utf-8") == text.replace("otra-org/beto-curso", "otra-org/beto-2026")
     # The last learner of the file, at its very end and without a final newline.
     path.write_text(path.read_text(encoding="utf-8").rstrip("\n"), encoding="utf-8")
-    assert roster.update(path, "carla", repository_id=99) is True
+    assert roster_update.update(path, "carla", repository_id=99) is True
     assert path.read_text(encoding="utf-8").endswith("curso.git\n    repository_id: 99\n")
     # Nothing to change: the file is not touched, byte for byte.
     before = path.read_bytes()
-    assert roster.update(path, "carla", repository_id=99) is None and path.read_bytes() == before
+    assert roster_update.update(path, "carla", repository_id=99) is None and path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["roster.yml"]  # no temporary file left
     reread = roster.load(path)
     assert reread.learner("ana").repository_id == 7 and reread.learner("carla").repository_id == 99
@@ -205,7 +205,7 @@ def test_update_keeps_comments_and_layout_and_is_atomic(tmp_path):
 
 def test_update_falls_back_to_a_full_dump_where_the_layout_does_not_allow_an_edit(tmp_path):
     path = write(tmp_path, "roster.yml", "# comentario\nversion: 1\nlearners:\n  - {id: ana, github: ana}\n")
-    assert roster.update(path, "ana", repository="o/tdc-ana", repository_id=3) is False
+    assert roster_update.update(path, "ana", repository="o/tdc-ana", repository_id=3) is False
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
     assert data == {"version": 1, "learners": [{"id": "ana", "github": "ana", "repository": "o/tdc-ana",
                                                 "repository_id": 3}]}
@@ -213,7 +213,7 @@ def test_update_falls_back_to_a_full_dump_where_the_layout_does_not_allow_an_edi
 
 def test_update_writes_a_csv_roster_with_new_columns_last(tmp_path):
     path = write(tmp_path, "roster.csv", "\ufeffid,name,github\r\nana,\"García, Ana\",ana\r\nbeto,Beto,beto\r\n")
-    assert roster.update(path, "beto", repository="o/tdc-beto", repository_id=12) is True
+    assert roster_update.update(path, "beto", repository="o/tdc-beto", repository_id=12) is True
     assert path.read_bytes().decode("utf-8") == (
         "\ufeffid,name,github,repository,repository_id\r\n"
         "ana,\"García, Ana\",ana,,\r\n"
@@ -226,7 +226,7 @@ def test_update_keeps_a_carriage_return_inside_its_cell(tmp_path):
     in full, so the next reader still sees two learners and the same name."""
     path = write(tmp_path, "roster.csv", 'id,name,github\nana,"Ana\r@SUM(1)",ana\nbeto,Beto,beto\n')
     assert roster.load(path).learner("ana").name == "Ana\r@SUM(1)"
-    assert roster.update(path, "beto", repository_id=12) is True
+    assert roster_update.update(path, "beto", repository_id=12) is True
     again = roster.load(path)
     assert [learner.id for learner in again.learners] == ["ana", "beto"]
     assert again.learner("ana").name == "Ana\r@SUM(1)" and again.learner("beto").repository_id == 12

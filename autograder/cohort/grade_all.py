@@ -26,10 +26,11 @@ stamped with the first sighting of what was graded; a commit's dates and files' 
 read. A line of the log that cannot be read is reported (file and line) and skipped.
 
 --shard I/N grades a stable I-th of N parts of the learners (by a hash of their id), so N
-machines can share a cohort; --merge then combines the N output folders into one, after checking
-that they are the N shards of the same run (same seed, lessons, graders and engine). Each shard
-keeps its own observation log; --merge appends to the merged folder's log what the shards saw
-and it did not (the earliest time of each sighting wins) and stamps the merged records from it.
+machines can share a cohort; --merge (autograder/cohort/merge.py) then combines the N output
+folders into one, after checking that they are the N shards of the same run (same seed, lessons,
+graders and engine). Each shard keeps its own observation log; --merge appends to the merged
+folder's log what the shards saw and it did not (the earliest time of each sighting wins) and
+stamps the merged records from it.
 
 Exit status: 0 when every learner of the run has a result (a learner whose grading failed has
 an error result, listed in the report); 2 for unusable input (roster, folders, shards); 1 for
@@ -44,7 +45,6 @@ import importlib.util
 import os
 import random
 import re
-import shutil
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -53,11 +53,11 @@ from pathlib import Path
 
 from autograder.sandbox import cpu_clock
 from autograder.core import i18n
-from autograder.core import neutral
 from autograder.cohort import observations
-from autograder.cohort.observations import ObservationLog, Problem, Sighting
-from autograder.cohort.store import (BatchError, Record, Store, content_hash, grading_fingerprint, learner_key,
-                                     write_atomic)
+from autograder.cohort.merge import merge
+from autograder.cohort.observations import ObservationLog, Sighting
+from autograder.cohort.outputs import Say, load_log, publish, report_failed_outputs
+from autograder.cohort.store import BatchError, Record, Store, content_hash, grading_fingerprint, learner_key
 from autograder.core.manifest import Course, Lesson
 from autograder.core.results import CheckResult, CourseResult, Feedback, LessonResult, Status
 from autograder.cohort.roster import SCHEMES, Allowed, Learner, fetch, learners_in, read_roster
@@ -96,7 +96,7 @@ def main(course: Course, args: argparse.Namespace) -> int:
     lang = args.lang or course.language
     try:
         if args.merge:
-            return _merge(course, args, lang)
+            return merge(course, args, lang)
         return _grade_all(course, args, lang)
     except BatchError as exc:
         print(f"autograder grade-all: {i18n.localize(exc.text, lang)}", file=sys.stderr)
@@ -185,14 +185,14 @@ def _grade_all(course: Course, args: argparse.Namespace, lang: str) -> int:
     _check_inputs(args)
     shard = parse_shard(args.shard)
     lessons = [course.lesson(key) for key in args.lessons] if args.lessons else list(course.lessons)
-    say = _Say(lang)
+    say = Say(lang)
     learners = _learners(args, say)  # reads the roster or the folder; nothing is written before
     if shard is not None:
         learners = [learner for learner in learners if shard_of(learner.id, shard[1]) == shard[0]]
     store = Store(args.out)
     store.root.mkdir(parents=True, exist_ok=True)
     store.remove_leftovers()
-    log = _load_log(store.root, say)
+    log = load_log(store.root, say)
     seed = args.seed if args.seed is not None else (store.read_run() or {}).get("seed")
     if not isinstance(seed, int):
         seed = random.SystemRandom().randrange(2**31)
@@ -215,11 +215,11 @@ def _grade_all(course: Course, args: argparse.Namespace, lang: str) -> int:
         return 1
     failures = publish(course, store, run, lang)
     say.out("batch.summary", graded=counts[0], same=unchanged, errors=failed + counts[1], out=str(args.out))
-    return _report_failed_outputs(say, store, failures)
+    return report_failed_outputs(say, store, failures)
 
 
 def _triage(course: Course, lessons: list[Lesson], learners: list[Learner], store: Store, run: dict,
-            say: _Say, log: ObservationLog,
+            say: Say, log: ObservationLog,
             fetched: dict[str, datetime]) -> tuple[dict[str, tuple[Record, Learner]], int, int]:
     """Sort the learners out: {id: (record, learner)} of those to grade, how many are unchanged since a
     previous run (their result stays), how many cannot be graded (an error result now). Each
@@ -256,7 +256,7 @@ def _triage(course: Course, lessons: list[Lesson], learners: list[Learner], stor
 
 
 def _grade(course: Course, lessons: list[Lesson], todo: dict[str, tuple[Record, Learner]], store: Store, run: dict,
-           jobs: int, learner_timeout: float | None, say: _Say) -> tuple[int, int] | None:
+           jobs: int, learner_timeout: float | None, say: Say) -> tuple[int, int] | None:
     """Grade the learners in `todo`, saving each result as it comes: (graded, errors), or None
     when the grading processes cannot even start."""
     from autograder.cohort.pool import GradingPool, PoolError, Setup, Task, remove_stale_scratch
@@ -306,7 +306,7 @@ def _import_publishing_meanwhile() -> None:
     threading.Thread(target=load, name="import-publishing", daemon=True).start()
 
 
-def _learners(args: argparse.Namespace, say: _Say) -> list[Learner]:
+def _learners(args: argparse.Namespace, say: Say) -> list[Learner]:
     if args.roster is not None:
         return read_roster(args.roster, args.submissions, allowed(args))
     learners, skipped = learners_in(args.submissions)
@@ -329,24 +329,6 @@ def _fetch(learners: list[Learner], jobs: int, allowed: Allowed) -> dict[str, da
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         list(pool.map(one, learners))
     return finished
-
-
-def _load_log(folder: Path, say: _Say) -> ObservationLog:
-    """DIR's observation log, its unreadable lines reported; a log that cannot be read at all
-    stops the run (grading on would stamp everyone with a new time)."""
-    log = ObservationLog(folder)
-    try:
-        problems = log.load()
-    except OSError as exc:
-        raise BatchError("batch.observations_unreadable", file=str(log.path), detail=str(exc)) from None
-    _report_log_problems(say, problems)
-    return log
-
-
-def _report_log_problems(say: _Say, problems: list[Problem]) -> None:
-    for problem in problems:
-        key = "batch.observations_cut" if problem.cut else "batch.observations_bad_line"
-        say.line(key, file=str(problem.path), line=problem.line, detail=problem.detail)
 
 
 def _observe(log: ObservationLog, learner: Learner, content: str, fetched_at: datetime | None) -> Sighting:
@@ -385,135 +367,12 @@ def _error_json(course: Course, lessons: list[Lesson], run: dict, record: Record
     return render_json(result, run["language"])
 
 
-def publish(course: Course, store: Store, run: dict, lang: str) -> list[tuple[str, str]]:
-    """The gradebook, the CSVs and the report, from the run's results in `store`, each written on
-    its own: one that fails (a library missing, a full disk, a locked file) is reported and the
-    others are still written. Returns [(output, why)] of those that failed; results/ is
-    never touched here."""
-    from autograder.cohort.report import load, render_chart, render_markdown
-    from autograder.cohort.gradebook import grades_csv, cohort_csv, write_gradebook
-
-    cohort = load(course, run, store)
-    outputs = (
-        ("grades.csv", lambda: write_atomic(store.root / "grades.csv", grades_csv(cohort))),
-        ("cohort.csv", lambda: write_atomic(store.root / "cohort.csv", cohort_csv(cohort))),
-        ("report.md", lambda: write_atomic(store.root / "report.md", render_markdown(cohort, lang, chart="report.png"))),
-        ("report.png", lambda: render_chart(cohort, lang, store.root / "report.png")),
-        ("gradebook.db", lambda: write_gradebook(store.root / "gradebook.db", cohort)),
-    )
-    failures = []
-    for name, write in outputs:
-        try:
-            write()
-        except Exception as exc:  # noqa: BLE001 - any failure of one output must spare the others
-            failures.append((name, f"{type(exc).__name__}: {exc}"))
-    return failures
-
-
-def _report_failed_outputs(say: "_Say", store: Store, failures: list[tuple[str, str]]) -> int:
-    """Name each output that could not be written; exit status 1 when any failed (so a cron job
-    notices), 0 otherwise. The results of every learner are in results/ either way."""
-    for name, why in failures:
-        say.line("batch.output_failed", output=str(store.root / name), detail=why)
-    return 1 if failures else 0
-
-
-# ------------------------------------------------------------------------------ merging
-
-_SAME_RUN = ("course", "language", "seed", "lessons", "fingerprint")
-
-
-def _merge(course: Course, args: argparse.Namespace, lang: str) -> int:
-    if args.submissions is not None or args.roster is not None or args.shard is not None:
-        raise BatchError("batch.merge_alone")
-    runs = []
-    for folder in args.merge:
-        run = Store(folder).read_run()
-        if run is None:
-            raise BatchError("batch.merge_not_a_run", folder=str(folder))
-        runs.append((folder, run))
-    first_folder, first = runs[0]
-    for folder, run in runs[1:]:
-        for name in _SAME_RUN:
-            if run.get(name) != first.get(name):
-                raise BatchError("batch.merge_mismatch", field=name, a=str(first_folder), b=str(folder))
-    shards = [run.get("shard") for _, run in runs]
-    if any(shards):
-        counts = {str(shard).partition("/")[2] for shard in shards}
-        count = int(next(iter(counts))) if len(counts) == 1 and None not in shards else 0
-        expected = [f"{i}/{count}" for i in range(1, count + 1)]
-        if sorted(map(str, shards)) != sorted(expected):
-            missing = [shard for shard in expected if shard not in shards]
-            raise BatchError("batch.merge_shards", shards=", ".join(map(str, shards)),
-                             missing=", ".join(missing) or "-")
-    owner: dict[str, Path] = {}
-    for folder, run in runs:
-        for learner in run["learners"]:
-            if learner in owner:
-                raise BatchError("batch.merge_duplicate", id=learner, a=str(owner[learner]), b=str(folder))
-            owner[learner] = folder
-    say = _Say(lang)
-    seen = [sighting for folder, _ in runs if Path(folder).resolve() != Path(args.out).resolve()
-            for sighting in _load_log(Path(folder), say).sightings()]
-    out = Store(args.out)
-    out.root.mkdir(parents=True, exist_ok=True)
-    for learner, folder in owner.items():
-        source = Store(folder)
-        if source.read_record(learner) is None or source.read_result(learner) is None:
-            raise BatchError("batch.no_result", folder=str(folder), id=learner)
-        for path, target in ((source.result_path(learner), out.result_path(learner)),
-                             (source.record_path(learner), out.record_path(learner))):
-            if path.resolve() != target.resolve():
-                target.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(path, target)
-    _merge_log(out, seen, sorted(owner), say)
-    merged = {**{name: first[name] for name in _SAME_RUN}, "shard": None, "learners": sorted(owner),
-              "merged_from": [str(folder) for folder, _ in runs]}
-    out.write_run(merged)
-    failures = publish(course, out, merged, first["language"])
-    say.out("batch.merged", shards=len(runs), learners=len(owner), out=str(args.out))
-    return _report_failed_outputs(say, out, failures)
-
-
-def _merge_log(out: Store, seen: list[Sighting], learners: list[str], say: _Say) -> None:
-    """Append to the merged folder's observation log what the shards saw and it did not (or saw
-    only later), then stamp each merged record with the earliest sighting of what it graded."""
-    log = _load_log(out.root, say)
-    try:
-        log.add(seen)
-    except OSError as exc:
-        raise BatchError("batch.observations_unwritable", file=str(log.path), detail=str(exc)) from None
-    for learner in learners:
-        record = out.read_record(learner)
-        sighting = log.first_seen(learner, record.observed) if record and record.observed else None
-        if sighting is not None and record.timestamp != sighting.timestamp:
-            record.timestamp = sighting.timestamp
-            out.save_record(record)
-
-
 # ------------------------------------------------------------------------------ output
-
-class _Say:
-    """The instructor's messages, from the catalog: notes on stderr, the summary on stdout."""
-
-    def __init__(self, lang: str) -> None:
-        self.lang = lang
-
-    def text(self, key: str, **params) -> str:
-        # Parameters may come from learners (folder and file names, a clone's error): inert.
-        return neutral.terminal(i18n.translate(key, self.lang, **params))
-
-    def line(self, key: str, **params) -> None:
-        print(self.text(key, **params), file=sys.stderr, flush=True)
-
-    def out(self, key: str, **params) -> None:
-        print(self.text(key, **params), flush=True)
-
 
 class _Progress:
     """A rich progress bar on a terminal; one plain line per learner when redirected."""
 
-    def __init__(self, say: _Say, total: int) -> None:
+    def __init__(self, say: Say, total: int) -> None:
         self.say, self.total, self.done = say, total, 0
         self.grading: list[str] = []
         self._bar = None

@@ -7,7 +7,8 @@ made inert for terminals and Markdown (neutral.py), which files of a folder coun
 (files.py), the grammar of TODO regions (regions.py), the line a TODO points at (locate.py), one
 git runner (git.py), a portable file lock and whole-line appends (file_lock.py), YAML loading
 (yaml_loader.py), the JSON Schemas' loading (json_schema.py), and the roster: its one versioned
-schema, read from YAML or CSV and updated in place (roster.py, roster.schema.json).
+schema, read from YAML or CSV (roster.py, roster.schema.json) and updated in place
+(roster_update.py).
 
 May import: nothing of ours.
 """

@@ -16,7 +16,7 @@ For each learner, the state is read first and only then changed:
     /repos/{owner}/{repo}); missing: generated from the template; PUBLIC: reported, never
     touched, that learner fails;
   - the roster gets `repository` and `repository_id` at once, atomically, its comments and
-    layout kept (core.roster.update): kill the run anywhere, run it again, it carries on;
+    layout kept (core.roster_update.update): kill the run anywhere, run it again, it carries on;
   - access (GET .../collaborators/{login}/permission): admin is demoted to write (PUT) and
     reported; write or maintain stays; otherwise a pending invitation (GET .../invitations) with
     another permission is fixed (PATCH), and without one the learner is invited (PUT).
@@ -45,9 +45,10 @@ from typing import Any
 
 from autograder.core import i18n, neutral
 from autograder.core import roster as rosters
+from autograder.core import roster_update
 from autograder.core.manifest import Course
 from autograder.core.results import message
-from autograder.github.api import DEFAULT_API_URL, GitHubAPI, GitHubError, Limits, RateLimited
+from autograder.github.rest import DEFAULT_API_URL, GitHubAPI, GitHubError, Limits, RateLimited
 
 WRITE_ROLES = ("write", "maintain")  # what a learner may have; maintain cannot change visibility either
 
@@ -254,7 +255,7 @@ class Run:
         if self.dry:
             return
         try:
-            in_place = rosters.update(self.roster.path, entry.id, **fields)
+            in_place = roster_update.update(self.roster.path, entry.id, **fields)
         except OSError as exc:
             raise Failed("handout.fail_write", roster=str(self.roster.path), detail=str(exc)) from None
         if in_place is False:

@@ -25,7 +25,7 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-from autograder.github import api as github
+from autograder.github import actions as github
 from autograder.core import neutral
 from autograder.core.locate import locate
 from autograder.core.manifest import Course, ManifestError

@@ -1,0 +1,84 @@
+"""What both halves of `grade-all` (grading, and --merge) say and write besides the results.
+
+The instructor's messages from the catalog, made inert (Say); DIR's observation log read with
+its unreadable lines reported (load_log); and, from the results in the store, the gradebook, the
+CSVs and the report, each written on its own (publish).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from autograder.cohort.observations import ObservationLog, Problem
+from autograder.cohort.store import BatchError, Store, write_atomic
+from autograder.core import i18n, neutral
+from autograder.core.manifest import Course
+
+
+class Say:
+    """The instructor's messages, from the catalog: notes on stderr, the summary on stdout."""
+
+    def __init__(self, lang: str) -> None:
+        self.lang = lang
+
+    def text(self, key: str, **params) -> str:
+        # Parameters may come from learners (folder and file names, a clone's error): inert.
+        return neutral.terminal(i18n.translate(key, self.lang, **params))
+
+    def line(self, key: str, **params) -> None:
+        print(self.text(key, **params), file=sys.stderr, flush=True)
+
+    def out(self, key: str, **params) -> None:
+        print(self.text(key, **params), flush=True)
+
+
+def load_log(folder: Path, say: Say) -> ObservationLog:
+    """DIR's observation log, its unreadable lines reported; a log that cannot be read at all
+    stops the run (grading on would stamp everyone with a new time)."""
+    log = ObservationLog(folder)
+    try:
+        problems = log.load()
+    except OSError as exc:
+        raise BatchError("batch.observations_unreadable", file=str(log.path), detail=str(exc)) from None
+    report_log_problems(say, problems)
+    return log
+
+
+def report_log_problems(say: Say, problems: list[Problem]) -> None:
+    for problem in problems:
+        key = "batch.observations_cut" if problem.cut else "batch.observations_bad_line"
+        say.line(key, file=str(problem.path), line=problem.line, detail=problem.detail)
+
+
+def publish(course: Course, store: Store, run: dict, lang: str) -> list[tuple[str, str]]:
+    """The gradebook, the CSVs and the report, from the run's results in `store`, each written on
+    its own: one that fails (a library missing, a full disk, a locked file) is reported and the
+    others are still written. Returns [(output, why)] of those that failed; results/ is
+    never touched here."""
+    from autograder.cohort.report import load, render_chart, render_markdown
+    from autograder.cohort.gradebook import grades_csv, cohort_csv, write_gradebook
+
+    cohort = load(course, run, store)
+    outputs = (
+        ("grades.csv", lambda: write_atomic(store.root / "grades.csv", grades_csv(cohort))),
+        ("cohort.csv", lambda: write_atomic(store.root / "cohort.csv", cohort_csv(cohort))),
+        ("report.md", lambda: write_atomic(store.root / "report.md", render_markdown(cohort, lang, chart="report.png"))),
+        ("report.png", lambda: render_chart(cohort, lang, store.root / "report.png")),
+        ("gradebook.db", lambda: write_gradebook(store.root / "gradebook.db", cohort)),
+    )
+    failures = []
+    for name, write in outputs:
+        try:
+            write()
+        except Exception as exc:  # noqa: BLE001 - any failure of one output must spare the others
+            failures.append((name, f"{type(exc).__name__}: {exc}"))
+    return failures
+
+
+def report_failed_outputs(say: Say, store: Store, failures: list[tuple[str, str]]) -> int:
+    """Name each output that could not be written; exit status 1 when any failed (so a cron job
+    notices), 0 otherwise. The results of every learner are in results/ either way."""
+    for name, why in failures:
+        say.line("batch.output_failed", output=str(store.root / name), detail=why)
+    return 1 if failures else 0
