@@ -23,7 +23,7 @@ For each learner, the state is read first and only then changed:
 A finished roster run again makes no mutating request and leaves the roster byte-identical. A
 learner that fails (unknown user, no template, GitHub's 422) is reported and the others go on.
 
-Rate limits (autograder/github/api.py's Limits): --pause seconds between mutating requests (1 by
+Rate limits (autograder/github/rest.py's Limits): --pause seconds between mutating requests (1 by
 default, GitHub's guidance for content creation), Retry-After and x-ratelimit-reset waited out,
 and a wait longer than --max-wait stops the run cleanly, saying when to run it again.
 
