@@ -1,5 +1,5 @@
 """A stand-in for the few GitHub REST endpoints the autograder calls, served over real HTTP on
-127.0.0.1 so that autograder.github.api's real client code runs in the tests: commit and issue
+127.0.0.1 so that autograder.github.rest's real client code runs in the tests: commit and issue
 comments (paginated with Link headers, created, updated), commit statuses and pull requests,
 with GitHub's validation errors (422) and 401/404 answers. State lives in plain dicts and
 lists that the tests inspect.

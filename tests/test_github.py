@@ -1,4 +1,4 @@
-"""autograder/github/api.py against a real local HTTP server that emulates the GitHub REST endpoints
+"""autograder/github/ (api.py, rest.py, actions.py, texts.py) against a real local HTTP server that emulates the GitHub REST endpoints
 it uses, plus workflow-command escaping, environment files and the stdlib-only promise."""
 
 from __future__ import annotations
