@@ -407,22 +407,26 @@ def test_catalog_reader_agrees_with_yaml():
         assert texts.catalog_messages(lang, "ci") == ci and {"ci.pr_status", "ci.pr_title"} <= set(ci)
 
 
-def test_imports_only_the_standard_library():
+def _modules_loaded_by(module: str) -> list[str]:
+    """Every module that `import module` adds, in a bare interpreter: -I (no environment, no user
+    site) and -S (no site-packages on the path at all), as a workflow step's bare checkout has."""
     code = (
         "import sys\n"
         f"sys.path.insert(0, {str(ROOT)!r})\n"
         "before = set(sys.modules)\n"
-        "import autograder.github.api\n"
-        "new = sorted(set(sys.modules) - before)\n"
-        "bad = [m for m in new if m.split('.')[0] not in sys.stdlib_module_names and m.split('.')[0] != 'autograder']\n"
-        "ours = [m for m in new if m.split('.')[0] == 'autograder']\n"
-        "heavy = [m for m in ('yaml', 'rich', 'torch', 'numpy', 'jsonschema', 'pytest') if m in sys.modules]\n"
-        "print(repr((bad, ours, heavy)))\n"
+        f"import {module}\n"
+        "print(repr(sorted(set(sys.modules) - before)))\n"
     )
-    # -I: no environment, no user site; -S: no site-packages on the path at all.
     proc = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    bad, ours, heavy = eval(proc.stdout)
+    return eval(proc.stdout)
+
+
+def test_imports_only_the_standard_library():
+    new = _modules_loaded_by("autograder.github.api")
+    bad = [m for m in new if m.split(".")[0] not in sys.stdlib_module_names and m.split(".")[0] != "autograder"]
+    ours = [m for m in new if m.split(".")[0] == "autograder"]
+    heavy = [m for m in ("yaml", "rich", "torch", "numpy", "jsonschema", "pytest") if m in new]
     assert bad == [] and heavy == []
     assert sorted(ours) == ["autograder", "autograder.core", "autograder.core.neutral", "autograder.github", "autograder.github.api",
                             "autograder.github.rest", "autograder.github.texts"]  # neutral: stdlib only too
@@ -430,18 +434,9 @@ def test_imports_only_the_standard_library():
 
 def test_workflow_commands_import_only_the_standard_library():
     # steps.py writes every workflow command and output through actions.py: the same promise.
-    code = (
-        "import sys\n"
-        f"sys.path.insert(0, {str(ROOT)!r})\n"
-        "before = set(sys.modules)\n"
-        "import autograder.github.actions\n"
-        "new = sorted(set(sys.modules) - before)\n"
-        "print(repr([m for m in new if m.split('.')[0] not in sys.stdlib_module_names]))\n"
-    )
-    proc = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 0, proc.stderr
-    assert sorted(eval(proc.stdout)) == ["autograder", "autograder.github", "autograder.github.actions",
-                                         "autograder.github.texts"]
+    new = _modules_loaded_by("autograder.github.actions")
+    assert sorted(m for m in new if m.split(".")[0] not in sys.stdlib_module_names) == [
+        "autograder", "autograder.github", "autograder.github.actions", "autograder.github.texts"]
 
 
 # --- a pull request's grade (grade-comment.yml) ---------------------------------------------
