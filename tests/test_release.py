@@ -520,3 +520,24 @@ def test_the_release_engine_grades_with_graders_named_by_the_environment(course,
     assert data["practice"] is False and data["lessons"][0]["mode"] == "hidden"
     assert {c["id"] for c in data["lessons"][0]["checks"]} == {spec.id for spec in lesson.checks}
     assert data["score"] == data["max_score"] and data["xp"] == lesson.xp
+
+
+def test_no_quiz_key_ships_in_the_release(course, release):
+    """Each lesson's quiz key (the dict its hidden test_quiz.py hands to quiz_test) appears in no
+    file of the release, in any spacing or quoting: the engine ships, so even a docstring example
+    that happens to equal a real key would give the answers away."""
+    import ast
+
+    out, _ = release
+    keys = []
+    for lesson in course.lessons:
+        tree = ast.parse((ROOT / "autograder" / "graders" / lesson.graders / "test_quiz.py").read_text(encoding="utf-8"))
+        call = next(node for node in ast.walk(tree) if isinstance(node, ast.Call)
+                    and getattr(node.func, "id", "") == "quiz_test")
+        keys.append(ast.literal_eval(call.args[0]))
+    assert len(keys) == len(course.lessons) and all(len(key) == 3 for key in keys)
+    patterns = [re.compile(r"\{\s*" + r"\s*,\s*".join(rf"{n}\s*:\s*['\"]{letter}['\"]" for n, letter in key.items()) + r"\s*,?\s*\}")
+                for key in keys]
+    leaks = [f"{path.relative_to(out)}: {pattern.pattern}" for path in out.rglob("*") if path.is_file()
+             for pattern in patterns if pattern.search(path.read_text(encoding="utf-8", errors="replace"))]
+    assert leaks == []

@@ -4,7 +4,10 @@ catalog message that says where the README explains it:
 
     # autograder/graders/lessonNN/test_quiz.py
     from autograder.engine.quiz import quiz_test
-    test_quiz = quiz_test({1: "c", 2: "a", 3: "b"}, wrong="lessonNN.quiz_wrong_{n}")
+    test_quiz = quiz_test({1: KEY_1, 2: KEY_2, 3: KEY_3}, wrong="lessonNN.quiz_wrong_{n}")
+
+(each KEY_n the letter of the right option; the keys themselves live only with the hidden graders,
+never in this file, which the learner release ships)
 """
 
 from __future__ import annotations
