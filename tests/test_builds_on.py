@@ -13,7 +13,6 @@ import os
 import stat
 import tempfile
 import textwrap
-from pathlib import Path
 
 import pytest
 

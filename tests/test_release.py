@@ -20,7 +20,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from autograder.core.manifest import load_course
 from autograder.course.release import MARKER, ReleaseError, ReleaseReport, build_release, read_marker
