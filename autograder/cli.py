@@ -32,8 +32,15 @@ import sys
 from pathlib import Path
 
 from autograder import __version__
-from autograder.cli_language import (LANG_ENV_VAR, argparse_language, cli_language, env_language_warning,
-                                     localize, parser_class, usage_error_line)
+from autograder.cli_language import (
+    LANG_ENV_VAR,
+    argparse_language,
+    cli_language,
+    env_language_warning,
+    localize,
+    parser_class,
+    usage_error_line,
+)
 from autograder.core import i18n
 from autograder.core.manifest import ManifestError, load_course
 from autograder.core.results import message
@@ -70,16 +77,26 @@ class UsageError(Exception):
 def build_parser(lang: str = i18n.DEFAULT_LANGUAGE) -> argparse.ArgumentParser:
     """The whole command line, its texts in `lang` (argparse's own words only while
     `argparse_language(lang)` is active, as `main` does)."""
-    parser = parser_class(lang)(prog="autograder", description=message("cli.description"),
-                                epilog=message("cli.epilog"))
-    parser.add_argument("--version", action="version", version=f"autograder {__version__}",
-                        help=message("cli.version"))
-    parser.add_argument("--course", type=Path, default=None, metavar=message("cli.metavar.file"),
-                        help=message("cli.course"))
+    parser = parser_class(lang)(
+        prog="autograder", description=message("cli.description"), epilog=message("cli.epilog")
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"autograder {__version__}", help=message("cli.version")
+    )
+    parser.add_argument(
+        "--course", type=Path, default=None, metavar=message("cli.metavar.file"), help=message("cli.course")
+    )
     # Before the command, for every command; a command's own --lang (dest "lang") wins over it.
-    parser.add_argument("--lang", dest="cli_lang", choices=i18n.LANGUAGES, default=None, help=message("cli.lang"))
-    sub = parser.add_subparsers(dest="command", required=True, title=i18n.translate("cli.commands", lang),
-                                metavar=message("cli.command_metavar"), help=message("cli.command_help"))
+    parser.add_argument(
+        "--lang", dest="cli_lang", choices=i18n.LANGUAGES, default=None, help=message("cli.lang")
+    )
+    sub = parser.add_subparsers(
+        dest="command",
+        required=True,
+        title=i18n.translate("cli.commands", lang),
+        metavar=message("cli.command_metavar"),
+        help=message("cli.command_help"),
+    )
     for module in COMMANDS.values():
         importlib.import_module(module).add_parser(sub)
     localize(parser, lang)
@@ -152,8 +169,11 @@ def main(argv: list[str] | None = None) -> int:
         import traceback
 
         traceback.print_exc()
-        print("autograder: " + i18n.translate("cli.internal_error", lang, type=type(exc).__name__, detail=str(exc)),
-              file=sys.stderr)
+        print(
+            "autograder: "
+            + i18n.translate("cli.internal_error", lang, type=type(exc).__name__, detail=str(exc)),
+            file=sys.stderr,
+        )
         return 1
 
 
@@ -174,8 +194,13 @@ def unknown_lesson_text(course, key: str, lang: str) -> str:
     names = [name for lesson in course.lessons for name in (lesson.id, lesson.slug, lesson.folder)]
     close = difflib.get_close_matches(key, names, n=1, cutoff=0.6)
     listing = ", ".join(f"{lesson.id} {lesson.slug}" for lesson in course.lessons)
-    return i18n.translate("cli.unknown_lesson_close" if close else "cli.unknown_lesson", lang,
-                          key=key, close=close[0] if close else "", lessons=listing)
+    return i18n.translate(
+        "cli.unknown_lesson_close" if close else "cli.unknown_lesson",
+        lang,
+        key=key,
+        close=close[0] if close else "",
+        lessons=listing,
+    )
 
 
 if __name__ == "__main__":

@@ -81,7 +81,9 @@ def _course_language(argv: list[str]) -> str | None:
         elif arg.startswith("--course="):
             path = arg.partition("=")[2]
     try:
-        text = Path(path).read_text(encoding="utf-8") if path else find_course_file().read_text(encoding="utf-8")
+        text = (
+            Path(path).read_text(encoding="utf-8") if path else find_course_file().read_text(encoding="utf-8")
+        )
     except (OSError, UnicodeDecodeError, ManifestError):
         return None
     found = re.search(r"^language:[ \t]*[\"']?([a-z]+)", text, re.MULTILINE)
@@ -93,7 +95,9 @@ def env_language_warning(environ, lang: str) -> str | None:
     value = environ.get(LANG_ENV_VAR, "").strip()
     if not value or value in i18n.LANGUAGES:
         return None
-    return i18n.translate("cli.bad_env_lang", lang, value=value, languages=", ".join(i18n.LANGUAGES), lang=lang)
+    return i18n.translate(
+        "cli.bad_env_lang", lang, value=value, languages=", ".join(i18n.LANGUAGES), lang=lang
+    )
 
 
 # --- argparse in that language -----------------------------------------------------------------
@@ -111,7 +115,9 @@ def argparse_language(lang: str) -> Iterator[None]:
 
     def ngettext(singular, plural, n):
         if singular == "expected %s argument":  # nargs=N
-            return gettext("expected one argument") if n == 1 else words.get("cli.argparse.expected_n", plural)
+            return (
+                gettext("expected one argument") if n == 1 else words.get("cli.argparse.expected_n", plural)
+            )
         return singular if n == 1 else plural
 
     saved = argparse._, argparse.ngettext
@@ -140,16 +146,27 @@ class _Parser(argparse.ArgumentParser):
         retired = getattr(action, "retired", {})
         if value in retired:
             remaining = ", ".join(sorted(str(choice) for choice in action.choices))
-            raise argparse.ArgumentError(action, i18n.translate(retired[value], self.lang,
-                                                                value=value, formats=remaining))
+            raise argparse.ArgumentError(
+                action, i18n.translate(retired[value], self.lang, value=value, formats=remaining)
+            )
         choices = [str(choice) for choice in action.choices]
         close = difflib.get_close_matches(str(value), choices, n=1, cutoff=0.6)
         if isinstance(action, argparse._SubParsersAction):
-            text = i18n.translate("cli.unknown_command_close" if close else "cli.unknown_command", self.lang,
-                                  value=value, close=close[0] if close else "", commands=", ".join(choices))
+            text = i18n.translate(
+                "cli.unknown_command_close" if close else "cli.unknown_command",
+                self.lang,
+                value=value,
+                close=close[0] if close else "",
+                commands=", ".join(choices),
+            )
             raise argparse.ArgumentError(None, text)  # no "argument ORDEN:" before it
-        text = i18n.translate("cli.invalid_choice_close" if close else "cli.invalid_choice", self.lang,
-                              value=value, close=close[0] if close else "", choices=", ".join(choices))
+        text = i18n.translate(
+            "cli.invalid_choice_close" if close else "cli.invalid_choice",
+            self.lang,
+            value=value,
+            close=close[0] if close else "",
+            choices=", ".join(choices),
+        )
         raise argparse.ArgumentError(action, text)
 
 

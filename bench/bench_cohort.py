@@ -34,10 +34,11 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 def cohort(size: int) -> dict[str, dict[str, str]]:
     """{learner id: files of exercises/03-.../}, cycling through the known kinds of submission."""
-    from autograder.core.manifest import load_course
-    from conftest import solution_files
     from cohort_factory import stub_files
+    from conftest import solution_files
     from lesson03_variants import BUGGY, CORRECT
+
+    from autograder.core.manifest import load_course
 
     lesson = load_course(ROOT / "course.yml").lesson("03")
     solved = solution_files(lesson)
@@ -69,11 +70,25 @@ def way_a(learners: dict, work: Path, jobs: int, folder: str) -> tuple[float, di
         write(submissions / learner / "exercises" / folder, files)
     out = work / "a-notas"
     start = time.perf_counter()
-    run([sys.executable, "-m", "autograder", "grade-all", str(submissions), "--out", str(out),
-         "--jobs", str(jobs), "--lessons", "03"])
+    run(
+        [
+            sys.executable,
+            "-m",
+            "autograder",
+            "grade-all",
+            str(submissions),
+            "--out",
+            str(out),
+            "--jobs",
+            str(jobs),
+            "--lessons",
+            "03",
+        ]
+    )
     seconds = time.perf_counter() - start
-    return seconds, {p.stem: points_of(json.loads(p.read_text(encoding="utf-8")))
-                     for p in (out / "results").glob("*.json")}
+    return seconds, {
+        p.stem: points_of(json.loads(p.read_text(encoding="utf-8"))) for p in (out / "results").glob("*.json")
+    }
 
 
 def way_b(learners: dict, work: Path, jobs: int, folder: str) -> tuple[float, dict[str, float]]:
@@ -82,8 +97,21 @@ def way_b(learners: dict, work: Path, jobs: int, folder: str) -> tuple[float, di
 
     def grade(learner: str) -> float:
         output = work / "b" / f"{learner}.json"
-        run([sys.executable, "-m", "autograder", "grade", "03", "--submission", str(work / "b" / learner / folder),
-             "--format", "json", "--output", str(output)])
+        run(
+            [
+                sys.executable,
+                "-m",
+                "autograder",
+                "grade",
+                "03",
+                "--submission",
+                str(work / "b" / learner / folder),
+                "--format",
+                "json",
+                "--output",
+                str(output),
+            ]
+        )
         return points_of(json.loads(output.read_text(encoding="utf-8")))
 
     start = time.perf_counter()
@@ -94,8 +122,9 @@ def way_b(learners: dict, work: Path, jobs: int, folder: str) -> tuple[float, di
 
 def way_c(learners: dict, work: Path, folder: str) -> tuple[float, dict[str, float]]:
     import nbformat
-    from autograder.course.notebooks.sources import fill_cells
     from nbgrader.api import Gradebook
+
+    from autograder.course.notebooks.sources import fill_cells
 
     course_dir = work / "c-curso"
     run([sys.executable, "-m", "autograder", "notebooks", "--out", str(course_dir), "03"])
@@ -111,8 +140,10 @@ def way_c(learners: dict, work: Path, folder: str) -> tuple[float, dict[str, flo
     run(["nbgrader", "autograde", folder], cwd=course_dir)
     seconds = time.perf_counter() - start
     with Gradebook(f"sqlite:///{course_dir / 'gradebook.db'}") as gradebook:
-        points = {learner: float(gradebook.find_submission_notebook(folder, folder, learner).score)
-                  for learner in learners}
+        points = {
+            learner: float(gradebook.find_submission_notebook(folder, folder, learner).score)
+            for learner in learners
+        }
     return seconds, points
 
 
@@ -131,8 +162,9 @@ def main() -> None:
     try:
         rows = {f"(a) grade-all --jobs {args.jobs}": way_a(learners, work, args.jobs, folder)}
         if not args.only_grade_all:
-            rows[f"(b) one autograder grade per learner, {args.jobs} at a time"] = way_b(learners, work, args.jobs,
-                                                                                         folder)
+            rows[f"(b) one autograder grade per learner, {args.jobs} at a time"] = way_b(
+                learners, work, args.jobs, folder
+            )
         if not args.skip_nbgrader and not args.only_grade_all:
             rows["(c) nbgrader autograde (one process)"] = way_c(learners, work, folder)
     finally:

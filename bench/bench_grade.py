@@ -57,7 +57,6 @@ def main() -> None:
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     from autograder.core.manifest import load_course
-    from autograder.course.stubs import strip_markers
 
     course = load_course(ROOT / "course.yml")
     tmp = Path(tempfile.mkdtemp())
@@ -66,8 +65,16 @@ def main() -> None:
     solved = solved_copy(course, tmp)
     commands = {"python -c 'import torch'": [sys.executable, "-c", "import torch"]}
     for lesson in course.lessons:
-        commands[f"grade {lesson.id} (solution)"] = grade + [lesson.id, "--submission", str(solved / lesson.folder)]
-    commands["grade 03 (stub)"] = grade + ["03", "--submission", str(ROOT / "exercises" / "03-atencion-causal")]
+        commands[f"grade {lesson.id} (solution)"] = grade + [
+            lesson.id,
+            "--submission",
+            str(solved / lesson.folder),
+        ]
+    commands["grade 03 (stub)"] = grade + [
+        "03",
+        "--submission",
+        str(ROOT / "exercises" / "03-atencion-causal"),
+    ]
     commands[f"grade all {len(course.lessons)} (solutions)"] = grade + ["--submission", str(solved)]
     wall(commands["python -c 'import torch'"])  # warm the file cache
     times: dict[str, list[float]] = {name: [] for name in commands}
@@ -75,8 +82,11 @@ def main() -> None:
         for name, cmd in commands.items():
             times[name].append(wall(cmd))
     base = statistics.median(times["python -c 'import torch'"])
-    goals = {"grade 03 (solution)": 1.5, "grade 03 (stub)": 1.5,
-             f"grade all {len(course.lessons)} (solutions)": 2.5}
+    goals = {
+        "grade 03 (solution)": 1.5,
+        "grade 03 (stub)": 1.5,
+        f"grade all {len(course.lessons)} (solutions)": 2.5,
+    }
     print(f"{'command':32} {'median s':>9} {'min s':>7} {'x torch':>8} {'goal':>6}")
     missed = []
     for name, values in times.items():

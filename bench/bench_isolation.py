@@ -25,8 +25,14 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def wall(cmd: list[str], env: dict[str, str]) -> float:
     start = time.perf_counter()
-    subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                   env={**os.environ, **env})
+    subprocess.run(
+        cmd,
+        cwd=ROOT,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, **env},
+    )
     return time.perf_counter() - start
 
 
@@ -49,8 +55,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
-    from autograder.core.manifest import load_course
     from bench_grade import solved_copy
+
+    from autograder.core.manifest import load_course
 
     course = load_course(ROOT / "course.yml")
     tmp = Path(tempfile.mkdtemp())

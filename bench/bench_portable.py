@@ -64,16 +64,39 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--output", type=Path, help="also write the table to this file")
-    parser.add_argument("--regrade", action="store_true", help=argparse.SUPPRESS)  # the child of `watch`'s case
+    parser.add_argument(
+        "--regrade", action="store_true", help=argparse.SUPPRESS
+    )  # the child of `watch`'s case
     args = parser.parse_args()
     if args.regrade:
         regrade()
         return
     out = Path(tempfile.mkdtemp()) / "r.json"
-    grade = [sys.executable, "-m", "autograder", "grade", LESSON, "--submission", str(SOLUTION),
-             "--format", "json", "--output", str(out)]
-    course = [sys.executable, "-m", "autograder", "grade", "--submission", str(ROOT / "solutions"),
-              "--format", "json", "--output", str(out)]
+    grade = [
+        sys.executable,
+        "-m",
+        "autograder",
+        "grade",
+        LESSON,
+        "--submission",
+        str(SOLUTION),
+        "--format",
+        "json",
+        "--output",
+        str(out),
+    ]
+    course = [
+        sys.executable,
+        "-m",
+        "autograder",
+        "grade",
+        "--submission",
+        str(ROOT / "solutions"),
+        "--format",
+        "json",
+        "--output",
+        str(out),
+    ]
     base_env = {k: v for k, v in os.environ.items() if k != "AUTOGRADER_WORKER"}
     commands = {
         "python -c 'import torch'": ([sys.executable, "-c", "import torch"], base_env),
@@ -101,13 +124,18 @@ def main() -> None:
     medians = {name: statistics.median(values) for name, values in times.items()}
     torch_s = medians["python -c 'import torch'"]
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    lines = [f"bench_portable: lesson {LESSON} and the whole course (solutions), median of {args.repeat}, "
-             f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs, load {load_before:.2f} before and {load:.2f} after",
-             f"{'command':30} {'median s':>9} {'min s':>7} {'x torch':>8}"]
+    lines = [
+        f"bench_portable: lesson {LESSON} and the whole course (solutions), median of {args.repeat}, "
+        f"{platform.system()} {platform.machine()}, {os.cpu_count()} CPUs, "
+        f"load {load_before:.2f} before and {load:.2f} after",
+        f"{'command':30} {'median s':>9} {'min s':>7} {'x torch':>8}",
+    ]
     for name, values in times.items():
         lines.append(f"{name:30} {medians[name]:9.2f} {min(values):7.2f} {medians[name] / torch_s:8.2f}")
     for what in ("grade 03", "grade all", "grade 03 again"):
-        lines.append(f"{what}: portable / Linux path = {medians[what + ', portable path'] / medians[what + ', Linux path']:.2f}x")
+        lines.append(
+            f"{what}: portable / Linux path = {medians[what + ', portable path'] / medians[what + ', Linux path']:.2f}x"
+        )
     text = "\n".join(lines) + "\n"
     print(text, end="")
     if args.output is not None:

@@ -131,8 +131,12 @@ def main() -> None:
     parser.add_argument("--lesson", default="03")
     parser.add_argument("--saves", type=int, default=10, help="saves timed (half mistakes, half fixes)")
     parser.add_argument("--settle", type=float, default=0.5, help="seconds of quiet between saves")
-    parser.add_argument("--checkout", type=Path, default=None,
-                        help="run the engine of this checkout instead of this one (PYTHONPATH)")
+    parser.add_argument(
+        "--checkout",
+        type=Path,
+        default=None,
+        help="run the engine of this checkout instead of this one (PYTHONPATH)",
+    )
     parser.add_argument("--output", type=Path, default=ROOT / "bench" / "results" / "watch-latency.txt")
     parser.add_argument("--append", action="store_true", help="add to --output instead of replacing it")
     parser.add_argument("--note", default="", help="a line to put in the report's header (what was measured)")
@@ -154,8 +158,19 @@ def main() -> None:
     engine = args.checkout.resolve() if args.checkout else ROOT
     env["PYTHONPATH"] = str(engine)
     load_before = os.getloadavg()
-    term = Terminal([sys.executable, "-m", "autograder", "--course", str(tmp / "course" / "course.yml"),
-                     "watch", lesson.id], tmp / "course", env)
+    term = Terminal(
+        [
+            sys.executable,
+            "-m",
+            "autograder",
+            "--course",
+            str(tmp / "course" / "course.yml"),
+            "watch",
+            lesson.id,
+        ],
+        tmp / "course",
+        env,
+    )
     rows = []
     try:
         started = time.monotonic()
@@ -175,9 +190,14 @@ def main() -> None:
             done = term.until(DONE, mark, 120)
             if None in (seen, first, done):
                 raise SystemExit(f"save {index} was not graded:\n" + term.text[mark:][-3000:])
-            rows.append(("fix" if fixing else "mistake", variant.todo, seen - saved, first - saved, done - saved))
-            print(f"save {index + 1:2d} {rows[-1][0]:7} TODO [{variant.todo}]  seen {rows[-1][2]:.3f} s  "
-                  f"first verdict {rows[-1][3]:.3f} s  lesson {rows[-1][4]:.3f} s", flush=True)
+            rows.append(
+                ("fix" if fixing else "mistake", variant.todo, seen - saved, first - saved, done - saved)
+            )
+            print(
+                f"save {index + 1:2d} {rows[-1][0]:7} TODO [{variant.todo}]  seen {rows[-1][2]:.3f} s  "
+                f"first verdict {rows[-1][3]:.3f} s  lesson {rows[-1][4]:.3f} s",
+                flush=True,
+            )
     finally:
         term.stop()
         shutil.rmtree(tmp, ignore_errors=True)
@@ -186,10 +206,21 @@ def main() -> None:
     def stats(values: list[float]) -> str:
         return f"median {statistics.median(values):.3f} s  (min {min(values):.3f}, max {max(values):.3f})"
 
-    commit = subprocess.run(["git", "-C", str(engine), "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True, check=False).stdout.strip() or "?"
-    dirty = subprocess.run(["git", "-C", str(engine), "status", "--porcelain", "--", "autograder"],
-                           capture_output=True, text=True, check=False).stdout.strip()
+    commit = (
+        subprocess.run(
+            ["git", "-C", str(engine), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.strip()
+        or "?"
+    )
+    dirty = subprocess.run(
+        ["git", "-C", str(engine), "status", "--porcelain", "--", "autograder"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
     command = "python bench/bench_watch.py " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     lines = [
         f"# {command.strip()}",
@@ -202,8 +233,10 @@ def main() -> None:
         "# save-to-first-verdict: from the write to the first verdict on screen",
         "",
         f"{'save':>4} {'kind':8} {'TODO':20} {'seen s':>7} {'first s':>8} {'lesson s':>9}",
-        *(f"{n:4d} {kind:8} {todo:20} {seen:7.3f} {first:8.3f} {done:9.3f}"
-          for n, (kind, todo, seen, first, done) in enumerate(rows, start=1)),
+        *(
+            f"{n:4d} {kind:8} {todo:20} {seen:7.3f} {first:8.3f} {done:9.3f}"
+            for n, (kind, todo, seen, first, done) in enumerate(rows, start=1)
+        ),
         "",
         f"save noticed:        {stats([r[2] for r in rows])}",
         f"first verdict shown: {stats([r[3] for r in rows])}",

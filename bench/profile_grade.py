@@ -36,10 +36,10 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 def timeline(lessons: list[str], solved: Path) -> tuple[str, str]:
     """(timeline text, cProfile text) of one in-process grading of `lessons`."""
-    from autograder.sandbox import cpu_clock
+    from autograder.core.manifest import load_course
     from autograder.engine import grading as engine
     from autograder.sandbox import client as sandbox
-    from autograder.core.manifest import load_course
+    from autograder.sandbox import cpu_clock
 
     marks: list[tuple[float, str]] = []
 
@@ -79,8 +79,10 @@ def timeline(lessons: list[str], solved: Path) -> tuple[str, str]:
     def on_check(lesson, check):
         now = time.perf_counter()
         cpu = marks_cpu.pop() if marks_cpu else float("nan")
-        rows.append(f"    {lesson.id} {check.id:26} {now - last[0]:7.3f} s wall  {cpu:7.3f} s worker CPU  "
-                    f"{check.status.value}")
+        rows.append(
+            f"    {lesson.id} {check.id:26} {now - last[0]:7.3f} s wall  {cpu:7.3f} s worker CPU  "
+            f"{check.status.value}"
+        )
         last[0] = now
 
     def on_worker(lesson, pid):
@@ -91,8 +93,14 @@ def timeline(lessons: list[str], solved: Path) -> tuple[str, str]:
     profiler.enable()
     chosen = [course.lesson(key) for key in lessons]
     single = len(chosen) == 1
-    result = engine.grade(course, chosen, solved / chosen[0].folder if single else solved, seed=20261205,
-                          on_check=on_check, on_worker=on_worker)
+    result = engine.grade(
+        course,
+        chosen,
+        solved / chosen[0].folder if single else solved,
+        seed=20261205,
+        on_check=on_check,
+        on_worker=on_worker,
+    )
     profiler.disable()
     mark("graded")
     lines = [f"{t:7.3f} s  {what}" for t, what in marks]
@@ -110,14 +118,27 @@ def timeline(lessons: list[str], solved: Path) -> tuple[str, str]:
 def import_times(lessons: list[str], solved: Path) -> str:
     """The trusted process's top-level imports over 20 ms, slowest first (python -X importtime)."""
     submission = solved / _folder(lessons[0]) if len(lessons) == 1 else solved
-    cmd = [sys.executable, "-X", "importtime", "-m", "autograder", "grade", *lessons, "--submission",
-           str(submission), "--format", "json", "--output", str(solved.parent / "importtime.json")]
+    cmd = [
+        sys.executable,
+        "-X",
+        "importtime",
+        "-m",
+        "autograder",
+        "grade",
+        *lessons,
+        "--submission",
+        str(submission),
+        "--format",
+        "json",
+        "--output",
+        str(solved.parent / "importtime.json"),
+    ]
     proc = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     rows = []
     for line in proc.stderr.splitlines():
         if not line.startswith("import time:") or "cumulative" in line:
             continue
-        _, cumulative, name = line[len("import time:"):].split("|")
+        _, cumulative, name = line[len("import time:") :].split("|")
         if len(name) - len(name.lstrip()) <= 1 and int(cumulative) > 20_000:
             rows.append((int(cumulative), name.strip()))
     return "\n".join(f"  {us / 1e6:6.3f} s  {name}" for us, name in sorted(rows, reverse=True))
@@ -146,11 +167,13 @@ def main() -> None:
     torch_s = time.perf_counter() - torch_started
     text, profile = timeline(lessons, solved)
     imports = import_times(lessons, solved)
-    report = (f"# python bench/profile_grade.py {' '.join(args.lessons)}\n"
-              f"# python -c 'import torch' took {torch_s:.2f} s in this run\n\n"
-              f"## Timeline (one in-process grading, seconds since the script started)\n{text}\n\n"
-              f"## Trusted process: top-level imports over 20 ms (python -X importtime, a separate run)\n"
-              f"{imports}\n\n## Trusted process: cProfile\n{profile}")
+    report = (
+        f"# python bench/profile_grade.py {' '.join(args.lessons)}\n"
+        f"# python -c 'import torch' took {torch_s:.2f} s in this run\n\n"
+        f"## Timeline (one in-process grading, seconds since the script started)\n{text}\n\n"
+        f"## Trusted process: top-level imports over 20 ms (python -X importtime, a separate run)\n"
+        f"{imports}\n\n## Trusted process: cProfile\n{profile}"
+    )
     print(report)
     if args.out is not None:
         args.out.write_text(report, encoding="utf-8")

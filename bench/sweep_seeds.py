@@ -46,10 +46,13 @@ def unfair(result) -> list[str]:
 
     if isinstance(result, str):
         return [f"grading crashed: {result}"]
-    return [f"{lesson.id} {check.id} {check.status.value}: "
-            + " ".join(i18n.feedback_text(check.feedback, "en").split())[:600]
-            for lesson in result.lessons for check in lesson.checks
-            if check.status not in (Status.PASSED, Status.SKIPPED)]
+    return [
+        f"{lesson.id} {check.id} {check.status.value}: "
+        + " ".join(i18n.feedback_text(check.feedback, "en").split())[:600]
+        for lesson in result.lessons
+        for check in lesson.checks
+        if check.status not in (Status.PASSED, Status.SKIPPED)
+    ]
 
 
 def variants(course, lessons, scratch: Path, kind: str) -> list[tuple[str, object, Path, object]]:
@@ -87,8 +90,11 @@ def escaped(result, variant) -> list[str]:
     problems = []
     if not any(variant.todo is None or c.todo == variant.todo for c in failed):
         problems.append(f"no failed check names TODO [{variant.todo}]: " + ", ".join(c.id for c in failed))
-    wrong = [f"{c.id} [{c.todo}]" for c in failed if c.todo not in (variant.todo, None)
-             and (variant.todo is None or c.waits_on != variant.todo)]
+    wrong = [
+        f"{c.id} [{c.todo}]"
+        for c in failed
+        if c.todo not in (variant.todo, None) and (variant.todo is None or c.waits_on != variant.todo)
+    ]
     if wrong:
         problems.append("also fails checks of other TODOs: " + ", ".join(wrong))
     return problems
@@ -99,12 +105,17 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, default=50, help="how many seeds (default 50)")
     parser.add_argument("--first", type=int, default=1, help="the first seed (default 1)")
     parser.add_argument("--lesson", help="one lesson id (01..06); default the whole course")
-    parser.add_argument("--variants", action="store_true",
-                        help="grade every correct-but-different variant of tests/lessonNN_variants.py "
-                             "instead of the solutions (each lesson alone)")
-    parser.add_argument("--buggy", action="store_true",
-                        help="grade every buggy variant instead: each must be caught, by its TODO, "
-                             "under every seed")
+    parser.add_argument(
+        "--variants",
+        action="store_true",
+        help="grade every correct-but-different variant of tests/lessonNN_variants.py "
+        "instead of the solutions (each lesson alone)",
+    )
+    parser.add_argument(
+        "--buggy",
+        action="store_true",
+        help="grade every buggy variant instead: each must be caught, by its TODO, under every seed",
+    )
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
     from autograder.core.manifest import load_course
@@ -115,8 +126,12 @@ def main() -> int:
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="sweep-") as scratch:
         if args.variants or args.buggy:
-            runs = [(name, [lesson], folder, variant) for name, lesson, folder, variant
-                    in variants(course, lessons, Path(scratch), "BUGGY" if args.buggy else "CORRECT")]
+            runs = [
+                (name, [lesson], folder, variant)
+                for name, lesson, folder, variant in variants(
+                    course, lessons, Path(scratch), "BUGGY" if args.buggy else "CORRECT"
+                )
+            ]
         else:
             runs = [("solutions", lessons, None, None)]
         for seed in range(args.first, args.first + args.seeds):
@@ -127,9 +142,15 @@ def main() -> int:
                     print(f"seed {seed} {name}: {line}", flush=True)
     took = time.perf_counter() - start
     what = (f"lesson {args.lesson}" if args.lesson else "the course") + (
-        f" ({len(runs)} buggy variants)" if args.buggy else f" ({len(runs)} correct variants)" if args.variants
-        else " on the solutions")
-    verdict = "problem(s) with a buggy variant" if args.buggy else "check(s) of a correct submission did not pass"
+        f" ({len(runs)} buggy variants)"
+        if args.buggy
+        else f" ({len(runs)} correct variants)"
+        if args.variants
+        else " on the solutions"
+    )
+    verdict = (
+        "problem(s) with a buggy variant" if args.buggy else "check(s) of a correct submission did not pass"
+    )
     print(f"{args.seeds} seeds of {what} in {took:.0f} s: {failures} {verdict}")
     return 1 if failures else 0
 

@@ -40,8 +40,14 @@ RUN_TIMEOUT = 900
 
 def grade_all(*args, check: bool = True, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """`autograder grade-all ARGS` as a real process; with `check`, it must exit 0."""
-    proc = subprocess.run([sys.executable, "-m", "autograder", "grade-all", *map(str, args)], cwd=ROOT,
-                          capture_output=True, text=True, timeout=RUN_TIMEOUT, env=env)
+    proc = subprocess.run(
+        [sys.executable, "-m", "autograder", "grade-all", *map(str, args)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+        env=env,
+    )
     if check:
         assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc
@@ -49,12 +55,16 @@ def grade_all(*args, check: bool = True, env: dict[str, str] | None = None) -> s
 
 def results(out: Path) -> dict[str, dict]:
     """{learner: results JSON} of a grade-all output folder."""
-    return {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in sorted((out / "results").glob("*.json"))}
+    return {
+        p.stem: json.loads(p.read_text(encoding="utf-8")) for p in sorted((out / "results").glob("*.json"))
+    }
 
 
 def records(out: Path) -> dict[str, dict]:
     """{learner: record JSON} of a grade-all output folder."""
-    return {p.stem: json.loads(p.read_text(encoding="utf-8")) for p in sorted((out / "records").glob("*.json"))}
+    return {
+        p.stem: json.loads(p.read_text(encoding="utf-8")) for p in sorted((out / "records").glob("*.json"))
+    }
 
 
 def variant(name: str):
@@ -68,7 +78,7 @@ def stub_files(lesson) -> dict[str, str]:
 
 # At import: fork sleepers that should outlive grading, write fake results wherever grade-all's
 # command line says they go, and try to kill every process above the worker.
-HOSTILE = '''
+HOSTILE = """
 import json as _json, os as _os, subprocess as _subprocess, sys as _sys
 
 _FAKE = _json.dumps({"score": 100, "xp": 50, "mark": %(mark)r})
@@ -127,7 +137,7 @@ if _os.fork() == 0:
 if %(privileged)r:
     _plant()
     _kill_everyone_above()
-'''
+"""
 
 
 def hostile(stub_attention: str, unprivileged: bool) -> str:
@@ -137,22 +147,23 @@ def hostile(stub_attention: str, unprivileged: bool) -> str:
     is tried only where it must fail (see the README: run grade-all as root or in a container)."""
     return HOSTILE % {"mark": FAKE_MARK, "sleep": SLEEP_ARG, "privileged": unprivileged} + stub_attention
 
+
 WRONG_QUIZ = "pregunta_1: d\npregunta_2: d\npregunta_3: d\n"
 
-HANG_AT_IMPORT = '''
+HANG_AT_IMPORT = """
 import signal as _signal
 for _sig in (_signal.SIGTERM, _signal.SIGINT, _signal.SIGALRM, _signal.SIGHUP):
     _signal.signal(_sig, _signal.SIG_IGN)
 while True:
     pass
-'''
+"""
 
 # Every call of forward never returns (it sleeps, sparing the CPU): each check that runs the
 # model times out in turn, so grading this learner takes far longer than any sensible
 # per-learner limit. At import it starts a tagged sleeper, which tells a test that grading of
 # this learner has begun (and must not outlive it).
 HANG_NAME = f"h{DIGITS[:14]}"  # the name the hanging worker gives itself once forward() starts
-HANG_IN_FORWARD = '''
+HANG_IN_FORWARD = """
 import ctypes as _ctypes, subprocess as _subprocess, time as _time
 try:  # refused where the worker may start no process (seccomp): then only its name tells
     _subprocess.Popen(["sleep", %(sleep)r], start_new_session=True)
@@ -163,7 +174,7 @@ except OSError:
 def _hang_forever():
     _ctypes.CDLL(None).prctl(15, %(name)r, 0, 0, 0)  # PR_SET_NAME
     _time.sleep(10**6)
-''' % {"sleep": HANG_MARK, "name": HANG_NAME.encode()}
+""" % {"sleep": HANG_MARK, "name": HANG_NAME.encode()}
 
 
 def _with_forward_sleep(source: str) -> str:
@@ -172,7 +183,9 @@ def _with_forward_sleep(source: str) -> str:
     return source.replace(head, head + "        _hang_forever()\n")
 
 
-def lesson03_cohort(root: Path, course, *, unprivileged: bool, only: tuple[str, ...] | None = None) -> dict[str, Path]:
+def lesson03_cohort(
+    root: Path, course, *, unprivileged: bool, only: tuple[str, ...] | None = None
+) -> dict[str, Path]:
     """{learner id: folder} of the standard cohort (or the learners in `only`), under `root`."""
     lesson = course.lesson("03")
     solved, stub = solution_files(lesson), stub_files(lesson)
@@ -214,11 +227,26 @@ def forever_hanging(root: Path, course) -> Path:
 
 # ------------------------------------------------------------------------ git remotes
 
-GIT = ["git", "-c", "user.name=Alumna", "-c", "user.email=alumna@example.org", "-c", "init.defaultBranch=main"]
+GIT = [
+    "git",
+    "-c",
+    "user.name=Alumna",
+    "-c",
+    "user.email=alumna@example.org",
+    "-c",
+    "init.defaultBranch=main",
+]
 
 
-def bare_remote(remotes: Path, name: str, lesson, files: dict[str, str], *, tag: str | None = None,
-                date: str | None = None) -> Path:
+def bare_remote(
+    remotes: Path,
+    name: str,
+    lesson,
+    files: dict[str, str],
+    *,
+    tag: str | None = None,
+    date: str | None = None,
+) -> Path:
     """A bare repository `name`.git whose main branch holds exercises/<lesson>/ with `files`
     (committed with `date` as its author and committer dates, when given)."""
     bare = remotes / f"{name}.git"
@@ -232,8 +260,9 @@ def bare_remote(remotes: Path, name: str, lesson, files: dict[str, str], *, tag:
     return bare
 
 
-def commit(work: Path, lesson, files: dict[str, str], text: str, *, date: str | None = None,
-           push_it: bool = True) -> str:
+def commit(
+    work: Path, lesson, files: dict[str, str], text: str, *, date: str | None = None, push_it: bool = True
+) -> str:
     """Commit exercises/<lesson>/ with `files` in `work` and push it (unless not `push_it`);
     `date` (any date git reads, e.g. "2001-01-01T12:00:00Z") is the commit's author and committer
     date, as a learner can set them. Returns the commit."""
@@ -246,8 +275,9 @@ def commit(work: Path, lesson, files: dict[str, str], text: str, *, date: str | 
     subprocess.run([*GIT, "commit", "-q", "-m", text], cwd=work, check=True, env=env)
     if push_it:
         push(work, "HEAD:main")
-    return subprocess.run([*GIT, "rev-parse", "HEAD"], cwd=work, check=True, capture_output=True,
-                          text=True).stdout.strip()
+    return subprocess.run(
+        [*GIT, "rev-parse", "HEAD"], cwd=work, check=True, capture_output=True, text=True
+    ).stdout.strip()
 
 
 def push(work: Path, refspec: str) -> None:
@@ -255,8 +285,9 @@ def push(work: Path, refspec: str) -> None:
     refresh what `served` gives for it (plain HTTP reads the refs from info/refs, which git
     writes only when asked)."""
     subprocess.run([*GIT, "push", "-q", "--force", "origin", refspec], cwd=work, check=True)
-    bare = subprocess.run([*GIT, "remote", "get-url", "origin"], cwd=work, check=True, capture_output=True,
-                          text=True).stdout.strip()
+    bare = subprocess.run(
+        [*GIT, "remote", "get-url", "origin"], cwd=work, check=True, capture_output=True, text=True
+    ).stdout.strip()
     subprocess.run([*GIT, "update-server-info"], cwd=bare, check=True)
 
 

@@ -7,11 +7,11 @@ import shutil
 from pathlib import Path
 
 import pytest
+from variants import solution_files  # noqa: F401 - the tests import it from here
 
-from autograder.engine.grading import grade
 from autograder.core.manifest import load_course
 from autograder.core.results import LessonResult, Status
-from variants import solution_files  # noqa: F401 - the tests import it from here
+from autograder.engine.grading import grade
 
 ROOT = Path(__file__).resolve().parent.parent
 # The tests assert the course's language (Spanish) wherever no --lang is given: a developer's

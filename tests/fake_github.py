@@ -110,7 +110,9 @@ class FakeGitHub:
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.base = f"http://127.0.0.1:{self._server.server_address[1]}"
-        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
+        threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        ).start()
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -125,7 +127,9 @@ class FakeGitHub:
         with self.lock:
             self.requests.append((method, h.path, h.headers))
             body = json.loads(raw) if raw else None
-            self.log.append({"method": method, "path": split.path, "body": body, "time": time.time(), "status": None})
+            self.log.append(
+                {"method": method, "path": split.path, "body": body, "time": time.time(), "status": None}
+            )
             if h.headers.get("Authorization") != f"Bearer {self.token}":
                 return self.send(h, 401, {"message": "Bad credentials"})
             if self.failing_after is not None:
@@ -191,11 +195,19 @@ class FakeGitHub:
         return self.send(h, 200, chunk, {"Link": ", ".join(links)} if links else {})
 
     def not_found(self, h):
-        return self.send(h, 404, {"message": "Not Found", "documentation_url": "https://docs.github.com/rest"})
+        return self.send(
+            h, 404, {"message": "Not Found", "documentation_url": "https://docs.github.com/rest"}
+        )
 
     def invalid(self, h, detail):
-        return self.send(h, 422, {"message": "Validation Failed",
-                                  "errors": [{"resource": "Thing", "code": "custom", "message": detail}]})
+        return self.send(
+            h,
+            422,
+            {
+                "message": "Validation Failed",
+                "errors": [{"resource": "Thing", "code": "custom", "message": detail}],
+            },
+        )
 
     def send(self, h, status, data, headers=None):
         raw = b"" if status == 204 else json.dumps(data).encode("utf-8")
@@ -206,8 +218,12 @@ class FakeGitHub:
             h.send_header("Content-Type", "application/json; charset=utf-8")
         h.send_header("Content-Length", str(len(raw)))
         self.remaining = max(1, self.remaining - 1)  # an armed answer spends it, never this
-        limits = {"x-ratelimit-limit": "5000", "x-ratelimit-remaining": str(self.remaining),
-                  "x-ratelimit-reset": str(int(time.time()) + 3600), "x-ratelimit-resource": "core"}
+        limits = {
+            "x-ratelimit-limit": "5000",
+            "x-ratelimit-remaining": str(self.remaining),
+            "x-ratelimit-reset": str(int(time.time()) + 3600),
+            "x-ratelimit-resource": "core",
+        }
         for name, value in {**limits, **(headers or {})}.items():
             h.send_header(name, value)
         h.end_headers()
@@ -221,14 +237,24 @@ class FakeGitHub:
     def add_org(self, login: str) -> None:
         self.orgs.add(login)
 
-    def add_repo(self, full_name: str, *, private: bool = True, is_template: bool = False,
-                 template: dict | None = None) -> dict:
+    def add_repo(
+        self, full_name: str, *, private: bool = True, is_template: bool = False, template: dict | None = None
+    ) -> dict:
         owner, name = full_name.split("/")
         self.next_id += 1
-        repo = {"id": self.next_id, "node_id": f"R_{self.next_id}", "name": name, "full_name": full_name,
-                "owner": {"login": owner, "type": "Organization" if owner in self.orgs else "User"},
-                "private": private, "visibility": "private" if private else "public", "is_template": is_template,
-                "template_repository": template, "collaborators": {}, "invitations": []}
+        repo = {
+            "id": self.next_id,
+            "node_id": f"R_{self.next_id}",
+            "name": name,
+            "full_name": full_name,
+            "owner": {"login": owner, "type": "Organization" if owner in self.orgs else "User"},
+            "private": private,
+            "visibility": "private" if private else "public",
+            "is_template": is_template,
+            "template_repository": template,
+            "collaborators": {},
+            "invitations": [],
+        }
         self.repos[repo["id"]] = repo
         return repo
 
@@ -243,16 +269,30 @@ class FakeGitHub:
 
     def arm_secondary(self, retry_after: int = 1, status: int = 403) -> None:
         """The next request gets a secondary rate limit answer that names its wait."""
-        self.armed.append((status, {"message": "You have exceeded a secondary rate limit. Please wait a few minutes "
-                                               "before you try again.",
-                                    "documentation_url": "https://docs.github.com/rest/overview/rate-limits"},
-                           {"Retry-After": str(retry_after)}))
+        self.armed.append(
+            (
+                status,
+                {
+                    "message": "You have exceeded a secondary rate limit. Please wait a few minutes "
+                    "before you try again.",
+                    "documentation_url": "https://docs.github.com/rest/overview/rate-limits",
+                },
+                {"Retry-After": str(retry_after)},
+            )
+        )
 
     def arm_primary(self, reset_in: int = 1) -> None:
         """The next request finds the hourly limit spent, reset `reset_in` seconds from now."""
-        self.armed.append((403, {"message": "API rate limit exceeded for user ID 1.",
-                                 "documentation_url": "https://docs.github.com/rest/overview/rate-limits"},
-                           {"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(int(time.time()) + reset_in)}))
+        self.armed.append(
+            (
+                403,
+                {
+                    "message": "API rate limit exceeded for user ID 1.",
+                    "documentation_url": "https://docs.github.com/rest/overview/rate-limits",
+                },
+                {"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(int(time.time()) + reset_in)},
+            )
+        )
 
     def fail_after(self, count: int | None) -> None:
         """Every request after the next `count` answers 500 (None: GitHub works again)."""
@@ -263,19 +303,36 @@ class FakeGitHub:
 
     def public(self, repo: dict) -> dict:
         shown = {key: value for key, value in repo.items() if key not in ("collaborators", "invitations")}
-        shown.update(html_url=f"https://github.example/{repo['full_name']}",
-                     clone_url=f"https://github.example/{repo['full_name']}.git",
-                     url=f"{self.base}/repos/{repo['full_name']}")
+        shown.update(
+            html_url=f"https://github.example/{repo['full_name']}",
+            clone_url=f"https://github.example/{repo['full_name']}.git",
+            url=f"{self.base}/repos/{repo['full_name']}",
+        )
         return shown
 
-    _ROLE_PERMISSION = {"admin": "admin", "maintain": "write", "write": "write", "triage": "read", "read": "read"}
-    _PUT_ROLE = {"pull": "read", "triage": "triage", "push": "write", "maintain": "maintain", "admin": "admin"}
+    _ROLE_PERMISSION = {
+        "admin": "admin",
+        "maintain": "write",
+        "write": "write",
+        "triage": "read",
+        "read": "read",
+    }
+    _PUT_ROLE = {
+        "pull": "read",
+        "triage": "triage",
+        "push": "write",
+        "maintain": "maintain",
+        "admin": "admin",
+    }
 
     def route_handout(self, h, method, path, query, body):
         if method == "GET" and (m := re.fullmatch(r"/users/([^/]+)", path)):
             login = next((u for u in self.users | self.orgs if u.lower() == m.group(1).lower()), None)
-            return self.send(h, 200, {"login": login, "id": abs(hash(login)) % 10**8, "type": "User"}) if login \
+            return (
+                self.send(h, 200, {"login": login, "id": abs(hash(login)) % 10**8, "type": "User"})
+                if login
                 else self.not_found(h)
+            )
         if method == "GET" and (m := re.fullmatch(r"/repositories/(\d+)", path)):
             repo = self.repos.get(int(m.group(1)))
             return self.send(h, 200, self.public(repo)) if repo else self.not_found(h)
@@ -285,13 +342,20 @@ class FakeGitHub:
             if repo is None and full.lower() in self.moved:
                 moved = self.moved[full.lower()]
                 host = "http://evil.example:9" if self.foreign_next else self.base
-                return self.send(h, 301, {"message": "Moved Permanently", "url": f"{host}/repositories/{moved}"},
-                                 {"Location": f"{host}/repositories/{moved}{rest}"})
+                return self.send(
+                    h,
+                    301,
+                    {"message": "Moved Permanently", "url": f"{host}/repositories/{moved}"},
+                    {"Location": f"{host}/repositories/{moved}{rest}"},
+                )
             if rest == "/generate" and method == "POST":
                 return self.generate(h, repo, body or {})
             if repo is None:
-                return NotImplemented if rest.startswith(("/commits", "/issues", "/statuses", "/pulls", "/comments")) \
+                return (
+                    NotImplemented
+                    if rest.startswith(("/commits", "/issues", "/statuses", "/pulls", "/comments"))
                     else self.not_found(h)
+                )
             return self.repo_route(h, method, repo, rest, query, body or {})
         return NotImplemented
 
@@ -305,8 +369,11 @@ class FakeGitHub:
             return self.invalid(h, f"Could not resolve to an owner with the login of '{owner}'")
         if not name or self.repo(f"{owner}/{name}") is not None:
             return self.invalid(h, "Name already exists on this account")
-        repo = self.add_repo(f"{owner}/{name}", private=bool(body.get("private")),
-                             template={"id": template["id"], "full_name": template["full_name"]})
+        repo = self.add_repo(
+            f"{owner}/{name}",
+            private=bool(body.get("private")),
+            template={"id": template["id"], "full_name": template["full_name"]},
+        )
         return self.send(h, 201, self.public(repo))
 
     def repo_route(self, h, method, repo, rest, query, body):
@@ -323,8 +390,15 @@ class FakeGitHub:
             if user is None:
                 return self.not_found(h)
             role = repo["collaborators"].get(user)
-            return self.send(h, 200, {"permission": self._ROLE_PERMISSION.get(role, "none"),
-                                      "role_name": role or "none", "user": {"login": user}})
+            return self.send(
+                h,
+                200,
+                {
+                    "permission": self._ROLE_PERMISSION.get(role, "none"),
+                    "role_name": role or "none",
+                    "user": {"login": user},
+                },
+            )
         if (m := re.fullmatch(r"/collaborators/([^/]+)", rest)) and method == "PUT":
             user = self.known(m.group(1))
             if user is None:
@@ -338,8 +412,12 @@ class FakeGitHub:
             invitation = next((i for i in repo["invitations"] if i["invitee"]["login"] == user), None)
             if invitation is None:
                 self.next_id += 1
-                invitation = {"id": self.next_id, "invitee": {"login": user}, "inviter": BOT,
-                              "repository": {"id": repo["id"], "full_name": repo["full_name"]}}
+                invitation = {
+                    "id": self.next_id,
+                    "invitee": {"login": user},
+                    "inviter": BOT,
+                    "repository": {"id": repo["id"], "full_name": repo["full_name"]},
+                }
                 repo["invitations"].append(invitation)
             invitation["permissions"] = role
             return self.send(h, 201, invitation)

@@ -2,7 +2,7 @@
 
 # Once per sandbox, whatever worker runs it: the flag lives in the worker's home ($TMPDIR),
 # which outlives each worker (the submission's own folder is read-only to a root grader's worker).
-FIRST_CALL = '''
+FIRST_CALL = """
 import os as _os, tempfile as _tempfile
 
 
@@ -12,4 +12,4 @@ def _first_call(name):
         return False
     open(flag, "w").close()
     return True
-'''
+"""

@@ -59,15 +59,24 @@ def cli_env(**extra: str) -> dict[str, str]:
 
 def run_cli(course_root: Path, *args, env: dict[str, str] | None = None, timeout: float = 300):
     """`python -m autograder --course <root>/course.yml ARGS` run from the course root."""
-    return subprocess.run([sys.executable, "-m", "autograder", "--course", str(course_root / "course.yml"),
-                           *map(str, args)], cwd=course_root, capture_output=True, text=True,
-                          check=False, timeout=timeout, env=env or cli_env())
+    return subprocess.run(
+        [sys.executable, "-m", "autograder", "--course", str(course_root / "course.yml"), *map(str, args)],
+        cwd=course_root,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=timeout,
+        env=env or cli_env(),
+    )
 
 
 def todo_line(path: Path, todo: str, occurrence: int = 0) -> int:
     """The 1-based line of the `occurrence`-th `# TODO [todo]` comment of a file."""
-    rows = [n for n, row in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
-            if row.lstrip().startswith(f"# TODO [{todo}]")]
+    rows = [
+        n
+        for n, row in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+        if row.lstrip().startswith(f"# TODO [{todo}]")
+    ]
     return rows[occurrence]
 
 

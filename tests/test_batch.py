@@ -26,19 +26,42 @@ import time
 from pathlib import Path
 
 import pytest
-
-from autograder.cohort.grade_all import shard_of
-from autograder.cli import main as cli_main
-from autograder.sandbox.client import worker_user
-
-from cohort_factory import (DIGITS, FAKE_MARK, HANG_MARK, HANG_NAME, RUN_TIMEOUT, bare_remote, commit, forever_hanging,
-                            grade_all, lesson03_cohort, records, results, served, stub_files)
+from cohort_factory import (
+    DIGITS,
+    FAKE_MARK,
+    HANG_MARK,
+    HANG_NAME,
+    RUN_TIMEOUT,
+    bare_remote,
+    commit,
+    forever_hanging,
+    grade_all,
+    lesson03_cohort,
+    records,
+    results,
+    served,
+    stub_files,
+)
 from conftest import ROOT, SEED, alive, children_of, solution_files, tagged_processes, write_submission
+
+from autograder.cli import main as cli_main
+from autograder.cohort.grade_all import shard_of
+from autograder.sandbox.client import worker_user
 
 UNPRIVILEGED = worker_user() is not None  # a root grader: learners' code runs as nobody
 COHORT = ("ana", "beto", "carla", "dario", "eva", "fede", "gala", "hugo", "ines")
-OUTPUTS = {"run.json", "results", "records", "gradebook.db", "grades.csv", "cohort.csv", "report.md", "report.png",
-           "observations.jsonl", "observations.jsonl.lock"}
+OUTPUTS = {
+    "run.json",
+    "results",
+    "records",
+    "gradebook.db",
+    "grades.csv",
+    "cohort.csv",
+    "report.md",
+    "report.png",
+    "observations.jsonl",
+    "observations.jsonl.lock",
+}
 # Real cohorts, graded several times: on a loaded machine a test with its fixtures may take
 # longer than the suite's 600 s guard (a hang guard, not a speed target).
 pytestmark = pytest.mark.timeout(2400)
@@ -46,8 +69,11 @@ pytestmark = pytest.mark.timeout(2400)
 
 def verdicts(result: dict) -> list[tuple]:
     """What "the same result" means: every check's status and score, lesson by lesson."""
-    return [(lesson["id"], check["id"], check["status"], check["score"], check["max_score"])
-            for lesson in result["lessons"] for check in lesson["checks"]]
+    return [
+        (lesson["id"], check["id"], check["status"], check["score"], check["max_score"])
+        for lesson in result["lessons"]
+        for check in lesson["checks"]
+    ]
 
 
 def read_csv(path: Path) -> list[dict[str, str]]:
@@ -66,6 +92,7 @@ def exercises_of(folder: Path) -> Path:
 
 
 # ------------------------------------------------------------------ the cohort, graded in two shards
+
 
 def shared(tmp_path_factory, name: str, build) -> dict:
     """`build(folder)` once for the whole test run, even across pytest-xdist workers (each of
@@ -93,19 +120,39 @@ def graded(course, tmp_path_factory) -> dict:
         cohort = lesson03_cohort(base / "cohort", course, unprivileged=UNPRIVILEGED)
         shards = [base / "shard-1", base / "shard-2"]
         for index, out in enumerate(shards, 1):
-            grade_all(base / "cohort", "--out", out, "--shard", f"{index}/2", "--jobs", 2, "--lessons", "03",
-                      "--seed", SEED)
+            grade_all(
+                base / "cohort",
+                "--out",
+                out,
+                "--shard",
+                f"{index}/2",
+                "--jobs",
+                2,
+                "--lessons",
+                "03",
+                "--seed",
+                SEED,
+            )
         grade_all("--merge", *shards, "--out", base / "merged")
         no_survivors()
         # The hostile learner's marks are this process's: a test in another worker checks these.
-        return {"submissions": str(base / "cohort"), "cohort": {k: str(v) for k, v in cohort.items()},
-                "shards": [str(out) for out in shards], "merged": str(base / "merged"),
-                "fake_mark": FAKE_MARK, "digits": DIGITS}
+        return {
+            "submissions": str(base / "cohort"),
+            "cohort": {k: str(v) for k, v in cohort.items()},
+            "shards": [str(out) for out in shards],
+            "merged": str(base / "merged"),
+            "fake_mark": FAKE_MARK,
+            "digits": DIGITS,
+        }
 
     data = shared(tmp_path_factory, "batch-graded", build)
     paths = {key: Path(data[key]) for key in ("submissions", "merged")}
-    return {**data, **paths, "shards": [Path(p) for p in data["shards"]],
-            "cohort": {k: Path(v) for k, v in data["cohort"].items()}}
+    return {
+        **data,
+        **paths,
+        "shards": [Path(p) for p in data["shards"]],
+        "cohort": {k: Path(v) for k, v in data["cohort"].items()},
+    }
 
 
 @pytest.fixture(scope="module")
@@ -116,25 +163,48 @@ def single(graded, course, tmp_path_factory) -> dict[str, dict]:
     for the same folder and seed, as `grade` would render it."""
 
     def build(out: Path) -> dict:
-        calls = [[["grade", "03", "--submission", str(exercises_of(folder)), "--seed", str(SEED), "--format",
-                   "json", "--output", str(out / f"{learner}.json")],
-                  not (exercises_of(folder) / course.lesson("03").folder).is_dir()]
-                 for learner, folder in graded["cohort"].items()]
-        script = ("import json, sys\nfrom pathlib import Path\nfrom autograder.cli import main\n"
-                  "from autograder.engine.grading import grade\nfrom autograder.core.manifest import load_course\n"
-                  "from autograder.render.output import render_json\n"
-                  "for argv, refused in json.loads(sys.argv[1]):\n"
-                  "    assert main(argv) == (2 if refused else 0), argv\n"
-                  "    if refused:\n"
-                  f"        course = load_course({str(ROOT / 'course.yml')!r})\n"
-                  "        result = grade(course, [course.lesson('03')], Path(argv[3]), lang='es', seed=int(argv[5]))\n"
-                  "        Path(argv[-1]).write_text(render_json(result, 'es'), encoding='utf-8')\n")
-        proc = subprocess.run([sys.executable, "-c", script, json.dumps(calls)], cwd=ROOT, capture_output=True,
-                              text=True, timeout=RUN_TIMEOUT)
+        calls = [
+            [
+                [
+                    "grade",
+                    "03",
+                    "--submission",
+                    str(exercises_of(folder)),
+                    "--seed",
+                    str(SEED),
+                    "--format",
+                    "json",
+                    "--output",
+                    str(out / f"{learner}.json"),
+                ],
+                not (exercises_of(folder) / course.lesson("03").folder).is_dir(),
+            ]
+            for learner, folder in graded["cohort"].items()
+        ]
+        script = (
+            "import json, sys\nfrom pathlib import Path\nfrom autograder.cli import main\n"
+            "from autograder.engine.grading import grade\nfrom autograder.core.manifest import load_course\n"
+            "from autograder.render.output import render_json\n"
+            "for argv, refused in json.loads(sys.argv[1]):\n"
+            "    assert main(argv) == (2 if refused else 0), argv\n"
+            "    if refused:\n"
+            f"        course = load_course({str(ROOT / 'course.yml')!r})\n"
+            "        result = grade(course, [course.lesson('03')], Path(argv[3]), lang='es', seed=int(argv[5]))\n"
+            "        Path(argv[-1]).write_text(render_json(result, 'es'), encoding='utf-8')\n"
+        )
+        proc = subprocess.run(
+            [sys.executable, "-c", script, json.dumps(calls)],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=RUN_TIMEOUT,
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
         no_survivors()
-        return {learner: json.loads((out / f"{learner}.json").read_text(encoding="utf-8"))
-                for learner in graded["cohort"]}
+        return {
+            learner: json.loads((out / f"{learner}.json").read_text(encoding="utf-8"))
+            for learner in graded["cohort"]
+        }
 
     return shared(tmp_path_factory, "batch-single", build)
 
@@ -205,7 +275,9 @@ def test_csv_gradebook_and_nbgrader_export_agree(graded, course, tmp_path):
         cells = {c.name: c.max_score for c in gb.find_notebook(lesson.folder, lesson.folder).grade_cells}
         # A check skipped for the whole cohort (gpu-parity without a GPU) is a cell worth 0, so
         # the maximum is the one `autograder grade` reports (100, not 105).
-        skipped = {check["id"] for check in batch["ana"]["lessons"][0]["checks"] if check["status"] == "skipped"}
+        skipped = {
+            check["id"] for check in batch["ana"]["lessons"][0]["checks"] if check["status"] == "skipped"
+        }
         assert cells == {spec.id: 0.0 if spec.id in skipped else float(spec.points) for spec in lesson.checks}
         assert sum(cells.values()) == batch["ana"]["max_score"]
         for row in rows:
@@ -219,11 +291,17 @@ def test_csv_gradebook_and_nbgrader_export_agree(graded, course, tmp_path):
                 assert grade.score == check["score"], (learner, check["id"])
     # nbgrader's own exporter, on our gradebook, writes exactly our rows (its columns).
     export = tmp_path / "export.csv"
-    proc = subprocess.run(["nbgrader", "export", "--db", f"sqlite:///{out / 'gradebook.db'}", "--to", str(export)],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        ["nbgrader", "export", "--db", f"sqlite:///{out / 'gradebook.db'}", "--to", str(export)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     theirs = read_csv(export)
     ours = [{key: row[key] for key in theirs[0]} for row in rows]
+
     def by_row(row):  # nbgrader orders by last name, we by id
         return row["assignment"], row["student_id"]
 
@@ -249,9 +327,11 @@ def test_the_report_puts_the_todo_learners_are_stuck_on_first(graded, course):
         stuck = pending = 0
         for result in results(out).values():
             checks = [c for c in result["lessons"][0]["checks"] if c["todo"] == todo.id]
-            if any(f"TODO [{todo.id}] pendiente" in c["message"] or
-                   (c["todo"] == todo.id and "No encuentro el archivo" in c["message"])
-                   for c in result["lessons"][0]["checks"]):
+            if any(
+                f"TODO [{todo.id}] pendiente" in c["message"]
+                or (c["todo"] == todo.id and "No encuentro el archivo" in c["message"])
+                for c in result["lessons"][0]["checks"]
+            ):
                 pending += 1
             elif any(c["status"] in ("failed", "error") and not _not_started(c["message"]) for c in checks):
                 stuck += 1
@@ -274,8 +354,11 @@ def test_the_report_puts_the_todo_learners_are_stuck_on_first(graded, course):
     # The checks table: only checks somebody is stuck on, highest failure rate first, no
     # quiz or informational check; the quiz is a row of its own section.
     checks = report.split("## Comprobaciones\n")[1].split("\n## ")[0]
-    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in checks.splitlines()
-            if line.startswith("| `")]
+    rows = [
+        [cell.strip() for cell in line.strip("|").split("|")]
+        for line in checks.splitlines()
+        if line.startswith("| `")
+    ]
     failed = [int(row[3].split()[0]) for row in rows]
     assert rows and all(failed) and failed == sorted(failed, reverse=True)
     assert not any(row[0].startswith("`quiz-") for row in rows)
@@ -321,13 +404,31 @@ def test_merging_checks_the_shards_belong_together(graded, tmp_path, capsys):
 
 # ------------------------------------------------------------------ resuming a killed run
 
+
 def test_a_killed_run_resumes_without_regrading_what_it_finished(course, tmp_path):
     submissions = tmp_path / "submissions"
     lesson03_cohort(submissions, course, unprivileged=UNPRIVILEGED, only=("ana", "beto", "carla"))
     out = tmp_path / "out"
-    proc = subprocess.Popen([sys.executable, "-m", "autograder", "grade-all", str(submissions), "--out", str(out),
-                             "--jobs", "1", "--lessons", "03", "--seed", str(SEED)], cwd=ROOT,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "autograder",
+            "grade-all",
+            str(submissions),
+            "--out",
+            str(out),
+            "--jobs",
+            "1",
+            "--lessons",
+            "03",
+            "--seed",
+            str(SEED),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         end = time.monotonic() + RUN_TIMEOUT
         while not list((out / "records").glob("*.json")) and proc.poll() is None and time.monotonic() < end:
@@ -339,7 +440,9 @@ def test_a_killed_run_resumes_without_regrading_what_it_finished(course, tmp_pat
         proc.wait()
     assert proc.returncode == -signal.SIGKILL
     _wait_gone(children)  # its grading processes die with it (and their workers with them)
-    assert list(Path(tempfile.gettempdir()).glob(f"autograder-batch-{proc.pid}-*"))  # its scratch, left behind
+    assert list(
+        Path(tempfile.gettempdir()).glob(f"autograder-batch-{proc.pid}-*")
+    )  # its scratch, left behind
     done = records(out)
     assert 1 <= len(done) < 3, sorted(done)
     for path in (out / "results").glob("*.json"):  # whole files only
@@ -349,21 +452,29 @@ def test_a_killed_run_resumes_without_regrading_what_it_finished(course, tmp_pat
 
     resumed = grade_all(submissions, "--out", out, "--jobs", 1, "--lessons", "03")  # the seed: run.json's
     graded = 3 - len(done)  # the summary's plural form: "1 corregido", "2 corregidos"
-    assert f"{graded} corregido{'s' if graded != 1 else ''}, {len(done)} sin cambios" in resumed.stdout, resumed.stdout
+    assert f"{graded} corregido{'s' if graded != 1 else ''}, {len(done)} sin cambios" in resumed.stdout, (
+        resumed.stdout
+    )
     assert set(records(out)) == {"ana", "beto", "carla"}
     for learner, stamp in before.items():
         assert (out / "records" / f"{learner}.json").stat().st_mtime_ns == stamp, learner
-    assert not list(Path(tempfile.gettempdir()).glob(f"autograder-batch-{proc.pid}-*"))  # cleaned by the next run
+    assert not list(
+        Path(tempfile.gettempdir()).glob(f"autograder-batch-{proc.pid}-*")
+    )  # cleaned by the next run
 
     # A changed submission, and only it, is graded again.
     stamps = {learner: (out / "records" / f"{learner}.json").stat().st_mtime_ns for learner in records(out)}
     fixed = solution_files(course.lesson("03"))["attention.py"]
-    (submissions / "carla" / "exercises" / "03-atencion-causal" / "attention.py").write_text(fixed, encoding="utf-8")
+    (submissions / "carla" / "exercises" / "03-atencion-causal" / "attention.py").write_text(
+        fixed, encoding="utf-8"
+    )
     third = grade_all(submissions, "--out", out, "--jobs", 1, "--lessons", "03")
     assert "1 corregido, 2 sin cambios" in third.stdout, third.stdout
     assert results(out)["carla"]["score"] == results(out)["ana"]["score"]
     for learner, stamp in stamps.items():
-        assert ((out / "records" / f"{learner}.json").stat().st_mtime_ns == stamp) == (learner != "carla"), learner
+        assert ((out / "records" / f"{learner}.json").stat().st_mtime_ns == stamp) == (learner != "carla"), (
+            learner
+        )
     assert read_csv(out / "grades.csv")[2]["raw_score"] == str(float(results(out)["ana"]["score"]))
 
 
@@ -376,6 +487,7 @@ def _wait_gone(pids: list[int], seconds: float = 20) -> None:
 
 # ------------------------------------------------------------------ crashes and time limits
 
+
 def test_a_crashed_or_overlong_grading_costs_only_that_learner(course, tmp_path):
     """aaron's forward() never returns. His grading process is killed from outside while it
     grades him (as the kernel's OOM killer would): an error for him, and a fresh process grades
@@ -385,16 +497,36 @@ def test_a_crashed_or_overlong_grading_costs_only_that_learner(course, tmp_path)
     lesson03_cohort(submissions, course, unprivileged=UNPRIVILEGED, only=("ana",))
     (submissions / "ana").rename(submissions / "bea")
     out = tmp_path / "out"
-    proc = subprocess.Popen([sys.executable, "-m", "autograder", "grade-all", str(submissions), "--out", str(out),
-                             "--jobs", "1", "--lessons", "03", "--seed", str(SEED)], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "autograder",
+            "grade-all",
+            str(submissions),
+            "--out",
+            str(out),
+            "--jobs",
+            "1",
+            "--lessons",
+            "03",
+            "--seed",
+            str(SEED),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         end = time.monotonic() + 300
         # aaron's worker, named once his forward() starts (or his sleeper): he is being graded
         while not tagged_processes(HANG_MARK, HANG_NAME) and time.monotonic() < end:
             time.sleep(0.1)
         assert tagged_processes(HANG_MARK, HANG_NAME), "aaron's grading never started"
-        graders = [pid for pid in children_of(proc.pid) if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+        graders = [
+            pid for pid in children_of(proc.pid) if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        ]
         assert len(graders) == 1, graders
         os.kill(graders[0], signal.SIGKILL)
         stdout, stderr = proc.communicate(timeout=RUN_TIMEOUT)
@@ -418,15 +550,20 @@ def test_a_crashed_or_overlong_grading_costs_only_that_learner(course, tmp_path)
     assert second["aaron"]["error"] == "timeout" and 15 <= second["aaron"]["seconds"] < 60
     assert "(15 s)" in results(out)["aaron"]["lessons"][0]["checks"][0]["message"]
     # ...and says which check his code hung in: one that runs his forward(), not the NumPy file's.
-    hung = re.search(r"se detuvo en la comprobación (\S+) de la lección 03",
-                     results(out)["aaron"]["lessons"][0]["checks"][0]["message"])
+    hung = re.search(
+        r"se detuvo en la comprobación (\S+) de la lección 03",
+        results(out)["aaron"]["lessons"][0]["checks"][0]["message"],
+    )
     assert hung and hung.group(1) in {spec.id for spec in course.lesson("03").checks}, hung
-    assert not hung.group(1).startswith("np-") and hung.group(0) in (out / "report.md").read_text(encoding="utf-8")
+    assert not hung.group(1).startswith("np-") and hung.group(0) in (out / "report.md").read_text(
+        encoding="utf-8"
+    )
     assert [r["status"] for r in read_csv(out / "cohort.csv")] == ["error:timeout", "graded"]
     no_survivors()
 
 
 # ------------------------------------------------------------------ the roster
+
 
 def test_the_roster_clones_updates_and_reports_bad_repositories(course, tmp_path):
     lesson = course.lesson("01")
@@ -443,12 +580,26 @@ def test_the_roster_clones_updates_and_reports_bad_repositories(course, tmp_path
             f"ana,Ana García López,ana@example.org,{base}/ana.git,entrega-1\n"
             f"beto,Beto Ruiz,beto@example.org,{base}/beto.git,\n"
             f"carla,Carla Gil,carla@example.org,{base}/no-existe.git,\n"
-            f"dario,Darío Sanz,dario@example.org,{base}/ana.git,no-such-ref\n", encoding="utf-8")
+            f"dario,Darío Sanz,dario@example.org,{base}/ana.git,no-such-ref\n",
+            encoding="utf-8",
+        )
         # After the tag, ana pushes more work: the roster's ref pins what is graded.
         commit(remotes / "ana-work", lesson, stub_files(lesson), "después de la entrega")
 
-        first = grade_all(submissions, "--roster", roster, "--out", out, "--lessons", "01", "--jobs", 2,
-                          "--seed", SEED, *allow)
+        first = grade_all(
+            submissions,
+            "--roster",
+            roster,
+            "--out",
+            out,
+            "--lessons",
+            "01",
+            "--jobs",
+            2,
+            "--seed",
+            SEED,
+            *allow,
+        )
         assert "2 corregidos, 0 sin cambios, 2 con error" in first.stdout, first.stdout + first.stderr
         assert "carla: no se pudo obtener el repositorio" in first.stderr
         got = records(out)
@@ -457,12 +608,20 @@ def test_the_roster_clones_updates_and_reports_bad_repositories(course, tmp_path
         assert "no-such-ref" in got["dario"]["detail"]
         assert "no-existe.git" in results(out)["carla"]["lessons"][0]["checks"][0]["message"]
         assert not (submissions / "carla").exists()  # nothing half-cloned is left
-        tagged = subprocess.run(["git", "rev-parse", "entrega-1^{commit}"], cwd=remotes / "ana-work",
-                                capture_output=True, text=True, check=True).stdout.strip()
+        tagged = subprocess.run(
+            ["git", "rev-parse", "entrega-1^{commit}"],
+            cwd=remotes / "ana-work",
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
         assert got["ana"]["commit"] == tagged
         assert results(out)["ana"]["xp"] == 50 and results(out)["beto"]["score"] == 0
         assert (got["ana"]["first_name"], got["ana"]["last_name"], got["ana"]["email"]) == (
-            "Ana", "García López", "ana@example.org")
+            "Ana",
+            "García López",
+            "ana@example.org",
+        )
         by_id = {r["student_id"]: r for r in read_csv(out / "grades.csv")}
         assert by_id["ana"]["last_name"] == "García López" and by_id["ana"]["timestamp"]
         assert by_id["carla"]["raw_score"] == "0.0"
@@ -471,13 +630,16 @@ def test_the_roster_clones_updates_and_reports_bad_repositories(course, tmp_path
         # fetches are tried again, and fail again).
         commit(remotes / "beto-work", lesson, solution_files(lesson), "resuelto")
         ana_stamp = (out / "records" / "ana.json").stat().st_mtime_ns
-        second = grade_all(submissions, "--roster", roster, "--out", out, "--lessons", "01", "--jobs", 2, *allow)
+        second = grade_all(
+            submissions, "--roster", roster, "--out", out, "--lessons", "01", "--jobs", 2, *allow
+        )
         assert "1 corregido, 1 sin cambios, 2 con error" in second.stdout, second.stdout + second.stderr
         assert results(out)["beto"]["xp"] == 50
         assert (out / "records" / "ana.json").stat().st_mtime_ns == ana_stamp
 
 
 # ------------------------------------------------------------------ bad input
+
 
 def test_bad_input_is_refused_with_a_message_before_any_grading(tmp_path, capsys):
     subs = tmp_path / "subs"
@@ -491,16 +653,32 @@ def test_bad_input_is_refused_with_a_message_before_any_grading(tmp_path, capsys
     ]
     roster = tmp_path / "roster.csv"
     roster.write_text("id,name,email\nana,Ana,ana@example.org\n", encoding="utf-8")
-    cases.append((["grade-all", str(subs), "--roster", str(roster), "--out", str(tmp_path / "o")],
-                  f"{roster}:1: a la cabecera le falta la columna url"))
+    cases.append(
+        (
+            ["grade-all", str(subs), "--roster", str(roster), "--out", str(tmp_path / "o")],
+            f"{roster}:1: a la cabecera le falta la columna url",
+        )
+    )
     twice = tmp_path / "twice.csv"
-    twice.write_text("id,url\nana,https://github.com/a/a.git\nana,https://github.com/a/b.git\n", encoding="utf-8")
-    cases.append((["grade-all", str(subs), "--roster", str(twice), "--out", str(tmp_path / "o")],
-                  f"{twice}:3: el id «ana» aparece dos veces"))
+    twice.write_text(
+        "id,url\nana,https://github.com/a/a.git\nana,https://github.com/a/b.git\n", encoding="utf-8"
+    )
+    cases.append(
+        (
+            ["grade-all", str(subs), "--roster", str(twice), "--out", str(tmp_path / "o")],
+            f"{twice}:3: el id «ana» aparece dos veces",
+        )
+    )
     dash = tmp_path / "dash.csv"
-    dash.write_text("id,url,ref\nana,https://github.com/a/a.git,--upload-pack=touch pwned\n", encoding="utf-8")
-    cases.append((["grade-all", str(subs), "--roster", str(dash), "--out", str(tmp_path / "o")],
-                  f"{dash}:2: la columna ref no puede empezar por un guion"))
+    dash.write_text(
+        "id,url,ref\nana,https://github.com/a/a.git,--upload-pack=touch pwned\n", encoding="utf-8"
+    )
+    cases.append(
+        (
+            ["grade-all", str(subs), "--roster", str(dash), "--out", str(tmp_path / "o")],
+            f"{dash}:2: la columna ref no puede empezar por un guion",
+        )
+    )
     for argv, expected in cases:
         assert cli_main(argv) == 2, argv
         assert expected in capsys.readouterr().err, argv
@@ -520,6 +698,7 @@ def test_the_batch_catalogs_match():
 
 # ------------------------------------------------------------------ an untouched copy, every lesson
 
+
 @pytest.fixture(scope="module")
 def untouched(course, tmp_path_factory) -> Path:
     """grade-all on every lesson: "nadie" hands in the course's exercises/ untouched, "zoe" only
@@ -529,29 +708,39 @@ def untouched(course, tmp_path_factory) -> Path:
     base = tmp_path_factory.mktemp("untouched")
     submissions, out = base / "submissions", base / "out"
     shutil.copytree(ROOT / "exercises", submissions / "nadie" / "exercises")
-    write_submission(submissions / "zoe" / "exercises" / course.lesson("03").folder,
-                     hostile_attention(course.lesson("03")))
+    write_submission(
+        submissions / "zoe" / "exercises" / course.lesson("03").folder, hostile_attention(course.lesson("03"))
+    )
     proc = grade_all(submissions, "--out", out, "--jobs", 2, "--seed", SEED)
     assert "\x1b" not in proc.stdout + proc.stderr
     return out
 
 
 def test_an_untouched_copy_has_started_no_todo_of_any_lesson(untouched, course):
-    from autograder.cohort.store import Store
     from autograder.cohort.report import load, todo_state
+    from autograder.cohort.store import Store
 
     store = Store(untouched)
     run = store.read_run()
     assert run["lessons"] == [lesson.id for lesson in course.lessons]
     cohort = load(course, run, store)
     nadie = next(entry for entry in cohort.entries if entry.record.learner == "nadie")
-    states = {(lesson.id, todo.id): todo_state(nadie, lesson, todo.id) for lesson in cohort.lessons
-              for todo in lesson.todos}
+    states = {
+        (lesson.id, todo.id): todo_state(nadie, lesson, todo.id)
+        for lesson in cohort.lessons
+        for todo in lesson.todos
+    }
     assert set(states.values()) == {"pending"}, states  # targets-shift, loss-reshape, top-k... too
     report = (untouched / "report.md").read_text(encoding="utf-8")
     table = report.split("## ¿En qué TODO se atascan?")[1].split("\n## ")[0]
-    rows = {cells[0].strip("`"): cells for cells in
-            ([c.strip() for c in line.strip("|").split("|")] for line in table.splitlines() if line.startswith("| `"))}
+    rows = {
+        cells[0].strip("`"): cells
+        for cells in (
+            [c.strip() for c in line.strip("|").split("|")]
+            for line in table.splitlines()
+            if line.startswith("| `")
+        )
+    }
     assert set(rows) == {todo.id for lesson in course.lessons for todo in lesson.todos}
     for todo, cells in rows.items():
         # zoe has only lesson 03: every other lesson's TODOs are not started by both.
@@ -566,7 +755,9 @@ def test_quizzes_and_informational_checks_are_apart(untouched, course):
     rows = [line for line in apart.splitlines() if line.startswith("| ") and "---" not in line][1:]
     quizzes = [row for row in rows if row.startswith("| cuestionario")]
     own = [row for row in rows if "`own-pieces` · informativa" in row]
-    assert len(quizzes) == sum(1 for lesson in course.lessons if lesson.quiz) and len(rows) == len(quizzes) + len(own)
+    assert len(quizzes) == sum(1 for lesson in course.lessons if lesson.quiz) and len(rows) == len(
+        quizzes
+    ) + len(own)
     assert len(own) == sum(1 for lesson in course.lessons for spec in lesson.checks if spec.informational)
     # An untouched copy's quizzes are blank, and its own pieces wait on a TODO not started.
     assert all(row.rstrip(" |").endswith("(100 %)") or "| 03 |" in row for row in quizzes + own), rows

@@ -15,11 +15,11 @@ import shutil
 import sqlite3
 from pathlib import Path
 
-from autograder.cohort import grade_all as batch
-from autograder.cli import main as cli_main
-
 from cohort_factory import grade_all, records, results
 from conftest import SEED, solution_files, write_submission
+
+from autograder.cli import main as cli_main
+from autograder.cohort import grade_all as batch
 
 OUTPUTS = ("grades.csv", "cohort.csv", "report.md", "report.png", "gradebook.db")
 
@@ -34,10 +34,12 @@ def cohort(base: Path, lesson) -> Path:
 def gradebook_scores(path: Path) -> dict[str, float]:
     """Each student's total auto score, read straight from the SQLite file nbgrader wrote."""
     with sqlite3.connect(path) as db:
-        rows = db.execute("SELECT submitted_assignment.student_id, SUM(grade.auto_score) FROM grade "
-                          "JOIN submitted_notebook ON grade.notebook_id = submitted_notebook.id "
-                          "JOIN submitted_assignment ON submitted_notebook.assignment_id = submitted_assignment.id "
-                          "GROUP BY submitted_assignment.student_id").fetchall()
+        rows = db.execute(
+            "SELECT submitted_assignment.student_id, SUM(grade.auto_score) FROM grade "
+            "JOIN submitted_notebook ON grade.notebook_id = submitted_notebook.id "
+            "JOIN submitted_assignment ON submitted_notebook.assignment_id = submitted_assignment.id "
+            "GROUP BY submitted_assignment.student_id"
+        ).fetchall()
         version = db.execute("SELECT version_num FROM alembic_version").fetchall()
     assert len(version) == 1 and version[0][0], version
     return {student: score for student, score in rows}
@@ -95,8 +97,20 @@ def test_a_learner_whose_files_cannot_be_read_costs_only_that_learner(course, tm
         return real_hash(course, lessons, exercises, boundary=boundary)
 
     monkeypatch.setattr(batch, "content_hash", content_hash)
-    status = cli_main(["grade-all", str(submissions), "--out", str(out), "--lessons", "01", "--jobs", "2",
-                       "--seed", str(SEED)])
+    status = cli_main(
+        [
+            "grade-all",
+            str(submissions),
+            "--out",
+            str(out),
+            "--lessons",
+            "01",
+            "--jobs",
+            "2",
+            "--seed",
+            str(SEED),
+        ]
+    )
     captured = capsys.readouterr()
     assert status == 0, captured.out + captured.err
     assert "beto: no se puede leer su entrega (PermissionError" in captured.err, captured.err
@@ -106,4 +120,3 @@ def test_a_learner_whose_files_cannot_be_read_costs_only_that_learner(course, tm
     assert (record["status"], record["error"]) == ("error", "unreadable")
     assert "No se pudo leer esta entrega" in json.dumps(beto, ensure_ascii=False)
     assert "beto" in (out / "report.md").read_text(encoding="utf-8")
-

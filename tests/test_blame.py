@@ -9,11 +9,11 @@ from __future__ import annotations
 import pytest
 from conftest import ROOT, solution_files
 
-from autograder.engine.blame import stub_blocks, todo_at
 from autograder.core.i18n import feedback_text
 from autograder.core.manifest import load_course
-from autograder.render.output import from_json_dict, to_json_dict
 from autograder.core.results import Status
+from autograder.engine.blame import stub_blocks, todo_at
+from autograder.render.output import from_json_dict, to_json_dict
 
 COURSE = load_course(ROOT / "course.yml")
 
@@ -73,7 +73,8 @@ def test_a_learner_who_kept_the_todo_comments_is_read_by_them():
     todos = {t.id for t in lesson.todos}
     text = stub.replace(
         '        raise NotImplementedError("TODO [head-reshape] pendiente: separa q, k, v en cabezas")\n',
-        "        q, k, v = qkv.split(C, dim=2)\n        nh = self.n_head\n        q = q.view(B, T, nh, hs)\n")
+        "        q, k, v = qkv.split(C, dim=2)\n        nh = self.n_head\n        q = q.view(B, T, nh, hs)\n",
+    )
     assert todo_at(text, _line_of(text, "q = q.view(B, T, nh, hs)"), stub, todos) == "head-reshape"
     assert todo_at(text, _line_of(text, "nh = self.n_head"), stub, todos) == "head-reshape"
     # Without the stub (no copy of it anywhere), the kept comment still tells.
@@ -108,8 +109,8 @@ def _crashing_head_reshape():
     files = solution_files(lesson)
     # The classic slip: .view on the transposed tensor's dims in the wrong order fails at runtime.
     files["attention.py"] = files["attention.py"].replace(
-        "q = q.view(B, T, self.n_head, hs).transpose(1, 2)",
-        "q = q.view(B, self.n_head, T, hs * 2)", 1)
+        "q = q.view(B, T, self.n_head, hs).transpose(1, 2)", "q = q.view(B, self.n_head, T, hs * 2)", 1
+    )
     return lesson, files
 
 
@@ -140,8 +141,10 @@ def test_a_crash_in_head_reshape_makes_the_other_checks_wait_on_it(grade_files):
 
 def test_a_pending_todo_is_what_the_checks_after_it_wait_on(grade_files):
     lesson = COURSE.lesson("03")
-    files = {"attention.py": _stub(lesson, "attention.py"),
-             "attention_numpy.py": solution_files(lesson)["attention_numpy.py"]}
+    files = {
+        "attention.py": _stub(lesson, "attention.py"),
+        "attention_numpy.py": solution_files(lesson)["attention_numpy.py"],
+    }
     result = grade_files(files, lesson=lesson)
     waiting = {c.id: c.waits_on for c in result.checks if c.waits_on is not None}
     assert waiting, "the checks after a pending TODO must say which one they wait on"

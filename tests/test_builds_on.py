@@ -16,12 +16,12 @@ import textwrap
 
 import pytest
 
-from autograder.engine import references
-from autograder.engine.grading import grade
 from autograder.core.i18n import feedback_text
 from autograder.core.manifest import load_course
-from autograder.render.output import render_json, render_markdown, render_text
 from autograder.core.results import Status
+from autograder.engine import references
+from autograder.engine.grading import grade
+from autograder.render.output import render_json, render_markdown, render_text
 
 MANIFEST = """\
 course: Encaje
@@ -89,7 +89,9 @@ GRADERS = {
     """,
 }
 # Lesson 01's marked solution: the engine makes its reference piece from it.
-SOLUTIONS = {"01-base/a.py": "def base():\n    ### BEGIN SOLUTION base\n    return 40\n    ### END SOLUTION\n"}
+SOLUTIONS = {
+    "01-base/a.py": "def base():\n    ### BEGIN SOLUTION base\n    return 40\n    ### END SOLUTION\n"
+}
 
 RIGHT_B = "from a import base\n\n\ndef value():\n    return base() + 2\n"
 WRONG_A = "def base():\n    return 0\n"
@@ -138,7 +140,9 @@ def test_a_bug_in_an_earlier_lesson_does_not_fail_the_later_one(world):
     assert data["lessons"][1]["completed"] is True
     text = render_text(result, "es", color=False)
     assert "own-pieces · informativa: no cuenta para la nota" in text
-    assert "own-pieces · informational: does not count toward the grade" in render_text(result, "en", color=False)
+    assert "own-pieces · informational: does not count toward the grade" in render_text(
+        result, "en", color=False
+    )
     # A Markdown comment shows what keeps lesson 01 from completion, not lesson 02's details.
     assert "own-pieces" not in render_markdown(result, "es", compact=True)
 
@@ -183,11 +187,14 @@ def test_practice_mode_uses_the_learners_own_earlier_files(world, tmp_path, monk
     (root / "exercises" / "01-base" / "a.py").write_text("def base():\n    return 40\n", encoding="utf-8")
     (root / "exercises" / "02-encima" / "test_practica.py").write_text(
         "import pytest\nfrom b import value\n\n\n@pytest.mark.todo('plus-two')\n"
-        "def test_value():\n    \"\"\"b.value() es la base más 2.\"\"\"\n    assert value() == 42\n",
-        encoding="utf-8")
+        'def test_value():\n    """b.value() es la base más 2."""\n    assert value() == 42\n',
+        encoding="utf-8",
+    )
     result = grade(course, [course.lesson("02")], root / "exercises" / "02-encima", seed=1).lessons[0]
     assert result.mode == "practice"
-    assert [c.status for c in result.checks] == [Status.PASSED], [feedback_text(c.feedback, "es") for c in result.checks]
+    assert [c.status for c in result.checks] == [Status.PASSED], [
+        feedback_text(c.feedback, "es") for c in result.checks
+    ]
 
 
 def test_reference_pieces_are_written_only_to_a_private_folder(world, tmp_path, monkeypatch):

@@ -10,15 +10,20 @@ import sys
 
 import pytest
 import yaml
-
 from conftest import ROOT
 
 STATUSES = {"passed", "failed", "error", "skipped"}
 
 
 def run_cli(*args, cwd=ROOT, env=None):
-    return subprocess.run([sys.executable, "-m", "autograder", *map(str, args)], cwd=cwd,
-                          capture_output=True, text=True, timeout=300, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "autograder", *map(str, args)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
 
 
 def assert_contract(data: dict) -> None:
@@ -29,14 +34,35 @@ def assert_contract(data: dict) -> None:
     for lesson in data["lessons"]:
         # The contract's fields, plus additions of issue #3 (xp_max, mode; feedback per check)
         # and of issue #13 (what walled the lesson's workers in).
-        assert set(lesson) == {"id", "slug", "title", "score", "max_score", "xp", "completed", "checks",
-                               "xp_max", "mode", "isolation"}
+        assert set(lesson) == {
+            "id",
+            "slug",
+            "title",
+            "score",
+            "max_score",
+            "xp",
+            "completed",
+            "checks",
+            "xp_max",
+            "mode",
+            "isolation",
+        }
         assert_isolation(lesson["isolation"])
         assert isinstance(lesson["completed"], bool) and isinstance(lesson["xp"], int)
         for check in lesson["checks"]:
             # issue #14: where the learner's code raised, and the TODO a check waits on.
-            assert set(check) == {"id", "todo", "status", "score", "max_score", "informational", "raised_in", "waits_on",
-                                  "message", "feedback"}
+            assert set(check) == {
+                "id",
+                "todo",
+                "status",
+                "score",
+                "max_score",
+                "informational",
+                "raised_in",
+                "waits_on",
+                "message",
+                "feedback",
+            }
             assert check["status"] in STATUSES
             assert check["todo"] is None or isinstance(check["todo"], str)
             assert isinstance(check["message"], str)
@@ -57,8 +83,18 @@ def assert_isolation(record: dict | None) -> None:
 
 def test_grade_solution_json_to_file(tmp_path):
     out = tmp_path / "deep" / "results.json"
-    proc = run_cli("grade", "03", "--submission", ROOT / "solutions" / "03-atencion-causal",
-                   "--format", "json", "--output", out, "--seed", "7")
+    proc = run_cli(
+        "grade",
+        "03",
+        "--submission",
+        ROOT / "solutions" / "03-atencion-causal",
+        "--format",
+        "json",
+        "--output",
+        out,
+        "--seed",
+        "7",
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == ""
     data = json.loads(out.read_text(encoding="utf-8"))
@@ -82,8 +118,18 @@ def test_output_into_a_pipe_or_device_writes_into_it_and_never_replaces_it(tmp_p
     received = []
     reader = threading.Thread(target=lambda: received.append(fifo.read_text(encoding="utf-8")), daemon=True)
     reader.start()
-    proc = run_cli("grade", "01", "--submission", ROOT / "solutions" / "01-tokens-y-lotes", "--format", "json",
-                   "--output", fifo, "--seed", "7")
+    proc = run_cli(
+        "grade",
+        "01",
+        "--submission",
+        ROOT / "solutions" / "01-tokens-y-lotes",
+        "--format",
+        "json",
+        "--output",
+        fifo,
+        "--seed",
+        "7",
+    )
     reader.join(timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert stat.S_ISFIFO(os.stat(fifo).st_mode), "the pipe was replaced by a regular file"
@@ -126,19 +172,27 @@ def test_the_readme_main_command_on_the_stubs_shows_zero_and_the_first_todo():
     proc = run_cli("grade")
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    assert any(line.startswith("Total: 0/") and line.endswith(f"XP 0/{xp_max}") for line in lines), proc.stdout
+    assert any(line.startswith("Total: 0/") and line.endswith(f"XP 0/{xp_max}") for line in lines), (
+        proc.stdout
+    )
     first_todo = course.lessons[0].todos[0].id
     first_check = next(line for line in lines if line.startswith("  ✘ "))
     assert f"TODO [{first_todo}]" in first_check
     assert lines[-1].startswith(f"Empieza por: lección {course.lessons[0].id}, TODO [{first_todo}] en ")
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["grade", "99"], "no hay ninguna lección `99` en el curso"),
-    (["grade", "03", "--submission", "/nonexistent/folder"], "--submission /nonexistent/folder: no es una carpeta"),
-    (["grade", "03", "--format", "pdf"], "argumento --format: valor no válido: `pdf`"),
-    (["grade", "03", "--lang", "fr"], "argumento --lang: valor no válido: `fr`"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["grade", "99"], "no hay ninguna lección `99` en el curso"),
+        (
+            ["grade", "03", "--submission", "/nonexistent/folder"],
+            "--submission /nonexistent/folder: no es una carpeta",
+        ),
+        (["grade", "03", "--format", "pdf"], "argumento --format: valor no válido: `pdf`"),
+        (["grade", "03", "--lang", "fr"], "argumento --lang: valor no válido: `fr`"),
+    ],
+)
 def test_usage_errors_exit_2_with_a_message(args, needle):
     proc = run_cli(*args)
     assert proc.returncode == 2
@@ -186,13 +240,30 @@ def test_gradescope_format_from_a_real_grading(tmp_path):
     assert data["score"] == 0 and len(data["tests"]) == 24
     assert {t["status"] for t in data["tests"] if "status" in t} == {"failed"}
     assert sum(t["max_score"] for t in data["tests"]) == 100
-    assert [t for t in data["tests"] if "status" not in t][0]["name"].endswith("gpu-parity")  # skipped, not passed
+    assert [t for t in data["tests"] if "status" not in t][0]["name"].endswith(
+        "gpu-parity"
+    )  # skipped, not passed
 
 
-@pytest.mark.parametrize("lang, words", [
-    ("es", ["se retiró con GitHub Classroom", "los formatos que quedan son: gradescope, json, markdown, text"]),
-    ("en", ["was retired with GitHub Classroom", "the formats that remain are: gradescope, json, markdown, text"]),
-])
+@pytest.mark.parametrize(
+    "lang, words",
+    [
+        (
+            "es",
+            [
+                "se retiró con GitHub Classroom",
+                "los formatos que quedan son: gradescope, json, markdown, text",
+            ],
+        ),
+        (
+            "en",
+            [
+                "was retired with GitHub Classroom",
+                "the formats that remain are: gradescope, json, markdown, text",
+            ],
+        ),
+    ],
+)
 def test_the_classroom_format_is_retired_with_a_clear_message(tmp_path, lang, words):
     """GitHub Classroom was retired on 2026-08-28 and its grading reporter with it: asking for
     its format is a usage error (exit 2) that says so and names what remains, before grading."""
@@ -231,24 +302,35 @@ def test_ci_steps_explain_a_missing_results_file(tmp_path):
 
 
 def test_ci_record_without_a_remote_warns_the_learner_in_spanish_and_loses_nothing(tmp_path):
-    from autograder.render.output import render_json
     from autograder.core.results import CheckResult, CourseResult, LessonResult, Status
+    from autograder.render.output import render_json
 
     repo = tmp_path / "repo"
     repo.mkdir()
     git = ["git", "-c", "user.name=a", "-c", "user.email=a@b"]
     subprocess.run([*git, "init", "-q"], cwd=repo, check=True)
     subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "x"], cwd=repo, check=True)
-    sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, check=True, capture_output=True,
-                         text=True).stdout.strip()
-    result = CourseResult("Transformers desde cero", "es", 1, [LessonResult(
-        "03", "atencion-causal", {"es": "t"}, 50, [CheckResult("a", None, Status.PASSED, 1.0, 1.0)])])
+    sha = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=repo, check=True, capture_output=True, text=True
+    ).stdout.strip()
+    result = CourseResult(
+        "Transformers desde cero",
+        "es",
+        1,
+        [
+            LessonResult(
+                "03", "atencion-causal", {"es": "t"}, 50, [CheckResult("a", None, Status.PASSED, 1.0, 1.0)]
+            )
+        ],
+    )
     results = tmp_path / "results.json"
     results.write_text(render_json(result, "es"), encoding="utf-8")
     env = {**os.environ, "GITHUB_SHA": sha, "GITHUB_WORKSPACE": str(repo)}
     proc = run_cli("ci", "record", "--results", results, env=env)
     assert proc.returncode == 0, proc.stderr  # the job goes on: the grade's feedback still comes
-    assert proc.stdout.startswith("::warning title=autograder%3A tu historial::Esta corrección no se pudo guardar")
+    assert proc.stdout.startswith(
+        "::warning title=autograder%3A tu historial::Esta corrección no se pudo guardar"
+    )
     assert json.loads(results.read_text(encoding="utf-8"))["xp"] == 50
 
 
@@ -270,11 +352,14 @@ def test_every_command_is_in_the_dispatch_table_and_its_module_registers_it():
         assert callable(importlib.import_module(module).main), module
 
 
-@pytest.mark.parametrize("args, env_lang, said", [
-    ((), None, "plantilla escrita en"),
-    (("--lang", "en"), None, "release written to"),
-    ((), "en", "release written to"),
-])
+@pytest.mark.parametrize(
+    "args, env_lang, said",
+    [
+        ((), None, "plantilla escrita en"),
+        (("--lang", "en"), None, "release written to"),
+        ((), "en", "release written to"),
+    ],
+)
 def test_a_command_without_its_own_lang_speaks_the_command_line_language(tmp_path, args, env_lang, said):
     """`release` has no --lang: it reports in the command line's language (--lang before the
     command, over $AUTOGRADER_LANG, over course.yml's Spanish)."""

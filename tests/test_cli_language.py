@@ -13,15 +13,14 @@ import sys
 
 import pytest
 import yaml
-
 from conftest import ROOT
 from learner_course import cli_env, make_course
 
 from autograder import cli, cli_language
 from autograder.core import i18n
+from autograder.core.results import Feedback, Text
 from autograder.engine import practice
 from autograder.engine.feedback import format_traceback
-from autograder.core.results import Feedback, Text
 
 COURSE_YML = ROOT / "course.yml"
 # Words that would give away an English text in a Spanish help page.
@@ -29,8 +28,14 @@ ENGLISH = ("usage:", "options:", "positional arguments", "show this help", " the
 
 
 def run(*args, env: dict[str, str] | None = None, cwd=ROOT):
-    return subprocess.run([sys.executable, "-m", "autograder", *map(str, args)], cwd=cwd, capture_output=True,
-                          text=True, timeout=120, env=env or cli_env())
+    return subprocess.run(
+        [sys.executable, "-m", "autograder", *map(str, args)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env or cli_env(),
+    )
 
 
 def commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
@@ -79,12 +84,16 @@ def test_help_speaks_spanish_by_default_and_english_when_asked(tmp_path):
 
     english_course = tmp_path / "course.yml"
     data = yaml.safe_load(COURSE_YML.read_text(encoding="utf-8"))
-    english_course.write_text(COURSE_YML.read_text(encoding="utf-8").replace(
-        f"language: {data['language']}", "language: en", 1), encoding="utf-8")
-    for args, env in ((("--lang", "en", "check", "--help"), None),  # before the command
-                      (("check", "--help", "--lang", "en"), None),  # the command's own option
-                      (("check", "--help"), cli_env(AUTOGRADER_LANG="en")),
-                      (("--course", english_course, "check", "--help"), None)):
+    english_course.write_text(
+        COURSE_YML.read_text(encoding="utf-8").replace(f"language: {data['language']}", "language: en", 1),
+        encoding="utf-8",
+    )
+    for args, env in (
+        (("--lang", "en", "check", "--help"), None),  # before the command
+        (("check", "--help", "--lang", "en"), None),  # the command's own option
+        (("check", "--help"), cli_env(AUTOGRADER_LANG="en")),
+        (("--course", english_course, "check", "--help"), None),
+    ):
         english = run(*args, env=env)
         assert english.returncode == 0, (args, english.stderr)
         assert english.stdout.startswith("usage: autograder check"), args
@@ -101,16 +110,19 @@ def test_the_top_level_help_lists_every_command_in_spanish():
 
 
 def test_help_stays_fast_it_imports_no_torch():
-    code = ("import sys, contextlib, io\n"
-            "from autograder import cli\n"
-            "with contextlib.redirect_stdout(io.StringIO()):\n"
-            "    try:\n"
-            "        cli.main(['grade', '--help'])\n"
-            "    except SystemExit:\n"
-            "        pass\n"
-            "print('torch' in sys.modules)\n")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                          env=cli_env())
+    code = (
+        "import sys, contextlib, io\n"
+        "from autograder import cli\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    try:\n"
+        "        cli.main(['grade', '--help'])\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        "print('torch' in sys.modules)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120, env=cli_env()
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "False"
 
@@ -134,14 +146,20 @@ def test_a_mistyped_command_gets_a_suggestion_in_the_course_language():
     assert english.returncode == 2 and "Did you mean `progress`?" in english.stderr
     nothing_close = run("zzzz")
     assert nothing_close.returncode == 2
-    assert "Las órdenes: grade, stubs, release" in nothing_close.stderr and "Quisiste" not in nothing_close.stderr
+    assert (
+        "Las órdenes: grade, stubs, release" in nothing_close.stderr
+        and "Quisiste" not in nothing_close.stderr
+    )
 
 
 def test_argparse_own_errors_are_in_spanish():
     missing = run("hint")
     assert missing.returncode == 2 and "faltan estos argumentos: LECCIÓN" in missing.stderr
     bad_type = run("check", "03", "--seed", "x")
-    assert bad_type.returncode == 2 and "argumento --seed: valor no válido (se espera int): 'x'" in bad_type.stderr
+    assert (
+        bad_type.returncode == 2
+        and "argumento --seed: valor no válido (se espera int): 'x'" in bad_type.stderr
+    )
     extra = run("progress", "--fetch", "now")
     assert extra.returncode == 2 and "no entiendo estos argumentos: now" in extra.stderr
     close = run("grade", "03", "--format", "jsn")
@@ -174,8 +192,10 @@ def test_a_wrong_submission_folder_is_reported_once_without_grading(tmp_path):
     proc = run("grade", "--submission", empty, "03")
     assert proc.returncode == 2 and proc.stdout == ""  # nothing graded: no 22 "No encuentro..." lines
     assert proc.stderr.count("\n") == 1 and "No encuentro el archivo" not in proc.stderr
-    assert (f"--submission {empty}: no encuentro ahí ningún archivo de la lección 03 "
-            "(attention_numpy.py, attention.py, quiz.yml)") in proc.stderr
+    assert (
+        f"--submission {empty}: no encuentro ahí ningún archivo de la lección 03 "
+        "(attention_numpy.py, attention.py, quiz.yml)"
+    ) in proc.stderr
 
     # The folder one level up, or the course's root: it says where the files are.
     lesson = tmp_path / "mi-curso" / "exercises" / "03-atencion-causal"
@@ -193,8 +213,10 @@ def test_a_wrong_submission_folder_is_reported_once_without_grading(tmp_path):
 
 
 def test_a_trimmed_traceback_says_no_spanish_word_in_english():
-    frames = [{"filename": "attention.py", "lineno": 85, "name": "forward", "line": "att = q @ k"},
-              {"filename": "attention.py", "lineno": 12, "name": "<module>", "line": ""}]
+    frames = [
+        {"filename": "attention.py", "lineno": 85, "name": "forward", "line": "att = q @ k"},
+        {"filename": "attention.py", "lineno": 12, "name": "<module>", "line": ""},
+    ]
     block = format_traceback(frames, "RuntimeError", "boom", final_line=False)
     feedback = Feedback((Text("engine.student_raised", {"type": "RuntimeError", "message": "boom"}), block))
     english = i18n.feedback_text(feedback, "en")
@@ -204,8 +226,13 @@ def test_a_trimmed_traceback_says_no_spanish_word_in_english():
 
 
 def test_a_skipped_practice_test_says_its_reason_once():
-    outcome = {"name": "test_generate", "todo": None, "outcome": "skipped", "duration": 0.1,
-               "message": "Skipped: necesita tu GPT de las lecciones 03 y 04: No module named 'model'"}
+    outcome = {
+        "name": "test_generate",
+        "todo": None,
+        "outcome": "skipped",
+        "duration": 0.1,
+        "message": "Skipped: necesita tu GPT de las lecciones 03 y 04: No module named 'model'",
+    }
     check = practice._check(outcome, {})
     spanish, english = (i18n.feedback_text(check.feedback, lang) for lang in ("es", "en"))
     for text in (spanish, english):
@@ -240,8 +267,12 @@ def test_cli_catalogs_match_between_languages():
 
 
 def git(cwd, *args) -> None:
-    env = cli_env(GIT_AUTHOR_NAME="Ana", GIT_AUTHOR_EMAIL="ana@example.org", GIT_COMMITTER_NAME="Ana",
-                  GIT_COMMITTER_EMAIL="ana@example.org")
+    env = cli_env(
+        GIT_AUTHOR_NAME="Ana",
+        GIT_AUTHOR_EMAIL="ana@example.org",
+        GIT_COMMITTER_NAME="Ana",
+        GIT_COMMITTER_EMAIL="ana@example.org",
+    )
     subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, env=env)
 
 
@@ -279,7 +310,12 @@ def test_a_stdout_that_cannot_encode_the_output_gets_question_marks_not_a_crash(
     the command still ends normally, with ? where a character could not be written."""
     env = {**os.environ, "PYTHONIOENCODING": "ascii"}
     env.pop("PYTHONUTF8", None)
-    proc = subprocess.run([sys.executable, "-X", "utf8=0", "-m", "autograder", "--help"],
-                          cwd=ROOT, env=env, capture_output=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-X", "utf8=0", "-m", "autograder", "--help"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr.decode("ascii", "replace")[-2000:]
     assert b"?" in proc.stdout and b"Traceback" not in proc.stderr

@@ -10,11 +10,10 @@ import subprocess
 import sys
 
 import pytest
+from conftest import ROOT
 from rich.console import Console
 
 from autograder.render.output import use_color, wants_color
-
-from conftest import ROOT
 
 pty = pytest.importorskip("pty")  # POSIX; the Windows leg of CI has no pseudo-terminals
 
@@ -51,7 +50,9 @@ def test_files_and_pipes_get_none(terminal, tmp_path):
     # A real command with its output piped (what `autograder check | less` or an IDE does).
     code = "import sys; from autograder.render.output import use_color; print(use_color(sys.stdout))"
     env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "NO_COLOR")}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, check=True
+    )
     assert out.stdout.strip() == "False"
 
 

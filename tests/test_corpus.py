@@ -147,9 +147,7 @@ def test_paired_punctuation_is_balanced_within_each_piece(text):
 
 def test_no_line_longer_than_100_characters(text):
     long_lines = [
-        (number, len(line))
-        for number, line in enumerate(text.split("\n"), start=1)
-        if len(line) > MAX_LINE
+        (number, len(line)) for number, line in enumerate(text.split("\n"), start=1) if len(line) > MAX_LINE
     ]
     assert not long_lines, f"lines over {MAX_LINE} characters (line, length): {long_lines[:10]}"
 

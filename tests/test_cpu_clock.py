@@ -16,9 +16,9 @@ import time
 import pytest
 from conftest import ROOT, SEED, failed, solution_files
 
-from autograder.sandbox import cpu_clock
 from autograder.core.i18n import feedback_text
 from autograder.core.results import Status
+from autograder.sandbox import cpu_clock
 from autograder.sandbox.client import BudgetSpent, Sandbox, WorkerDied
 
 pytestmark = pytest.mark.skipif(not cpu_clock.measurable(), reason="CPU budgets need Linux's /proc")
@@ -159,13 +159,15 @@ def test_a_replaced_worker_counts_from_its_ready_not_its_start(box):
 
 # ------------------------------------------------------------ whole lessons under load
 
+
 def verdicts(result) -> dict[str, tuple[str, float]]:
     return {c.id: (c.status.value, c.score) for c in result.checks if c.id != "gpu-parity"}
 
 
 @pytest.mark.parametrize("lesson_id, variant_name", [("06", "cache-new-keys-first"), ("04", "post-norm")])
 def test_a_buggy_lesson_graded_under_a_hog_on_every_core_gets_the_verdicts_of_an_idle_machine(
-        course, grade_files, lesson_id, variant_name):
+    course, grade_files, lesson_id, variant_name
+):
     import importlib
 
     lesson = course.lesson(lesson_id)

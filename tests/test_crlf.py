@@ -9,14 +9,13 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-from autograder.core.i18n import feedback_text
-from autograder.core.results import Status
-from autograder.engine import quiz
-from autograder.core.locate import locate
-
 from conftest import ROOT, SEED, grade_folder
 from variants import solution_folder
+
+from autograder.core.i18n import feedback_text
+from autograder.core.locate import locate
+from autograder.core.results import Status
+from autograder.engine import quiz
 
 # Lesson 01 reads a text corpus and has a quiz; lesson 03 is the longest single-file lesson.
 LESSON_IDS = ["01", "03"]
@@ -49,16 +48,19 @@ def _source(tree: str, folder: str, tmp_path: Path) -> Path:
 
 
 def _verdicts(result) -> list[tuple[str, str, float, float, str]]:
-    return [(c.id, c.status.value, c.score, c.max_score, feedback_text(c.feedback, "es"))
-            for c in result.checks]
+    return [
+        (c.id, c.status.value, c.score, c.max_score, feedback_text(c.feedback, "es")) for c in result.checks
+    ]
 
 
 def _graded_both_ways(course, tmp_path, lesson_id, tree: str):
     """The lesson's folder of `tree` (solutions or exercises) graded with LF and with CRLF."""
     lesson = course.lesson(lesson_id)
     src = _source(tree, lesson.folder, tmp_path)
-    return [grade_folder(course, lesson, _copy(src, tmp_path / kind / lesson.folder, crlf=kind == "crlf"), SEED)
-            for kind in ("lf", "crlf")]
+    return [
+        grade_folder(course, lesson, _copy(src, tmp_path / kind / lesson.folder, crlf=kind == "crlf"), SEED)
+        for kind in ("lf", "crlf")
+    ]
 
 
 @pytest.mark.parametrize("lesson_id", LESSON_IDS)
@@ -90,7 +92,7 @@ class _Folder:
 
     def read_file(self, name: str, max_bytes: int) -> bytes | None:
         path = self.folder / name
-        return path.read_bytes()[:max_bytes + 1] if path.is_file() else None
+        return path.read_bytes()[: max_bytes + 1] if path.is_file() else None
 
 
 def test_crlf_quiz_answers_read_the_same(course, tmp_path):

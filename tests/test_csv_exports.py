@@ -15,14 +15,13 @@ import json
 from pathlib import Path
 
 import pytest
+from cohort_factory import bare_remote, grade_all, served, stub_files
+from conftest import SEED, write_submission
 
 from autograder.cohort import gradebook
 from autograder.cohort.outputs import publish
 from autograder.cohort.store import Store
 from autograder.core.neutral import formula_like
-
-from cohort_factory import bare_remote, grade_all, served, stub_files
-from conftest import SEED, write_submission
 
 pytestmark = pytest.mark.timeout(900)
 ALLOW = ("--allow-scheme", "http", "--allow-host", "127.0.0.1")
@@ -34,8 +33,10 @@ NAMES = {
     "dario": ("\uff1d1+1", "=1+2"),  # a full-width equals sign, which some spreadsheets normalise
 }
 # The columns of numbers in each CSV ("lessons": cohort.csv's one per lesson).
-NUMBERS = {"grades.csv": {"raw_score", "late_submission_penalty", "score", "max_score", "xp", "xp_max"},
-           "cohort.csv": {"lessons", "score", "max_score", "xp", "xp_max"}}
+NUMBERS = {
+    "grades.csv": {"raw_score", "late_submission_penalty", "score", "max_score", "xp", "xp_max"},
+    "cohort.csv": {"lessons", "score", "max_score", "xp", "xp_max"},
+}
 
 
 def read_rows(path: Path) -> list[list[str]]:
@@ -81,16 +82,33 @@ def test_a_roster_of_formula_names_gives_csvs_with_no_formula(course, tmp_path):
             writer.writerow(["id", "first_name", "last_name", "email", "url"])
             for learner, (first, last) in NAMES.items():
                 writer.writerow([learner, first, last, f"{learner}@example.org", f"{base}/{learner}.git"])
-        grade_all(submissions, "--roster", roster, "--out", out, "--lessons", "01", "--jobs", 2, "--seed", SEED,
-                  *ALLOW)
-    assert {json.loads(p.read_text(encoding="utf-8"))["status"] for p in (out / "records").iterdir()} == {"graded"}
+        grade_all(
+            submissions,
+            "--roster",
+            roster,
+            "--out",
+            out,
+            "--lessons",
+            "01",
+            "--jobs",
+            2,
+            "--seed",
+            SEED,
+            *ALLOW,
+        )
+    assert {json.loads(p.read_text(encoding="utf-8"))["status"] for p in (out / "records").iterdir()} == {
+        "graded"
+    }
     tables = check_every_csv(out, [lesson.folder])
     for name in ("grades.csv", "cohort.csv"):
         rows = {row["student_id"]: row for row in tables[name]}
         assert set(rows) == set(NAMES)
         for learner, (first, last) in NAMES.items():
             # Shown as the text it is: the apostrophe that keeps it a text is the only change.
-            assert rows[learner]["first_name"] == (f"'{first}" if formula_like(first) else first), (name, learner)
+            assert rows[learner]["first_name"] == (f"'{first}" if formula_like(first) else first), (
+                name,
+                learner,
+            )
             assert rows[learner]["last_name"] == (f"'{last}" if formula_like(last) else last), (name, learner)
             assert rows[learner]["email"] == f"{learner}@example.org"
     assert {row["max_score"] for row in tables["grades.csv"]} == {"100.0"}
@@ -104,8 +122,10 @@ def test_names_and_emails_starting_with_a_tab_or_a_return_come_out_inert(course,
         write_submission(submissions / learner / lesson.folder, stub_files(lesson))
     grade_all(submissions, "--out", out, "--lessons", "01", "--seed", SEED)
     store = Store(out)
-    hostile = {"ana": ("\t=1+2", "\r@SUM(1)", "=cmd@example.org"),
-               "beto": ("-2+3", "+1", "\t-3")}  # "+1" is a plain number: data, left as it is
+    hostile = {
+        "ana": ("\t=1+2", "\r@SUM(1)", "=cmd@example.org"),
+        "beto": ("-2+3", "+1", "\t-3"),
+    }  # "+1" is a plain number: data, left as it is
     for learner, (first, last, email) in hostile.items():
         record = store.read_record(learner)
         record.first_name, record.last_name, record.email = first, last, email
@@ -116,12 +136,16 @@ def test_names_and_emails_starting_with_a_tab_or_a_return_come_out_inert(course,
         rows = {row["student_id"]: row for row in tables[name]}
         for learner, (first, last, email) in hostile.items():
             assert (rows[learner]["first_name"], rows[learner]["last_name"], rows[learner]["email"]) == (
-                f"'{first}", last if last == "+1" else f"'{last}", f"'{email}"), (name, learner)
+                f"'{first}",
+                last if last == "+1" else f"'{last}",
+                f"'{email}",
+            ), (name, learner)
 
 
 def test_numbers_stay_numbers_and_only_numbers_go_in_number_columns():
-    text = gradebook._csv(["name", "penalty"], [{"name": "-2+3", "penalty": -2.5}, {"name": "-2", "penalty": 0}],
-                          {"penalty"})
+    text = gradebook._csv(
+        ["name", "penalty"], [{"name": "-2+3", "penalty": -2.5}, {"name": "-2", "penalty": 0}], {"penalty"}
+    )
     assert text == "name,penalty\r\n'-2+3,-2.5\r\n-2,0\r\n"  # a text that is a plain number is data too
     # A carriage return inside a cell is quoted: no spreadsheet starts a row (and a formula) there.
     assert gradebook._csv(["name"], [{"name": "Ana\r@SUM(1)"}], set()) == 'name\r\n"Ana\r@SUM(1)"\r\n'

@@ -28,14 +28,27 @@ def _course_copy(tmp_path, source: str):
 
 
 def _run(folder, *args):
-    return subprocess.run([sys.executable, str(folder / SCRIPT), *args], cwd=folder, capture_output=True,
-                          text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, str(folder / SCRIPT), *args], cwd=folder, capture_output=True, text=True, timeout=600
+    )
 
 
 def test_the_demo_trains_the_solutions_and_prints_a_sample(tmp_path):
     folder = _course_copy(tmp_path / "course", "solutions")
-    proc = _run(folder, "--mini", "--pasos", "40", "--lote", "16", "--minutos", "5", "--muestra", "60",
-                "--salida", str(tmp_path / "out"))
+    proc = _run(
+        folder,
+        "--mini",
+        "--pasos",
+        "40",
+        "--lote",
+        "16",
+        "--minutos",
+        "5",
+        "--muestra",
+        "60",
+        "--salida",
+        str(tmp_path / "out"),
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout
     # The lesson-04 model: V*C + T*C + L*(12*C^2 + 13*C) + 2*C parameters, the head tied.

@@ -52,8 +52,16 @@ def test_devcontainer_json_has_what_codespaces_needs():
 
 def _repository_copy(dest: Path) -> Path:
     """The working tree's files (tracked and new, not ignored), as a clone would have them."""
-    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
-                            cwd=ROOT, capture_output=True, check=True).stdout.decode().split("\0")
+    listed = (
+        subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=ROOT,
+            capture_output=True,
+            check=True,
+        )
+        .stdout.decode()
+        .split("\0")
+    )
     for name in filter(None, listed):
         source = ROOT / name
         if source.is_file():  # a tracked file deleted in the working tree is not there
@@ -71,31 +79,64 @@ def test_post_create_installs_a_working_course_in_a_fresh_venv(tmp_path):
     # the CPU index's gigabytes; everything else exactly as in a Codespace.
     env = {**os.environ, "PYTHON": str(python), "TORCH_INDEX_URL": ""}
     env.pop("PYTHONPATH", None)
-    created = subprocess.run(["bash", str(repo / ".devcontainer" / "post-create.sh")], cwd=tmp_path,
-                             env=env, capture_output=True, text=True, timeout=900, check=False)
+    created = subprocess.run(
+        ["bash", str(repo / ".devcontainer" / "post-create.sh")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
     assert created.returncode == 0, created.stdout[-3000:] + created.stderr[-3000:]
     assert created.stdout.strip().endswith(i18n.translate("viewer.devcontainer_ready", "es"))
 
     clean = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "AUTOGRADER_COURSE")}
     clean["PATH"] = f"{bin_dir}{os.pathsep}{clean.get('PATH', '')}"
-    torch = subprocess.run([str(python), "-c", "import torch; print(torch.__version__, torch.version.cuda)"],
-                           cwd=tmp_path, env=clean, capture_output=True, text=True, check=True)
+    torch = subprocess.run(
+        [str(python), "-c", "import torch; print(torch.__version__, torch.version.cuda)"],
+        cwd=tmp_path,
+        env=clean,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     pinned = re.search(r'"torch==([^"]+)"', (ROOT / "pyproject.toml").read_text(encoding="utf-8"))[1]
     version, cuda = torch.stdout.split()
     assert version.split("+")[0] == pinned and cuda == "None", torch.stdout  # the CPU build
 
     # The console script, from the venv, on the copy (not on this checkout).
-    shown = subprocess.run([str(bin_dir / "autograder"), "--version"], cwd=repo, env=clean,
-                           capture_output=True, text=True, timeout=120, check=False)
+    shown = subprocess.run(
+        [str(bin_dir / "autograder"), "--version"],
+        cwd=repo,
+        env=clean,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert shown.returncode == 0 and shown.stdout.strip() == f"autograder {__version__}"
-    graded = subprocess.run([str(bin_dir / "autograder"), "grade", "01", "--format", "json"], cwd=repo,
-                            env=clean, capture_output=True, text=True, timeout=300, check=False)
+    graded = subprocess.run(
+        [str(bin_dir / "autograder"), "grade", "01", "--format", "json"],
+        cwd=repo,
+        env=clean,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert graded.returncode == 0, graded.stderr[-3000:]
     result = json.loads(graded.stdout)
     (lesson,) = result["lessons"]
     # The untouched stubs: graded by the hidden graders, every check answered, 0 points.
     assert lesson["id"] == "01" and lesson["mode"] == "hidden" and lesson["score"] == 0
     assert lesson["checks"] and all(check["status"] == "failed" for check in lesson["checks"])
-    located = subprocess.run([str(python), "-c", "import autograder; print(autograder.__file__)"], cwd=tmp_path,
-                             env=clean, capture_output=True, text=True, check=True)
+    located = subprocess.run(
+        [str(python), "-c", "import autograder; print(autograder.__file__)"],
+        cwd=tmp_path,
+        env=clean,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert Path(located.stdout.strip()).is_relative_to(repo), "an editable install of the copy"

@@ -13,12 +13,12 @@ import textwrap
 import pytest
 import yaml
 
-from autograder.engine.grading import grade
 from autograder.core.i18n import feedback_text
 from autograder.core.manifest import load_course
 from autograder.core.results import Status
+from autograder.engine.grading import grade
 
-GRADERS = '''
+GRADERS = """
 import pytest
 from autograder.engine.checks import fail
 from autograder.core.results import message
@@ -63,9 +63,9 @@ def test_after_hang(submission):
 @pytest.mark.check("skipped")
 def test_skipped(submission):
     pytest.skip("lesson03.no_cuda")
-'''
+"""
 
-TOY = '''
+TOY = """
 def double(x):
     return 2 * x
 
@@ -79,29 +79,44 @@ def todo():
 def spin():
     while True:
         pass
-'''
+"""
 
 
 @pytest.fixture
 def toy_course(tmp_path, monkeypatch):
     manifest = {
-        "course": "Toy", "language": "es", "timezone": "UTC",
-        "lessons": [{
-            "id": "09", "slug": "toy", "section": {"es": "S", "en": "S"},
-            "title": {"es": "Juguete", "en": "Toy"}, "minutes": 1, "xp": 10,
-            "files": ["toy.py"], "graders": "toy",
-            "todos": [{"id": "first", "file": "toy.py", "title": {"es": "la primera parte", "en": "the first part"}}],
-            "checks": [
-                {"id": "passes", "todo": "first", "points": 1},
-                {"id": "fails", "todo": "first", "points": 2},
-                {"id": "raises", "todo": None, "points": 1},
-                {"id": "pending", "todo": None, "points": 1},
-                {"id": "hangs", "todo": None, "points": 1, "timeout": 1.5},
-                {"id": "after-hang", "todo": None, "points": 1},
-                {"id": "skipped", "todo": None, "points": 5},
-                {"id": "no-grader", "todo": None, "points": 1},
-            ],
-        }],
+        "course": "Toy",
+        "language": "es",
+        "timezone": "UTC",
+        "lessons": [
+            {
+                "id": "09",
+                "slug": "toy",
+                "section": {"es": "S", "en": "S"},
+                "title": {"es": "Juguete", "en": "Toy"},
+                "minutes": 1,
+                "xp": 10,
+                "files": ["toy.py"],
+                "graders": "toy",
+                "todos": [
+                    {
+                        "id": "first",
+                        "file": "toy.py",
+                        "title": {"es": "la primera parte", "en": "the first part"},
+                    }
+                ],
+                "checks": [
+                    {"id": "passes", "todo": "first", "points": 1},
+                    {"id": "fails", "todo": "first", "points": 2},
+                    {"id": "raises", "todo": None, "points": 1},
+                    {"id": "pending", "todo": None, "points": 1},
+                    {"id": "hangs", "todo": None, "points": 1, "timeout": 1.5},
+                    {"id": "after-hang", "todo": None, "points": 1},
+                    {"id": "skipped", "todo": None, "points": 5},
+                    {"id": "no-grader", "todo": None, "points": 1},
+                ],
+            }
+        ],
     }
     (tmp_path / "course.yml").write_text(yaml.safe_dump(manifest), encoding="utf-8")
     graders = tmp_path / "graders" / "toy"
@@ -147,7 +162,8 @@ def test_a_grader_test_without_a_manifest_check_is_reported(toy_course, tmp_path
     course, submission = toy_course
     (tmp_path / "graders" / "toy" / "test_extra.py").write_text(
         "import pytest\n\n@pytest.mark.check('not-in-course-yml')\ndef test_x(submission):\n    pass\n",
-        encoding="utf-8")
+        encoding="utf-8",
+    )
     result = grade(course, course.lessons, submission, seed=1).lessons[0]
     assert all(c.status is Status.ERROR for c in result.checks)
     assert "not-in-course-yml" in feedback_text(result.checks[0].feedback, "es")
@@ -156,11 +172,12 @@ def test_a_grader_test_without_a_manifest_check_is_reported(toy_course, tmp_path
 def test_a_grader_that_waits_on_another_todo_says_so_and_records_it(tmp_path, monkeypatch):
     """fail(..., waits_on=...) from a hidden grader: the result names the TODO it waits on, its
     message says to fix that one first, and the next step goes there."""
-    from autograder.engine.grading import grade
-    from autograder.core.i18n import feedback_text
-    from autograder.learner.steps import blocking_todo
-    from autograder.core.manifest import load_course
     from conftest import ROOT, SEED, solution_files, write_submission
+
+    from autograder.core.i18n import feedback_text
+    from autograder.core.manifest import load_course
+    from autograder.engine.grading import grade
+    from autograder.learner.steps import blocking_todo
 
     course = load_course(ROOT / "course.yml")
     lesson = course.lesson("01")
@@ -173,7 +190,9 @@ def test_a_grader_that_waits_on_another_todo_says_so_and_records_it(tmp_path, mo
         "from autograder.core.results import message\n\n"
         "@pytest.mark.check('split-order')\n"
         "def test_probe(submission):\n"
-        "    fail(message('engine.assertion', detail='x'), waits_on='vocab')\n", encoding="utf-8")
+        "    fail(message('engine.assertion', detail='x'), waits_on='vocab')\n",
+        encoding="utf-8",
+    )
     # Two tests for one check: the probe replaces the real split-order test's verdict.
     for path in (graders / lesson.graders).glob("test_split.py"):
         path.unlink()

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import torch
 
-from autograder.engine import feedback as F
-from autograder.core.i18n import localize, feedback_text
+from autograder.core.i18n import feedback_text, localize
 from autograder.core.results import Block, Feedback, Text
+from autograder.engine import feedback as F
 
 
 def keys(fb: Feedback) -> list[str]:
@@ -319,7 +319,8 @@ def test_student_errors_are_trimmed_and_pending_todos_named():
     assert "/srv/autograder" not in es(fb) and "attention.py:57" in es(fb)
     pending = StudentError("NotImplementedError", "TODO [mask] pendiente: x", FRAMES, "/tmp/sub-x1")
     assert es(describe_student_error(pending, "mask", {"mask": {"es": "la máscara"}})).startswith(
-        "TODO [mask] pendiente: la máscara")
+        "TODO [mask] pendiente: la máscara"
+    )
 
 
 # --- text hygiene ---------------------------------------------------------------------------

@@ -14,13 +14,13 @@ from learner_course import make_course, run_cli
 from lesson03_variants import BUGGY
 
 from autograder.core import i18n
-from autograder.render.attention_png import LEAK_COLOR, attention_figure
+from autograder.core.manifest import load_course
+from autograder.core.results import Block, Figure, message
 from autograder.engine.checks import CheckFailure, fail
 from autograder.engine.grading import grade
+from autograder.render.attention_png import LEAK_COLOR, attention_figure
 from autograder.render.figures import INFLUENCE_TITLES, figure_kind, write_figures
-from autograder.core.manifest import load_course
 from autograder.render.output import render_text
-from autograder.core.results import Block, Figure, message
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +38,7 @@ def red_pixels(path) -> int:
     from matplotlib.image import imread
 
     rgb = (imread(path)[..., :3] * 255).round().astype(int)
-    target = np.array([int(LEAK_COLOR[i:i + 2], 16) for i in (1, 3, 5)])
+    target = np.array([int(LEAK_COLOR[i : i + 2], 16) for i in (1, 3, 5)])
     return int((np.abs(rgb - target).sum(axis=-1) < 30).sum())
 
 
@@ -62,8 +62,21 @@ def test_a_leaking_mask_is_drawn_and_the_feedback_names_the_picture(course, tmp_
     (figures / "03-old-check.png").write_bytes(b"stale")  # an earlier failure, fixed since
     (figures / "04-own-pieces.png").write_bytes(b"another lesson's")
     out = tmp_path / "r.json"
-    proc = run_cli(ROOT, "grade", "03", "--submission", folder, "--seed", SEED, "--format", "json",
-                   "--output", out, "--figures", figures)
+    proc = run_cli(
+        ROOT,
+        "grade",
+        "03",
+        "--submission",
+        folder,
+        "--seed",
+        SEED,
+        "--format",
+        "json",
+        "--output",
+        out,
+        "--figures",
+        figures,
+    )
     assert proc.returncode == 0, proc.stderr
     checks = {c["id"]: c for c in json.loads(out.read_text(encoding="utf-8"))["lessons"][0]["checks"]}
 
@@ -153,14 +166,30 @@ def leaking(T: int, heads: int = 1) -> np.ndarray:
 
 
 @pytest.mark.parametrize("lang", ["es", "en"])
-@pytest.mark.parametrize(("kind", "heads", "T", "title"), [
-    ("influence", 1, 7, message("lesson03.figure_influence")),   # issue 15, item 8: cut on both sides
-    ("influence", 1, 7, message("lesson04.figure_influence")),
-    ("influence", 1, 7, message("lesson03.figure_grad")),
-    ("weights", 3, 7, message("lesson03.figure_weights")),
-    ("weights", 1, 3, message("lesson03.figure_weights")),
-    ("weights", 2, 40, "«" + "una frase muy larga que alguien escribió en el visor " * 4 + "» · explícita"),
-], ids=["l03-influence", "l04-influence", "l03-grad", "weights-3-heads", "weights-1-head", "viewer-long-title"])
+@pytest.mark.parametrize(
+    ("kind", "heads", "T", "title"),
+    [
+        ("influence", 1, 7, message("lesson03.figure_influence")),  # issue 15, item 8: cut on both sides
+        ("influence", 1, 7, message("lesson04.figure_influence")),
+        ("influence", 1, 7, message("lesson03.figure_grad")),
+        ("weights", 3, 7, message("lesson03.figure_weights")),
+        ("weights", 1, 3, message("lesson03.figure_weights")),
+        (
+            "weights",
+            2,
+            40,
+            "«" + "una frase muy larga que alguien escribió en el visor " * 4 + "» · explícita",
+        ),
+    ],
+    ids=[
+        "l03-influence",
+        "l04-influence",
+        "l03-grad",
+        "weights-3-heads",
+        "weights-1-head",
+        "viewer-long-title",
+    ],
+)
 def test_every_text_of_a_figure_fits_its_canvas(kind, heads, T, title, lang):
     """Titles and legends are wrapped to the figure: measured with matplotlib's own renderer,
     every text's extent lies inside the canvas, and none overlaps another."""
@@ -174,8 +203,11 @@ def test_every_text_of_a_figure_fits_its_canvas(kind, heads, T, title, lang):
         assert canvas.x0 - 0.5 <= box.x0 and box.x1 <= canvas.x1 + 0.5, (text.get_text(), box, canvas)
         assert canvas.y0 - 0.5 <= box.y0 and box.y1 <= canvas.y1 + 0.5, (text.get_text(), box, canvas)
         boxes[text.get_text()] = box
-    title_box = next(box for text, box in boxes.items() if text.replace("\n", " ").startswith(
-        i18n.localize(title, lang)[:12]))
+    title_box = next(
+        box
+        for text, box in boxes.items()
+        if text.replace("\n", " ").startswith(i18n.localize(title, lang)[:12])
+    )
     legend = next(box for text, box in boxes.items() if text.startswith(("Blanco", "White")))
     # The legend and the title overlap no label.
     for text, box in boxes.items():
@@ -185,8 +217,10 @@ def test_every_text_of_a_figure_fits_its_canvas(kind, heads, T, title, lang):
 
 @pytest.mark.parametrize("lang", ["es", "en"])
 def test_an_influence_map_is_labelled_as_influence_not_as_a_head(lang):
-    words = {"es": ("influencia de x_j en la salida i", "influencia", "cabeza", "peso"),
-             "en": ("influence of x_j on output i", "influence", "head", "weight")}[lang]
+    words = {
+        "es": ("influencia de x_j en la salida i", "influencia", "cabeza", "peso"),
+        "en": ("influence of x_j on output i", "influence", "head", "weight"),
+    }[lang]
     influence = [t.get_text() for t in texts_of(attention_figure(leaking(5), lang=lang, kind="influence"))]
     assert words[0] in influence
     assert any(text.startswith(words[1] + " ") for text in influence)  # the colour bar
@@ -203,8 +237,12 @@ def test_the_graders_influence_maps_are_drawn_as_influence():
     keys = set()
     for path in (ROOT / "autograder" / "graders").rglob("*.py"):
         # A Figure(title=...) of its own, or grader_helpers.scaled_heatmap(figure_title=...).
-        keys |= set(re.findall(r"(?:Figure\([^)]*?title|figure_title)=message\(\"([\w.]+)\"\)",
-                               path.read_text(encoding="utf-8")))
+        keys |= set(
+            re.findall(
+                r"(?:Figure\([^)]*?title|figure_title)=message\(\"([\w.]+)\"\)",
+                path.read_text(encoding="utf-8"),
+            )
+        )
     assert keys >= INFLUENCE_TITLES
     assert all(key in INFLUENCE_TITLES or key.endswith(".figure_weights") for key in keys), keys
     assert figure_kind(Figure(np.eye(2), title=message("lesson03.figure_influence"))) == "influence"

@@ -13,10 +13,9 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
 from autograder.core.file_lock import LockTimeout, exclusive, lock_path
-
-from conftest import ROOT
 
 # A child process: python -c HOLDER <target> <held-flag> <release-flag>
 # takes the lock, says so with a file, and keeps it until the release file appears.
@@ -53,8 +52,14 @@ APPENDER = textwrap.dedent("""
 
 def _python(code: str, *args: Path | str) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return subprocess.Popen([sys.executable, "-c", code, *map(str, args)], env=env, cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", code, *map(str, args)],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def _wait_for(path: Path, proc: subprocess.Popen) -> None:

@@ -27,8 +27,16 @@ def test_files_come_back_as_sorted_posix_paths_relative_to_the_folder(tmp_path):
 
 
 def test_caches_are_never_listed(tmp_path):
-    _make(tmp_path, "model.py", "__pycache__/model.cpython-311.pyc", ".pytest_cache/v/cache/lastfailed",
-          "sub/__pycache__/x.pyc", "sub/keep.py", "stray.pyc", "deep/.pytest_cache/README.md")
+    _make(
+        tmp_path,
+        "model.py",
+        "__pycache__/model.cpython-311.pyc",
+        ".pytest_cache/v/cache/lastfailed",
+        "sub/__pycache__/x.pyc",
+        "sub/keep.py",
+        "stray.pyc",
+        "deep/.pytest_cache/README.md",
+    )
     assert walk_files(tmp_path) == ["model.py", "sub/keep.py"]
 
 
@@ -41,15 +49,30 @@ def test_is_cache_agrees_with_the_walker():
 
 
 def test_hidden_entries_are_listed_unless_asked_otherwise(tmp_path):
-    _make(tmp_path, ".env", ".ipynb_checkpoints/nb-checkpoint.ipynb", "nb.ipynb", "sub/.hidden", "sub/seen.txt")
-    assert walk_files(tmp_path) == [".env", ".ipynb_checkpoints/nb-checkpoint.ipynb", "nb.ipynb",
-                                    "sub/.hidden", "sub/seen.txt"]
+    _make(
+        tmp_path, ".env", ".ipynb_checkpoints/nb-checkpoint.ipynb", "nb.ipynb", "sub/.hidden", "sub/seen.txt"
+    )
+    assert walk_files(tmp_path) == [
+        ".env",
+        ".ipynb_checkpoints/nb-checkpoint.ipynb",
+        "nb.ipynb",
+        "sub/.hidden",
+        "sub/seen.txt",
+    ]
     assert walk_files(tmp_path, hidden=False) == ["nb.ipynb", "sub/seen.txt"]
 
 
 def test_skip_dirs_and_skip_suffixes_leave_out_more(tmp_path):
-    _make(tmp_path, "keep.py", "notes.tmp", "old.pyo", ".mypy_cache/x.json", "pkg.egg-info/PKG-INFO",
-          "sub/.mypy_cache/y.json", "sub/keep.txt")
+    _make(
+        tmp_path,
+        "keep.py",
+        "notes.tmp",
+        "old.pyo",
+        ".mypy_cache/x.json",
+        "pkg.egg-info/PKG-INFO",
+        "sub/.mypy_cache/y.json",
+        "sub/keep.txt",
+    )
     found = walk_files(tmp_path, skip_dirs={".mypy_cache"}, skip_suffixes=(".tmp", ".pyo", ".egg-info"))
     # A suffix leaves out folders as well as files (pkg.egg-info/), a skipped name at any depth.
     assert found == ["keep.py", "sub/keep.txt"]
@@ -82,7 +105,11 @@ def test_on_link_hears_of_every_link_and_none_is_listed(tmp_path):
     (folder / ".hidden_link").symlink_to(outside / "secret.txt")
     seen: list[Path] = []
     assert walk_files(folder, hidden=False, on_link=seen.append) == ["own.py", "sub/deeper.py"]
-    assert sorted(p.relative_to(folder).as_posix() for p in seen) == ["dangling", "linked_dir", "sub/linked.txt"]
+    assert sorted(p.relative_to(folder).as_posix() for p in seen) == [
+        "dangling",
+        "linked_dir",
+        "sub/linked.txt",
+    ]
 
 
 def test_on_link_may_refuse_by_raising(tmp_path):

@@ -9,9 +9,9 @@ import pytest
 import yaml
 
 from autograder.core import i18n
+from autograder.core.results import Block, CheckResult, CourseResult, Feedback, LessonResult, Status, message
 from autograder.render import formats
 from autograder.render.formats import render_gradescope, to_gradescope
-from autograder.core.results import Block, CheckResult, CourseResult, Feedback, LessonResult, Status, message
 
 MESSAGES = Path(i18n.__file__).resolve().parents[1] / "messages"
 SEED = 1234
@@ -32,14 +32,33 @@ def lesson03() -> LessonResult:
         xp_max=50,
         checks=[
             CheckResult("np-mask", "np-mask", Status.PASSED, 6.0, 6.0, duration=0.4),
-            CheckResult("future-leak", "mask", Status.FAILED, 0.0, 6.0,
-                        Feedback((message("engine.assertion", detail="fuga"), Block("i\\j 0 1\n  0 X ."))),
-                        duration=0.9),
-            CheckResult("heads-merge", "contiguous-view", Status.ERROR, 0.0, 6.0,
-                        Feedback.of(message("engine.timeout", seconds=10)), duration=10.2),
+            CheckResult(
+                "future-leak",
+                "mask",
+                Status.FAILED,
+                0.0,
+                6.0,
+                Feedback((message("engine.assertion", detail="fuga"), Block("i\\j 0 1\n  0 X ."))),
+                duration=0.9,
+            ),
+            CheckResult(
+                "heads-merge",
+                "contiguous-view",
+                Status.ERROR,
+                0.0,
+                6.0,
+                Feedback.of(message("engine.timeout", seconds=10)),
+                duration=10.2,
+            ),
             CheckResult("quiz-1", None, Status.PASSED, 1.5, 1.5),
-            CheckResult("gpu-parity", None, Status.SKIPPED, 0.0, 0.0,
-                        Feedback.of(message("engine.skipped", reason="CUDA no disponible"))),
+            CheckResult(
+                "gpu-parity",
+                None,
+                Status.SKIPPED,
+                0.0,
+                0.0,
+                Feedback.of(message("engine.skipped", reason="CUDA no disponible")),
+            ),
         ],
     )
 
@@ -72,14 +91,30 @@ def only(*checks: CheckResult) -> CourseResult:
 def test_gradescope_structure_and_values():
     result = make_result()
     data = to_gradescope(result, "es")
-    assert list(data) == ["score", "execution_time", "output", "output_format", "test_output_format",
-                          "test_name_format", "visibility", "stdout_visibility", "extra_data", "tests"]
+    assert list(data) == [
+        "score",
+        "execution_time",
+        "output",
+        "output_format",
+        "test_output_format",
+        "test_name_format",
+        "visibility",
+        "stdout_visibility",
+        "extra_data",
+        "tests",
+    ]
     assert data["score"] == 12.5 == result.score
     assert data["execution_time"] == 13 and type(data["execution_time"]) is int  # 12.6 s, rounded
     assert (data["visibility"], data["stdout_visibility"]) == ("visible", "hidden")
     assert data["output_format"] == data["test_output_format"] == data["test_name_format"] == "text"
-    assert data["extra_data"] == {"course": "Transformers desde cero", "language": "es", "seed": SEED,
-                                  "practice": True, "xp": 60, "xp_max": 110}
+    assert data["extra_data"] == {
+        "course": "Transformers desde cero",
+        "language": "es",
+        "seed": SEED,
+        "practice": True,
+        "xp": 60,
+        "xp_max": 110,
+    }
 
     tests = data["tests"]
     assert [t["number"] for t in tests] == ["03.1", "03.2", "03.3", "03.4", "03.5", "04.1", "04.2"]
@@ -107,10 +142,23 @@ def test_gradescope_structure_and_values():
     # An ERROR is not a pass: Gradescope shows it failed, with the engine's message.
     assert tests[2]["status"] == "failed" and tests[2]["name"] == "03 · heads-merge · TODO [contiguous-view]"
     assert tests[2]["output"].startswith("Tiempo agotado") and "10 s" in tests[2]["output"]
-    assert tests[3] == {"name": "03 · quiz-1", "number": "03.4", "score": 1.5, "max_score": 1.5,
-                        "status": "passed", "output": "", "visibility": "visible"}  # no todo, no tags
-    assert tests[4] == {"name": "03 · gpu-parity", "number": "03.5", "score": 0, "max_score": 0,
-                        "output": SKIPPED_ES + "\nOmitida: CUDA no disponible", "visibility": "visible"}
+    assert tests[3] == {
+        "name": "03 · quiz-1",
+        "number": "03.4",
+        "score": 1.5,
+        "max_score": 1.5,
+        "status": "passed",
+        "output": "",
+        "visibility": "visible",
+    }  # no todo, no tags
+    assert tests[4] == {
+        "name": "03 · gpu-parity",
+        "number": "03.5",
+        "score": 0,
+        "max_score": 0,
+        "output": SKIPPED_ES + "\nOmitida: CUDA no disponible",
+        "visibility": "visible",
+    }
     assert tests[6]["output"] == SKIPPED_ES  # skipped without a reason still says so
 
 
@@ -131,7 +179,9 @@ def test_gradescope_totals_match_the_result():
     assert sum(t["score"] for t in data["tests"]) == data["score"] == result.score
     assert sum(t["max_score"] for t in data["tests"]) == result.max_score == 24.5
     passed = [t for t in data["tests"] if t.get("status") == "passed"]
-    assert len(passed) == sum(c.status is Status.PASSED for lesson in result.lessons for c in lesson.checks) == 3
+    assert (
+        len(passed) == sum(c.status is Status.PASSED for lesson in result.lessons for c in lesson.checks) == 3
+    )
 
 
 def test_gradescope_output_summary_with_practice_note_and_seed():

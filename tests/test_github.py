@@ -1,5 +1,6 @@
-"""autograder/github/ (api.py, rest.py, actions.py, texts.py) against a real local HTTP server that emulates the GitHub REST endpoints
-it uses, plus workflow-command escaping, environment files and the stdlib-only promise."""
+"""autograder/github/ (api.py, rest.py, actions.py, texts.py) against a real local HTTP server that
+emulates the GitHub REST endpoints it uses, plus workflow-command escaping, environment files and
+the stdlib-only promise."""
 
 from __future__ import annotations
 
@@ -11,10 +12,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from fake_github import BOT, HEAD_SHA, REPO, TOKEN, FakeGitHub
 
 from autograder.github import actions, texts
 from autograder.github import api as github
-from fake_github import BOT, HEAD_SHA, REPO, TOKEN, FakeGitHub
 from autograder.github.actions import annotation, append_summary, escape_data, escape_property, set_output
 from autograder.github.rest import DEFAULT_MARKER, GitHubAPI, GitHubError
 
@@ -78,7 +79,9 @@ def test_upsert_ignores_a_human_quoting_the_marker(fake, api):
     assert human["body"] == quoted and other_bot["body"] == "CI de otro bot, sin marcador"
     ours = [c for c in fake.all_comments() if c["body"].startswith(DEFAULT_MARKER)]
     assert len(ours) == 1 and ours[0]["body"] == f"{DEFAULT_MARKER}\nfeedback 2\n"
-    assert [p for m, p, _ in fake.requests if m == "PATCH"] == [f"/repos/{REPO}/issues/comments/{ours[0]['id']}"]
+    assert [p for m, p, _ in fake.requests if m == "PATCH"] == [
+        f"/repos/{REPO}/issues/comments/{ours[0]['id']}"
+    ]
 
 
 def test_upsert_with_a_custom_marker_keeps_comments_apart(fake, api):
@@ -103,18 +106,29 @@ def test_long_body_is_truncated_to_githubs_limit(fake, api):
     assert stored.rstrip("\n").endswith(NOTE_COMMENT_ES)
     assert stored.count("```") % 2 == 0  # the open code fence was closed before the note
     api.upsert_comment("commit", SHA, body, lang="en")
-    assert fake.all_comments()[0]["body"].rstrip().endswith(
-        "_(Message truncated: it exceeded the maximum size of a GitHub comment.)_")
+    assert (
+        fake.all_comments()[0]["body"]
+        .rstrip()
+        .endswith("_(Message truncated: it exceeded the maximum size of a GitHub comment.)_")
+    )
 
 
 def test_commit_status_description_is_truncated(fake, api):
-    data = api.set_commit_status(SHA, "success", "Nota: 10/10 · " + "x" * 300, "autograder/03",
-                                 target_url="https://github.example/run/1")
+    data = api.set_commit_status(
+        SHA,
+        "success",
+        "Nota: 10/10 · " + "x" * 300,
+        "autograder/03",
+        target_url="https://github.example/run/1",
+    )
     [status] = fake.statuses
     assert len(status["description"]) == 140 and status["description"].endswith("…")
     assert status["description"].startswith("Nota: 10/10 · xxx")
     assert (status["state"], status["context"], status["target_url"]) == (
-        "success", "autograder/03", "https://github.example/run/1")
+        "success",
+        "autograder/03",
+        "https://github.example/run/1",
+    )
     assert data["url"].endswith(f"/statuses/{SHA}")
     api.set_commit_status(SHA, "failure", "corto", "autograder/04")
     assert fake.statuses[1]["description"] == "corto" and "target_url" not in fake.statuses[1]
@@ -178,8 +192,12 @@ def test_unreachable_api_is_a_github_error(fake):
 
 
 def test_constructor_validates():
-    for args in (("ftp://x", TOKEN, REPO), ("https://api.github.com", "", REPO),
-                 ("https://api.github.com", TOKEN, "no-slash"), ("https://api.github.com", TOKEN, "a/b/c")):
+    for args in (
+        ("ftp://x", TOKEN, REPO),
+        ("https://api.github.com", "", REPO),
+        ("https://api.github.com", TOKEN, "no-slash"),
+        ("https://api.github.com", TOKEN, "a/b/c"),
+    ):
         with pytest.raises(ValueError):
             GitHubAPI(*args)
     api = GitHubAPI.from_env({"GH_TOKEN": TOKEN, "GITHUB_REPOSITORY": REPO})
@@ -190,12 +208,24 @@ def test_constructor_validates():
 
 
 def run_cli(fake, *args: str, env_extra: dict | None = None, drop: tuple[str, ...] = ()):
-    env = {"PATH": os.environ.get("PATH", ""), "GITHUB_API_URL": fake.base, "GITHUB_TOKEN": TOKEN,
-           "GITHUB_REPOSITORY": REPO, "PYTHONDONTWRITEBYTECODE": "1", **(env_extra or {})}
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "GITHUB_API_URL": fake.base,
+        "GITHUB_TOKEN": TOKEN,
+        "GITHUB_REPOSITORY": REPO,
+        "PYTHONDONTWRITEBYTECODE": "1",
+        **(env_extra or {}),
+    }
     for name in drop:
         env.pop(name, None)
-    proc = subprocess.run([sys.executable, "-m", "autograder.github.api", *args], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "autograder.github.api", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert TOKEN not in proc.stdout and TOKEN not in proc.stderr
     return proc
 
@@ -212,15 +242,39 @@ def test_cli_comment_creates_then_updates(fake, tmp_path):
     [comment] = fake.all_comments()
     assert comment["body"] == f"{DEFAULT_MARKER}\n# Lección 03\n\nNota: 10/10 `$(rm -rf ~)`\n"
 
-    pr = run_cli(fake, "comment", "--kind", "issue", "--target", "7", "--body-file", str(body),
-                 "--marker", "<!-- autograder:pr -->", drop=("GITHUB_TOKEN",), env_extra={"GH_TOKEN": TOKEN})
+    pr = run_cli(
+        fake,
+        "comment",
+        "--kind",
+        "issue",
+        "--target",
+        "7",
+        "--body-file",
+        str(body),
+        "--marker",
+        "<!-- autograder:pr -->",
+        drop=("GITHUB_TOKEN",),
+        env_extra={"GH_TOKEN": TOKEN},
+    )
     assert pr.returncode == 0, pr.stderr
     assert fake.comments[("issue", "7")][0]["body"].startswith("<!-- autograder:pr -->\n")
 
 
 def test_cli_status(fake):
-    proc = run_cli(fake, "status", "--sha", SHA, "--state", "success", "--description", "Nota " + "9" * 200,
-                   "--context", "autograder", "--target-url", "https://github.example/runs/1")
+    proc = run_cli(
+        fake,
+        "status",
+        "--sha",
+        SHA,
+        "--state",
+        "success",
+        "--description",
+        "Nota " + "9" * 200,
+        "--context",
+        "autograder",
+        "--target-url",
+        "https://github.example/runs/1",
+    )
     assert proc.returncode == 0, proc.stderr
     [status] = fake.statuses
     assert len(status["description"]) == 140 and status["target_url"] == "https://github.example/runs/1"
@@ -230,21 +284,67 @@ def test_cli_status(fake):
 @pytest.mark.parametrize(
     "args, drop, expected",
     [
-        (["status", "--sha", "abc123", "--state", "success", "--description", "d", "--context", "c"], (), "40 hexadecimal"),
-        (["status", "--sha", SHA, "--state", "bogus", "--description", "d", "--context", "c"], (), "invalid choice"),
-        (["status", "--sha", SHA, "--state", "success", "--description", "d", "--context", "c",
-          "--target-url", "javascript:alert(1)"], (), "http(s)"),
-        (["status", "--sha", SHA, "--state", "success", "--description", "d", "--context", " "], (), "context"),
+        (
+            ["status", "--sha", "abc123", "--state", "success", "--description", "d", "--context", "c"],
+            (),
+            "40 hexadecimal",
+        ),
+        (
+            ["status", "--sha", SHA, "--state", "bogus", "--description", "d", "--context", "c"],
+            (),
+            "invalid choice",
+        ),
+        (
+            [
+                "status",
+                "--sha",
+                SHA,
+                "--state",
+                "success",
+                "--description",
+                "d",
+                "--context",
+                "c",
+                "--target-url",
+                "javascript:alert(1)",
+            ],
+            (),
+            "http(s)",
+        ),
+        (
+            ["status", "--sha", SHA, "--state", "success", "--description", "d", "--context", " "],
+            (),
+            "context",
+        ),
         (["comment", "--kind", "issue", "--target", "0", "--body-file", "{body}"], (), "positive integer"),
         (["comment", "--kind", "issue", "--target", "-3", "--body-file", "{body}"], (), "positive integer"),
-        (["comment", "--kind", "issue", "--target", "7; rm -rf /", "--body-file", "{body}"], (), "positive integer"),
+        (
+            ["comment", "--kind", "issue", "--target", "7; rm -rf /", "--body-file", "{body}"],
+            (),
+            "positive integer",
+        ),
         (["comment", "--kind", "commit", "--target", "7", "--body-file", "{body}"], (), "40 hexadecimal"),
-        (["comment", "--kind", "commit", "--target", SHA, "--body-file", "/nonexistent/f.md"], (), "cannot read"),
-        (["comment", "--kind", "commit", "--target", SHA, "--body-file", "{body}", "--marker", "<b>"], (), "marker"),
+        (
+            ["comment", "--kind", "commit", "--target", SHA, "--body-file", "/nonexistent/f.md"],
+            (),
+            "cannot read",
+        ),
+        (
+            ["comment", "--kind", "commit", "--target", SHA, "--body-file", "{body}", "--marker", "<b>"],
+            (),
+            "marker",
+        ),
         (["comment", "--kind", "pr", "--target", "7", "--body-file", "{body}"], (), "invalid choice"),
-        (["comment", "--kind", "commit", "--target", SHA, "--body-file", "{body}"], ("GITHUB_TOKEN",), "GITHUB_TOKEN"),
-        (["comment", "--kind", "commit", "--target", SHA, "--body-file", "{body}"], ("GITHUB_REPOSITORY",),
-         "GITHUB_REPOSITORY"),
+        (
+            ["comment", "--kind", "commit", "--target", SHA, "--body-file", "{body}"],
+            ("GITHUB_TOKEN",),
+            "GITHUB_TOKEN",
+        ),
+        (
+            ["comment", "--kind", "commit", "--target", SHA, "--body-file", "{body}"],
+            ("GITHUB_REPOSITORY",),
+            "GITHUB_REPOSITORY",
+        ),
         ([], (), "required"),
     ],
 )
@@ -264,8 +364,19 @@ def test_cli_api_error_exits_1_with_githubs_message(fake, tmp_path):
     proc = run_cli(fake, "comment", "--kind", "issue", "--target", "999", "--body-file", str(body))
     assert proc.returncode == 1
     assert "404" in proc.stderr and "Not Found" in proc.stderr and "Traceback" not in proc.stderr
-    bad = run_cli(fake, "status", "--sha", SHA, "--state", "success", "--description", "d", "--context", "c",
-                  env_extra={"GITHUB_TOKEN": "wrong-" + TOKEN})
+    bad = run_cli(
+        fake,
+        "status",
+        "--sha",
+        SHA,
+        "--state",
+        "success",
+        "--description",
+        "d",
+        "--context",
+        "c",
+        env_extra={"GITHUB_TOKEN": "wrong-" + TOKEN},
+    )
     assert bad.returncode == 1 and "Bad credentials" in bad.stderr
 
 
@@ -298,14 +409,26 @@ def test_escaping_functions():
 
 
 def test_annotation_escapes_every_part():
-    line = annotation("error", "50% hecho\nfalta: a, b", file="lecciones/03: atención, v2.py",
-                      line=57, end_line=60, title="TODO [mask]: fuga, 100%")
-    assert line == ("::error file=lecciones/03%3A atención%2C v2.py,line=57,endLine=60,"
-                    "title=TODO [mask]%3A fuga%2C 100%25::50%25 hecho%0Afalta: a, b")
+    line = annotation(
+        "error",
+        "50% hecho\nfalta: a, b",
+        file="lecciones/03: atención, v2.py",
+        line=57,
+        end_line=60,
+        title="TODO [mask]: fuga, 100%",
+    )
+    assert line == (
+        "::error file=lecciones/03%3A atención%2C v2.py,line=57,endLine=60,"
+        "title=TODO [mask]%3A fuga%2C 100%25::50%25 hecho%0Afalta: a, b"
+    )
     name, props, message = parse_command(line)
     assert name == "error"
-    assert props == {"file": "lecciones/03: atención, v2.py", "line": "57", "endLine": "60",
-                     "title": "TODO [mask]: fuga, 100%"}
+    assert props == {
+        "file": "lecciones/03: atención, v2.py",
+        "line": "57",
+        "endLine": "60",
+        "title": "TODO [mask]: fuga, 100%",
+    }
     assert message == "50% hecho\nfalta: a, b"
     # Hostile text cannot start a second command on its own line.
     hostile = annotation("notice", "ok\n::add-mask::x\r\n::error::boom", title="a::b")
@@ -350,15 +473,18 @@ def test_set_output_cannot_be_hijacked(tmp_path, monkeypatch):
     out.write_text("", encoding="utf-8")
     env = {"GITHUB_OUTPUT": str(out)}
     planted = uuid.UUID("00000000-0000-4000-8000-000000000001")
-    hostile = (f"primera\nghadelimiter_{planted}\nresult=pass\nscore=100\nEOF\nother<<EOF\nx\nEOF\n"
-               "ghadelimiter_\n")
+    hostile = (
+        f"primera\nghadelimiter_{planted}\nresult=pass\nscore=100\nEOF\nother<<EOF\nx\nEOF\nghadelimiter_\n"
+    )
     # The first delimiter drawn occurs in the value: it must be refused and another drawn.
     draws = iter([planted, uuid.UUID("00000000-0000-4000-8000-000000000002")])
     monkeypatch.setattr(actions.uuid, "uuid4", lambda: next(draws))
     assert set_output("result", hostile, env) is True
     text = out.read_text(encoding="utf-8")
     assert parse_env_file(text) == {"result": hostile}
-    assert f"ghadelimiter_{planted}\n" in text and text.endswith("ghadelimiter_00000000-0000-4000-8000-000000000002\n")
+    assert f"ghadelimiter_{planted}\n" in text and text.endswith(
+        "ghadelimiter_00000000-0000-4000-8000-000000000002\n"
+    )
     monkeypatch.undo()
     assert set_output("seed", 1234, env) is True
     assert parse_env_file(out.read_text(encoding="utf-8")) == {"result": hostile, "seed": "1234"}
@@ -384,7 +510,9 @@ def test_append_summary_truncates_to_one_mib(tmp_path):
     summary = tmp_path / "summary.md"
     summary.write_text("x" * 300_000 + "\n", encoding="utf-8")  # what earlier calls wrote
     block = "\n".join("línea ñ " + "a" * 60 for _ in range(20_000))
-    markdown = f"# Resumen\n\n<details><summary>traza</summary>\n\n````text\n{block}\n````\n\n</details>\nfin\n"
+    markdown = (
+        f"# Resumen\n\n<details><summary>traza</summary>\n\n````text\n{block}\n````\n\n</details>\nfin\n"
+    )
     assert len(markdown.encode("utf-8")) > 1024 * 1024
     assert append_summary(markdown, {"GITHUB_STEP_SUMMARY": str(summary)}) is True
     raw = summary.read_bytes()
@@ -394,7 +522,11 @@ def test_append_summary_truncates_to_one_mib(tmp_path):
     assert added.startswith("# Resumen\n") and "fin" not in added[-200:]
     assert added.rstrip("\n").endswith(NOTE_SUMMARY_ES)
     assert added.count("````") == 2 and added.count("</details>") == 1  # closed before the note
-    assert added.index("````", added.index("````") + 1) < added.index("</details>") < added.index(NOTE_SUMMARY_ES)
+    assert (
+        added.index("````", added.index("````") + 1)
+        < added.index("</details>")
+        < added.index(NOTE_SUMMARY_ES)
+    )
 
 
 def test_catalog_reader_agrees_with_yaml():
@@ -417,26 +549,41 @@ def _modules_loaded_by(module: str) -> list[str]:
         f"import {module}\n"
         "print(repr(sorted(set(sys.modules) - before)))\n"
     )
-    proc = subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 0, proc.stderr
     return eval(proc.stdout)
 
 
 def test_imports_only_the_standard_library():
     new = _modules_loaded_by("autograder.github.api")
-    bad = [m for m in new if m.split(".")[0] not in sys.stdlib_module_names and m.split(".")[0] != "autograder"]
+    bad = [
+        m for m in new if m.split(".")[0] not in sys.stdlib_module_names and m.split(".")[0] != "autograder"
+    ]
     ours = [m for m in new if m.split(".")[0] == "autograder"]
     heavy = [m for m in ("yaml", "rich", "torch", "numpy", "jsonschema", "pytest") if m in new]
     assert bad == [] and heavy == []
-    assert sorted(ours) == ["autograder", "autograder.core", "autograder.core.neutral", "autograder.github", "autograder.github.api",
-                            "autograder.github.rest", "autograder.github.texts"]  # neutral: stdlib only too
+    assert sorted(ours) == [
+        "autograder",
+        "autograder.core",
+        "autograder.core.neutral",
+        "autograder.github",
+        "autograder.github.api",
+        "autograder.github.rest",
+        "autograder.github.texts",
+    ]  # neutral: stdlib only too
 
 
 def test_workflow_commands_import_only_the_standard_library():
     # steps.py writes every workflow command and output through actions.py: the same promise.
     new = _modules_loaded_by("autograder.github.actions")
     assert sorted(m for m in new if m.split(".")[0] not in sys.stdlib_module_names) == [
-        "autograder", "autograder.github", "autograder.github.actions", "autograder.github.texts"]
+        "autograder",
+        "autograder.github",
+        "autograder.github.actions",
+        "autograder.github.texts",
+    ]
 
 
 # --- a pull request's grade (grade-comment.yml) ---------------------------------------------
@@ -452,17 +599,46 @@ def forged_artifact(folder: Path, number: int = 7) -> Path:
     (folder / "comment.md").write_text("## ✔ XP 300/300 · verificado por el profesor\n", encoding="utf-8")
     (folder / "status.json").write_text(json.dumps({"description": "XP 300/300"}), encoding="utf-8")
     title = "## ✔ XP 300/300 [click](http://x) <img src=x> \x1b]52;c;SGk=\x07"
-    (folder / "results.json").write_text(json.dumps({
-        "course": "c", "language": "es", "xp": 300, "xp_max": 300, "score": 600, "max_score": 600,
-        "lessons": [{"id": "01", "title": title, "score": 100, "max_score": 100, "xp": 50, "xp_max": 50,
-                     "completed": True, "checks": [{"id": "vocab", "status": "passed"}]}]}), encoding="utf-8")
+    (folder / "results.json").write_text(
+        json.dumps(
+            {
+                "course": "c",
+                "language": "es",
+                "xp": 300,
+                "xp_max": 300,
+                "score": 600,
+                "max_score": 600,
+                "lessons": [
+                    {
+                        "id": "01",
+                        "title": title,
+                        "score": 100,
+                        "max_score": 100,
+                        "xp": 50,
+                        "xp_max": 50,
+                        "completed": True,
+                        "checks": [{"id": "vocab", "status": "passed"}],
+                    }
+                ],
+            }
+        ),
+        encoding="utf-8",
+    )
     return folder
 
 
 def test_cli_pr_comment_says_unverified_whatever_the_artifact_claims(fake, tmp_path):
     artifact = forged_artifact(tmp_path / "graded")
-    proc = run_cli(fake, "pr-comment", "--graded-dir", str(artifact), "--head-sha", HEAD_SHA,
-                   "--run-url", "https://github.example/o/r/actions/runs/9")
+    proc = run_cli(
+        fake,
+        "pr-comment",
+        "--graded-dir",
+        str(artifact),
+        "--head-sha",
+        HEAD_SHA,
+        "--run-url",
+        "https://github.example/o/r/actions/runs/9",
+    )
     assert proc.returncode == 0, proc.stderr
     [comment] = fake.comments_on("issue", "7")
     body = comment["body"]

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from autograder.github.grades_branch import GitStoreError, append_record, commit_time, read_history
 from autograder.core.history import LessonEntry, Record, badge, compute_progress, dump_line
+from autograder.github.grades_branch import GitStoreError, append_record, commit_time, read_history
 
 ROOT = Path(__file__).resolve().parent.parent
 TZ = "Europe/Madrid"
@@ -154,7 +154,9 @@ def test_the_first_record_creates_an_orphan_branch_and_touches_nothing_local(tmp
     ran = tmp_path / "hook-ran"
     for name in ("pre-push", "reference-transaction"):
         hook = work / ".git" / "hooks" / name
-        hook.write_text(f"#!{sys.executable}\nimport sys\nopen({str(ran)!r}, 'a').write('{name}\\n')\nsys.exit(1)\n")
+        hook.write_text(
+            f"#!{sys.executable}\nimport sys\nopen({str(ran)!r}, 'a').write('{name}\\n')\nsys.exit(1)\n"
+        )
         hook.chmod(0o755)
     before = snapshot(work)
     assert read_history(work) == ([], [])
@@ -172,7 +174,9 @@ def test_the_first_record_creates_an_orphan_branch_and_touches_nothing_local(tmp
     )
     assert set(git(remote, "ls-tree", "--name-only", "grades").split()) == BRANCH_FILES
     assert show(remote, "history.jsonl") == dump_line(record).encode()
-    unrelated = subprocess.run(["git", "merge-base", "grades", "main"], cwd=remote, capture_output=True, check=False)
+    unrelated = subprocess.run(
+        ["git", "merge-base", "grades", "main"], cwd=remote, capture_output=True, check=False
+    )
     assert unrelated.returncode == 1  # no common ancestor with the learner's code
     readme = show(remote, "README.md").decode()
     assert "no la edites a mano" in readme and "do not edit it by hand" in readme
@@ -225,7 +229,12 @@ def test_derived_files(work, remote):
     expected = compute_progress(result.records, TZ, now=NOW)
     progress = json.loads(show(remote, "progress.json"))
     assert progress["course"] == COURSE and progress["tz"] == TZ
-    assert (progress["xp"], progress["xp_max"], progress["streak"], progress["longest_streak"]) == (100, 100, 2, 2)
+    assert (progress["xp"], progress["xp_max"], progress["streak"], progress["longest_streak"]) == (
+        100,
+        100,
+        2,
+        2,
+    )
     assert progress["last_progress_day"] == "2025-01-11" and progress["regressions"] == ["03"]
     assert progress["lessons"] == [
         {
@@ -280,7 +289,9 @@ def test_a_missing_remote_is_an_error_for_writing_and_empty_for_reading(tmp_path
 
 def test_a_push_refused_for_another_reason_is_an_error_not_a_retry(work, remote):
     hook = remote / "hooks" / "pre-receive"
-    hook.write_text(f"#!{sys.executable}\nimport sys\nprint('grades are closed', file=sys.stderr)\nsys.exit(1)\n")
+    hook.write_text(
+        f"#!{sys.executable}\nimport sys\nprint('grades are closed', file=sys.stderr)\nsys.exit(1)\n"
+    )
     hook.chmod(0o755)
     started = time.monotonic()
     with pytest.raises(GitStoreError, match="grades are closed"):

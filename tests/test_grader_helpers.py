@@ -11,11 +11,21 @@ import torch
 from autograder.core.results import Block, Figure, message
 from autograder.engine.checks import CheckFailure
 from autograder.engine.feedback import heatmap
-from autograder.engine.grader_helpers import (config_text, first_hint, generator, hinted, innermost_learner_file,
-                                              learner_frames, load_weights, scaled_heatmap, tokens, worker_generator)
+from autograder.engine.grader_helpers import (
+    config_text,
+    first_hint,
+    generator,
+    hinted,
+    innermost_learner_file,
+    learner_frames,
+    load_weights,
+    scaled_heatmap,
+    tokens,
+    worker_generator,
+)
 from autograder.sandbox.client import Sandbox, StudentError
 
-MODEL = '''\
+MODEL = """\
 import torch
 from torch import nn
 
@@ -45,15 +55,15 @@ def pending():
 
 def in_place():
     raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
-'''
+"""
 
-HELPERS = '''\
+HELPERS = """\
 import numpy as np
 
 
 def broadcast():
     return np.ones((2, 3)) + np.ones((4,))
-'''
+"""
 
 
 @pytest.fixture(scope="module")
@@ -106,8 +116,12 @@ def test_worker_generator_draws_what_the_same_seed_draws_here(box):
 def test_load_weights_loads_what_fits_and_lists_the_names_the_module_lacks(box):
     module = box.call(learner(box, "Tiny"))
     gen = generator(3)
-    weights = {"lin.weight": torch.randn(2, 3, generator=gen), "lin.bias": torch.randn(2, generator=gen),
-               "head.weight": torch.randn(2, 2, generator=gen), "head.bias": torch.randn(2, generator=gen)}
+    weights = {
+        "lin.weight": torch.randn(2, 3, generator=gen),
+        "lin.bias": torch.randn(2, generator=gen),
+        "head.weight": torch.randn(2, 2, generator=gen),
+        "head.bias": torch.randn(2, generator=gen),
+    }
     assert load_weights(box, module, weights) == ["head.weight", "head.bias"]
     x = torch.randn(4, 3, generator=gen)
     expected = torch.nn.functional.linear(x, weights["lin.weight"], weights["lin.bias"])
@@ -124,7 +138,10 @@ def test_load_weights_lists_nothing_when_every_name_is_taken(box):
 
 def test_learner_frames_name_the_learners_files_outermost_first(box):
     frames = learner_frames(raised(box, "through_helpers"))
-    assert [(f["filename"], f["name"]) for f in frames] == [("model.py", "through_helpers"), ("helpers.py", "broadcast")]
+    assert [(f["filename"], f["name"]) for f in frames] == [
+        ("model.py", "through_helpers"),
+        ("helpers.py", "broadcast"),
+    ]
     assert "np.ones((4,))" in frames[-1]["line"]
 
 
@@ -147,9 +164,11 @@ def test_an_error_outside_the_learners_files_has_no_learner_file(box):
 
 
 def test_first_hint_takes_the_first_rule_that_gives_one():
-    rules = ((r"size (\d+)", lambda m: None if m[1] == "3" else message("a", size=m[1])),
-             (r"broadcast", lambda m: message("b")),
-             (r"size", lambda m: message("c")))
+    rules = (
+        (r"size (\d+)", lambda m: None if m[1] == "3" else message("a", size=m[1])),
+        (r"broadcast", lambda m: message("b")),
+        (r"size", lambda m: message("c")),
+    )
     assert first_hint("could not broadcast size 3", rules) == message("b")
     assert first_hint("size 4", rules) == message("a", size="4")
     assert first_hint("size 3", rules) == message("c")

@@ -17,7 +17,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT
 from fake_github import TOKEN, FakeGitHub
 from learner_course import cli_env
@@ -62,10 +61,19 @@ class Course:
 
     def write(self, learners: str | None = None, head: str | None = None) -> Path:
         if learners is None:
-            learners = "".join(f"  # {ident}\n  - id: {ident}\n    name: {ident.title()} Pérez\n"
-                               f"    github: {login}   # su usuario\n" for ident, login in self.logins.items())
-        head = head if head is not None else (f"# Curso de prueba\nversion: 1\norganization: {self.org}\n"
-                                              f"template: {self.template}\nrepository_prefix: tdc-\n")
+            learners = "".join(
+                f"  # {ident}\n  - id: {ident}\n    name: {ident.title()} Pérez\n"
+                f"    github: {login}   # su usuario\n"
+                for ident, login in self.logins.items()
+            )
+        head = (
+            head
+            if head is not None
+            else (
+                f"# Curso de prueba\nversion: 1\norganization: {self.org}\n"
+                f"template: {self.template}\nrepository_prefix: tdc-\n"
+            )
+        )
         self.path.write_text(head + "learners:\n" + learners, encoding="utf-8")
         return self.path
 
@@ -107,7 +115,9 @@ def test_repositories_created_once_private_from_the_template_learners_invited_wr
         assert repo["collaborators"] == {}
         assert f"{ident}: creado el repositorio privado {repo['full_name']} desde {course.template}." in out
         assert f"{ident}: {login} invitado con permiso de escritura a {repo['full_name']}" in out
-    assert all(entry["body"]["private"] is True and entry["body"]["owner"] == course.org for entry in generates)
+    assert all(
+        entry["body"]["private"] is True and entry["body"]["owner"] == course.org for entry in generates
+    )
     puts = [entry for entry in created if entry["method"] == "PUT"]
     assert len(puts) == 3 and all(entry["body"] == {"permission": "push"} for entry in puts)
     assert "admin" not in repr([entry["body"] for entry in created])
@@ -117,9 +127,11 @@ def test_repositories_created_once_private_from_the_template_learners_invited_wr
     expected = original
     for ident, login in course.logins.items():
         repo = course.repo_of(ident)
-        expected = expected.replace(f"    github: {login}   # su usuario\n",
-                                    f"    github: {login}   # su usuario\n    repository: {repo['full_name']}\n"
-                                    f"    repository_id: {repo['id']}\n")
+        expected = expected.replace(
+            f"    github: {login}   # su usuario\n",
+            f"    github: {login}   # su usuario\n    repository: {repo['full_name']}\n"
+            f"    repository_id: {repo['id']}\n",
+        )
     assert path.read_text(encoding="utf-8") == expected
 
     # A rerun: no mutating request, the roster byte-identical, each learner still to accept.
@@ -134,7 +146,9 @@ def test_repositories_created_once_private_from_the_template_learners_invited_wr
     code, out, _ = handout(capsys, path, "--pause", "0", "--lang", "en")
     assert code == 0 and mutations(github, start) == [] and path.read_bytes() == before
     assert out.count(": ready: ") == 3 and "Done: 3 learners ready, 0 with an error." in out
-    assert all(course.repo_of(ident)["collaborators"] == {login: "write"} for ident, login in course.logins.items())
+    assert all(
+        course.repo_of(ident)["collaborators"] == {login: "write"} for ident, login in course.logins.items()
+    )
 
 
 def test_a_dry_run_says_what_it_would_do_and_changes_nothing(github, tmp_path, capsys):
@@ -155,19 +169,23 @@ def test_a_dry_run_says_what_it_would_do_and_changes_nothing(github, tmp_path, c
 
 def test_a_wrong_pending_invitation_is_fixed_and_an_admin_demoted(github, tmp_path, capsys):
     course = Course(github, tmp_path, ("ana", "beto", "carla", "dario"))
-    repos = {ident: github.add_repo(f"{course.org}/tdc-{login}", template={"full_name": course.template})
-             for ident, login in course.logins.items()}
+    repos = {
+        ident: github.add_repo(f"{course.org}/tdc-{login}", template={"full_name": course.template})
+        for ident, login in course.logins.items()
+    }
     github.next_id += 1
-    repos["ana"]["invitations"].append({"id": github.next_id, "invitee": {"login": course.logins["ana"]},
-                                        "permissions": "admin"})
+    repos["ana"]["invitations"].append(
+        {"id": github.next_id, "invitee": {"login": course.logins["ana"]}, "permissions": "admin"}
+    )
     repos["beto"]["collaborators"][course.logins["beto"]] = "admin"
     repos["carla"]["collaborators"][course.logins["carla"]] = "read"
     repos["dario"]["collaborators"][course.logins["dario"]] = "maintain"
     # ana and beto are on the roster with their ids; carla and dario by name only.
     learners = "".join(
-        f"  - id: {ident}\n    github: {login}\n" + (f"    repository_id: {repos[ident]['id']}\n"
-                                                    if ident in ("ana", "beto") else "")
-        for ident, login in course.logins.items())
+        f"  - id: {ident}\n    github: {login}\n"
+        + (f"    repository_id: {repos[ident]['id']}\n" if ident in ("ana", "beto") else "")
+        for ident, login in course.logins.items()
+    )
     path = course.write(learners)
     start = len(github.log)
     code, out, err = handout(capsys, path, "--pause", "0")
@@ -182,7 +200,10 @@ def test_a_wrong_pending_invitation_is_fixed_and_an_admin_demoted(github, tmp_pa
     assert f"carla: {course.logins['carla']} tiene ya permiso de escritura" in out
     assert repos["dario"]["collaborators"] == {course.logins["dario"]: "maintain"}  # not admin: left alone
     assert [(e["method"], e["body"]) for e in changed] == [
-        ("PATCH", {"permissions": "write"}), ("PUT", {"permission": "push"}), ("PUT", {"permission": "push"})]
+        ("PATCH", {"permissions": "write"}),
+        ("PUT", {"permission": "push"}),
+        ("PUT", {"permission": "push"}),
+    ]
     assert "ya existe y es privado" in out
     learned = rosters.load(path)
     assert [learner.repository_id for learner in learned.learners] == [repo["id"] for repo in repos.values()]
@@ -212,14 +233,20 @@ def test_a_renamed_repository_is_found_by_its_id(github, tmp_path, capsys):
     count, start = len(github.repos), len(github.log)
     code, out, _ = handout(capsys, path, "--pause", "0")
     assert code == 0 and mutations(github, start) == [] and len(github.repos) == count
-    assert (f"ana: aviso: el repositorio {old} ahora se llama {renamed['full_name']} (es el mismo, "
-            f"id {renamed['id']})") in out
+    assert (
+        f"ana: aviso: el repositorio {old} ahora se llama {renamed['full_name']} (es el mismo, "
+        f"id {renamed['id']})"
+    ) in out
     assert f"GET /repositories/{renamed['id']}" in [f"{e['method']} {e['path']}" for e in github.log[start:]]
     learned = rosters.load(path).learner("ana")
     assert (learned.repository, learned.repository_id) == (renamed["full_name"], renamed["id"])
     # Without the id (a roster written by hand), GitHub's redirect from the old name finds it too.
-    path.write_text(path.read_text(encoding="utf-8").replace(f"    repository_id: {renamed['id']}\n", "")
-                    .replace(renamed["full_name"], old), encoding="utf-8")
+    path.write_text(
+        path.read_text(encoding="utf-8")
+        .replace(f"    repository_id: {renamed['id']}\n", "")
+        .replace(renamed["full_name"], old),
+        encoding="utf-8",
+    )
     code, out, _ = handout(capsys, path, "--pause", "0")
     assert code == 0 and len(github.repos) == count and "ahora se llama" in out
     assert rosters.load(path).learner("ana").repository_id == renamed["id"]
@@ -247,17 +274,21 @@ def test_a_redirect_to_another_host_is_not_followed_with_the_token(github, tmp_p
 
 def test_a_learner_that_fails_costs_only_that_learner(github, tmp_path, capsys):
     course = Course(github, tmp_path, ("ana", "beto"))
-    learners = (f"  - id: ana\n    github: {course.logins['ana']}\n"
-                f"  - id: nadie\n    github: no-existe-{course.org}\n"
-                f"  - id: sin-usuario\n    name: Sin Usuario\n"
-                f"  - id: ajena\n    github: {course.logins['beto']}\n    repository: org-inexistente/curso\n")
+    learners = (
+        f"  - id: ana\n    github: {course.logins['ana']}\n"
+        f"  - id: nadie\n    github: no-existe-{course.org}\n"
+        f"  - id: sin-usuario\n    name: Sin Usuario\n"
+        f"  - id: ajena\n    github: {course.logins['beto']}\n    repository: org-inexistente/curso\n"
+    )
     path = course.write(learners)
     code, out, _ = handout(capsys, path, "--pause", "0")
     assert code == 1
     assert f"nadie: error: el usuario de GitHub «no-existe-{course.org}» no existe ({path}:9)" in out
     assert f"sin-usuario: error: falta su usuario de GitHub (campo github, {path}:11)" in out
-    assert ("ajena: error: GitHub no ha creado org-inexistente/curso: 422 Validation Failed: Could not resolve to "
-            "an owner") in out
+    assert (
+        "ajena: error: GitHub no ha creado org-inexistente/curso: 422 Validation Failed: Could not resolve to "
+        "an owner"
+    ) in out
     assert "Con error: nadie, sin-usuario, ajena." in out
     assert course.repo_of("ana")["invitations"][0]["permissions"] == "write"
 
@@ -274,13 +305,16 @@ def test_a_run_broken_half_way_resumes_where_it_stopped(github, tmp_path, capsys
     github.fail_after(4)  # ana's user, repository, creation and permission; then 500 for ever
     code, out, _ = handout(capsys, path, "--pause", "0")
     assert code == 1 and out.count("GitHub respondió con un error (500 Server Error)") == 3
-    assert rosters.load(path).learner("ana").repository_id == course.repo_of("ana")["id"]  # learned before the break
+    assert (
+        rosters.load(path).learner("ana").repository_id == course.repo_of("ana")["id"]
+    )  # learned before the break
     github.fail_after(None)
     start = len(github.log)
     code, out, _ = handout(capsys, path, "--pause", "0")
     assert code == 0, out
     assert [e["path"] for e in mutations(github, start) if e["path"].endswith("/generate")] == [
-        f"/repos/{course.template}/generate"] * 2  # beto's and carla's; ana's exists
+        f"/repos/{course.template}/generate"
+    ] * 2  # beto's and carla's; ana's exists
     for ident, login in course.logins.items():
         assert [i["permissions"] for i in course.repo_of(ident)["invitations"]] == ["write"]
     assert sum(1 for repo in github.repos.values() if repo["full_name"].startswith(course.org + "/tdc-")) == 3
@@ -291,8 +325,13 @@ def test_a_run_killed_anywhere_resumes(github, tmp_path):
     path = course.write()
     env = cli_env(GITHUB_TOKEN=TOKEN, GITHUB_API_URL=github.url)
     start = len(github.log)
-    proc = subprocess.Popen([sys.executable, "-m", "autograder", "handout", str(path), "--pause", "1"], cwd=ROOT,
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "autograder", "handout", str(path), "--pause", "1"],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 60
         while not any(e["path"].endswith("/generate") and e["status"] == 201 for e in github.log[start:]):
@@ -302,11 +341,19 @@ def test_a_run_killed_anywhere_resumes(github, tmp_path):
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
     assert rosters.load(path)  # whole, whatever the moment of the kill
-    rerun = subprocess.run([sys.executable, "-m", "autograder", "handout", str(path), "--pause", "0"], cwd=ROOT,
-                           env=env, capture_output=True, text=True, timeout=120)
+    rerun = subprocess.run(
+        [sys.executable, "-m", "autograder", "handout", str(path), "--pause", "0"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     generated = [e for e in github.log[start:] if e["path"].endswith("/generate") and e["status"] == 201]
-    assert sorted(e["body"]["name"] for e in generated) == sorted(f"tdc-{login}" for login in course.logins.values())
+    assert sorted(e["body"]["name"] for e in generated) == sorted(
+        f"tdc-{login}" for login in course.logins.values()
+    )
     learned = rosters.load(path)
     for ident in course.logins:
         repo = course.repo_of(ident)
@@ -326,7 +373,7 @@ def test_rate_limit_answers_are_waited_out(github, tmp_path, capsys):
     code, out, err = handout(capsys, path, "--pause", "0.5")
     assert code == 0, out + err
     assert out.count("GitHub pide esperar") == 3 and "GitHub pide esperar 1 s (límite de peticiones)" in out
-    first = github.log[start:start + 4]
+    first = github.log[start : start + 4]
     assert [e["status"] for e in first] == [403, 403, 429, 200]
     assert len({e["path"] for e in first}) == 1  # the same request, retried
     # The waits really happened: each retry came after the wait GitHub asked for.
@@ -370,19 +417,31 @@ def test_unusable_input_is_refused_before_any_request(github, tmp_path, capsys, 
     monkeypatch.setenv("GITHUB_TOKEN", TOKEN)
 
     cases = [
-        (["--organization", "otra"], f"{path} dice organization: {course.org}, y la orden --organization otra"),
-        (["--template", "sin-barra"], "--template sin-barra: tiene que ser DUEÑO/NOMBRE del repositorio plantilla"),
+        (
+            ["--organization", "otra"],
+            f"{path} dice organization: {course.org}, y la orden --organization otra",
+        ),
+        (
+            ["--template", "sin-barra"],
+            "--template sin-barra: tiene que ser DUEÑO/NOMBRE del repositorio plantilla",
+        ),
     ]
     bad = tmp_path / "bad.yml"
     bad.write_text("version: 1\nlearners:\n  - id: ana\n    githb: ana\n", encoding="utf-8")
     cases.append(([bad], f"{bad}:4: el campo «githb» no existe"))
     no_org = tmp_path / "no-org.yml"
-    no_org.write_text("version: 1\ntemplate: a/b\nlearners:\n  - id: ana\n    github: ana\n", encoding="utf-8")
+    no_org.write_text(
+        "version: 1\ntemplate: a/b\nlearners:\n  - id: ana\n    github: ana\n", encoding="utf-8"
+    )
     cases.append(([no_org], f"{no_org}: falta la organización donde crear los repositorios"))
     urls = tmp_path / "urls.csv"
     urls.write_text("id,github,repository\nana,ana,https://github.com/a/b.git\n", encoding="utf-8")
-    cases.append(([urls, "--organization", "o", "--template", "o/t"],
-                  f"{urls}:1: la columna repository de esta lista CSV tiene urls de git"))
+    cases.append(
+        (
+            [urls, "--organization", "o", "--template", "o/t"],
+            f"{urls}:1: la columna repository de esta lista CSV tiene urls de git",
+        )
+    )
     cases.append(([tmp_path / "no-hay.yml"], "no-hay.yml: no se puede leer la lista de alumnos"))
     for args, expected in cases:
         if not isinstance(args[0], Path):
@@ -396,10 +455,27 @@ def test_unusable_input_is_refused_before_any_request(github, tmp_path, capsys, 
 def test_a_csv_roster_takes_the_course_from_the_options_and_gets_its_columns(github, tmp_path, capsys):
     course = Course(github, tmp_path, ("ana", "beto"))
     path = tmp_path / "roster.csv"
-    path.write_text("id,name,email,github\n" + "".join(f"{ident},{ident.title()},{ident}@example.org,{login}\n"
-                                                      for ident, login in course.logins.items()), encoding="utf-8")
-    code, out, err = handout(capsys, path, "--organization", course.org, "--template", course.template,
-                             "--prefix", "tdc-", "--pause", "0", "--lang", "en")
+    path.write_text(
+        "id,name,email,github\n"
+        + "".join(
+            f"{ident},{ident.title()},{ident}@example.org,{login}\n" for ident, login in course.logins.items()
+        ),
+        encoding="utf-8",
+    )
+    code, out, err = handout(
+        capsys,
+        path,
+        "--organization",
+        course.org,
+        "--template",
+        course.template,
+        "--prefix",
+        "tdc-",
+        "--pause",
+        "0",
+        "--lang",
+        "en",
+    )
     assert code == 0, out + err
     assert "Done: 2 learners ready, 0 with an error." in out
     rows = path.read_text(encoding="utf-8").splitlines()
@@ -407,8 +483,21 @@ def test_a_csv_roster_takes_the_course_from_the_options_and_gets_its_columns(git
     repo = course.repo_of("beto")
     assert rows[2] == f"beto,Beto,beto@example.org,{course.logins['beto']},{repo['full_name']},{repo['id']}"
     before, start = path.read_bytes(), len(github.log)
-    assert handout(capsys, path, "--organization", course.org, "--template", course.template, "--prefix", "tdc-",
-                   "--pause", "0")[0] == 0
+    assert (
+        handout(
+            capsys,
+            path,
+            "--organization",
+            course.org,
+            "--template",
+            course.template,
+            "--prefix",
+            "tdc-",
+            "--pause",
+            "0",
+        )[0]
+        == 0
+    )
     assert mutations(github, start) == [] and path.read_bytes() == before
 
 

@@ -14,15 +14,18 @@ from conftest import ROOT
 from learner_course import history_lines, make_course, run_cli
 
 from autograder.core import i18n
-from autograder.learner.hints import HintError, file_problems, load_lesson_hints, read_hints
-from autograder.learner.folders import HINTS_FILE
 from autograder.core.manifest import load_course
 from autograder.course.stubs import parse_regions
+from autograder.learner.folders import HINTS_FILE
+from autograder.learner.hints import HintError, file_problems, load_lesson_hints, read_hints
 
 COURSE = load_course(ROOT / "course.yml")
 # A lesson needs hints once its solution files exist (lessons still being written may lack them).
-WRITTEN = [lesson for lesson in COURSE.lessons
-           if all((ROOT / "solutions" / lesson.folder / name).is_file() for name in lesson.files)]
+WRITTEN = [
+    lesson
+    for lesson in COURSE.lessons
+    if all((ROOT / "solutions" / lesson.folder / name).is_file() for name in lesson.files)
+]
 # Shorter solution lines ("T = int(T)", "ids = []", "loss = None") say nothing about the answer.
 MIN_LINE = 10
 # The right-hand side of an assignment or return, when this long, is the answer by itself.
@@ -54,13 +57,18 @@ def _logical_lines(body: list[str]) -> list[str]:
 def _expression(line: str) -> str | None:
     """What a normalised statement computes: after `return`, or after its top-level `=`."""
     if line.startswith("return"):
-        return line[len("return"):]
+        return line[len("return") :]
     depth = 0
     for index, char in enumerate(line):
         depth += char in "([{"
         depth -= char in ")]}"
-        if char == "=" and depth == 0 and line[index + 1:index + 2] != "=" and line[index - 1:index] not in "=!<>":
-            return line[index + 1:]
+        if (
+            char == "="
+            and depth == 0
+            and line[index + 1 : index + 2] != "="
+            and line[index - 1 : index] not in "=!<>"
+        ):
+            return line[index + 1 :]
     return None
 
 
@@ -86,8 +94,11 @@ def leaks(hints: dict, fragments: dict[str, str]) -> list[str]:
         for lang, levels in by_lang.items():
             for level, text in enumerate(levels, start=1):
                 flat = _normalise(text)
-                found += [f"{todo}.{lang}[{level}] gives away {origin}"
-                          for fragment, origin in fragments.items() if fragment in flat]
+                found += [
+                    f"{todo}.{lang}[{level}] gives away {origin}"
+                    for fragment, origin in fragments.items()
+                    if fragment in flat
+                ]
     return found
 
 
@@ -124,12 +135,19 @@ def test_the_leak_check_catches_a_solution_line_however_it_is_spaced():
     fragments = secret_fragments(lesson)
     hints = load_lesson_hints(ROOT / "exercises" / lesson.folder / HINTS_FILE, lesson)
     hints["contiguous-view"]["en"][2] = "Write  y = y.transpose( 1, 2 ).contiguous().view(B, T, C)  and done."
-    hints["fused"]["es"][1] = ("Escribe return F.scaled_dot_product_attention(\n q, k, v, attn_mask=None,\n"
-                               " dropout_p=self.dropout if self.training else 0.0, is_causal=True,\n)")
+    hints["fused"]["es"][1] = (
+        "Escribe return F.scaled_dot_product_attention(\n q, k, v, attn_mask=None,\n"
+        " dropout_p=self.dropout if self.training else 0.0, is_causal=True,\n)"
+    )
     hints["head-reshape"]["es"][0] = "Empieza con qkv.split(C, dim=2) y sigue."  # the expression alone
     found = leaks(hints, fragments)
     assert [item.split(" gives away")[0] for item in found] == [
-        "head-reshape.es[1]", "contiguous-view.en[3]", "contiguous-view.en[3]", "fused.es[2]", "fused.es[2]"]
+        "head-reshape.es[1]",
+        "contiguous-view.en[3]",
+        "contiguous-view.en[3]",
+        "fused.es[2]",
+        "fused.es[2]",
+    ]
 
 
 # --- validation -----------------------------------------------------------------------------------
@@ -137,13 +155,17 @@ def test_the_leak_check_catches_a_solution_line_however_it_is_spaced():
 
 def _write(tmp_path, data) -> object:
     path = tmp_path / HINTS_FILE
-    path.write_text(data if isinstance(data, str) else yaml.safe_dump(data, allow_unicode=True), encoding="utf-8")
+    path.write_text(
+        data if isinstance(data, str) else yaml.safe_dump(data, allow_unicode=True), encoding="utf-8"
+    )
     return path
 
 
 def _complete(lesson) -> dict:
-    return {todo.id: {lang: [f"{lang} {todo.id} {n}" for n in (1, 2, 3)] for lang in i18n.LANGUAGES}
-            for todo in lesson.todos}
+    return {
+        todo.id: {lang: [f"{lang} {todo.id} {n}" for n in (1, 2, 3)] for lang in i18n.LANGUAGES}
+        for todo in lesson.todos
+    }
 
 
 def test_validation_names_every_problem(tmp_path):
@@ -164,7 +186,9 @@ def test_validation_names_every_problem(tmp_path):
         "targets-shift.en[1]: expected a non-empty text",
         "tokenizer: not a TODO of lesson 01 (its TODOs: vocab, encode-decode, split, batch-offsets, targets-shift)",
     ]
-    with pytest.raises(HintError, match=r"pistas\.yml: vocab\.es: expected 3 hints, found 2; split\.en: missing"):
+    with pytest.raises(
+        HintError, match=r"pistas\.yml: vocab\.es: expected 3 hints, found 2; split\.en: missing"
+    ):
         load_lesson_hints(tmp_path / HINTS_FILE, lesson)
 
 
@@ -173,7 +197,9 @@ def test_unreadable_files_say_where(tmp_path):
         read_hints(_write(tmp_path, "vocab:\n  es: [a, b\n  en: c\n"))
     with pytest.raises(HintError, match="not found"):
         read_hints(tmp_path / "missing.yml")
-    assert file_problems(["a list"], COURSE.lesson("01")) == ["the file must be a mapping of TODO ids to hints"]
+    assert file_problems(["a list"], COURSE.lesson("01")) == [
+        "the file must be a mapping of TODO ids to hints"
+    ]
 
 
 # --- the command ----------------------------------------------------------------------------------
@@ -193,16 +219,23 @@ def _shown_hint(stdout: str) -> str:
 def test_hint_levels_one_call_at_a_time(tmp_path):
     root = make_course(tmp_path / "course", {"03": "stub"})
     attention = root / "exercises" / "03-atencion-causal" / "attention.py"
-    line = next(n for n, row in enumerate(attention.read_text(encoding="utf-8").splitlines(), start=1)
-                if "# TODO [scaling]" in row)
+    line = next(
+        n
+        for n, row in enumerate(attention.read_text(encoding="utf-8").splitlines(), start=1)
+        if "# TODO [scaling]" in row
+    )
     shown = []
     for _ in range(4):
         proc = run_cli(root, "hint", "03", "scaling")
         assert proc.returncode == 0, proc.stderr
         shown.append(proc.stdout)
     first = shown[0].splitlines()
-    assert first[:4] == ["TODO [scaling] · escala las puntuaciones por 1/sqrt(hs)",
-                         f"En exercises/03-atencion-causal/attention.py:{line}", "", "Pista 1 de 3:"]
+    assert first[:4] == [
+        "TODO [scaling] · escala las puntuaciones por 1/sqrt(hs)",
+        f"En exercises/03-atencion-causal/attention.py:{line}",
+        "",
+        "Pista 1 de 3:",
+    ]
     assert first[-1] == "Otra pista, más concreta: autograder hint 03 scaling"
     for level, out in zip((1, 2, 3, 3), shown):
         assert f"Pista {level} de 3:" in out
@@ -212,7 +245,9 @@ def test_hint_levels_one_call_at_a_time(tmp_path):
     # --level shows that level without forgetting how far the learner got; --lang en in English.
     again = run_cli(root, "hint", "03", "scaling", "--level", "1", "--lang", "en")
     assert again.returncode == 0, again.stderr
-    assert "Hint 1 of 3:" in again.stdout and _shown_hint(again.stdout) == _level_text("03", "scaling", "en", 1)
+    assert "Hint 1 of 3:" in again.stdout and _shown_hint(again.stdout) == _level_text(
+        "03", "scaling", "en", 1
+    )
     other = run_cli(root, "hint", "03", "fused")
     assert "Pista 1 de 3:" in other.stdout, "levels are counted per TODO"
     assert "Pista 3 de 3:" in run_cli(root, "hint", "03", "scaling").stdout
@@ -237,12 +272,17 @@ def test_hint_bad_input(tmp_path):
     root = make_course(tmp_path / "course", {"01": "stub"})
     unknown = run_cli(root, "hint", "01", "mask")
     assert unknown.returncode == 2
-    assert ("La lección 01 no tiene el TODO [mask]. Sus TODO son: vocab, encode-decode, split, "
-            "batch-offsets, targets-shift.") in unknown.stderr
+    assert (
+        "La lección 01 no tiene el TODO [mask]. Sus TODO son: vocab, encode-decode, split, "
+        "batch-offsets, targets-shift."
+    ) in unknown.stderr
     level = run_cli(root, "hint", "01", "vocab", "--level", "4")
     assert level.returncode == 2 and "--level debe ser 1, 2 o 3, no 4." in level.stderr
     folder = run_cli(root, "hint", "02", "sampling")
-    assert folder.returncode == 2 and "La carpeta exercises/02-bigrama de la lección 02 no existe" in folder.stderr
+    assert (
+        folder.returncode == 2
+        and "La carpeta exercises/02-bigrama de la lección 02 no existe" in folder.stderr
+    )
 
     hints = root / "exercises" / "01-tokens-y-lotes" / HINTS_FILE
     data = yaml.safe_load(hints.read_text(encoding="utf-8"))
@@ -253,8 +293,10 @@ def test_hint_bad_input(tmp_path):
     # ...and a broken one says what is wrong.
     broken = run_cli(root, "hint", "01", "split")
     assert broken.returncode == 2
-    assert ("exercises/01-tokens-y-lotes/pistas.yml no es un archivo de pistas válido: "
-            "split.es: expected 3 hints, found 1") in broken.stderr
+    assert (
+        "exercises/01-tokens-y-lotes/pistas.yml no es un archivo de pistas válido: "
+        "split.es: expected 3 hints, found 1"
+    ) in broken.stderr
     hints.unlink()
     missing = run_cli(root, "hint", "01", "vocab")
     assert missing.returncode == 2

@@ -15,8 +15,8 @@ from autograder.core.history import (
     dump_line,
     parse_history,
 )
-from autograder.render.output import to_json_dict
 from autograder.core.results import CheckResult, CourseResult, LessonResult, Status
+from autograder.render.output import to_json_dict
 
 MADRID = "Europe/Madrid"
 UTC = timezone.utc
@@ -32,7 +32,12 @@ def at(day: int, hour: int = 12, minute: int = 0, month: int = 1, year: int = 20
 
 
 def lesson(
-    id: str = "03", score: float = 10, max_score: float = 10, xp_max: int = 100, mode: str = "hidden", completed=None
+    id: str = "03",
+    score: float = 10,
+    max_score: float = 10,
+    xp_max: int = 100,
+    mode: str = "hidden",
+    completed=None,
 ):
     completed = score == max_score if completed is None else completed
     return LessonEntry(id, score, max_score, completed, xp_max if completed else 0, xp_max, mode)
@@ -104,7 +109,10 @@ def test_completing_a_lesson_for_the_first_time_is_progress_even_without_a_bette
 
 
 def test_late_evening_utc_is_the_next_day_in_madrid():
-    records = [rec(at(10, 12), lesson(score=1, max_score=100)), rec(at(10, 23, 30), lesson(score=2, max_score=100))]
+    records = [
+        rec(at(10, 12), lesson(score=1, max_score=100)),
+        rec(at(10, 23, 30), lesson(score=2, max_score=100)),
+    ]
     madrid = compute_progress(records, MADRID, now=at(11, 12))
     assert (madrid.progress_days, madrid.streak, madrid.last_progress_day) == (2, 2, date(2025, 1, 11))
     utc = compute_progress(records, "UTC", now=at(11, 12))
@@ -128,7 +136,10 @@ def test_days_across_daylight_saving_changes():
 
 
 def test_the_day_is_the_commit_date_not_the_grading_date():
-    records = [rec(at(1), lesson(score=1, max_score=100)), rec(at(2), lesson(score=2, max_score=100), graded=at(9))]
+    records = [
+        rec(at(1), lesson(score=1, max_score=100)),
+        rec(at(2), lesson(score=2, max_score=100), graded=at(9)),
+    ]
     p = compute_progress(records, MADRID, now=at(3))
     assert (p.streak, p.last_progress_day) == (2, date(2025, 1, 2))
 
@@ -172,7 +183,13 @@ def test_xp_max_comes_from_the_most_recent_record_and_never_graded_is_none():
     assert (p.xp, p.xp_max) == (100, 300)
     assert [x.id for x in p.lessons] == ["03", "04"]
     empty = compute_progress([], MADRID, now=at(2))
-    assert (empty.xp, empty.xp_max, empty.streak, empty.lessons, empty.last_progress_day) == (0, 0, 0, (), None)
+    assert (empty.xp, empty.xp_max, empty.streak, empty.lessons, empty.last_progress_day) == (
+        0,
+        0,
+        0,
+        (),
+        None,
+    )
     only_04 = compute_progress([old], MADRID, now=at(2), current=rec(at(2), lesson("04", 0, xp_max=200)))
     by_id = {x.id: x for x in only_04.lessons}
     assert by_id["03"].passing_now is None and by_id["03"].earned and only_04.xp == 100
@@ -184,7 +201,9 @@ def test_current_counts_as_appended_but_a_recorded_commit_only_once():
     p = compute_progress(records, MADRID, now=at(3), current=today)
     assert (p.streak, p.graded_commits) == (3, 3)
     # The same commit graded again (e.g. a re-run) decides passing_now but is not a new record.
-    again = rec(records[1].committed_at, lesson(score=100, max_score=100), commit=records[1].commit, graded=at(3))
+    again = rec(
+        records[1].committed_at, lesson(score=100, max_score=100), commit=records[1].commit, graded=at(3)
+    )
     p = compute_progress(records, MADRID, now=at(3), current=again)
     assert (p.graded_commits, p.progress_days, p.xp) == (2, 2, 0)
     assert p.lessons[0].passing_now is True

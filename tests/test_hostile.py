@@ -23,16 +23,15 @@ import time
 from pathlib import Path
 
 import pytest
-
-from autograder.sandbox import isolation
-from autograder.engine.feedback import redact, secrets_from_environ
-from autograder.core.i18n import feedback_text
-from autograder.render.output import render_json, render_markdown, render_text
-from autograder.core.results import CourseResult, Status
-from autograder.sandbox.client import PACKAGE_PARENT, worker_user
-
 from conftest import ROOT, SEED, grade_folder, solution_files, tagged_processes, write_submission
 from hostile_snippets import FIRST_CALL
+
+from autograder.core.i18n import feedback_text
+from autograder.core.results import CourseResult, Status
+from autograder.engine.feedback import redact, secrets_from_environ
+from autograder.render.output import render_json, render_markdown, render_text
+from autograder.sandbox import isolation
+from autograder.sandbox.client import PACKAGE_PARENT, worker_user
 
 GUARD_SECONDS = 180
 SECRET = "ghp_FAKE_SECRET_1234567890"
@@ -44,10 +43,30 @@ SLEEP_ARG = f"600.{DIGITS}"
 UNPRIVILEGED = worker_user() is not None  # the grader is root: the worker runs as nobody
 WALLED = isolation.probe()["official"]  # Landlock and seccomp hold on this machine
 
-ATTENTION_CHECKS = ("mask-buffer", "future-leak", "future-leak-grad", "weights-causal", "short-sequences",
-                    "shapes", "heads-split", "scaling", "heads-merge", "reference-parity", "dropout-modes",
-                    "fused-parity", "fused-sdpa", "fused-dropout")
-NUMPY_CHECKS = ("np-mask", "np-softmax", "np-softmax-stable", "np-attention", "np-attention-causal", "np-edges")
+ATTENTION_CHECKS = (
+    "mask-buffer",
+    "future-leak",
+    "future-leak-grad",
+    "weights-causal",
+    "short-sequences",
+    "shapes",
+    "heads-split",
+    "scaling",
+    "heads-merge",
+    "reference-parity",
+    "dropout-modes",
+    "fused-parity",
+    "fused-sdpa",
+    "fused-dropout",
+)
+NUMPY_CHECKS = (
+    "np-mask",
+    "np-softmax",
+    "np-softmax-stable",
+    "np-attention",
+    "np-attention-causal",
+    "np-edges",
+)
 QUIZ_CHECKS = ("quiz-1", "quiz-2", "quiz-3")
 FIRST_FORWARD = "future-leak"  # the first check that calls forward (mask-buffer does not)
 
@@ -92,7 +111,7 @@ class CausalSelfAttention(nn.Module):
         return self.resid_drop(self.proj(y)).double()  # and the wrong dtype
 '''
 
-WRONG_NUMPY = '''
+WRONG_NUMPY = """
 import numpy as np
 
 
@@ -113,17 +132,17 @@ def masked_self_attention(X, W_Q, W_K, W_V):
 
 def count_edges(T, causal=True):
     return T * T
-'''
+"""
 
 WRONG_QUIZ = "pregunta_1: d\npregunta_2: d\npregunta_3: d\n"
 WRONG = {"attention.py": WRONG_ATTENTION, "attention_numpy.py": WRONG_NUMPY, "quiz.yml": WRONG_QUIZ}
 
-IGNORE_SIGNALS = '''
+IGNORE_SIGNALS = """
 import signal as _signal
 for _sig in (_signal.SIGTERM, _signal.SIGINT, _signal.SIGALRM, _signal.SIGHUP, _signal.SIGUSR1,
              _signal.SIGQUIT):
     _signal.signal(_sig, _signal.SIG_IGN)
-'''
+"""
 
 
 def with_forward_prefix(source: str, code: str) -> str:
@@ -135,6 +154,7 @@ def with_forward_prefix(source: str, code: str) -> str:
 
 
 # ------------------------------------------------------------------ running them
+
 
 @contextlib.contextmanager
 def outer_guard(seconds: float = GUARD_SECONDS):
@@ -234,12 +254,18 @@ def test_wrong_baseline_fails_every_check_for_its_own_reasons(wrong_result):
 
 # ------------------------------------------------------------------ leaving the process
 
+
 def test_sys_exit_at_import(course, lesson03, tmp_path):
-    result = grade_hostile(course, lesson03, tmp_path / "s", {
-        **WRONG,
-        "attention.py": "import sys\nsys.exit(3)\n" + WRONG_ATTENTION,
-        "attention_numpy.py": "raise SystemExit('adiós')\n" + WRONG_NUMPY,
-    })
+    result = grade_hostile(
+        course,
+        lesson03,
+        tmp_path / "s",
+        {
+            **WRONG,
+            "attention.py": "import sys\nsys.exit(3)\n" + WRONG_ATTENTION,
+            "attention_numpy.py": "raise SystemExit('adiós')\n" + WRONG_NUMPY,
+        },
+    )
     earns_nothing(result)
     got, state = texts(result), statuses(result)
     for check in ATTENTION_CHECKS:
@@ -251,8 +277,12 @@ def test_sys_exit_at_import(course, lesson03, tmp_path):
 
 
 def test_os_exit_at_import(course, lesson03, tmp_path, wrong_result):
-    result = grade_hostile(course, lesson03, tmp_path / "s", {
-        **WRONG, "attention.py": "import os\nos._exit(7)\n" + WRONG_ATTENTION})
+    result = grade_hostile(
+        course,
+        lesson03,
+        tmp_path / "s",
+        {**WRONG, "attention.py": "import os\nos._exit(7)\n" + WRONG_ATTENTION},
+    )
     earns_nothing(result)
     got, state = texts(result), statuses(result)
     for check in ATTENTION_CHECKS:
@@ -265,7 +295,8 @@ def test_os_exit_at_import(course, lesson03, tmp_path, wrong_result):
 def test_os_exit_in_forward_fails_that_check_and_grading_goes_on(course, lesson03, tmp_path):
     files = solution_files(lesson03)
     files["attention.py"] = FIRST_CALL + with_forward_prefix(
-        files["attention.py"], 'if _first_call("exit-once"):\n    _os._exit(3)')
+        files["attention.py"], 'if _first_call("exit-once"):\n    _os._exit(3)'
+    )
     result = grade_hostile(course, lesson03, tmp_path / "s", files)
     got, state = texts(result), statuses(result)
     assert state[FIRST_FORWARD] is Status.ERROR
@@ -279,8 +310,12 @@ def test_os_exit_in_forward_fails_that_check_and_grading_goes_on(course, lesson0
 
 
 def test_infinite_loop_ignoring_signals_at_import(course, lesson03, tmp_path, wrong_result):
-    result = grade_hostile(course, lesson03, tmp_path / "s", {
-        **WRONG, "attention.py": IGNORE_SIGNALS + "while True:\n    pass\n" + WRONG_ATTENTION})
+    result = grade_hostile(
+        course,
+        lesson03,
+        tmp_path / "s",
+        {**WRONG, "attention.py": IGNORE_SIGNALS + "while True:\n    pass\n" + WRONG_ATTENTION},
+    )
     earns_nothing(result)
     got, state = texts(result), statuses(result)
     assert state["mask-buffer"] is Status.ERROR and "Tiempo agotado" in got["mask-buffer"]
@@ -293,8 +328,13 @@ def test_infinite_loop_ignoring_signals_at_import(course, lesson03, tmp_path, wr
 
 def test_infinite_loop_ignoring_signals_in_forward(course, lesson03, tmp_path):
     files = solution_files(lesson03)
-    files["attention.py"] = IGNORE_SIGNALS + FIRST_CALL + with_forward_prefix(
-        files["attention.py"], 'if _first_call("hang-once"):\n    while True:\n        pass')
+    files["attention.py"] = (
+        IGNORE_SIGNALS
+        + FIRST_CALL
+        + with_forward_prefix(
+            files["attention.py"], 'if _first_call("hang-once"):\n    while True:\n        pass'
+        )
+    )
     result = grade_hostile(course, lesson03, tmp_path / "s", files)
     got, state = texts(result), statuses(result)
     timeout = lesson03.check(FIRST_FORWARD).timeout
@@ -308,7 +348,7 @@ def test_infinite_loop_ignoring_signals_in_forward(course, lesson03, tmp_path):
 
 # ------------------------------------------------------------------ faking the verdict
 
-PATCH_COMPARISONS = '''
+PATCH_COMPARISONS = """
 import math, unittest
 import numpy
 import torch
@@ -321,23 +361,28 @@ numpy.allclose = numpy.array_equal = numpy.array_equiv = numpy.isclose = _yes
 numpy.testing.assert_allclose = numpy.testing.assert_array_equal = numpy.testing.assert_equal = _quiet
 math.isclose = _yes
 unittest.TestCase.assertEqual = unittest.TestCase.assertTrue = _quiet
-'''
+"""
 
 
 def test_patching_comparisons_in_the_worker_does_not_help(course, lesson03, tmp_path, wrong_result):
     """Comparisons happen in the grader, on data: the feedback is WRONG's, word for word.
     (Patching Tensor.__eq__ is left out: it changes what WRONG itself computes, e.g. its
     masked_fill, so the comparison with WRONG's feedback would no longer hold.)"""
-    result = grade_hostile(course, lesson03, tmp_path / "s", {
-        **WRONG,
-        "attention.py": PATCH_COMPARISONS + WRONG_ATTENTION,
-        "attention_numpy.py": PATCH_COMPARISONS + WRONG_NUMPY,
-    })
+    result = grade_hostile(
+        course,
+        lesson03,
+        tmp_path / "s",
+        {
+            **WRONG,
+            "attention.py": PATCH_COMPARISONS + WRONG_ATTENTION,
+            "attention_numpy.py": PATCH_COMPARISONS + WRONG_NUMPY,
+        },
+    )
     earns_nothing(result)
     assert texts(result) == texts(wrong_result)
 
 
-PATCH_MACHINERY = '''
+PATCH_MACHINERY = """
 import builtins, sys
 import pytest, _pytest.outcomes, _pytest.reports, _pytest.runner
 
@@ -369,13 +414,20 @@ def _forged(fd, msg, buffers=()):
 
 
 _main.write_frame = _forged
-'''
+"""
 
 
 def test_patching_pytest_builtins_and_the_worker_itself_does_not_help(course, lesson03, tmp_path):
-    result = grade_hostile(course, lesson03, tmp_path / "s", {
-        **WRONG, "attention.py": PATCH_MACHINERY + WRONG_ATTENTION,
-        "attention_numpy.py": PATCH_MACHINERY + WRONG_NUMPY})
+    result = grade_hostile(
+        course,
+        lesson03,
+        tmp_path / "s",
+        {
+            **WRONG,
+            "attention.py": PATCH_MACHINERY + WRONG_ATTENTION,
+            "attention_numpy.py": PATCH_MACHINERY + WRONG_NUMPY,
+        },
+    )
     earns_nothing(result)
 
 
@@ -461,7 +513,9 @@ def hostile_output(x):
     return choices[n % (len(choices) + 1)]()
 '''
 
-HOSTILE_NUMPY = HOSTILE_VALUES + '''
+HOSTILE_NUMPY = (
+    HOSTILE_VALUES
+    + """
 
 def causal_mask(T):
     return (np.zeros(T) for _ in range(T))
@@ -480,15 +534,21 @@ def count_edges(T, causal=True):
     if _counter("edges-calls") == 0:  # garbage on the wire, once
         os.write(int(sys.argv[2]), b"this is not a frame" * 100)
     return AlwaysEqualInt(-1)
-'''
+"""
+)
 
 
 def test_hostile_return_values(course, lesson03, tmp_path):
-    result = grade_hostile(course, lesson03, tmp_path / "s", {
-        **WRONG,
-        "attention.py": HOSTILE_VALUES + with_forward_prefix(WRONG_ATTENTION, "return hostile_output(x)"),
-        "attention_numpy.py": HOSTILE_NUMPY,
-    })
+    result = grade_hostile(
+        course,
+        lesson03,
+        tmp_path / "s",
+        {
+            **WRONG,
+            "attention.py": HOSTILE_VALUES + with_forward_prefix(WRONG_ATTENTION, "return hostile_output(x)"),
+            "attention_numpy.py": HOSTILE_NUMPY,
+        },
+    )
     earns_nothing(result)
     got, state = texts(result), statuses(result)
     for check in result.checks:
@@ -502,13 +562,29 @@ def test_hostile_return_values(course, lesson03, tmp_path):
 # ------------------------------------------------------------------ fake result files, secrets
 
 FAKE_RESULT = {
-    "course": "Transformers desde cero", "language": "es", "xp": 50, "xp_max": 50, "score": 100,
-    "max_score": 100, "seed": SEED, "hacked": MARK,
-    "lessons": [{"id": "03", "slug": "atencion-causal", "title": "x", "score": 100, "max_score": 100,
-                 "xp": 50, "completed": True, "checks": []}],
+    "course": "Transformers desde cero",
+    "language": "es",
+    "xp": 50,
+    "xp_max": 50,
+    "score": 100,
+    "max_score": 100,
+    "seed": SEED,
+    "hacked": MARK,
+    "lessons": [
+        {
+            "id": "03",
+            "slug": "atencion-causal",
+            "title": "x",
+            "score": 100,
+            "max_score": 100,
+            "xp": 50,
+            "completed": True,
+            "checks": [],
+        }
+    ],
 }
 
-FAKE_FILES = '''
+FAKE_FILES = """
 import json, os, subprocess, sys
 
 FAKE = json.dumps(%(fake)r)
@@ -571,11 +647,11 @@ try:  # refused where the worker may start no process (seccomp)
                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 except OSError:
     pass
-''' % {"fake": FAKE_RESULT, "mark": MARK, "plant_graders": UNPRIVILEGED}
+""" % {"fake": FAKE_RESULT, "mark": MARK, "plant_graders": UNPRIVILEGED}
 # A file planted among the hidden graders would be collected by every later grading (a worker
 # that runs as the grader's own user can do it; see the report): only tried where it must fail.
 
-READ_SECRETS = '''
+READ_SECRETS = """
 import base64, os
 
 
@@ -631,7 +707,7 @@ def secret_report():
 
 REPORT = secret_report()
 print("secrets:", REPORT, flush=True)
-'''
+"""
 
 
 def assert_secret_report(text: str) -> None:
@@ -645,15 +721,27 @@ def assert_secret_report(text: str) -> None:
         assert "parent=denied" in text and "grandparent=denied" in text, text
 
 
-CLI_ATTENTION = FAKE_FILES + READ_SECRETS + '''
+CLI_ATTENTION = (
+    FAKE_FILES
+    + READ_SECRETS
+    + """
 raise RuntimeError("secrets: " + REPORT)
-''' + WRONG_ATTENTION
+"""
+    + WRONG_ATTENTION
+)
 
-CLI_NUMPY = READ_SECRETS + FIRST_CALL + WRONG_NUMPY.replace("def causal_mask(T):\n", '''def causal_mask(T):
+CLI_NUMPY = (
+    READ_SECRETS
+    + FIRST_CALL
+    + WRONG_NUMPY.replace(
+        "def causal_mask(T):\n",
+        """def causal_mask(T):
     if _first_call("exit-once"):
         print("secrets again:", secret_report(), flush=True)
         os._exit(1)  # so that the worker's last output is shown in the feedback
-''')
+""",
+    )
+)
 
 CONTRACT = {"course", "language", "xp", "xp_max", "score", "max_score", "lessons"}
 LESSON_KEYS = {"id", "slug", "title", "score", "max_score", "xp", "completed", "checks"}
@@ -665,21 +753,43 @@ def cli_run(tmp_path_factory):
     """The real CLI, in a subprocess whose environment holds a secret, grading a submission
     that plants fake results (before and after it dies) and hunts for secrets."""
     base = tmp_path_factory.mktemp("cli")
-    submission = write_submission(base / "submission", {
-        **WRONG, "attention.py": CLI_ATTENTION, "attention_numpy.py": CLI_NUMPY})
+    submission = write_submission(
+        base / "submission", {**WRONG, "attention.py": CLI_ATTENTION, "attention_numpy.py": CLI_NUMPY}
+    )
     cwd = base / "cwd"
     cwd.mkdir()
     output = base / "out" / "results.json"
     env = {**os.environ, "GITHUB_TOKEN": SECRET, "MY_API_KEY": SECRET + "_2"}
     env.pop("PYTEST_CURRENT_TEST", None)
-    planted_in_repo = [PACKAGE_PARENT / f"results-{MARK}.json",
-                       PACKAGE_PARENT / "autograder" / "graders" / "lesson03" / f"test_zz_{MARK}.py"]
+    planted_in_repo = [
+        PACKAGE_PARENT / f"results-{MARK}.json",
+        PACKAGE_PARENT / "autograder" / "graders" / "lesson03" / f"test_zz_{MARK}.py",
+    ]
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "autograder", "--course", str(ROOT / "course.yml"), "grade", "03",
-             "--submission", str(submission), "--format", "json", "--output", str(output),
-             "--seed", str(SEED)],
-            cwd=cwd, env=env, capture_output=True, text=True, timeout=GUARD_SECONDS)
+            [
+                sys.executable,
+                "-m",
+                "autograder",
+                "--course",
+                str(ROOT / "course.yml"),
+                "grade",
+                "03",
+                "--submission",
+                str(submission),
+                "--format",
+                "json",
+                "--output",
+                str(output),
+                "--seed",
+                str(SEED),
+            ],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=GUARD_SECONDS,
+        )
         time.sleep(0.3)  # a surviving writer would have rewritten the output by now
         planted = {str(p): p.exists() for p in planted_in_repo}
         outcome = proc, output.read_text(encoding="utf-8") if output.exists() else "", cwd, planted
@@ -734,11 +844,16 @@ def test_cli_never_shows_a_secret(cli_run):
 
 def test_secrets_in_every_rendering(course, lesson03, tmp_path):
     """In-process grading: the raw feedback, and text, JSON and Markdown as the CLI renders them."""
-    result = grade_hostile(course, lesson03, tmp_path / "s", {
-        **WRONG,
-        "attention.py": READ_SECRETS + 'raise RuntimeError("secrets: " + REPORT)\n' + WRONG_ATTENTION,
-        "attention_numpy.py": CLI_NUMPY,
-    })
+    result = grade_hostile(
+        course,
+        lesson03,
+        tmp_path / "s",
+        {
+            **WRONG,
+            "attention.py": READ_SECRETS + 'raise RuntimeError("secrets: " + REPORT)\n' + WRONG_ATTENTION,
+            "attention_numpy.py": CLI_NUMPY,
+        },
+    )
     earns_nothing(result)
     got = texts(result)
     assert_secret_report(got["mask-buffer"])
@@ -747,8 +862,11 @@ def test_secrets_in_every_rendering(course, lesson03, tmp_path):
     secrets = secrets_from_environ(os.environ)
     assert SECRET in secrets
     for lang in ("es", "en"):
-        for rendered in (render_text(course_result, lang, color=False), render_json(course_result, lang),
-                         render_markdown(course_result, lang)):
+        for rendered in (
+            render_text(course_result, lang, color=False),
+            render_json(course_result, lang),
+            render_markdown(course_result, lang),
+        ):
             shown = redact(rendered, secrets)
             assert SECRET not in shown
             if UNPRIVILEGED:
@@ -757,7 +875,7 @@ def test_secrets_in_every_rendering(course, lesson03, tmp_path):
 
 # ------------------------------------------------------------------ resources
 
-HUGE = '''
+HUGE = """
 import numpy as np
 import torch
 
@@ -766,7 +884,7 @@ def grow():
     chunks = []
     while True:
         chunks.append(bytes(64 << 20))
-'''
+"""
 
 
 def test_huge_allocations_end_as_clear_errors(course, lesson03, tmp_path):
@@ -775,12 +893,23 @@ def test_huge_allocations_end_as_clear_errors(course, lesson03, tmp_path):
     if cuda_present():
         pytest.skip("no address-space limit on a CUDA machine (the GPU driver needs it)")
     numpy_file = HUGE + WRONG_NUMPY
-    numpy_file = numpy_file.replace("def softmax(x, axis=-1):\n", "def softmax(x, axis=-1):\n    bytearray(50 * 10**9)\n")
-    numpy_file = numpy_file.replace("def count_edges(T, causal=True):\n", "def count_edges(T, causal=True):\n    grow()\n")
+    numpy_file = numpy_file.replace(
+        "def softmax(x, axis=-1):\n", "def softmax(x, axis=-1):\n    bytearray(50 * 10**9)\n"
+    )
+    numpy_file = numpy_file.replace(
+        "def count_edges(T, causal=True):\n", "def count_edges(T, causal=True):\n    grow()\n"
+    )
     numpy_file = numpy_file.replace("    Q, K, V = X @ W_Q", "    np.empty(10**12)\n    Q, K, V = X @ W_Q")
-    result = grade_hostile(course, lesson03, tmp_path / "s", {
-        **WRONG, "attention.py": HUGE + with_forward_prefix(WRONG_ATTENTION, "torch.empty(10**12)"),
-        "attention_numpy.py": numpy_file})
+    result = grade_hostile(
+        course,
+        lesson03,
+        tmp_path / "s",
+        {
+            **WRONG,
+            "attention.py": HUGE + with_forward_prefix(WRONG_ATTENTION, "torch.empty(10**12)"),
+            "attention_numpy.py": numpy_file,
+        },
+    )
     earns_nothing(result)
     got, state = texts(result), statuses(result)
     for check in ("np-softmax", "np-softmax-stable", "np-edges"):
@@ -828,15 +957,19 @@ def test_background_processes_and_daemons_do_not_survive(course, lesson03, tmp_p
     if UNPRIVILEGED:
         # Orphans go to the supervisor, the subreaper: a worker that could kill it would free
         # them. As nobody it cannot (as the grader's own user it could; see the report).
-        attack += ("\ntry:\n    os.kill(os.getppid(), 9)\nexcept OSError:\n    pass\n"
-                   "try:\n    os.killpg(os.getpgid(os.getppid()), 9)\nexcept OSError:\n    pass\n")
-    attention = attack + with_forward_prefix(WRONG_ATTENTION, "try:\n    _daemon()\nexcept OSError:\n    pass")
+        attack += (
+            "\ntry:\n    os.kill(os.getppid(), 9)\nexcept OSError:\n    pass\n"
+            "try:\n    os.killpg(os.getpgid(os.getppid()), 9)\nexcept OSError:\n    pass\n"
+        )
+    attention = attack + with_forward_prefix(
+        WRONG_ATTENTION, "try:\n    _daemon()\nexcept OSError:\n    pass"
+    )
     result = grade_hostile(course, lesson03, tmp_path / "s", {**WRONG, "attention.py": attention})
     earns_nothing(result)
     assert texts(result) == texts(wrong_result)  # they changed nothing else either
 
 
-FORK_SOME = '''
+FORK_SOME = """
 import ctypes, os, time
 
 def _fork():
@@ -856,11 +989,12 @@ for _ in range(20):
         finally:
             time.sleep(600)
             os._exit(0)
-''' % {"sleep": SLEEP_ARG, "comm": DIGITS[:8].encode()}
+""" % {"sleep": SLEEP_ARG, "comm": DIGITS[:8].encode()}
 
 
 def test_fork_bomb_children_are_reaped(course, lesson03, tmp_path, wrong_result):
-    result = grade_hostile(course, lesson03, tmp_path / "s", {
-        **WRONG, "attention_numpy.py": FORK_SOME + WRONG_NUMPY})
+    result = grade_hostile(
+        course, lesson03, tmp_path / "s", {**WRONG, "attention_numpy.py": FORK_SOME + WRONG_NUMPY}
+    )
     earns_nothing(result)
     assert texts(result) == texts(wrong_result)

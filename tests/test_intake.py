@@ -14,15 +14,14 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-from autograder.sandbox import intake
-from autograder.cohort.store import content_hash
-from autograder.cli import main as cli_main
-from autograder.engine.grading import grade, lesson_submission_dir, own_files
-from autograder.cohort.roster import Allowed, Learner, fetch, learners_in, url_origin
-
 from cohort_factory import GIT, grade_all, push, records, results, served
 from conftest import SEED, solution_files, write_submission
+
+from autograder.cli import main as cli_main
+from autograder.cohort.roster import Allowed, Learner, fetch, learners_in, url_origin
+from autograder.cohort.store import content_hash
+from autograder.engine.grading import grade, lesson_submission_dir, own_files
+from autograder.sandbox import intake
 
 LOCAL_HTTP = ("--allow-scheme", "http", "--allow-host", "127.0.0.1")
 pytestmark = pytest.mark.timeout(1200)
@@ -46,6 +45,7 @@ def messages(result: dict) -> str:
 
 
 # ------------------------------------------------------------------ the walk and the reads
+
 
 def test_contained_refuses_a_symlink_at_any_level_below_the_boundary(tmp_path):
     real = tmp_path / "real"
@@ -92,8 +92,14 @@ def test_the_walk_copies_regular_files_only_and_never_raises(tmp_path):
     # Odd folders are missing folders: no exception, nothing read.
     (tmp_path / "fifo-folder").mkdir()
     os.mkfifo(tmp_path / "fifo-folder" / "lesson")
-    for odd in (Path("/proc/self/attr"), Path("/proc/self/attr/current"), tmp_path / "fifo-folder" / "lesson",
-                src / "data.py", tmp_path / "missing", intake.refused(src)):
+    for odd in (
+        Path("/proc/self/attr"),
+        Path("/proc/self/attr/current"),
+        tmp_path / "fifo-folder" / "lesson",
+        src / "data.py",
+        tmp_path / "missing",
+        intake.refused(src),
+    ):
         assert list(intake.read_files(odd)) == [], odd
         intake.copy_submission(odd, tmp_path / "odd-copy")
     assert list((tmp_path / "odd-copy").iterdir()) == []
@@ -126,14 +132,19 @@ def test_an_unreadable_folder_is_a_missing_one(tmp_path):
 
 # ------------------------------------------------------------------ the engine's lookups
 
+
 def test_the_engine_never_looks_up_a_learners_file_through_a_link(course, tmp_path):
     lesson04, lesson03 = course.lesson("04"), course.lesson("03")
     learner = tmp_path / "ana"
     exercises = learner / "exercises"
     write_submission(exercises / lesson04.folder, {"model.py": "x = 1\n"})
-    own03 = write_submission(exercises / lesson03.folder, {"attention.py": "a = 1\n", "attention_numpy.py": "b = 1\n"})
+    own03 = write_submission(
+        exercises / lesson03.folder, {"attention.py": "a = 1\n", "attention_numpy.py": "b = 1\n"}
+    )
     assert own_files(course, lesson04, exercises / lesson04.folder, boundary=learner) == {
-        "attention.py": own03 / "attention.py", "attention_numpy.py": own03 / "attention_numpy.py"}
+        "attention.py": own03 / "attention.py",
+        "attention_numpy.py": own03 / "attention_numpy.py",
+    }
 
     elsewhere = write_submission(tmp_path / "elsewhere", {"attention.py": "a = 2\n"})
     (own03 / "attention.py").unlink()
@@ -151,7 +162,8 @@ def test_the_engine_never_looks_up_a_learners_file_through_a_link(course, tmp_pa
     assert own_files(course, lesson04, linked / "exercises" / lesson04.folder, boundary=linked) is None
     # The folder the user chose may itself be a link: it is the boundary.
     assert lesson_submission_dir(course, lesson04, linked / "exercises", False) == (
-        linked / "exercises" / lesson04.folder)
+        linked / "exercises" / lesson04.folder
+    )
 
     # A learner's exercises/ that is a link is neither followed nor passed over for the folder.
     assert Learner("ana", learner).exercises == exercises
@@ -190,7 +202,9 @@ def test_a_lesson_folder_linked_to_the_solutions_scores_as_missing_files(course,
     solutions = private_solutions(tmp_path, lesson01)
     learner = tmp_path / "ana"
     (learner / "exercises").mkdir(parents=True)
-    (learner / "exercises" / lesson01.folder).symlink_to(solutions / lesson01.folder, target_is_directory=True)
+    (learner / "exercises" / lesson01.folder).symlink_to(
+        solutions / lesson01.folder, target_is_directory=True
+    )
     # Not the folder but each file a link: none of them is copied.
     files_only = tmp_path / "beto"
     (files_only / "exercises" / lesson01.folder).mkdir(parents=True)
@@ -200,7 +214,9 @@ def test_a_lesson_folder_linked_to_the_solutions_scores_as_missing_files(course,
     for folder in (learner, files_only):
         result = grade(course, [lesson01], folder / "exercises", seed=SEED, boundary=folder).lessons[0]
         assert result.score == 0 and result.max_score == 100, folder
-        keys = {getattr(check.feedback.parts[0], "key", None) for check in result.checks if check.feedback.parts}
+        keys = {
+            getattr(check.feedback.parts[0], "key", None) for check in result.checks if check.feedback.parts
+        }
         assert "engine.missing_file" in keys, (folder, keys)
     # The control: the same files, really there, get every point.
     control = tmp_path / "carla"
@@ -211,12 +227,15 @@ def test_a_lesson_folder_linked_to_the_solutions_scores_as_missing_files(course,
 
 # ------------------------------------------------------------------ grade-all
 
+
 def test_links_and_odd_folders_cost_only_their_learner_in_grade_all(course, lesson01, tmp_path):
     solutions = private_solutions(tmp_path, lesson01)
     submissions, out = tmp_path / "submissions", tmp_path / "out"
     write_submission(submissions / "ana" / "exercises" / lesson01.folder, solution_files(lesson01))
     (submissions / "beto" / "exercises").mkdir(parents=True)  # poisoned: its lesson is a kernel folder
-    (submissions / "beto" / "exercises" / lesson01.folder).symlink_to("/proc/self/attr", target_is_directory=True)
+    (submissions / "beto" / "exercises" / lesson01.folder).symlink_to(
+        "/proc/self/attr", target_is_directory=True
+    )
     (submissions / "carla").mkdir()  # exercises/ points at the private course beside submissions/
     (submissions / "carla" / "exercises").symlink_to("../../private/solutions", target_is_directory=True)
     (submissions / "dario").symlink_to(solutions.parent, target_is_directory=True)  # the whole folder
@@ -242,7 +261,9 @@ def test_a_committed_exercises_link_is_cloned_as_a_plain_file_and_scores_nothing
     remotes.mkdir()
     subprocess.run([*GIT, "init", "-q", "--bare", str(remotes / "ana.git")], check=True)
     work = remotes / "ana-work"
-    subprocess.run([*GIT, "clone", "-q", str(remotes / "ana.git"), str(work)], check=True, capture_output=True)
+    subprocess.run(
+        [*GIT, "clone", "-q", str(remotes / "ana.git"), str(work)], check=True, capture_output=True
+    )
     # From submissions/ana/, this reaches the private course beside submissions/.
     (work / "exercises").symlink_to("../../private/solutions", target_is_directory=True)
     subprocess.run([*GIT, "add", "-A"], cwd=work, check=True)
@@ -252,8 +273,21 @@ def test_a_committed_exercises_link_is_cloned_as_a_plain_file_and_scores_nothing
 
     with served(remotes) as base:
         roster.write_text(f"id,name,url\nana,Ana,{base}/ana.git\n", encoding="utf-8")
-        proc = grade_all(submissions, "--roster", roster, "--out", out, "--lessons", "01", "--seed", SEED,
-                         "--jobs", 1, *LOCAL_HTTP, check=False)
+        proc = grade_all(
+            submissions,
+            "--roster",
+            roster,
+            "--out",
+            out,
+            "--lessons",
+            "01",
+            "--seed",
+            SEED,
+            "--jobs",
+            1,
+            *LOCAL_HTTP,
+            check=False,
+        )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     checked_out = submissions / "ana" / "exercises"
     assert not checked_out.is_symlink() and checked_out.read_text() == "../../private/solutions"
@@ -262,13 +296,17 @@ def test_a_committed_exercises_link_is_cloned_as_a_plain_file_and_scores_nothing
 
 # ------------------------------------------------------------------ the roster's git and URLs
 
+
 def test_fetching_runs_no_hooks_checks_links_out_as_files_and_keeps_rewrites_to_allowed_schemes(
-        lesson01, tmp_path, monkeypatch):
+    lesson01, tmp_path, monkeypatch
+):
     remotes = tmp_path / "remotes"
     remotes.mkdir()
     subprocess.run([*GIT, "init", "-q", "--bare", str(remotes / "ana.git")], check=True)
     work = remotes / "ana-work"
-    subprocess.run([*GIT, "clone", "-q", str(remotes / "ana.git"), str(work)], check=True, capture_output=True)
+    subprocess.run(
+        [*GIT, "clone", "-q", str(remotes / "ana.git"), str(work)], check=True, capture_output=True
+    )
     write_submission(work / "exercises" / lesson01.folder, solution_files(lesson01))
     (work / "passwd.py").symlink_to("/etc/passwd")
     subprocess.run([*GIT, "add", "-A"], cwd=work, check=True)
@@ -313,28 +351,61 @@ def test_fetching_runs_no_hooks_checks_links_out_as_files_and_keeps_rewrites_to_
 def test_the_roster_refuses_urls_the_instructor_did_not_allow(tmp_path, capsys):
     assert url_origin("git@github.com:ana/curso.git") == ("ssh", "github.com")
     assert url_origin("https://ana:tok@GitHub.com:443/ana/curso.git") == ("https", "github.com")
-    for local in ("/srv/clones/beto", "../beto", "./a:b", "file:///srv/beto.git", "ext::sh -c touch% /tmp/x",
-                  "fd::7", "https://github.com\\@evil.example/x", "https:///x", "", "C:\\clones\\beto"):
+    for local in (
+        "/srv/clones/beto",
+        "../beto",
+        "./a:b",
+        "file:///srv/beto.git",
+        "ext::sh -c touch% /tmp/x",
+        "fd::7",
+        "https://github.com\\@evil.example/x",
+        "https:///x",
+        "",
+        "C:\\clones\\beto",
+    ):
         assert url_origin(local) is None, local
 
     subs = tmp_path / "subs"
     subs.mkdir()
     cases = [
-        ("file:///srv/beto.git", [], "no es la url de un repositorio remoto", "solo admite https en github.com"),
+        (
+            "file:///srv/beto.git",
+            [],
+            "no es la url de un repositorio remoto",
+            "solo admite https en github.com",
+        ),
         ("/srv/clones/beto", [], "no es la url de un repositorio remoto", "/srv/clones/beto"),
-        ("../beto/.git", ["--allow-scheme", "https", "--allow-scheme", "ssh"], "no es la url de un repositorio remoto",
-         "solo admite https, ssh en github.com"),
+        (
+            "../beto/.git",
+            ["--allow-scheme", "https", "--allow-scheme", "ssh"],
+            "no es la url de un repositorio remoto",
+            "solo admite https, ssh en github.com",
+        ),
         ("http://evil.example/ana.git", [], "usa http, y la lista solo admite https", "--allow-scheme http"),
-        ("http://evil.example/ana.git", ["--allow-scheme", "https", "--allow-scheme", "http"], "apunta a evil.example",
-         "--allow-host evil.example"),
-        ("git@evil.example:ana/curso.git", ["--allow-scheme", "https", "--allow-scheme", "ssh"], "apunta a evil.example",
-         "solo admite github.com"),
-        ("https://ana:s3cret@gitlab.example.org/ana.git", [], "«https://***@gitlab.example.org/ana.git»",
-         "apunta a gitlab.example.org"),
+        (
+            "http://evil.example/ana.git",
+            ["--allow-scheme", "https", "--allow-scheme", "http"],
+            "apunta a evil.example",
+            "--allow-host evil.example",
+        ),
+        (
+            "git@evil.example:ana/curso.git",
+            ["--allow-scheme", "https", "--allow-scheme", "ssh"],
+            "apunta a evil.example",
+            "solo admite github.com",
+        ),
+        (
+            "https://ana:s3cret@gitlab.example.org/ana.git",
+            [],
+            "«https://***@gitlab.example.org/ana.git»",
+            "apunta a gitlab.example.org",
+        ),
     ]
     for number, (url, options, *expected) in enumerate(cases):
         roster = tmp_path / f"roster-{number}.csv"
-        roster.write_text(f"id,name,url\nana,Ana,https://github.com/ana/curso.git\nbeto,Beto,{url}\n", encoding="utf-8")
+        roster.write_text(
+            f"id,name,url\nana,Ana,https://github.com/ana/curso.git\nbeto,Beto,{url}\n", encoding="utf-8"
+        )
         argv = ["grade-all", str(subs), "--roster", str(roster), "--out", str(tmp_path / "o"), *options]
         assert cli_main(argv) == 2, url
         err = capsys.readouterr().err
@@ -342,11 +413,28 @@ def test_the_roster_refuses_urls_the_instructor_did_not_allow(tmp_path, capsys):
         assert "s3cret" not in err
     english = tmp_path / "english.csv"
     english.write_text("id,url\nana,file:///srv/ana.git\n", encoding="utf-8")
-    assert cli_main(["grade-all", str(subs), "--roster", str(english), "--out", str(tmp_path / "o"),
-                     "--lang", "en"]) == 2
-    assert f"{english}:2: \"file:///srv/ana.git\" is not a remote repository URL" in capsys.readouterr().err
-    assert cli_main(["grade-all", str(subs), "--roster", str(english), "--out", str(tmp_path / "o"),
-                     "--allow-host", "https://github.com"]) == 2
+    assert (
+        cli_main(
+            ["grade-all", str(subs), "--roster", str(english), "--out", str(tmp_path / "o"), "--lang", "en"]
+        )
+        == 2
+    )
+    assert f'{english}:2: "file:///srv/ana.git" is not a remote repository URL' in capsys.readouterr().err
+    assert (
+        cli_main(
+            [
+                "grade-all",
+                str(subs),
+                "--roster",
+                str(english),
+                "--out",
+                str(tmp_path / "o"),
+                "--allow-host",
+                "https://github.com",
+            ]
+        )
+        == 2
+    )
     assert "--allow-host https://github.com: escribe solo el nombre del servidor" in capsys.readouterr().err
     # Refused before anything is fetched or written.
     assert list(subs.iterdir()) == [] and not (tmp_path / "o").exists()
@@ -360,5 +448,7 @@ def test_a_learner_folder_that_is_a_link_is_reported_not_followed(tmp_path):
     (subs / "-bad").symlink_to(subs / "ana", target_is_directory=True)
     learners, skipped = learners_in(subs)
     assert [(learner.id, learner.problem) for learner in learners] == [
-        ("ana", None), ("beto", ("link", str(subs / "beto")))]
+        ("ana", None),
+        ("beto", ("link", str(subs / "beto"))),
+    ]
     assert skipped == ["-bad"]

@@ -31,11 +31,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import ROOT, SEED, solution_files
 
 from autograder.sandbox import isolation
 from autograder.sandbox.client import worker_user
-
-from conftest import ROOT, SEED, solution_files
 
 LINUX = sys.platform.startswith("linux")
 WALLS = isolation.probe() if LINUX else {"official": False}
@@ -43,15 +42,45 @@ pytestmark = pytest.mark.skipif(not WALLS["official"], reason="needs Landlock an
 
 MARK = f"agiso{random.SystemRandom().randrange(10**9, 10**10)}"
 TEST_USER = "agisolearner"
-ATTACKS = ("read_key", "read_other_learner", "list_results", "read_results", "read_roster", "read_checkout",
-           "list_checkout", "read_graders", "read_reference", "read_shadow", "read_parent_environ",
-           "read_proc_cmdline", "parent_cwd", "write_bashrc", "write_checkout", "write_graders",
-           "write_graders_conftest", "write_venv_pth", "write_results", "write_other_learner", "write_tmp",
-           "write_var_tmp", "write_dev_shm", "write_parent_stdout", "connect_tcp", "send_udp", "unix_socket",
-           "signal_sentinel", "signal_everyone", "signal_supervisor", "ptrace_sentinel", "fork", "subprocess", "sysv_shm",
-           "symlink_in_submission")
+ATTACKS = (
+    "read_key",
+    "read_other_learner",
+    "list_results",
+    "read_results",
+    "read_roster",
+    "read_checkout",
+    "list_checkout",
+    "read_graders",
+    "read_reference",
+    "read_shadow",
+    "read_parent_environ",
+    "read_proc_cmdline",
+    "parent_cwd",
+    "write_bashrc",
+    "write_checkout",
+    "write_graders",
+    "write_graders_conftest",
+    "write_venv_pth",
+    "write_results",
+    "write_other_learner",
+    "write_tmp",
+    "write_var_tmp",
+    "write_dev_shm",
+    "write_parent_stdout",
+    "connect_tcp",
+    "send_udp",
+    "unix_socket",
+    "signal_sentinel",
+    "signal_everyone",
+    "signal_supervisor",
+    "ptrace_sentinel",
+    "fork",
+    "subprocess",
+    "sysv_shm",
+    "symlink_in_submission",
+)
 
-THIEF = '''
+THIEF = """
 
 # ---- the thief: re-export a finished attention.py found on disk
 import glob as _glob, os as _os
@@ -107,9 +136,9 @@ def _steal(name, namespace):
 
 
 STOLEN_FROM = _steal("attention.py", globals())
-'''
+"""
 
-PROBE = '''
+PROBE = """
 import ctypes, os, socket
 
 R = []
@@ -210,12 +239,14 @@ _try("sysv_shm", _shm)
 _try("symlink_in_submission", lambda: _read("stolen.py"))
 # Short, so that no trimming of the message can hide a line of it.
 raise RuntimeError("walls: tried=%d ok=%s" % (len(R), ",".join(n[:-3] for n in R if n.endswith("=OK")) or "-"))
-'''
+"""
 
 
 def stub_files() -> dict[str, str]:
     folder = ROOT / "exercises" / "03-atencion-causal"
-    return {name: (folder / name).read_text(encoding="utf-8") for name in ("attention.py", "attention_numpy.py")}
+    return {
+        name: (folder / name).read_text(encoding="utf-8") for name in ("attention.py", "attention_numpy.py")
+    }
 
 
 def constants(**values) -> str:
@@ -281,15 +312,32 @@ class Scene:
         files = stub_files()
         site = next(p for p in isolation.runtime_paths() if p.endswith("site-packages"))
         reference = derived_reference(self.owner)
-        known = [str(checkout / "solutions" / "03-atencion-causal" / "attention.py"), str(reference),
-                 str(self.other / "attention.py")]
+        known = [
+            str(checkout / "solutions" / "03-atencion-causal" / "attention.py"),
+            str(reference),
+            str(self.other / "attention.py"),
+        ]
         files["attention.py"] += "\n" + constants(_KNOWN=known) + THIEF
-        files["attention_numpy.py"] = constants(
-            KEY=str(self.key), OTHER=str(self.other / "attention.py"), OTHER_ID="alice", OUT=str(self.out),
-            ROSTER=str(self.roster), CHECKOUT=str(checkout), GRADERS=str(graders), REFERENCE=str(reference),
-            HOME=str(self.home), SITE=site,
-            MARK=MARK, PORT=self.listener.getsockname()[1], UDP_PORT=self.udp.getsockname()[1],
-            UNIX_PATH=self.unix_path, SENTINEL=self.sentinel_pid()) + PROBE
+        files["attention_numpy.py"] = (
+            constants(
+                KEY=str(self.key),
+                OTHER=str(self.other / "attention.py"),
+                OTHER_ID="alice",
+                OUT=str(self.out),
+                ROSTER=str(self.roster),
+                CHECKOUT=str(checkout),
+                GRADERS=str(graders),
+                REFERENCE=str(reference),
+                HOME=str(self.home),
+                SITE=site,
+                MARK=MARK,
+                PORT=self.listener.getsockname()[1],
+                UDP_PORT=self.udp.getsockname()[1],
+                UNIX_PATH=self.unix_path,
+                SENTINEL=self.sentinel_pid(),
+            )
+            + PROBE
+        )
         folder.mkdir(parents=True)
         for name, text in files.items():
             (folder / name).write_text(text, encoding="utf-8")
@@ -299,10 +347,17 @@ class Scene:
     def assert_untouched(self, checkout: Path, graders: Path) -> None:
         """Nothing planted, nothing received, nobody signalled."""
         site = next(p for p in isolation.runtime_paths() if p.endswith("site-packages"))
-        planted = [checkout / f"planted-{MARK}", graders / "lesson04" / f"planted_{MARK}.py",
-                   graders / "lesson04" / "conftest.py", Path(site) / f"planted-{MARK}.pth", self.out / f"planted-{MARK}",
-                   self.other.parent / f"planted-{MARK}", Path("/tmp") / f"planted-{MARK}",
-                   Path("/var/tmp") / f"planted-{MARK}", Path("/dev/shm") / f"planted-{MARK}"]
+        planted = [
+            checkout / f"planted-{MARK}",
+            graders / "lesson04" / f"planted_{MARK}.py",
+            graders / "lesson04" / "conftest.py",
+            Path(site) / f"planted-{MARK}.pth",
+            self.out / f"planted-{MARK}",
+            self.other.parent / f"planted-{MARK}",
+            Path("/tmp") / f"planted-{MARK}",
+            Path("/var/tmp") / f"planted-{MARK}",
+            Path("/dev/shm") / f"planted-{MARK}",
+        ]
         try:
             assert [str(p) for p in planted if p.exists()] == []
         finally:
@@ -379,7 +434,8 @@ def assert_contained(data: dict) -> None:
     assert tried == len(ATTACKS) and worked == []
     # The thief found nothing to steal: exactly what the untouched stub scores.
     assert lesson03["score"] == 0 and lesson03["xp"] == 0, [
-        (c["id"], c["status"]) for c in lesson03["checks"] if c["status"] == "passed"]
+        (c["id"], c["status"]) for c in lesson03["checks"] if c["status"] == "passed"
+    ]
     assert data["isolation"]["official"] is True, data["isolation"]
     assert lesson03["isolation"]["official"] is True
 
@@ -388,11 +444,13 @@ def run_cli(args: list[str], env: dict | None = None, user: str | None = None) -
     command = [sys.executable, "-m", "autograder", *args]
     if user is not None:
         command = expose_python_to(user, command)
-    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600,
-                          env={**os.environ, **(env or {})})
+    return subprocess.run(
+        command, cwd=ROOT, capture_output=True, text=True, timeout=600, env={**os.environ, **(env or {})}
+    )
 
 
 # ------------------------------------------------------------------ as this user (root on CI)
+
 
 @pytest.mark.parametrize("pool", ["warm-pool", "fresh-worker"])
 def test_the_hostile_catalog_is_contained_under_grade(tmp_path, pool):
@@ -403,9 +461,22 @@ def test_the_hostile_catalog_is_contained_under_grade(tmp_path, pool):
         # Lesson 04 too: its sandbox, holding the reference attention.py, exists while 03 is graded.
         shutil.copytree(ROOT / "exercises" / "04-bloque-transformer", submission / "04-bloque-transformer")
         output = tmp_path / "results.json"
-        proc = run_cli(["grade", "03", "04", "--submission", str(submission), "--format", "json",
-                        "--output", str(output), "--seed", str(SEED)],
-                       env={"AUTOGRADER_WARM_POOL": "1" if pool == "warm-pool" else "0"})
+        proc = run_cli(
+            [
+                "grade",
+                "03",
+                "04",
+                "--submission",
+                str(submission),
+                "--format",
+                "json",
+                "--output",
+                str(output),
+                "--seed",
+                str(SEED),
+            ],
+            env={"AUTOGRADER_WARM_POOL": "1" if pool == "warm-pool" else "0"},
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert_contained(json.loads(output.read_text()))
         scene.assert_untouched(ROOT, ROOT / "autograder" / "graders")
@@ -417,10 +488,25 @@ def test_the_hostile_catalog_is_contained_under_grade_all(tmp_path):
     scene = Scene(tmp_path / "scene")
     try:
         submissions = scene.base / "submissions"
-        scene.submission(submissions / "mallory" / "exercises" / "03-atencion-causal",
-                         ROOT / "autograder" / "graders", ROOT)
-        proc = run_cli(["grade-all", str(submissions), "--out", str(scene.out), "--lessons", "03",
-                        "--jobs", "2", "--seed", str(SEED)])
+        scene.submission(
+            submissions / "mallory" / "exercises" / "03-atencion-causal",
+            ROOT / "autograder" / "graders",
+            ROOT,
+        )
+        proc = run_cli(
+            [
+                "grade-all",
+                str(submissions),
+                "--out",
+                str(scene.out),
+                "--lessons",
+                "03",
+                "--jobs",
+                "2",
+                "--seed",
+                str(SEED),
+            ]
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
         mallory = json.loads((scene.out / "results" / "mallory.json").read_text())
         alice = json.loads((scene.out / "results" / "alice.json").read_text())
@@ -437,7 +523,9 @@ def test_grade_all_refuses_to_run_unwalled_unless_told(tmp_path):
     folder.mkdir(parents=True)
     args = ["grade-all", str(tmp_path / "submissions"), "--out", str(tmp_path / "out"), "--lessons", "01"]
     proc = run_cli(args, env={"AUTOGRADER_ISOLATION": "off"})
-    assert proc.returncode == 2 and "--allow-unisolated" in proc.stderr and "aislar" in proc.stderr, proc.stderr
+    assert proc.returncode == 2 and "--allow-unisolated" in proc.stderr and "aislar" in proc.stderr, (
+        proc.stderr
+    )
     assert not (tmp_path / "out" / "results").exists()
     proc = run_cli([*args, "--allow-unisolated"], env={"AUTOGRADER_ISOLATION": "off"})
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -456,13 +544,20 @@ def test_an_unwalled_grade_says_so_once_in_the_learners_language(tmp_path):
 
 # ------------------------------------------------------------------ as a plain user
 
+
 def expose_python_to(user: str, command: list[str]) -> list[str]:
     """`command` run as `user`, in a mount namespace where this machine's Python (under /root,
     which other users cannot enter) is reachable at its own path, as it is on a machine where
     Python is installed for everyone. Nothing else of /root is."""
     prefix = Path(sys.base_prefix).resolve()
-    hidden = next((str(p) for p in [*reversed(prefix.parents), prefix]
-                   if p != Path("/") and not os.stat(p).st_mode & 0o001), None)
+    hidden = next(
+        (
+            str(p)
+            for p in [*reversed(prefix.parents), prefix]
+            if p != Path("/") and not os.stat(p).st_mode & 0o001
+        ),
+        None,
+    )
     env = f"HOME={Path('/home') / user}"
     if hidden is None:
         return ["runuser", "-u", user, "--", "env", env, *command]
@@ -481,9 +576,19 @@ def expose_python_to(user: str, command: list[str]) -> list[str]:
 
 def user_namespaces_for(user: str) -> bool:
     """Whether `user` may make a user and a PID namespace here (and fork into them)."""
-    probe = subprocess.run(expose_python_to(user, [sys.executable, "-c", "from autograder.sandbox.worker import "
-                                                   "confine; print(confine.user_namespaces_work())"]),
-                           cwd=ROOT, capture_output=True, text=True)
+    probe = subprocess.run(
+        expose_python_to(
+            user,
+            [
+                sys.executable,
+                "-c",
+                "from autograder.sandbox.worker import confine; print(confine.user_namespaces_work())",
+            ],
+        ),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
     return probe.stdout.strip() == "True"
 
 
@@ -497,8 +602,11 @@ def plain_user():
         pwd.getpwnam(TEST_USER)
     except KeyError:
         subprocess.run(["useradd", "--create-home", "--shell", "/bin/sh", TEST_USER], check=True)
-    probe = subprocess.run(expose_python_to(TEST_USER, [sys.executable, "-c", "import torch, autograder"]),
-                           capture_output=True, text=True)
+    probe = subprocess.run(
+        expose_python_to(TEST_USER, [sys.executable, "-c", "import torch, autograder"]),
+        capture_output=True,
+        text=True,
+    )
     if probe.returncode != 0:
         pytest.skip(f"Python cannot be made reachable for {TEST_USER}: {probe.stderr[-300:]}")
     return TEST_USER
@@ -518,10 +626,25 @@ def test_the_hostile_catalog_is_contained_as_a_plain_user(plain_user, tmp_path_f
         submission = scene.submission(base / "mallory", graders, ROOT)
         output = base / "out.json"
         subprocess.run(["chown", "-R", plain_user, str(base)], check=True)
-        proc = run_cli(["grade", "03", "--submission", str(submission), "--format", "json", "--output", str(output),
-                        "--seed", str(SEED)],
-                       env={"AUTOGRADER_GRADERS": str(graders), "AUTOGRADER_WARM_POOL": "1" if pool == "warm-pool" else "0"},
-                       user=plain_user)
+        proc = run_cli(
+            [
+                "grade",
+                "03",
+                "--submission",
+                str(submission),
+                "--format",
+                "json",
+                "--output",
+                str(output),
+                "--seed",
+                str(SEED),
+            ],
+            env={
+                "AUTOGRADER_GRADERS": str(graders),
+                "AUTOGRADER_WARM_POOL": "1" if pool == "warm-pool" else "0",
+            },
+            user=plain_user,
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
         data = json.loads(output.read_text())
         assert_contained(data)

@@ -67,7 +67,7 @@ def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = name.split(".") if is_package else name.split(".")[:-1]
-                base = base[:len(base) - (node.level - 1)]
+                base = base[: len(base) - (node.level - 1)]
                 module = ".".join(["autograder", *base, *([node.module] if node.module else [])])
             else:
                 module = node.module or ""
@@ -99,14 +99,24 @@ def test_every_top_level_module_belongs_to_a_known_package():
 
 @pytest.mark.parametrize("package", sorted(ALLOWED))
 def test_packages_import_only_the_layers_below_them(package):
-    wrong = sorted(f"{m} -> {d}" for m, deps in GRAPH.items() if _package(m) == package
-                   for d in deps if _package(d) != package and _package(d) not in ALLOWED[package])
+    wrong = sorted(
+        f"{m} -> {d}"
+        for m, deps in GRAPH.items()
+        if _package(m) == package
+        for d in deps
+        if _package(d) != package and _package(d) not in ALLOWED[package]
+    )
     assert not wrong, f"{package} may import only {sorted(ALLOWED[package])}: " + "; ".join(wrong)
 
 
 def test_the_worker_imports_only_itself_and_the_protocol():
-    wrong = sorted(f"{m} -> {d}" for m, deps in GRAPH.items() if m.startswith(WORKER)
-                   for d in deps if not d.startswith(WORKER_ALLOWED))
+    wrong = sorted(
+        f"{m} -> {d}"
+        for m, deps in GRAPH.items()
+        if m.startswith(WORKER)
+        for d in deps
+        if not d.startswith(WORKER_ALLOWED)
+    )
     assert not wrong, "; ".join(wrong)
 
 

@@ -38,7 +38,9 @@ print(json.dumps({"shape": list(z.shape), "device": str(z.device), "grad": torch
 
 
 def _run(prelude: str) -> dict:
-    proc = subprocess.run([sys.executable, "-c", prelude + EXERCISE], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", prelude + EXERCISE], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout.splitlines()[-1])
 
@@ -48,26 +50,42 @@ def test_meta_operations_and_optimizer_steps_need_no_dynamo_and_give_torchs_resu
     plain = _run("")
     assert plain["dynamo"] is True  # without the rule, torch imports dynamo for exactly this
     assert lean["dynamo"] is False
-    assert {k: v for k, v in lean.items() if k != "dynamo"} == {k: v for k, v in plain.items() if k != "dynamo"}
+    assert {k: v for k, v in lean.items() if k != "dynamo"} == {
+        k: v for k, v in plain.items() if k != "dynamo"
+    }
     assert lean["shape"] == [2, 3, 5] and lean["device"] == "meta" and lean["grad"] is True
 
 
 def test_once_dynamo_is_imported_the_wrappers_are_torchs_own_again():
     """A learner's torch.compile imports dynamo: from then on the optimizer step goes through
     torch's wrapper, which calls graph_break() (counted here by replacing it)."""
-    prelude = ("from autograder.sandbox.worker import lean_torch\nassert lean_torch.install()\n"
-               "import torch, torch._dynamo\n"
-               "calls = []\n"
-               "torch._dynamo.graph_break = lambda: calls.append(1)\n")
-    proc = subprocess.run([sys.executable, "-c", prelude + EXERCISE + "\nprint(len(calls))\n"],
-                          capture_output=True, text=True, timeout=120)
+    prelude = (
+        "from autograder.sandbox.worker import lean_torch\nassert lean_torch.install()\n"
+        "import torch, torch._dynamo\n"
+        "calls = []\n"
+        "torch._dynamo.graph_break = lambda: calls.append(1)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", prelude + EXERCISE + "\nprint(len(calls))\n"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert int(proc.stdout.split()[-1]) == 4  # two steps, a graph break before and after each
 
 
 def test_install_after_torch_changes_nothing():
-    proc = subprocess.run([sys.executable, "-c", "import torch\nfrom autograder.sandbox.worker import lean_torch\n"
-                           "print(lean_torch.install())"], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import torch\nfrom autograder.sandbox.worker import lean_torch\nprint(lean_torch.install())",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.stdout.split() == ["False"], proc.stderr[-2000:]
 
 
@@ -78,8 +96,11 @@ def test_no_worker_imports_dynamo_for_meta_and_optimizers(tmp_path, monkeypatch,
     elif not sys.platform.startswith("linux"):
         pytest.skip("the warm pool and the fresh supervisor are the Linux paths")
     # The exercise runs as the module is imported, in the worker; run() reports what it left.
-    (tmp_path / "m.py").write_text(EXERCISE.split("print(json.dumps")[0] + "\n\ndef run():\n"
-                                   "    return 'torch._dynamo' in sys.modules, str(z.device)\n", encoding="utf-8")
+    (tmp_path / "m.py").write_text(
+        EXERCISE.split("print(json.dumps")[0] + "\n\ndef run():\n"
+        "    return 'torch._dynamo' in sys.modules, str(z.device)\n",
+        encoding="utf-8",
+    )
     sandbox = Sandbox(tmp_path, Limits())
     if path != "portable":
         sandbox.warm_pool = path == "warm-pool"

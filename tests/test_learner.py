@@ -15,8 +15,10 @@ import pytest
 from conftest import ROOT, SEED
 from learner_course import ANSI, cli_env, history_lines, make_course, run_cli, todo_line
 
-from autograder.engine.grading import grade
 from autograder.core.history import LessonEntry, Record, parse_history
+from autograder.core.manifest import load_course
+from autograder.course.stubs import revert_region
+from autograder.engine.grading import grade
 from autograder.learner.steps import (
     NextStep,
     blocking_todo,
@@ -25,8 +27,6 @@ from autograder.learner.steps import (
     locate_step,
 )
 from autograder.learner.store import LocalStore
-from autograder.core.manifest import load_course
-from autograder.course.stubs import revert_region
 
 
 def _titles(lesson):
@@ -36,11 +36,14 @@ def _titles(lesson):
 # --- the next step, from real gradings ----------------------------------------------------------
 
 
-@pytest.mark.parametrize("region, todo, occurrence", [
-    # attention.py's regions: 0 mask (__init__), 1 head-reshape, 2 scaling, 3 mask (forward), ...
-    (3, "mask", 1),  # the second region of a TODO: point at the one still pending, not the first
-    (1, "head-reshape", 0),
-])
+@pytest.mark.parametrize(
+    "region, todo, occurrence",
+    [
+        # attention.py's regions: 0 mask (__init__), 1 head-reshape, 2 scaling, 3 mask (forward), ...
+        (3, "mask", 1),  # the second region of a TODO: point at the one still pending, not the first
+        (1, "head-reshape", 0),
+    ],
+)
 def test_next_step_is_the_first_failing_todo_at_its_line(tmp_path, region, todo, occurrence):
     root = make_course(tmp_path / "course", {"03": "solved"})
     course = load_course(root / "course.yml")
@@ -51,33 +54,54 @@ def test_next_step_is_the_first_failing_todo_at_its_line(tmp_path, region, todo,
     if occurrence:
         # A learner who finished the first region of the TODO but kept its comment, as most do.
         done = "        bs = cfg.block_size\n"
-        text = text.replace(done, "        # TODO [mask]: registra la máscara causal como buffer.\n" + done, 1)
+        text = text.replace(
+            done, "        # TODO [mask]: registra la máscara causal como buffer.\n" + done, 1
+        )
     attention.write_text(text, encoding="utf-8")
 
     result = grade(course, [lesson], seed=SEED).lessons[0]
     step = lesson_next_step(course, lesson, result)
 
-    assert step == NextStep("todo", lesson, todo=todo, check=step.check,
-                            path="exercises/03-atencion-causal/attention.py",
-                            line=todo_line(attention, todo, occurrence))
+    assert step == NextStep(
+        "todo",
+        lesson,
+        todo=todo,
+        check=step.check,
+        path="exercises/03-atencion-causal/attention.py",
+        line=todo_line(attention, todo, occurrence),
+    )
     assert describe_step(step, "es")[0] == (
-        f"Siguiente: TODO [{todo}] en exercises/03-atencion-causal/attention.py:{step.line}")
+        f"Siguiente: TODO [{todo}] en exercises/03-atencion-causal/attention.py:{step.line}"
+    )
     if todo == "head-reshape":
         # Checks of later TODOs cannot run while head-reshape raises; they wait on it, so they
         # never send the learner ahead to a TODO they cannot test yet.
         waiting = [c for c in result.checks if c.todo in ("mask", "scaling") and c.status.value == "failed"]
-        assert waiting and all(blocking_todo(c, [t.id for t in lesson.todos]) == "head-reshape" for c in waiting)
+        assert waiting and all(
+            blocking_todo(c, [t.id for t in lesson.todos]) == "head-reshape" for c in waiting
+        )
 
 
-@pytest.mark.parametrize("find, replace, todo", [
-    # A .view with the heads in the wrong place crashes in head-reshape's own line, although
-    # [mask] comes first in the lesson and its checks fail too.
-    ("q = q.view(B, T, self.n_head, hs).transpose(1, 2)", "q = q.view(B, self.n_head, T, hs * 2)", "head-reshape"),
-    # .view right after .transpose, without .contiguous(): the crash is contiguous-view's.
-    ("y = y.transpose(1, 2).contiguous().view(B, T, C)", "y = y.transpose(1, 2).view(B, T, C)", "contiguous-view"),
-    # A SyntaxError has no frame of its own: its line is still where the step points.
-    ("q, k, v = qkv.split(C, dim=2)", "q, k, v = qkv.split(C, dim=2", "head-reshape"),
-])
+@pytest.mark.parametrize(
+    "find, replace, todo",
+    [
+        # A .view with the heads in the wrong place crashes in head-reshape's own line, although
+        # [mask] comes first in the lesson and its checks fail too.
+        (
+            "q = q.view(B, T, self.n_head, hs).transpose(1, 2)",
+            "q = q.view(B, self.n_head, T, hs * 2)",
+            "head-reshape",
+        ),
+        # .view right after .transpose, without .contiguous(): the crash is contiguous-view's.
+        (
+            "y = y.transpose(1, 2).contiguous().view(B, T, C)",
+            "y = y.transpose(1, 2).view(B, T, C)",
+            "contiguous-view",
+        ),
+        # A SyntaxError has no frame of its own: its line is still where the step points.
+        ("q, k, v = qkv.split(C, dim=2)", "q, k, v = qkv.split(C, dim=2", "head-reshape"),
+    ],
+)
 def test_next_step_is_the_line_that_raised(tmp_path, find, replace, todo):
     root = make_course(tmp_path / "course", {"03": "solved"})
     course = load_course(root / "course.yml")
@@ -86,15 +110,25 @@ def test_next_step_is_the_line_that_raised(tmp_path, find, replace, todo):
     text = attention.read_text(encoding="utf-8")
     assert text.count(find) == 1
     attention.write_text(text.replace(find, replace), encoding="utf-8")
-    line = next(n for n, row in enumerate(attention.read_text(encoding="utf-8").splitlines(), start=1)
-                if replace in row)
+    line = next(
+        n
+        for n, row in enumerate(attention.read_text(encoding="utf-8").splitlines(), start=1)
+        if replace in row
+    )
 
     result = grade(course, [lesson], seed=SEED).lessons[0]
     step = lesson_next_step(course, lesson, result)
 
     assert (step.kind, step.todo, step.path, step.line) == (
-        "todo", todo, "exercises/03-atencion-causal/attention.py", line)
-    assert describe_step(step, "es")[0] == f"Siguiente: TODO [{todo}] en exercises/03-atencion-causal/attention.py:{line}"
+        "todo",
+        todo,
+        "exercises/03-atencion-causal/attention.py",
+        line,
+    )
+    assert (
+        describe_step(step, "es")[0]
+        == f"Siguiente: TODO [{todo}] en exercises/03-atencion-causal/attention.py:{line}"
+    )
 
 
 def test_locate_step_without_the_todo_comment_names_only_the_file(tmp_path):
@@ -102,10 +136,16 @@ def test_locate_step_without_the_todo_comment_names_only_the_file(tmp_path):
     course = load_course(root / "course.yml")
     lesson = course.lesson("03")
     # A finished file has no `# TODO [scaling]` comment left: no line rather than a wrong one.
-    assert locate_step(course, lesson, "scaling", "scaling") == ("exercises/03-atencion-causal/attention.py", None)
-    assert describe_step(NextStep("todo", lesson, todo="scaling", check="scaling",
-                                  path="exercises/03-atencion-causal/attention.py"), "en")[0] == (
-        "Next: TODO [scaling] in exercises/03-atencion-causal/attention.py")
+    assert locate_step(course, lesson, "scaling", "scaling") == (
+        "exercises/03-atencion-causal/attention.py",
+        None,
+    )
+    assert describe_step(
+        NextStep(
+            "todo", lesson, todo="scaling", check="scaling", path="exercises/03-atencion-causal/attention.py"
+        ),
+        "en",
+    )[0] == ("Next: TODO [scaling] in exercises/03-atencion-causal/attention.py")
     quiz = root / "exercises" / lesson.folder / "quiz.yml"
     quiz.write_text("# respuestas\npregunta_1: c\npregunta_2:\npregunta_3: b\n", encoding="utf-8")
     assert locate_step(course, lesson, None, "quiz-2") == ("exercises/03-atencion-causal/quiz.yml", 3)
@@ -127,7 +167,8 @@ def test_check_on_stubs(tmp_path):
         "Lección 03 · Self-attention causal, multi-cabeza  0/100 puntos · XP 0/50 · sin completar",
         "Total: 0/100 puntos · XP 0/50",
         "Corregido con las pruebas ocultas del curso.",
-        f"Siguiente: TODO [np-mask] en exercises/03-atencion-causal/attention_numpy.py:{todo_line(numpy_file, 'np-mask')}",
+        "Siguiente: TODO [np-mask] en exercises/03-atencion-causal/attention_numpy.py:"
+        f"{todo_line(numpy_file, 'np-mask')}",
         "  construye la máscara causal aditiva · pista: autograder hint 03 np-mask",
         f"Tu progreso: XP 0/{xp_max} · sin racha · más detalle: autograder progress",
     ]
@@ -160,7 +201,8 @@ def test_check_every_present_lesson_in_english(tmp_path):
         "Lesson 02 completed! +50 XP",
         f"Next: TODO [np-mask] in exercises/03-atencion-causal/attention_numpy.py:{todo_line(numpy_file, 'np-mask')}",
         "  build the additive causal mask · hint: autograder hint 03 np-mask",
-        f"Your progress: XP 100/{sum(lesson.xp for lesson in course.lessons)} · 1-day streak · more: autograder progress",
+        f"Your progress: XP 100/{sum(lesson.xp for lesson in course.lessons)} · 1-day streak · "
+        "more: autograder progress",
     ]
     assert [line for line in lines if line in expected] == expected
     (record,), _ = parse_history("\n".join(history_lines(root)))
@@ -168,7 +210,7 @@ def test_check_every_present_lesson_in_english(tmp_path):
 
 
 def test_xp_is_said_once_and_shown_one_way_after_a_regression(tmp_path):
-    """"+50 XP" the first time a lesson is completed only; after a regression the header keeps
+    """ "+50 XP" the first time a lesson is completed only; after a regression the header keeps
     the earned XP and says the lesson fails now, as the footer and `progress` count it."""
     root = make_course(tmp_path / "course", {"01": "solved"})
     first = run_cli(root, "check", "01")
@@ -180,7 +222,9 @@ def test_xp_is_said_once_and_shown_one_way_after_a_regression(tmp_path):
     text = data.read_text(encoding="utf-8")
     good = "y = torch.stack([data[i + 1 : i + 1 + block_size] for i in ix])"
     assert text.count(good) == 1
-    data.write_text(text.replace(good, "y = torch.stack([data[i : i + block_size] for i in ix])"), encoding="utf-8")
+    data.write_text(
+        text.replace(good, "y = torch.stack([data[i : i + block_size] for i in ix])"), encoding="utf-8"
+    )
     broken = run_cli(root, "check", "01")
     header = next(line for line in broken.stdout.splitlines() if line.startswith("Lección 01"))
     assert "XP 50/50" in header and "ahora falla" in header, header
@@ -215,8 +259,10 @@ def test_check_on_the_solution_points_to_the_next_lesson_and_hint_knows_it_is_do
     lines = proc.stdout.splitlines()
     assert "Lección 03 · Self-attention causal, multi-cabeza  100/100 puntos · XP 50/50 · completada" in lines
     assert "¡Lección 03 completada! +50 XP" in lines
-    assert (f"Siguiente: lección {following.id} · {following.title['es']}; su carpeta "
-            f"exercises/{following.folder}/ aún no está en tu copia (¿git pull?)") in lines
+    assert (
+        f"Siguiente: lección {following.id} · {following.title['es']}; su carpeta "
+        f"exercises/{following.folder}/ aún no está en tu copia (¿git pull?)"
+    ) in lines
 
     # The next step is remembered with the lesson's files: `hint 03` needs no new grading.
     hint = run_cli(root, "hint", "03")
@@ -233,9 +279,14 @@ def test_check_in_practice_mode_says_so(tmp_path):
     assert proc.returncode == 0, proc.stderr
     data_file = root / "exercises" / "01-tokens-y-lotes" / "data.py"
     lines = proc.stdout.splitlines()
-    assert ("Corregido con las pruebas de práctica de tu carpeta (nota de práctica): las pruebas ocultas "
-            "del curso no están en esta copia.") in lines
-    assert f"Siguiente: TODO [vocab] en exercises/01-tokens-y-lotes/data.py:{todo_line(data_file, 'vocab')}" in lines
+    assert (
+        "Corregido con las pruebas de práctica de tu carpeta (nota de práctica): las pruebas ocultas "
+        "del curso no están en esta copia."
+    ) in lines
+    assert (
+        f"Siguiente: TODO [vocab] en exercises/01-tokens-y-lotes/data.py:{todo_line(data_file, 'vocab')}"
+        in lines
+    )
     (record,), _ = parse_history("\n".join(history_lines(root)))
     assert record.lessons[0].mode == "practice"
 
@@ -287,7 +338,6 @@ def test_a_damaged_state_file_is_set_aside_not_overwritten(tmp_path):
     assert len(warnings) == 1 and re.search(r"estaba dañado .*state\.json\..*\.broken", warnings[0])
 
 
-
 def test_state_updates_from_two_processes_are_never_lost(tmp_path):
     """`check` and `watch` may update .autograder/state.json at the same moment: each update
     reads, changes and writes under the state's lock, so neither overwrites the other's."""
@@ -314,12 +364,19 @@ def test_a_held_state_lock_is_a_warning_in_the_learners_language(tmp_path, monke
     warnings = []
     store = store_module.LocalStore(tmp_path, warn=warnings.append)
     store._ensure_folder()
-    holder = subprocess.Popen([sys.executable, "-c",
-                               "import sys, time\nfrom pathlib import Path\n"
-                               "from autograder.core.file_lock import exclusive\n"
-                               "with exclusive(Path(sys.argv[1])):\n"
-                               "    print('held', flush=True)\n    time.sleep(30)\n",
-                               str(store.state_path)], stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\nfrom pathlib import Path\n"
+            "from autograder.core.file_lock import exclusive\n"
+            "with exclusive(Path(sys.argv[1])):\n"
+            "    print('held', flush=True)\n    time.sleep(30)\n",
+            str(store.state_path),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         monkeypatch.setattr(store_module, "exclusive", lambda path: exclusive(path, timeout=0.3))

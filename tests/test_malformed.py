@@ -13,15 +13,35 @@ import subprocess
 import sys
 from pathlib import Path
 
+from conftest import ROOT, SEED, solution_files, write_submission
+
 from autograder import cli
 from autograder.core.manifest import load_course
 
-from conftest import ROOT, SEED, solution_files, write_submission
-
-ATTENTION_CHECKS = ("mask-buffer", "future-leak", "future-leak-grad", "weights-causal", "short-sequences",
-                    "shapes", "heads-split", "scaling", "heads-merge", "reference-parity", "dropout-modes",
-                    "fused-parity", "fused-sdpa", "fused-dropout")
-NUMPY_CHECKS = ("np-mask", "np-softmax", "np-softmax-stable", "np-attention", "np-attention-causal", "np-edges")
+ATTENTION_CHECKS = (
+    "mask-buffer",
+    "future-leak",
+    "future-leak-grad",
+    "weights-causal",
+    "short-sequences",
+    "shapes",
+    "heads-split",
+    "scaling",
+    "heads-merge",
+    "reference-parity",
+    "dropout-modes",
+    "fused-parity",
+    "fused-sdpa",
+    "fused-dropout",
+)
+NUMPY_CHECKS = (
+    "np-mask",
+    "np-softmax",
+    "np-softmax-stable",
+    "np-attention",
+    "np-attention-causal",
+    "np-edges",
+)
 QUIZ_CHECKS = ("quiz-1", "quiz-2", "quiz-3")
 TOP_KEYS = {"course", "language", "xp", "xp_max", "score", "max_score", "lessons"}
 LESSON_KEYS = {"id", "slug", "title", "score", "max_score", "xp", "completed", "checks"}
@@ -59,15 +79,34 @@ def check_contract(data: dict) -> dict[str, dict]:
     return {c["id"]: c for c in lesson03["checks"]}
 
 
-def grade_cli(tmp_path: Path, submission: Path, *args: str, lesson: str | None = "03",
-              subprocess_: bool = False) -> dict[str, dict]:
+def grade_cli(
+    tmp_path: Path, submission: Path, *args: str, lesson: str | None = "03", subprocess_: bool = False
+) -> dict[str, dict]:
     output = tmp_path / "out" / "result.json"
-    argv = ["--course", str(ROOT / "course.yml"), "grade", *([lesson] if lesson else []),
-            "--submission", str(submission), "--format", "json", "--output", str(output),
-            "--seed", str(SEED), *args]
+    argv = [
+        "--course",
+        str(ROOT / "course.yml"),
+        "grade",
+        *([lesson] if lesson else []),
+        "--submission",
+        str(submission),
+        "--format",
+        "json",
+        "--output",
+        str(output),
+        "--seed",
+        str(SEED),
+        *args,
+    ]
     if subprocess_:
-        proc = subprocess.run([sys.executable, "-m", "autograder", *argv], capture_output=True, text=True,
-                              timeout=180, cwd=tmp_path, env={**os.environ, "PYTHONIOENCODING": "utf-8"})
+        proc = subprocess.run(
+            [sys.executable, "-m", "autograder", *argv],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            cwd=tmp_path,
+            env={**os.environ, "PYTHONIOENCODING": "utf-8"},
+        )
         assert proc.returncode == 0, proc.stderr[-3000:]
         assert proc.stdout == ""  # with --output, the result goes to the file only
     else:
@@ -105,8 +144,9 @@ def test_syntax_error_names_file_and_line(tmp_path, lesson03):
     source = solution_files(lesson03)["attention.py"].splitlines(keepends=True)
     line = next(i for i, text in enumerate(source, 1) if text.strip().startswith("def forward"))
     source[line - 1] = source[line - 1].replace("):", ")")  # def forward(self, x)   <- no colon
-    checks = grade_cli(tmp_path, submission(tmp_path, lesson03, attention_py="".join(source)),
-                       subprocess_=True)
+    checks = grade_cli(
+        tmp_path, submission(tmp_path, lesson03, attention_py="".join(source)), subprocess_=True
+    )
     assert_failed(checks, ATTENTION_CHECKS, "SyntaxError", "attention.py", f"line {line}")
     assert_passed(checks, NUMPY_CHECKS + QUIZ_CHECKS)  # attention_numpy.py is fine
 
@@ -130,12 +170,16 @@ def test_missing_lesson_folder(tmp_path):
 
 
 def test_submission_folder_that_does_not_exist_is_a_usage_error(tmp_path, capsys):
-    code = cli.main(["--course", str(ROOT / "course.yml"), "grade", "03", "--submission", str(tmp_path / "nope")])
+    code = cli.main(
+        ["--course", str(ROOT / "course.yml"), "grade", "03", "--submission", str(tmp_path / "nope")]
+    )
     assert code == 2 and "no es una carpeta" in capsys.readouterr().err
 
 
 def test_wrong_class_name(tmp_path, lesson03):
-    text = solution_files(lesson03)["attention.py"].replace("class CausalSelfAttention", "class CausalAttention")
+    text = solution_files(lesson03)["attention.py"].replace(
+        "class CausalSelfAttention", "class CausalAttention"
+    )
     checks = grade_cli(tmp_path, submission(tmp_path, lesson03, attention_py=text))
     assert_failed(checks, ATTENTION_CHECKS, "CausalSelfAttention")
     assert_passed(checks, NUMPY_CHECKS + QUIZ_CHECKS)
@@ -157,9 +201,14 @@ def test_quiz_with_invalid_yaml(tmp_path, lesson03):
 
 def test_empty_files(tmp_path, lesson03):
     checks = grade_cli(tmp_path, submission(tmp_path, lesson03, attention_numpy_py="", quiz_yml=""))
-    expected = {"np-mask": "causal_mask", "np-softmax": "softmax", "np-softmax-stable": "softmax",
-                "np-attention": "masked_self_attention", "np-attention-causal": "masked_self_attention",
-                "np-edges": "count_edges"}
+    expected = {
+        "np-mask": "causal_mask",
+        "np-softmax": "softmax",
+        "np-softmax-stable": "softmax",
+        "np-attention": "masked_self_attention",
+        "np-attention-causal": "masked_self_attention",
+        "np-edges": "count_edges",
+    }
     for check, name in expected.items():
         assert_failed(checks, [check], "attention_numpy", f"'{name}'")
     assert_failed(checks, QUIZ_CHECKS, "sin responder")
@@ -171,7 +220,8 @@ def test_non_utf8_files(tmp_path, lesson03):
     latin1 = files["attention.py"].encode("latin-1")  # an editor that saved "tamaño" as one byte
     quiz = files["quiz.yml"].encode("latin-1", errors="replace")
     assert latin1 != files["attention.py"].encode("utf-8")
-    checks = grade_cli(tmp_path, submission(tmp_path, lesson03, attention_py=latin1, quiz_yml=quiz),
-                       "--lang", "en")
+    checks = grade_cli(
+        tmp_path, submission(tmp_path, lesson03, attention_py=latin1, quiz_yml=quiz), "--lang", "en"
+    )
     assert_failed(checks, ATTENTION_CHECKS, "SyntaxError", "utf-8", "attention.py")
     assert_passed(checks, NUMPY_CHECKS + QUIZ_CHECKS)  # a Latin-1 quiz.yml still reads

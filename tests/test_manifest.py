@@ -167,7 +167,10 @@ MALFORMED = {
         _duplicate_todo_id,
         rf"lessons\[{L03}\]\.todos\[1\]\.id: 'np-mask' is already the id of lessons\[{L03}\]\.todos\[0\]",
     ),
-    "duplicate-lesson": (_duplicate_lesson, rf"lessons\[{LAST}\]\.id: '03' is already the id of lessons\[{L03}\]"),
+    "duplicate-lesson": (
+        _duplicate_lesson,
+        rf"lessons\[{LAST}\]\.id: '03' is already the id of lessons\[{L03}\]",
+    ),
     "todo-file-not-in-files": (
         _set(["lessons", L03, "todos", 0, "file"], "other.py"),
         rf"lessons\[{L03}\]\.todos\[0\]\.file: 'other\.py' is not one of lessons\[{L03}\]\.files",
@@ -210,7 +213,10 @@ MALFORMED = {
         rf"lessons\[{L03}\]\.minutes: 0 is less than or equal to the minimum of 0",
     ),
     "no-lessons": (_set(["lessons"], []), r"lessons: \[\] should be non-empty"),
-    "missing-checks": (_delete(["lessons", L03, "checks"]), rf"lessons\[{L03}\]: 'checks' is a required property"),
+    "missing-checks": (
+        _delete(["lessons", L03, "checks"]),
+        rf"lessons\[{L03}\]: 'checks' is a required property",
+    ),
     "uses-a-later-lesson": (
         _set(["lessons", L03, "uses"], ["01", "04"]),
         rf"lessons\[{L03}\]\.uses\[1\]: '04' is not the id of an earlier lesson",
@@ -269,7 +275,10 @@ def test_unquoted_lesson_id_in_yaml_text(tmp_path):
     path = tmp_path / "course.yml"
     path.write_text(REAL.read_text(encoding="utf-8").replace('id: "03"', "id: 03"), encoding="utf-8")
     message = str(pytest.raises(ManifestError, load_course, path).value)
-    assert f"lessons[{L03}].id: 3 is not of type 'string'; write it quoted, with two digits: id: \"03\"" in message
+    assert (
+        f"lessons[{L03}].id: 3 is not of type 'string'; write it quoted, with two digits: id: \"03\""
+        in message
+    )
 
 
 def test_missing_file(tmp_path):

@@ -14,23 +14,42 @@ import subprocess
 import sys
 
 import pytest
+from conftest import ROOT, SEED, solution_files, write_submission
 from markdown_it import MarkdownIt
 
 from autograder.core import neutral
+from autograder.core.results import Block, CheckResult, CourseResult, Feedback, LessonResult, Status, message
 from autograder.engine.checks import describe_student_error
 from autograder.render.output import render_markdown, render_text
-from autograder.core.results import Block, CheckResult, CourseResult, Feedback, LessonResult, Status, message
 from autograder.sandbox.client import StudentError
-from conftest import ROOT, SEED, solution_files, write_submission
 
 # Clipboard (OSC 52), window title (OSC 0), clear screen, colour, a carriage return that
 # overwrites the line, a C1 CSI, a bidi override: each must arrive visible and inert.
 ESCAPES = "\x1b]52;c;SGVsbG8=\x07\x1b]0;titulo\x07\x1b[2J\x1b[31mrojo\x1b[0m\rencima\x9b2J\u202e"
-MARKDOWN = ("## ✔ XP 300/300\n[click](http://x) **bold** _em_ <img src=x> `code` ~~s~~ $x$ ![i](http://y) @profe\n"
-            "| a | b |\n|---|---|\n- item\n1. uno\n> [!NOTE]\n[ref]: http://z\n===")
+MARKDOWN = (
+    "## ✔ XP 300/300\n[click](http://x) **bold** _em_ <img src=x> `code` ~~s~~ $x$ ![i](http://y) @profe\n"
+    "| a | b |\n|---|---|\n- item\n1. uno\n> [!NOTE]\n[ref]: http://z\n==="
+)
 HOSTILE = MARKDOWN + "\n" + ESCAPES
-LIVE_TAGS = ("h1", "h2", "h3", "h4", "h5", "h6", "a", "strong", "em", "img", "code", "del", "table", "li",
-             "blockquote", "hr", "pre")
+LIVE_TAGS = (
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "a",
+    "strong",
+    "em",
+    "img",
+    "code",
+    "del",
+    "table",
+    "li",
+    "blockquote",
+    "hr",
+    "pre",
+)
 
 
 def to_html(markdown: str) -> str:
@@ -64,8 +83,12 @@ def test_terminal_shows_control_characters_and_keeps_layout():
 def test_markdown_inline_is_inert_wherever_it_goes(where):
     text = neutral.markdown_inline(HOSTILE)
     assert "\n" not in text and no_controls(text)
-    document = {"paragraph": text, "cell": f"| h |\n|---|\n| {text} |", "heading": f"## {text}",
-                "list": f"- x: {text}"}[where]
+    document = {
+        "paragraph": text,
+        "cell": f"| h |\n|---|\n| {text} |",
+        "heading": f"## {text}",
+        "list": f"- x: {text}",
+    }[where]
     rendered = to_html(document)
     expected = {"paragraph": {}, "cell": {"table": 1}, "heading": {"h2": 1}, "list": {"li": 1}}[where]
     assert tags(rendered) == expected, rendered
@@ -97,14 +120,36 @@ def test_code_spans_and_fences_cannot_be_closed():
 
 
 def hostile_result() -> CourseResult:
-    error = StudentError("RuntimeError", HOSTILE, [
-        {"filename": "/sb/attention.py", "lineno": 57, "name": "forward", "line": "raise RuntimeError(" + ESCAPES + ")"},
-    ], "/sb")
+    error = StudentError(
+        "RuntimeError",
+        HOSTILE,
+        [
+            {
+                "filename": "/sb/attention.py",
+                "lineno": 57,
+                "name": "forward",
+                "line": "raise RuntimeError(" + ESCAPES + ")",
+            },
+        ],
+        "/sb",
+    )
     checks = [
-        CheckResult("future-leak", "mask", Status.FAILED, 0.0, 6.0,
-                    describe_student_error(error, "mask", {"mask": {"es": "la máscara", "en": "the mask"}})),
-        CheckResult("repr", "mask", Status.FAILED, 0.0, 6.0,
-                    Feedback.of(message("feedback.not_a_tensor", what="la salida", got=HOSTILE))),
+        CheckResult(
+            "future-leak",
+            "mask",
+            Status.FAILED,
+            0.0,
+            6.0,
+            describe_student_error(error, "mask", {"mask": {"es": "la máscara", "en": "the mask"}}),
+        ),
+        CheckResult(
+            "repr",
+            "mask",
+            Status.FAILED,
+            0.0,
+            6.0,
+            Feedback.of(message("feedback.not_a_tensor", what="la salida", got=HOSTILE)),
+        ),
         CheckResult("gpu-parity", None, Status.SKIPPED, 0.0, 0.0, Feedback((Block(HOSTILE),))),
     ]
     lesson = LessonResult("03", "atencion-causal", {"es": HOSTILE, "en": HOSTILE}, 50, checks)
@@ -158,13 +203,26 @@ def test_autograder_grade_prints_a_learners_exception_inert(lesson03, tmp_path):
     """`autograder grade 03` on code whose exception message is escape sequences and Markdown:
     the terminal text has no control character, the Markdown no live construct of the learner."""
     folder = write_submission(tmp_path / "exercises" / lesson03.folder, hostile_attention(lesson03))
-    run = [sys.executable, "-m", "autograder", "grade", "03", "--submission", str(folder.parent), "--seed", str(SEED)]
-    text = subprocess.run([*run, "--format", "text", "--verbose"], cwd=ROOT, capture_output=True, text=True,
-                          timeout=600)
+    run = [
+        sys.executable,
+        "-m",
+        "autograder",
+        "grade",
+        "03",
+        "--submission",
+        str(folder.parent),
+        "--seed",
+        str(SEED),
+    ]
+    text = subprocess.run(
+        [*run, "--format", "text", "--verbose"], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
     assert text.returncode == 0, text.stderr[-2000:]
     assert "␛]52;c;SGVsbG8=␇" in text.stdout  # the attack did run, and is shown, visible
     assert no_controls(text.stdout.replace("\t", "")) and no_controls(text.stderr.replace("\t", ""))
-    markdown = subprocess.run([*run, "--format", "markdown"], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    markdown = subprocess.run(
+        [*run, "--format", "markdown"], cwd=ROOT, capture_output=True, text=True, timeout=600
+    )
     assert markdown.returncode == 0, markdown.stderr[-2000:]
     rendered = to_html(markdown.stdout)
     assert "## ✔ XP 300/300" in plain(rendered) and no_controls(markdown.stdout)
@@ -176,16 +234,20 @@ def test_autograder_grade_prints_a_learners_exception_inert(lesson03, tmp_path):
 
 
 def test_a_learners_error_detail_is_inert_in_the_cohort_report_and_progress_lines(course, tmp_path):
-    from autograder.core import i18n
+    from autograder.cohort.report import load
+    from autograder.cohort.report import render_markdown as cohort_markdown
     from autograder.cohort.store import Record, Store
-    from autograder.cohort.report import load, render_markdown as cohort_markdown
+    from autograder.core import i18n
     from autograder.render.output import render_json
 
     store = Store(tmp_path)
     empty = render_json(CourseResult(course.name, "es", SEED, []), "es")
     line = ESCAPES.replace("\r", "") + " " + MARKDOWN.replace("\n", " ")  # the line of a detail that is shown
-    details = {"crashed": line + "\n" + HOSTILE, "internal": "Traceback\n" + HOSTILE + "\n" + line,
-               "fetch": line + "\n" + HOSTILE}
+    details = {
+        "crashed": line + "\n" + HOSTILE,
+        "internal": "Traceback\n" + HOSTILE + "\n" + line,
+        "fetch": line + "\n" + HOSTILE,
+    }
     for learner, (error, detail) in zip(("ana", "beto", "carla"), details.items()):
         store.save(Record(learner, "k", "error", error=error, detail=detail), empty)
         reason = i18n.localize(store.read_record(learner).error_reason(), "es")
@@ -205,9 +267,26 @@ def test_a_learners_error_detail_is_inert_in_the_cohort_report_and_progress_line
 def test_a_pull_requests_grade_is_said_unverified_and_its_text_inert():
     from autograder.github.api import unverified_report
 
-    results = {"course": HOSTILE, "language": "es", "xp": 300, "xp_max": 300, "score": 600, "max_score": 600,
-               "lessons": [{"id": "03", "title": HOSTILE, "score": 0, "max_score": 100, "xp": 0, "xp_max": 50,
-                            "completed": False, "checks": [{"id": "a`b|" + ESCAPES, "status": "failed"}]}]}
+    results = {
+        "course": HOSTILE,
+        "language": "es",
+        "xp": 300,
+        "xp_max": 300,
+        "score": 600,
+        "max_score": 600,
+        "lessons": [
+            {
+                "id": "03",
+                "title": HOSTILE,
+                "score": 0,
+                "max_score": 100,
+                "xp": 0,
+                "xp_max": 50,
+                "completed": False,
+                "checks": [{"id": "a`b|" + ESCAPES, "status": "failed"}],
+            }
+        ],
+    }
     body, status = unverified_report(results, "es", "https://github.example/o/r/actions/runs/1")
     assert status.startswith("Práctica, sin verificar") and "XP 300/300" not in status
     assert body.startswith("> [!WARNING]\n> **Nota de práctica, sin verificar.**")
@@ -217,8 +296,13 @@ def test_a_pull_requests_grade_is_said_unverified_and_its_text_inert():
     assert re.findall(r'<a href="([^"]*)"', rendered) == ["https://github.example/o/r/actions/runs/1"]
     english, status_en = unverified_report({**results, "language": "en"}, "es")
     assert status_en.startswith("Practice, unverified") and "Practice grade, unverified." in english
-    for bad in ({**results, "xp": "300"}, {**results, "xp": True}, {**results, "xp": 10**9},
-                {**results, "lessons": [{"id": 3}]}, {**results, "lessons": "x"}):
+    for bad in (
+        {**results, "xp": "300"},
+        {**results, "xp": True},
+        {**results, "xp": 10**9},
+        {**results, "lessons": [{"id": 3}]},
+        {**results, "lessons": "x"},
+    ):
         with pytest.raises(ValueError):
             unverified_report(bad, "es")
 

@@ -20,8 +20,13 @@ def practice_notebook(course, lesson_id: str):
     """A lesson's notebook as a learner runs it while working: its setup, lesson and practice
     cells (the hidden test cells and the quiz need the instructor's side)."""
     notebook = lesson_notebook(course, course.lesson(lesson_id), "es")
-    notebook.cells = [cell for cell in notebook.cells if cell.cell_type == "code"
-                      and not cell.metadata["nbgrader"]["grade"] and not cell.id.startswith("code-quiz")]
+    notebook.cells = [
+        cell
+        for cell in notebook.cells
+        if cell.cell_type == "code"
+        and not cell.metadata["nbgrader"]["grade"]
+        and not cell.id.startswith("code-quiz")
+    ]
     return notebook
 
 
@@ -42,17 +47,27 @@ def test_practice_cell_runs_the_practice_tests_on_the_learners_cells(course, tmp
     ids = [cell.id for cell in notebook.cells]
     assert ids[-3:] == ["practice-test_practica", "practice-runner", "practice-run"]
     assert notebook.cells[-1].source.endswith("\ncomprobar()")
-    exercise = {name: (ROOT / "exercises" / lesson.folder / name).read_text(encoding="utf-8") for name in lesson.files}
+    exercise = {
+        name: (ROOT / "exercises" / lesson.folder / name).read_text(encoding="utf-8") for name in lesson.files
+    }
     finished = solution_files(lesson)
     unstable = finished["attention_numpy.py"].replace("e = np.exp(z)", "e = np.exp(x)")
     assert unstable != finished["attention_numpy.py"], "the softmax bug no longer applies to the solution"
 
     def lesson_cells():
-        return [(index, cell) for index, cell in enumerate(notebook.cells)
-                if parse_header(cell.source.split("\n")[0]) and cell.id.startswith("code-")]
+        return [
+            (index, cell)
+            for index, cell in enumerate(notebook.cells)
+            if parse_header(cell.source.split("\n")[0]) and cell.id.startswith("code-")
+        ]
 
-    client = NotebookClient(notebook, timeout=KERNEL_TIMEOUT, kernel_name="python3", allow_errors=True,
-                            resources={"metadata": {"path": str(tmp_path)}})
+    client = NotebookClient(
+        notebook,
+        timeout=KERNEL_TIMEOUT,
+        kernel_name="python3",
+        allow_errors=True,
+        resources={"metadata": {"path": str(tmp_path)}},
+    )
     runs = []
     with client.setup_kernel():
         fill_cells(notebook, exercise)  # the released stub, run top to bottom
@@ -84,8 +99,10 @@ def test_practice_cell_runs_the_practice_tests_on_the_learners_cells(course, tmp
     assert f"Pasan {len(tests) - 1} de {len(tests)} pruebas. Siguiente: TODO [np-softmax]." in buggy
 
     assert "✘" not in done and done.count("✔ test_") == len(tests)
-    assert done.strip().endswith(f"Pasan las {len(tests)} pruebas de práctica. La nota la ponen las "
-                                 "comprobaciones ocultas del final, que miran más cosas.")
+    assert done.strip().endswith(
+        f"Pasan las {len(tests)} pruebas de práctica. La nota la ponen las "
+        "comprobaciones ocultas del final, que miran más cosas."
+    )
     for name in lesson.files:  # saved beside the notebook: the cells last run, the finished files
         saved = (tmp_path / name).read_text(encoding="utf-8")
         assert saved.split() == finished[name].split(), name
@@ -127,7 +144,10 @@ def test_notebook_texts_refer_only_to_what_the_notebook_has(course, lang):
         cells = {cell.id: cell for cell in notebook.cells}
         for cell in notebook.cells:
             assert "README" not in cell.source, (lesson.id, cell.id)
-            assert "no hacen nada" not in cell.source and "do nothing" not in cell.source, (lesson.id, cell.id)
+            assert "no hacen nada" not in cell.source and "do nothing" not in cell.source, (
+                lesson.id,
+                cell.id,
+            )
             if cell.cell_type == "markdown":
                 for command in ("`autograder ", "`pytest ", "`python ", "exercises/", "autograder watch"):
                     assert command not in cell.source, (lesson.id, cell.id, command)
@@ -156,7 +176,9 @@ def test_practice_texts_exist_in_both_catalogs():
     keys = {lang: {k for k in i18n.catalog(lang) if k.startswith(PRACTICE_TEXTS)} for lang in ("es", "en")}
     assert keys["es"] == keys["en"] and len(keys["es"]) >= 15
     source = (ROOT / "autograder" / "course" / "notebooks" / "practice.py").read_text(encoding="utf-8")
-    used = set(re.findall(r'self\.texts\["(\w+)"\]', source)) | set(re.findall(r'"(no_pytest|crashed)"', source))
+    used = set(re.findall(r'self\.texts\["(\w+)"\]', source)) | set(
+        re.findall(r'"(no_pytest|crashed)"', source)
+    )
     assert {PRACTICE_TEXTS + key for key in used} <= keys["es"]
 
 
@@ -183,7 +205,9 @@ def test_practice_cell_says_which_earlier_lesson_it_needs(course, tmp_path, monk
     lesson = course.lesson("06")
     notebook = lesson_notebook(course, lesson, "es")
     fill_cells(notebook, solution_files(lesson))
-    history = [cell.source for cell in notebook.cells if cell.cell_type == "code" and cell.id.startswith("code-")]
+    history = [
+        cell.source for cell in notebook.cells if cell.cell_type == "code" and cell.id.startswith("code-")
+    ]
     history.append(history[1] + "\n# run again after an edit: the last run wins")
     shell = type("Shell", (), {"history_manager": type("History", (), {"input_hist_raw": history})})()
     monkeypatch.setattr(IPython, "get_ipython", lambda: shell)
@@ -200,8 +224,10 @@ def test_practice_cell_says_which_earlier_lesson_it_needs(course, tmp_path, monk
             exec(compile(source, cell_id, "exec"), namespace)  # noqa: S102 (our own cell)
     namespace["comprobar"]()
     out = capsys.readouterr().out
-    assert out.startswith("Las pruebas de práctica no pudieron cargar tus archivos: ModuleNotFoundError: "
-                          "No module named 'model'\n"), out
+    assert out.startswith(
+        "Las pruebas de práctica no pudieron cargar tus archivos: ModuleNotFoundError: "
+        "No module named 'model'\n"
+    ), out
     assert "de la lección 04: ejecuta `comprobar()` en su cuaderno (`../04-bloque-transformer/`)" in out
     expected = files_from_history(history, list(lesson.files))
     for name in lesson.files:
@@ -237,8 +263,9 @@ def test_hidden_check_feedback_names_notebooks_not_commands(course):
     unknown = "Corrígela con `autograder grade 99`."
     assert _for_notebooks(unknown, notebooks, "es") == unknown
     wrong = i18n.translate("lesson03.quiz_wrong_2", "es", given="b")
-    assert _for_notebooks(wrong, notebooks, "es").endswith("Repasa en el texto de este cuaderno qué claves ve la fila "
-                                                           "i de la máscara causal.")
+    assert _for_notebooks(wrong, notebooks, "es").endswith(
+        "Repasa en el texto de este cuaderno qué claves ve la fila i de la máscara causal."
+    )
     own = _for_notebooks(i18n.translate("lesson06.own_cached_differs", "es"), notebooks, "es")
     assert own.endswith("que deben ser como en su cuaderno."), own
     own = _for_notebooks(i18n.translate("lesson06.own_cached_differs", "en"), notebooks, "en")
@@ -256,7 +283,9 @@ def test_every_text_of_the_notebooks_is_in_both_catalogs(lang):
     package = ROOT / "autograder" / "course" / "notebooks"
     code = "\n".join(path.read_text(encoding="utf-8") for path in package.glob("*.py"))
     used = {f"notebooks.{key}" for key in re.findall(r'(?<![\w.])t\(\s*"([\w.]+)"', code)}
-    used |= {key for key in re.findall(r'"(notebooks\.[\w.]*\w)"', code)}  # not prefixes ("notebooks.practice.")
+    used |= {
+        key for key in re.findall(r'"(notebooks\.[\w.]*\w)"', code)
+    }  # not prefixes ("notebooks.practice.")
     template = (package / "feedback.html.j2").read_text(encoding="utf-8")
     used |= {f"notebooks.feedback.{key}" for key in re.findall(r"texts\.(\w+)", template)}
     assert used and used <= mine, sorted(used - mine)

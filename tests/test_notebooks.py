@@ -55,8 +55,14 @@ def autograder(*args: str) -> subprocess.CompletedProcess:
 
 
 def nbgrader(course_dir: Path, *args: str) -> str:
-    done = subprocess.run(["nbgrader", *args], cwd=course_dir, capture_output=True, text=True,
-                          timeout=STUDENT_TIMEOUT, check=False)
+    done = subprocess.run(
+        ["nbgrader", *args],
+        cwd=course_dir,
+        capture_output=True,
+        text=True,
+        timeout=STUDENT_TIMEOUT,
+        check=False,
+    )
     assert done.returncode == 0, f"nbgrader {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}"
     return done.stdout + done.stderr
 
@@ -96,7 +102,11 @@ def notebook_path(course_dir: Path, stage: str, assignment: str, student: str | 
 
 def lesson_cells(notebook) -> list:
     """The code cells that hold a piece of a lesson file, in order."""
-    return [cell for cell in notebook.cells if cell.cell_type == "code" and parse_header(cell.source.split("\n")[0])]
+    return [
+        cell
+        for cell in notebook.cells
+        if cell.cell_type == "code" and parse_header(cell.source.split("\n")[0])
+    ]
 
 
 def filled_in(release, files: dict[str, str]):
@@ -109,8 +119,12 @@ def filled_in(release, files: dict[str, str]):
 def as_typed(course, lesson, files: dict[str, str]) -> dict[str, str]:
     """Files as a learner has them in the notebook's cells: the released text (which says this
     notebook where the sources say README: notebook_text) with their own code."""
-    return {name: notebook_text(text, course.language, readme_key="quiz_reference" if name == lesson.quiz
-                                else "readme_reference") for name, text in files.items()}
+    return {
+        name: notebook_text(
+            text, course.language, readme_key="quiz_reference" if name == lesson.quiz else "readme_reference"
+        )
+        for name, text in files.items()
+    }
 
 
 def submit(course_dir: Path, assignment: str, student: str, notebook) -> None:
@@ -125,9 +139,24 @@ def start_grading(lesson_id: str, files: dict[str, str], folder: Path) -> tuple[
     for name, text in files.items():
         (folder / name).write_text(text, encoding="utf-8")
     output = folder.parent / f"{folder.name}.json"
-    process = subprocess.Popen([sys.executable, "-m", "autograder", "grade", lesson_id, "--submission", str(folder),
-                                "--format", "json", "--output", str(output)], cwd=ROOT,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "autograder",
+            "grade",
+            lesson_id,
+            "--submission",
+            str(folder),
+            "--format",
+            "json",
+            "--output",
+            str(output),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     return process, output
 
 
@@ -175,18 +204,26 @@ def toc(html: str) -> list[str]:
     """The feedback page's table of contents: one entry per test cell, as the learner reads it."""
     contents = re.search(r'<div id="toc">(.*?)</div>', html, flags=re.S)
     assert contents, "the feedback page has no table of contents"
-    return [re.sub(r"<[^>]+>", "", entry).strip() for entry in re.findall(r"<li>(.*?)</li>", contents[1], flags=re.S)]
+    return [
+        re.sub(r"<[^>]+>", "", entry).strip()
+        for entry in re.findall(r"<li>(.*?)</li>", contents[1], flags=re.S)
+    ]
 
 
 def autograded(course_dir: Path, assignment: str, student: str) -> dict:
     """The autograded notebook's cells by id."""
     notebook = nbformat.read(notebook_path(course_dir, "autograded", assignment, student), as_version=4)
-    return {cell.metadata["nbgrader"]["grade_id"]: cell for cell in notebook.cells if "nbgrader" in cell.metadata}
+    return {
+        cell.metadata["nbgrader"]["grade_id"]: cell for cell in notebook.cells if "nbgrader" in cell.metadata
+    }
 
 
 def stderr_of(cell) -> str:
-    return "".join(out.get("text", "") for out in cell.get("outputs", [])
-                   if out.output_type == "stream" and out.name == "stderr")
+    return "".join(
+        out.get("text", "")
+        for out in cell.get("outputs", [])
+        if out.output_type == "stream" and out.name == "stderr"
+    )
 
 
 # --- cells <-> files ----------------------------------------------------------------------------
@@ -202,7 +239,9 @@ def test_lesson_files_survive_the_round_trip_through_cells(course, lesson_id):
     for name in lesson.files:
         pieces = split_module(finished[name], name)
         assert len(pieces) >= 2, f"{name}: a lesson file should make several cells"
-        history += [header_line(name, part, len(pieces)) + "\n" + piece for part, piece in enumerate(pieces, 1)]
+        history += [
+            header_line(name, part, len(pieces)) + "\n" + piece for part, piece in enumerate(pieces, 1)
+        ]
     if lesson.quiz:
         history.append(header_line(lesson.quiz) + "\n" + finished[lesson.quiz])
     history.insert(1, "print('a cell of my own, not part of any file')")
@@ -320,10 +359,19 @@ def test_a_check_that_cannot_run_here_is_worth_nothing(course):
     lesson = course.lesson("03")
     for lang, words in (("es", "no puntúa aquí: no CUDA."), ("en", "does not score here: no CUDA.")):
         notebook = lesson_notebook(course, lesson, lang)
-        assert skip_checks(notebook, course, {"gpu-parity": "no CUDA\n", "quiz-1-unknown": "?"}) == ["gpu-parity"]
-        tests = {cell.metadata.nbgrader["grade_id"]: cell for cell in notebook.cells if cell.metadata.nbgrader["grade"]}
+        assert skip_checks(notebook, course, {"gpu-parity": "no CUDA\n", "quiz-1-unknown": "?"}) == [
+            "gpu-parity"
+        ]
+        tests = {
+            cell.metadata.nbgrader["grade_id"]: cell
+            for cell in notebook.cells
+            if cell.metadata.nbgrader["grade"]
+        }
         assert list(tests) == [check.id for check in lesson.checks]
-        assert tests["gpu-parity"].metadata.nbgrader["points"] == 0 and tests["gpu-parity"].id == "check-gpu-parity"
+        assert (
+            tests["gpu-parity"].metadata.nbgrader["points"] == 0
+            and tests["gpu-parity"].id == "check-gpu-parity"
+        )
         assert words in tests["gpu-parity"].source.split("\n")[0]
         assert "BEGIN HIDDEN TESTS" in tests["gpu-parity"].source
         total = sum(check.points for check in lesson.checks) - 5
@@ -343,13 +391,25 @@ def test_release_notebooks_hold_no_solution_and_no_hidden_test(course, released)
         code = "\n".join(cell.source for cell in release.cells if cell.cell_type == "code")
         everything = "\n".join(cell.source for cell in release.cells)
         # No hidden test: nothing of the test cells but their comment, and no trace of the graders.
-        for marker in ("BEGIN HIDDEN TESTS", "run_check", "autograder.course.notebooks", "BEGIN SOLUTION", "END SOLUTION"):
+        for marker in (
+            "BEGIN HIDDEN TESTS",
+            "run_check",
+            "autograder.course.notebooks",
+            "BEGIN SOLUTION",
+            "END SOLUTION",
+        ):
             assert marker not in everything, (lesson.folder, marker)
         # No solution: every lesson cell is, piece by piece, exactly the repository's exercise
         # (saying this notebook where the exercise says README: notebook_text).
         exercise = generate_lesson(lesson, ROOT / "solutions", ROOT / "exercises")
-        exercise = {name: notebook_text(text, course.language, readme_key="quiz_reference" if name == lesson.quiz
-                                        else "readme_reference") for name, text in exercise.items()}
+        exercise = {
+            name: notebook_text(
+                text,
+                course.language,
+                readme_key="quiz_reference" if name == lesson.quiz else "readme_reference",
+            )
+            for name, text in exercise.items()
+        }
         released = {}
         for cell in lesson_cells(release):
             header = parse_header(cell.source.split("\n")[0])
@@ -363,13 +423,18 @@ def test_release_notebooks_hold_no_solution_and_no_hidden_test(course, released)
             for region in parse_regions(text, name):
                 for line in region.body:
                     if line.strip() and line.strip() not in exercise[name]:
-                        assert line.strip() not in code, f"{lesson.folder}/{name}: solution line released: {line}"
+                        assert line.strip() not in code, (
+                            f"{lesson.folder}/{name}: solution line released: {line}"
+                        )
         # One test cell per course.yml check, named after it (nbgrader's grade_id is the check's
         # id; its comment names its TODO), worth its points: 0 of 0 for a check that cannot run
         # on this machine, so that the notebook's maximum is `autograder grade`'s here.
         # TODO cells editable, the rest locked.
-        tests = {cell.metadata.nbgrader["grade_id"]: cell for cell in release.cells
-                 if cell.metadata.get("nbgrader", {}).get("grade")}
+        tests = {
+            cell.metadata.nbgrader["grade_id"]: cell
+            for cell in release.cells
+            if cell.metadata.get("nbgrader", {}).get("grade")
+        }
         assert list(tests) == [check.id for check in lesson.checks]
         skipped = cannot_run_here(lesson)
         points = [0 if c.id in skipped else c.points for c in lesson.checks]
@@ -422,9 +487,10 @@ def test_autograde_gives_the_points_of_autograder_grade(course, released, tmp_pa
     finished = solution_files(lesson)
     noisy = dict(finished)
     noisy["attention.py"] = (
-        finished["attention.py"]
-        .replace("        B, T, C = x.size()\n",
-                 "        B, T, C = x.size()\n        torch.tensor(torch.ones(2))  # UserWarning: copy construct\n")
+        finished["attention.py"].replace(
+            "        B, T, C = x.size()\n",
+            "        B, T, C = x.size()\n        torch.tensor(torch.ones(2))  # UserWarning: copy construct\n",
+        )
         + NOISY_TRY_OUT
     )
     # Half done: a crash in the heads' merge, the fused path left as a TODO, a wrong answer.
@@ -437,8 +503,10 @@ def test_autograde_gives_the_points_of_autograder_grade(course, released, tmp_pa
     half.update(merge_bug.apply(half))
 
     noisy, half = as_typed(course, lesson, noisy), as_typed(course, lesson, half)
-    references = {name: start_grading("03", files, tmp_path / "reference" / name)
-                  for name, files in (("noisy", noisy), ("half", half))}
+    references = {
+        name: start_grading("03", files, tmp_path / "reference" / name)
+        for name, files in (("noisy", noisy), ("half", half))
+    }
     submit(out, assignment, "ruidosa", filled_in(release, noisy))
     # The half-done learner also empties a test cell it fails (which, run as it is, would pass).
     tampered = filled_in(release, half)
@@ -463,7 +531,11 @@ def test_autograde_gives_the_points_of_autograder_grade(course, released, tmp_pa
     assert skipped == cannot_run_here(lesson)
     assert sum(expected_noisy.values()) == sum(points.values()) - sum(points[c] for c in skipped)
     assert 0 < sum(expected_half.values()) < sum(expected_noisy.values())
-    assert expected_half["quiz-2"] == 0 and expected_half["heads-merge"] == 0 and expected_half["fused-parity"] == 0
+    assert (
+        expected_half["quiz-2"] == 0
+        and expected_half["heads-merge"] == 0
+        and expected_half["fused-parity"] == 0
+    )
     # The notebook's maximum is `autograder grade`'s (lesson 03 without a GPU: 100, not 105).
     for student in ("ruidosa", "a-medias", "sin-tocar"):
         assert gradebook_max_score(out, assignment, student) == expected["noisy"]["max_score"], student
@@ -475,7 +547,10 @@ def test_autograde_gives_the_points_of_autograder_grade(course, released, tmp_pa
     # code ran all the same (the heads-merge score above is the reference's 0).
     for student in ("ruidosa", "a-medias"):
         changed = set(re.findall(r"Attribute '\w+' for cell ([\w-]+) has changed", student_log(log, student)))
-        assert changed & set(points) == ({"heads-merge"} if student == "a-medias" else set()), (student, changed)
+        assert changed & set(points) == ({"heads-merge"} if student == "a-medias" else set()), (
+            student,
+            changed,
+        )
 
     # The warnings really were printed, in the learner's own cell, and in no test cell.
     cells = autograded(out, assignment, "ruidosa")
@@ -498,8 +573,13 @@ def test_autograde_gives_the_points_of_autograder_grade(course, released, tmp_pa
     assert extracted["quiz.yml"].text.strip() == half["quiz.yml"].strip()
     for name in lesson.files:
         assert ast.dump(ast.parse(extracted[name].text)) == ast.dump(ast.parse(half[name])), name
-    pending = "\n".join(next(o for o in autograded(out, assignment, "a-medias")["fused-parity"].outputs
-                             if o.output_type == "error").traceback)
+    pending = "\n".join(
+        next(
+            o
+            for o in autograded(out, assignment, "a-medias")["fused-parity"].outputs
+            if o.output_type == "error"
+        ).traceback
+    )
     assert "TODO [fused] pendiente" in pending
 
     # The learners' feedback: the notebook's maximum, each test cell named after its check and
@@ -539,7 +619,9 @@ def test_autograde_lesson01_with_its_corpus(course, released, tmp_path):
     release = nbformat.read(notebook_path(out, "release", lesson.folder), as_version=4)
     submit(out, lesson.folder, "ana", filled_in(release, solution_files(lesson)))
     nbgrader(out, "autograde", lesson.folder)
-    assert gradebook_scores(out, lesson.folder, "ana") == {check.id: float(check.points) for check in lesson.checks}
+    assert gradebook_scores(out, lesson.folder, "ana") == {
+        check.id: float(check.points) for check in lesson.checks
+    }
     cells = autograded(out, lesson.folder, "ana")
     assert not any(o.output_type == "error" for cell in cells.values() for o in cell.get("outputs", []))
     # The file's own demo (`if __name__ == "__main__"`, true in a kernel) read the corpus.
@@ -548,7 +630,9 @@ def test_autograde_lesson01_with_its_corpus(course, released, tmp_path):
     assert "caracteres, vocabulario de" in demo
     # The learner's feedback shows each check's outcome, but none of the hidden code.
     nbgrader(out, "generate_feedback", lesson.folder)
-    feedback = (out / "feedback" / "ana" / lesson.folder / f"{lesson.folder}.html").read_text(encoding="utf-8")
+    feedback = (out / "feedback" / "ana" / lesson.folder / f"{lesson.folder}.html").read_text(
+        encoding="utf-8"
+    )
     assert "✔ vocab · TODO [vocab]" in feedback
     assert "BEGIN HIDDEN TESTS" not in feedback and "run_check" not in feedback
     total = sum(check.points for check in lesson.checks)

@@ -23,12 +23,11 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
+from cohort_factory import GIT, bare_remote, commit, grade_all, push, records, served, stub_files
+from conftest import SEED, write_submission
 
 from autograder.cohort.grade_all import shard_of
 from autograder.cohort.observations import LOG_FILE, ObservationLog, Sighting, format_time
-
-from cohort_factory import GIT, bare_remote, commit, grade_all, push, records, served, stub_files
-from conftest import SEED, write_submission
 
 ALLOW = ("--allow-scheme", "http", "--allow-host", "127.0.0.1")
 PAST, FUTURE = "2001-02-03T04:05:06Z", "2099-12-31T23:59:59Z"  # forged commit dates
@@ -43,6 +42,7 @@ def at(text: str) -> datetime:
 
 # ------------------------------------------------------------------ the log on its own
 
+
 def test_a_sighting_is_written_once_and_keeps_its_first_time(tmp_path):
     log = ObservationLog(tmp_path)
     assert log.load() == [] and not log.path.exists()
@@ -55,8 +55,13 @@ def test_a_sighting_is_written_once_and_keeps_its_first_time(tmp_path):
     log.observe("bea", "folder", commit=SHA_A, content="c" * 64, seen=at("2026-12-03T11:00:00Z"))
     lines = log.path.read_text(encoding="utf-8").splitlines()
     assert log.path.read_bytes().startswith(written) and len(lines) == 3
-    assert json.loads(lines[0]) == {"learner": "ana", "how": "fetch", "commit": SHA_A, "content": None,
-                                    "seen": "2026-12-01T10:00:00Z"}
+    assert json.loads(lines[0]) == {
+        "learner": "ana",
+        "how": "fetch",
+        "commit": SHA_A,
+        "content": None,
+        "seen": "2026-12-01T10:00:00Z",
+    }
     # The same commit in another learner's repository is that learner's own sighting; a
     # folder counts by its files, whatever commit it holds.
     assert json.loads(lines[2])["content"] == "c" * 64
@@ -71,13 +76,34 @@ def test_lines_that_are_not_sightings_are_reported_by_number_and_skipped(tmp_pat
     good = Sighting("ana", "fetch", SHA_A, None, at("2026-12-01T10:00:00Z")).line()
     bad = [
         "esto no es json",
-        json.dumps({"learner": "=HYPERLINK(1)", "how": "fetch", "commit": SHA_A, "content": None,
-                    "seen": "2026-12-01T10:00:00Z"}),
-        json.dumps({"learner": "bea", "how": "fetch", "commit": SHA_A, "content": None,
-                    "seen": "2026-12-01 10:00:00"}),  # no time zone
+        json.dumps(
+            {
+                "learner": "=HYPERLINK(1)",
+                "how": "fetch",
+                "commit": SHA_A,
+                "content": None,
+                "seen": "2026-12-01T10:00:00Z",
+            }
+        ),
+        json.dumps(
+            {
+                "learner": "bea",
+                "how": "fetch",
+                "commit": SHA_A,
+                "content": None,
+                "seen": "2026-12-01 10:00:00",
+            }
+        ),  # no time zone
         json.dumps({"learner": "bea", "how": "folder", "commit": None, "seen": "2026-12-01T10:00:00Z"}),
-        json.dumps({"learner": "bea", "how": "fetch", "commit": "HEAD", "content": None,
-                    "seen": "2026-12-01T10:00:00Z"}),
+        json.dumps(
+            {
+                "learner": "bea",
+                "how": "fetch",
+                "commit": "HEAD",
+                "content": None,
+                "seen": "2026-12-01T10:00:00Z",
+            }
+        ),
         json.dumps(["bea"]),
     ]
     later = Sighting("bea", "fetch", SHA_B, None, at("2026-12-02T10:00:00Z")).line()
@@ -88,7 +114,11 @@ def test_lines_that_are_not_sightings_are_reported_by_number_and_skipped(tmp_pat
     details = [p.detail for p in problems]
     assert "learner '=HYPERLINK(1)' is not a learner id" in details[1]
     assert "no time zone" in details[2] and "missing content" in details[3]
-    assert "not a git object id" in details[4] and "not a JSON object" in details[5] and details[6] == "not UTF-8"
+    assert (
+        "not a git object id" in details[4]
+        and "not a JSON object" in details[5]
+        and details[6] == "not UTF-8"
+    )
     assert all(p.path == log.path for p in problems)
     # Nothing else is lost: both good lines count.
     assert [s.learner for s in log.sightings()] == ["ana", "bea"]
@@ -129,6 +159,7 @@ def test_adding_another_logs_sightings_keeps_the_earliest(tmp_path):
 
 
 # ------------------------------------------------------------------ real runs
+
 
 def clock_floor() -> int:
     return math.floor(time.time())
@@ -178,7 +209,9 @@ def assert_stamped(out: Path, lesson, expected: dict[str, int]) -> None:
 
 
 def git_out(folder: Path, *args: str) -> str:
-    return subprocess.run([*GIT, *args], cwd=folder, check=True, capture_output=True, text=True).stdout.strip()
+    return subprocess.run(
+        [*GIT, *args], cwd=folder, check=True, capture_output=True, text=True
+    ).stdout.strip()
 
 
 def test_a_forged_commit_date_counts_for_nothing_the_fetch_time_does(course, tmp_path):
@@ -190,8 +223,11 @@ def test_a_forged_commit_date_counts_for_nothing_the_fetch_time_does(course, tmp
     bare_remote(remotes, "futuro", lesson, stub, date=FUTURE)
     roster = tmp_path / "roster.csv"
     with served(remotes) as base:
-        roster.write_text(f"id,name,email,url\npasado,Pa Sado,p@example.org,{base}/pasado.git\n"
-                          f"futuro,Fu Turo,f@example.org,{base}/futuro.git\n", encoding="utf-8")
+        roster.write_text(
+            f"id,name,email,url\npasado,Pa Sado,p@example.org,{base}/pasado.git\n"
+            f"futuro,Fu Turo,f@example.org,{base}/futuro.git\n",
+            encoding="utf-8",
+        )
         args = (submissions, "--roster", roster, "--out", out, "--lessons", "01", "--jobs", 2, *ALLOW)
 
         _, start, end = timed(*args, "--seed", SEED)
@@ -205,9 +241,13 @@ def test_a_forged_commit_date_counts_for_nothing_the_fetch_time_does(course, tmp
         assert_stamped(out, lesson, stamps)
         lines = log_lines(out)
         assert sorted((line["learner"], line["how"], line["commit"], line["content"]) for line in lines) == [
-            ("futuro", "fetch", first["futuro"]["commit"], None), ("pasado", "fetch", first["pasado"]["commit"], None)]
+            ("futuro", "fetch", first["futuro"]["commit"], None),
+            ("pasado", "fetch", first["pasado"]["commit"], None),
+        ]
         assert {line["learner"]: line["seen"] for line in lines} == {
-            learner: format_time(datetime.fromtimestamp(stamp, timezone.utc)) for learner, stamp in stamps.items()}
+            learner: format_time(datetime.fromtimestamp(stamp, timezone.utc))
+            for learner, stamp in stamps.items()
+        }
         assert first["pasado"]["observed"] == f"commit:{first['pasado']['commit']}"
 
         # Nothing new: the same times, the log untouched. (Whether a learner is graded again
@@ -220,14 +260,16 @@ def test_a_forged_commit_date_counts_for_nothing_the_fetch_time_does(course, tmp
         # A new push, dated in the past again: a new line, a later time; the old line stays.
         after(max(stamps.values()))
         old_commit = first["pasado"]["commit"]
-        new_commit = commit(remotes / "pasado-work", lesson, {**stub, "notas.txt": "segunda\n"}, "segunda", date=PAST)
+        new_commit = commit(
+            remotes / "pasado-work", lesson, {**stub, "notas.txt": "segunda\n"}, "segunda", date=PAST
+        )
         _, start, end = timed(*args)
         got = records(out)
         assert got["pasado"]["commit"] == new_commit and start <= got["pasado"]["timestamp"] <= end
         assert got["pasado"]["timestamp"] > stamps["pasado"]
         new_lines = (out / LOG_FILE).read_bytes()
         assert new_lines.startswith(logged)
-        added = [json.loads(line) for line in new_lines[len(logged):].decode("utf-8").splitlines()]
+        added = [json.loads(line) for line in new_lines[len(logged) :].decode("utf-8").splitlines()]
         assert [(line["learner"], line["commit"]) for line in added] == [("pasado", new_commit)]
         assert_stamped(out, lesson, {"pasado": got["pasado"]["timestamp"], "futuro": stamps["futuro"]})
 
@@ -282,7 +324,7 @@ def test_a_folder_keeps_the_time_it_was_first_seen_whatever_its_file_times(cours
     assert f"{out / LOG_FILE}:3: la última línea está cortada" in third.stderr, third.stderr  # until now
     text = (out / LOG_FILE).read_bytes()
     assert text.startswith(logged + b"\n")  # the cut line ended, never glued to
-    added = json.loads(text[len(logged) + 1:].decode("utf-8"))
+    added = json.loads(text[len(logged) + 1 :].decode("utf-8"))
     assert (added["learner"], added["how"], added["commit"]) == ("beto", "folder", head)
     assert added["content"] != lines["beto"]["content"]
     beto_now = records(out)["beto"]["timestamp"]

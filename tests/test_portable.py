@@ -28,6 +28,8 @@ from types import SimpleNamespace
 
 import psutil
 import pytest
+from conftest import ROOT, SEED, failed, solution_files, write_submission
+from hostile_snippets import FIRST_CALL
 
 from autograder.core.i18n import feedback_text
 from autograder.core.manifest import load_course
@@ -37,18 +39,21 @@ from autograder.engine.grading import grade
 from autograder.render.output import isolation_note, render_text
 from autograder.sandbox import cpu_clock, isolation, portable
 from autograder.sandbox.client import Limits, Sandbox, WorkerDied, start_warm_pool
+from autograder.sandbox.pool import WarmPool
 from autograder.sandbox.privileges import cuda_present
 from autograder.sandbox.starters import clean_env
-from autograder.sandbox.pool import WarmPool
-
-from conftest import ROOT, SEED, failed, solution_files, write_submission
-from hostile_snippets import FIRST_CALL
 
 COURSE = load_course(ROOT / "course.yml")
 LESSONS = COURSE.lessons
 # One reverted TODO per lesson: (file, region id); the first region of that id is reverted.
-REVERTED = {"01": ("data.py", "targets-shift"), "02": ("bigram.py", "sampling"), "03": ("attention.py", "scaling"),
-            "04": ("model.py", "residual"), "05": ("train.py", "grad-clip"), "06": ("generate.py", "kv-cache")}
+REVERTED = {
+    "01": ("data.py", "targets-shift"),
+    "02": ("bigram.py", "sampling"),
+    "03": ("attention.py", "scaling"),
+    "04": ("model.py", "residual"),
+    "05": ("train.py", "grad-clip"),
+    "06": ("generate.py", "kv-cache"),
+}
 MARK = f"agportable{random.SystemRandom().randrange(10**9, 10**10)}"  # tags what a submission starts
 FIRST_FORWARD = "future-leak"  # lesson 03's first check that calls forward()
 NOTE_ES = "Modo portátil"
@@ -69,8 +74,14 @@ def close_spares() -> None:
 
 def run_cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
     env = {**os.environ, portable.ENV_SWITCH: "portable"}
-    return subprocess.run([sys.executable, "-m", "autograder", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "autograder", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def assert_portable(isolation: dict | None) -> None:
@@ -92,6 +103,7 @@ def marked_processes() -> list[str]:
 
 
 # ------------------------------------------------------------------ the proof
+
 
 def test_every_solution_gets_full_marks_and_the_result_says_portable():
     result = grade(COURSE, LESSONS, ROOT / "solutions", seed=SEED)
@@ -147,13 +159,13 @@ def test_a_reverted_todo_of_each_lesson_is_caught(tmp_path):
 # ------------------------------------------------------------------ hostile submissions (lesson 03)
 
 
-LEAVE_A_SLEEPER_AND_FLOOD = f'''
+LEAVE_A_SLEEPER_AND_FLOOD = f"""
 import subprocess as _subprocess, sys as _sys
 _subprocess.Popen([_sys.executable, "-c", "import time; time.sleep(600)", {MARK!r}])
 for _ in range(100):
     print("x" * 50_000)
     print("y" * 50_000, file=_sys.stderr)
-'''
+"""
 
 SEGFAULT = "import ctypes\nctypes.string_at(0)"
 
@@ -169,7 +181,11 @@ def grade_lesson03(folder: Path, files: dict[str, str]):
     lesson = COURSE.lesson("03")
     result = grade(COURSE, [lesson], write_submission(folder, files), seed=SEED).lessons[0]
     assert [c.id for c in result.checks] == [spec.id for spec in lesson.checks]  # grading completed
-    return result, {c.id: c.status for c in result.checks}, {c.id: feedback_text(c.feedback, "es") for c in result.checks}
+    return (
+        result,
+        {c.id: c.status for c in result.checks},
+        {c.id: feedback_text(c.feedback, "es") for c in result.checks},
+    )
 
 
 def test_a_hang_a_crash_a_flood_a_process_left_behind_and_an_exit_at_import_are_contained(tmp_path):
@@ -178,12 +194,19 @@ def test_a_hang_a_crash_a_flood_a_process_left_behind_and_an_exit_at_import_are_
     # first forward() hangs, the next one (in a fresh worker) segfaults. attention_numpy.py:
     # sys.exit at import.
     crash = "".join(f"    {line}\n" for line in SEGFAULT.splitlines())
-    files["attention.py"] = FIRST_CALL + LEAVE_A_SLEEPER_AND_FLOOD + with_forward_prefix(
-        files["attention.py"],
-        f'if _first_call("hang-once"):\n    while True:\n        pass\nelif _first_call("crash-once"):\n{crash}')
+    files["attention.py"] = (
+        FIRST_CALL
+        + LEAVE_A_SLEEPER_AND_FLOOD
+        + with_forward_prefix(
+            files["attention.py"],
+            f'if _first_call("hang-once"):\n    while True:\n        pass\nelif _first_call("crash-once"):\n{crash}',
+        )
+    )
     files["attention_numpy.py"] = "import sys\nsys.exit(3)\n" + files["attention_numpy.py"]
     result, state, said = grade_lesson03(tmp_path / "s", files)
-    assert state[FIRST_FORWARD] is Status.ERROR and "Tiempo agotado" in said[FIRST_FORWARD], said[FIRST_FORWARD]
+    assert state[FIRST_FORWARD] is Status.ERROR and "Tiempo agotado" in said[FIRST_FORWARD], said[
+        FIRST_FORWARD
+    ]
     crashed = [c for c in state if "SIGSEGV" in said[c]]
     assert len(crashed) == 1 and state[crashed[0]] is Status.ERROR, said
     numpy_checks = [c for c in state if c.startswith("np-")]
@@ -202,12 +225,18 @@ def test_an_exit_at_import_then_a_hang_with_a_child_out_of_the_workers_group(tmp
     code; the next request gets a fresh worker, whose module starts a sleeper in a session of its
     own (out of the worker's process group) and hangs. The check's time runs out; neither the
     worker nor the sleeper is left."""
-    folder = write_submission(tmp_path / "s", {
-        "bye.py": "import os\nos._exit(7)\n",
-        "escape.py": ("import subprocess, sys\n"
-                      f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)', {MARK!r}],"
-                      " start_new_session=True)\n"
-                      "while True:\n    pass\n")})
+    folder = write_submission(
+        tmp_path / "s",
+        {
+            "bye.py": "import os\nos._exit(7)\n",
+            "escape.py": (
+                "import subprocess, sys\n"
+                f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)', {MARK!r}],"
+                " start_new_session=True)\n"
+                "while True:\n    pass\n"
+            ),
+        },
+    )
     pool = WarmPool._instance
     start_warm_pool()
     assert WarmPool._instance is pool  # no zygote is started on this path (watch's neither)
@@ -227,6 +256,7 @@ def test_an_exit_at_import_then_a_hang_with_a_child_out_of_the_workers_group(tmp
 
 
 # ------------------------------------------------------------------ choosing the path, reporting it
+
 
 def test_the_portable_path_is_taken_off_linux_or_when_asked(monkeypatch):
     monkeypatch.setenv(portable.ENV_SWITCH, "auto")
@@ -281,8 +311,10 @@ except ImportError:  # Windows
 
 def probe(box: Sandbox) -> dict:
     module = box.module("probe")
-    return {name: box.getattr(module, name) for name in
-            ("LEFT_BY_AN_EARLIER_SANDBOX", "ENV", "CWD", "TMP", "PID", "PATH", "START_ENV", "MEMORY")}
+    return {
+        name: box.getattr(module, name)
+        for name in ("LEFT_BY_AN_EARLIER_SANDBOX", "ENV", "CWD", "TMP", "PID", "PATH", "START_ENV", "MEMORY")
+    }
 
 
 def same_folder(seen: str, expected: Path) -> bool:
@@ -387,7 +419,11 @@ def _still_running(workers: dict[int, float | None]) -> list[int]:
     for pid, born in workers.items():
         try:
             process = psutil.Process(pid)
-            if born is not None and process.create_time() == born and process.status() != psutil.STATUS_ZOMBIE:
+            if (
+                born is not None
+                and process.create_time() == born
+                and process.status() != psutil.STATUS_ZOMBIE
+            ):
                 running.append(pid)
         except psutil.Error:
             pass
@@ -396,9 +432,21 @@ def _still_running(workers: dict[int, float | None]) -> list[int]:
 
 def test_no_worker_or_spare_outlives_the_cli():
     env = {**os.environ, portable.ENV_SWITCH: "portable"}
-    proc = subprocess.Popen([sys.executable, "-m", "autograder", "grade", "03", "--submission",
-                             str(ROOT / "solutions" / COURSE.lesson("03").folder)],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "autograder",
+            "grade",
+            "03",
+            "--submission",
+            str(ROOT / "solutions" / COURSE.lesson("03").folder),
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     root, seen = psutil.Process(proc.pid), {}
     while proc.poll() is None:
         seen.update(_worker_interpreters(root))
@@ -414,15 +462,18 @@ def test_no_worker_or_spare_outlives_the_cli():
 def test_a_spare_ends_by_itself_when_its_trusted_process_dies_without_exit_handlers():
     """A trusted process killed (SIGKILL, a closed terminal) runs no exit handler, as with
     os._exit: the spare, once done importing, reads the end of its stdin and exits."""
-    script = ("import os\n"
-              "from autograder.sandbox import portable\n"
-              "from autograder.sandbox.client import start_warm_pool\n"
-              "start_warm_pool()\n"
-              "print(portable.Spares._instance._spare.pid, flush=True)\n"
-              "os._exit(3)\n")
+    script = (
+        "import os\n"
+        "from autograder.sandbox import portable\n"
+        "from autograder.sandbox.client import start_warm_pool\n"
+        "start_warm_pool()\n"
+        "print(portable.Spares._instance._spare.pid, flush=True)\n"
+        "os._exit(3)\n"
+    )
     env = {**os.environ, portable.ENV_SWITCH: "portable"}
-    proc = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 3, proc.stderr[-2000:]
     spare = {int(proc.stdout.strip()): None}
     try:
@@ -438,4 +489,3 @@ def test_a_spare_ends_by_itself_when_its_trusted_process_dies_without_exit_handl
     for pid in left:  # do not leave it behind for the next tests
         psutil.Process(pid).kill()
     assert left == []
-

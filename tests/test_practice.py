@@ -8,13 +8,13 @@ import shutil
 import time
 
 import pytest
+from conftest import ROOT, SEED, solution_files, write_submission
 
+from autograder.core.i18n import feedback_text
+from autograder.core.results import Status
 from autograder.engine import practice
 from autograder.engine.grading import grade
-from autograder.core.i18n import feedback_text
 from autograder.render.output import render_markdown, render_text, to_json_dict
-from autograder.core.results import Status
-from conftest import ROOT, SEED, solution_files, write_submission
 
 
 @pytest.fixture
@@ -30,7 +30,9 @@ def _stub_folder(lesson, tmp_path):
 
 def _solution_folder(lesson, tmp_path):
     files = solution_files(lesson)
-    files["test_practica.py"] = (ROOT / "exercises" / lesson.folder / "test_practica.py").read_text(encoding="utf-8")
+    files["test_practica.py"] = (ROOT / "exercises" / lesson.folder / "test_practica.py").read_text(
+        encoding="utf-8"
+    )
     return write_submission(tmp_path / "solution", files)
 
 
@@ -48,7 +50,9 @@ def test_stub_fails_every_practice_test_naming_its_todo(course, lesson03, tmp_pa
     assert by_name["test_una_cabeza_coincide_con_numpy"].todo is None
 
 
-def test_solution_passes_practice_and_earns_the_lesson_labelled_practice(course, lesson03, tmp_path, no_graders):
+def test_solution_passes_practice_and_earns_the_lesson_labelled_practice(
+    course, lesson03, tmp_path, no_graders
+):
     result = grade(course, [lesson03], _solution_folder(lesson03, tmp_path), seed=SEED)
     lesson = result.lessons[0]
     assert [c.id for c in lesson.checks if c.status is not Status.PASSED] == []
@@ -70,7 +74,10 @@ def test_solution_passes_practice_and_earns_the_lesson_labelled_practice(course,
 def test_a_wrong_answer_fails_with_the_assertion_and_trace(course, lesson03, tmp_path, no_graders):
     folder = _solution_folder(lesson03, tmp_path)
     path = folder / "attention_numpy.py"
-    path.write_text(path.read_text(encoding="utf-8").replace("T * (T + 1) // 2 if causal", "T * T if causal"), encoding="utf-8")
+    path.write_text(
+        path.read_text(encoding="utf-8").replace("T * (T + 1) // 2 if causal", "T * T if causal"),
+        encoding="utf-8",
+    )
     source = path.read_text(encoding="utf-8")
     assert "T * T if causal" in source, "the planted bug must have applied"
     lesson = grade(course, [lesson03], folder, seed=SEED).lessons[0]
@@ -111,8 +118,9 @@ def test_a_practice_test_that_skipped_itself_never_completes_the_lesson(tmp_path
     """The learner release: lesson 06 finished but lessons 03 and 04 still stubs, so the
     practice tests that need the learner's GPT skip themselves. What they would have caught
     (a wrong `pos`, say) must not earn "completada" and its XP."""
-    from autograder.core.manifest import load_course
     from learner_course import make_course
+
+    from autograder.core.manifest import load_course
 
     root = make_course(tmp_path / "course", {"03": "stub", "04": "stub", "06": "solved"})
     course = load_course(root / "course.yml")

@@ -31,25 +31,51 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import ROOT, SEED, solution_files
+from hostile_snippets import FIRST_CALL
+from test_isolation import MARK, expose_python_to, plain_user  # noqa: F401 - the fixture is used here
 
 from autograder.sandbox import isolation
 from autograder.sandbox.client import Sandbox
 from autograder.sandbox.worker import seccomp, syscall_table
 
-from conftest import ROOT, SEED, solution_files
-from hostile_snippets import FIRST_CALL
-from test_isolation import MARK, expose_python_to, plain_user  # noqa: F401 - the fixture is used here
-
 LINUX = sys.platform.startswith("linux")
 WALLS = isolation.probe() if LINUX else {"official": False}
-pytestmark = pytest.mark.skipif(not (WALLS["official"] and seccomp.supported()),
-                                reason="needs Landlock and the seccomp filter (Linux x86-64 or aarch64)")
+pytestmark = pytest.mark.skipif(
+    not (WALLS["official"] and seccomp.supported()),
+    reason="needs Landlock and the seccomp filter (Linux x86-64 or aarch64)",
+)
 NUMBERS = syscall_table.X86_64 if platform.machine() == "x86_64" else syscall_table.AARCH64
-CALLS = ("prlimit64", "setpriority", "getpriority", "sched_setaffinity", "sched_getaffinity", "sched_setscheduler",
-         "sched_setparam", "sched_setattr", "sched_getscheduler", "sched_getparam", "sched_getattr",
-         "sched_rr_get_interval", "getpgid", "getsid", "capget", "process_madvise", "process_mrelease", "kcmp",
-         "move_pages", "migrate_pages", "get_robust_list", "ioprio_set", "ioprio_get", "setpgid", "setsid", "kill",
-         "pidfd_open", "gettid")
+CALLS = (
+    "prlimit64",
+    "setpriority",
+    "getpriority",
+    "sched_setaffinity",
+    "sched_getaffinity",
+    "sched_setscheduler",
+    "sched_setparam",
+    "sched_setattr",
+    "sched_getscheduler",
+    "sched_getparam",
+    "sched_getattr",
+    "sched_rr_get_interval",
+    "getpgid",
+    "getsid",
+    "capget",
+    "process_madvise",
+    "process_mrelease",
+    "kcmp",
+    "move_pages",
+    "migrate_pages",
+    "get_robust_list",
+    "ioprio_set",
+    "ioprio_get",
+    "setpgid",
+    "setsid",
+    "kill",
+    "pidfd_open",
+    "gettid",
+)
 
 ATTACK = '''
 import ctypes as _ct, errno as _errno, os as _os, threading as _threading
@@ -169,7 +195,7 @@ def attack(low, high, extra=()):
 
 
 def parse_report(text: str) -> dict[str, str]:
-    line = text[text.index("procwalls: "):].split("\n", 1)[0]
+    line = text[text.index("procwalls: ") :].split("\n", 1)[0]
     return dict(re.findall(r"(\w+)=(\S+)", line))
 
 
@@ -184,20 +210,25 @@ def process_state(pid: int | str = "self") -> dict:
     """Limits, nice value and affinity of a process, as /proc shows them."""
     limits = Path(f"/proc/{pid}/limits").read_text()
     stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    status = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line)
+    status = dict(
+        line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines() if ":" in line
+    )
     return {"limits": limits, "nice": stat[16], "cpus": status["Cpus_allowed_list"].strip()}
 
 
 # ------------------------------------------------------------------ the filter alone, in a process
 
-IN_A_FILTERED_PROCESS = '''
+IN_A_FILTERED_PROCESS = (
+    """
 import ctypes, json, os, sys
 from autograder.sandbox.worker import supervisor, seccomp
 
 supervisor.become_session_leader()
 ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)  # no_new_privs, as the worker
 seccomp.install()
-''' + ATTACK + '''
+"""
+    + ATTACK
+    + """
 target = int(sys.argv[1])
 report = attack(target, target + 1, extra=(os.getppid(),))
 import torch
@@ -222,13 +253,19 @@ except Exception as exc:
     workers = type(exc).__name__
 print(json.dumps({"report": report, "threads": threads, "same": same, "fork": forked, "batches": batches,
                   "workers": workers}))
-'''
+"""
+)
 
 
 def test_the_filter_keeps_every_call_on_the_worker_itself():
     before = process_state()
-    proc = subprocess.run([sys.executable, "-c", IN_A_FILTERED_PROCESS, str(os.getpid())],
-                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    proc = subprocess.run(
+        [sys.executable, "-c", IN_A_FILTERED_PROCESS, str(os.getpid())],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert_walled(parse_report(out["report"]))
@@ -240,7 +277,7 @@ def test_the_filter_keeps_every_call_on_the_worker_itself():
 
 # ------------------------------------------------------------------ no configuration left to find
 
-SEARCH = '''
+SEARCH = """
 import gc, sys
 
 # Built at run time, so that no constant of this file holds them (identity tells ours apart).
@@ -299,7 +336,7 @@ FOUND = search()
 _DECOY = {"deny": ["/nowhere"], "host_ns": {"mnt": HOST_NS[0] if HOST_NS else "x"}}
 DECOY_FOUND = search()  # the search does find a configuration where there is one
 del _DECOY
-'''
+"""
 
 
 @pytest.mark.parametrize("pool", ["warm-pool", "fresh-worker"])
@@ -320,7 +357,7 @@ def test_learner_code_finds_no_worker_configuration(tmp_path, pool):
 
 # ------------------------------------------------------------------ through the CLI, beside a shell
 
-SHELL = r'''
+SHELL = r"""
 state() { echo "state nice=$(cut -d' ' -f19 /proc/$$/stat) cpus=$(grep Cpus_allowed_list /proc/$$/status | cut -f2) limits=$(ulimit -a | tr ' \n' '_;')"; }
 echo "shell $$"
 read go
@@ -330,7 +367,7 @@ echo "grader $!"
 wait $!
 echo "exit $?"
 state
-'''
+"""
 REACH = 4096  # pids past the shell's, where the worker has no pid of its own to go by (a PID namespace)
 
 
@@ -340,9 +377,12 @@ def mallory_files(shell_pid: int) -> dict[str, str]:
     files = solution_files(load_course(ROOT / "course.yml").lesson("03"))
     head = "def causal_mask(T):\n"
     assert head in files["attention_numpy.py"]
-    attack = ATTACK + FIRST_CALL + f"\nREPORT = attack({shell_pid}, max(_os.getpid(), {shell_pid + REACH}) + 64)\n"
+    attack = (
+        ATTACK + FIRST_CALL + f"\nREPORT = attack({shell_pid}, max(_os.getpid(), {shell_pid + REACH}) + 64)\n"
+    )
     files["attention_numpy.py"] = attack + files["attention_numpy.py"].replace(
-        head, head + '    if _first_call("report-once"):\n        raise RuntimeError(REPORT)\n', 1)
+        head, head + '    if _first_call("report-once"):\n        raise RuntimeError(REPORT)\n', 1
+    )
     return files
 
 
@@ -352,8 +392,15 @@ def run_beside_a_shell(command: list[str], write_submission, env: dict, user: st
     shell = ["bash", "-c", SHELL, "bash", *command]
     if user is not None:
         shell = expose_python_to(user, shell)
-    proc = subprocess.Popen(shell, cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env={**os.environ, **env})
+    proc = subprocess.Popen(
+        shell,
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, **env},
+    )
     try:
         first = proc.stdout.readline()
         assert first.startswith("shell "), first + proc.stderr.read()[-2000:]
@@ -364,7 +411,9 @@ def run_beside_a_shell(command: list[str], write_submission, env: dict, user: st
             proc.kill()
     lines = [line for line in (first + out).splitlines() if line]
     states = [line for line in lines if line.startswith("state ")]
-    fields = {line.split()[0]: line.split()[1] for line in lines if line.split()[0] in ("shell", "grader", "exit")}
+    fields = {
+        line.split()[0]: line.split()[1] for line in lines if line.split()[0] in ("shell", "grader", "exit")
+    }
     assert fields.get("exit") == "0", (lines, err[-3000:])
     assert len(states) == 2, lines
     return {"shell": int(fields["shell"]), "grader": int(fields["grader"]), "states": states, "stderr": err}
@@ -381,12 +430,14 @@ def assert_honest(lesson: dict) -> dict[str, str]:
     return report
 
 
-SCENARIOS = [(who, how) for who in ("this-user", "plain-user") for how in ("grade-warm", "grade-fresh", "grade-all")]
+SCENARIOS = [
+    (who, how) for who in ("this-user", "plain-user") for how in ("grade-warm", "grade-fresh", "grade-all")
+]
 
 
 @pytest.mark.parametrize("who,how", SCENARIOS)
 def test_no_process_but_its_own_through_the_cli(request, tmp_path, who, how):
-    """"this-user": whoever runs the tests (root on CI: the worker is nobody, in a PID namespace of
+    """ "this-user": whoever runs the tests (root on CI: the worker is nobody, in a PID namespace of
     its own); "plain-user": a user made for the test, where nothing but the filter stands between
     the worker and the grader, the zygote, the supervisors and the shell, all of its own user."""
     user = request.getfixturevalue("plain_user") if who == "plain-user" else None
@@ -397,18 +448,46 @@ def test_no_process_but_its_own_through_the_cli(request, tmp_path, who, how):
     if how == "grade-all":
         submissions, out = base / "submissions", base / "out"
         folder = submissions / "mallory" / "exercises" / "03-atencion-causal"
-        command = [sys.executable, "-m", "autograder", "grade-all", str(submissions), "--out", str(out),
-                   "--lessons", "03", "--jobs", "2", "--seed", str(SEED)]
+        command = [
+            sys.executable,
+            "-m",
+            "autograder",
+            "grade-all",
+            str(submissions),
+            "--out",
+            str(out),
+            "--lessons",
+            "03",
+            "--jobs",
+            "2",
+            "--seed",
+            str(SEED),
+        ]
         alice = submissions / "alice" / "exercises" / "03-atencion-causal"
         alice.mkdir(parents=True)
         for name, text in mallory_files(0).items():  # the honest learner: the solution, untouched
             if name != "attention_numpy.py":
                 (alice / name).write_text(text, encoding="utf-8")
-        shutil.copyfile(ROOT / "solutions" / "03-atencion-causal" / "attention_numpy.py", alice / "attention_numpy.py")
+        shutil.copyfile(
+            ROOT / "solutions" / "03-atencion-causal" / "attention_numpy.py", alice / "attention_numpy.py"
+        )
     else:
         folder, output = base / "mallory", base / "out.json"
-        command = [sys.executable, "-m", "autograder", "grade", "03", "--submission", str(folder), "--format", "json",
-                   "--output", str(output), "--seed", str(SEED)]
+        command = [
+            sys.executable,
+            "-m",
+            "autograder",
+            "grade",
+            "03",
+            "--submission",
+            str(folder),
+            "--format",
+            "json",
+            "--output",
+            str(output),
+            "--seed",
+            str(SEED),
+        ]
 
     def write(shell_pid: int) -> None:
         folder.mkdir(parents=True, exist_ok=True)
@@ -425,7 +504,9 @@ def test_no_process_but_its_own_through_the_cli(request, tmp_path, who, how):
             data = json.loads((out / "results" / "mallory.json").read_text())
             other = json.loads((out / "results" / "alice.json").read_text())
             alice_lesson = other["lessons"][0]
-            assert alice_lesson["completed"] is True and alice_lesson["score"] == alice_lesson["max_score"], alice_lesson
+            assert alice_lesson["completed"] is True and alice_lesson["score"] == alice_lesson["max_score"], (
+                alice_lesson
+            )
         else:
             data = json.loads(output.read_text())
         report = assert_honest(data["lessons"][0])

@@ -13,25 +13,35 @@ from zoneinfo import ZoneInfo
 from conftest import ROOT
 from learner_course import ANSI, Terminal, cli_env, make_course, run_cli
 
-from autograder.github.grades_branch import append_record
 from autograder.core.history import LessonEntry, Record
-from autograder.learner.store import LocalStore
 from autograder.core.manifest import load_course
+from autograder.github.grades_branch import append_record
 from autograder.learner.progress import gather, render_progress
+from autograder.learner.store import LocalStore
 
 COURSE = load_course(ROOT / "course.yml")
 XP_MAX = sum(lesson.xp for lesson in COURSE.lessons)
 # The line under the XP (issue 26): the learner's history and grades branch are theirs to write.
-PRACTICE_ES = ("XP de práctica: sale de tu historial local y de la rama grades de tu repositorio, que orientan "
-               "pero no son una nota; la nota oficial la calcula tu profesor (grade-all).")
-PRACTICE_EN = ("Practice XP: it comes from your local history and your repository's grades branch, which are a "
-               "guide, never a grade; the official grade is computed by your instructor (grade-all).")
+PRACTICE_ES = (
+    "XP de práctica: sale de tu historial local y de la rama grades de tu repositorio, que orientan "
+    "pero no son una nota; la nota oficial la calcula tu profesor (grade-all)."
+)
+PRACTICE_EN = (
+    "Practice XP: it comes from your local history and your repository's grades branch, which are a "
+    "guide, never a grade; the official grade is computed by your instructor (grade-all)."
+)
 
 
 def git(cwd, *args) -> str:
-    env = cli_env(GIT_AUTHOR_NAME="Ana", GIT_AUTHOR_EMAIL="ana@example.org", GIT_COMMITTER_NAME="Ana",
-                  GIT_COMMITTER_EMAIL="ana@example.org")
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, text=True, env=env).stdout.strip()
+    env = cli_env(
+        GIT_AUTHOR_NAME="Ana",
+        GIT_AUTHOR_EMAIL="ana@example.org",
+        GIT_COMMITTER_NAME="Ana",
+        GIT_COMMITTER_EMAIL="ana@example.org",
+    )
+    return subprocess.run(
+        ["git", *args], cwd=cwd, check=True, capture_output=True, text=True, env=env
+    ).stdout.strip()
 
 
 def entry(lesson_id: str, score: float, completed: bool = False, mode: str = "hidden") -> LessonEntry:
@@ -109,12 +119,19 @@ def test_progress_merges_the_local_history_and_the_grades_branch(tmp_path):
     assert lines[2] == PRACTICE_ES  # the grades branch's XP is practice XP too, even graded "hidden"
     table = rows(after.stdout)
     assert table["01"] == ["01 · Tokens y lotes", "█" * 20 + " 100%", "100/100", "50/50", "completada"]
-    assert table["02"] == ["02 · Embeddings y el modelo bigrama", "█" * 16 + "░" * 4 + " 80%", "80/100", "0/50",
-                           "en curso"]
+    assert table["02"] == [
+        "02 · Embeddings y el modelo bigrama",
+        "█" * 16 + "░" * 4 + " 80%",
+        "80/100",
+        "0/50",
+        "en curso",
+    ]
     assert table["03"][1:] == ["████" + "░" * 16 + " 20%", "20/100", "0/50", "en curso"]
     assert table["04"][1:] == ["░" * 20 + " 0%", "—", "0/50", "sin empezar"]
-    assert lines[-1] == ("1 corrección en tu historial local (.autograder/history.jsonl) · "
-                         "1 commit corregido en la rama origin/grades")
+    assert lines[-1] == (
+        "1 corrección en tu historial local (.autograder/history.jsonl) · "
+        "1 commit corregido en la rama origin/grades"
+    )
 
     # Fetched once, the branch is read offline from then on; in English too.
     offline = run_cli(root, "progress", "--lang", "en")
@@ -135,8 +152,15 @@ def test_xp_kept_when_failing_now_practice_and_damaged_lines(tmp_path):
     lines = proc.stdout.splitlines()
     # Earned three days ago and kept; no progress since (a lower score), so no streak now.
     assert lines[1] == f"XP 50/{XP_MAX} · sin racha · mejor racha: 1"
-    assert rows(proc.stdout)["02"][1:] == ["█" * 15 + "░" * 5 + " 75%", "75/100", "50/50", "XP ganada; ahora falla (nota de práctica)"]
-    assert re.search(r"Aviso: \.autograder/history\.jsonl: se ignora una línea dañada \(line 2: ", proc.stderr)
+    assert rows(proc.stdout)["02"][1:] == [
+        "█" * 15 + "░" * 5 + " 75%",
+        "75/100",
+        "50/50",
+        "XP ganada; ahora falla (nota de práctica)",
+    ]
+    assert re.search(
+        r"Aviso: \.autograder/history\.jsonl: se ignora una línea dañada \(line 2: ", proc.stderr
+    )
     assert "2 correcciones en tu historial local" in lines[-1]
 
 
@@ -149,8 +173,11 @@ def test_colour_in_a_terminal_and_plain_otherwise(tmp_path):
     assert not ANSI.search(plain) and ANSI.search(coloured)
     assert ANSI.sub("", coloured).count("01 · Tokens y lotes") == 1
 
-    term = Terminal([sys.executable, "-m", "autograder", "--course", str(root / "course.yml"), "progress"],
-                    cwd=root, env=cli_env(TERM="xterm-256color"))
+    term = Terminal(
+        [sys.executable, "-m", "autograder", "--course", str(root / "course.yml"), "progress"],
+        cwd=root,
+        env=cli_env(TERM="xterm-256color"),
+    )
     try:
         assert term.wait(60) == 0
         assert "\x1b[" in term.raw.decode("utf-8", "replace"), "a terminal gets colour"

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import ROOT, failed, grade_folder, solution_files, write_submission
 
 from autograder.core.i18n import feedback_text
 from autograder.core.manifest import load_course
 from autograder.core.results import Status
 from autograder.course.stubs import parse_regions, revert_region, strip_markers
-
-from conftest import ROOT, failed, grade_folder, solution_files, write_submission
 
 LESSONS = load_course(ROOT / "course.yml").lessons
 
@@ -40,7 +39,9 @@ def test_solution_gets_full_marks(course, lesson):
 UNFAIR_SEEDS = [("06", 115), ("06", 286054571)]
 
 
-@pytest.mark.parametrize("lesson_id, seed", UNFAIR_SEEDS, ids=[f"{lesson}-seed-{seed}" for lesson, seed in UNFAIR_SEEDS])
+@pytest.mark.parametrize(
+    "lesson_id, seed", UNFAIR_SEEDS, ids=[f"{lesson}-seed-{seed}" for lesson, seed in UNFAIR_SEEDS]
+)
 def test_solution_keeps_full_marks_under_the_seeds_that_once_failed_it(course, lesson_id, seed):
     lesson = course.lesson(lesson_id)
     result = grade_folder(course, lesson, ROOT / "solutions" / lesson.folder, seed=seed)
@@ -73,8 +74,9 @@ def _regions():
         for name in [*lesson.files, lesson.quiz]:
             text = (folder / name).read_text(encoding="utf-8")
             for index, region in enumerate(parse_regions(text, name)):
-                yield pytest.param(lesson, name, index, region.id,
-                                   id=f"{lesson.id}:{name}:{region.id}:{region.start_line}")
+                yield pytest.param(
+                    lesson, name, index, region.id, id=f"{lesson.id}:{name}:{region.id}:{region.start_line}"
+                )
 
 
 @pytest.mark.parametrize("lesson, name, index, region_id", list(_regions()))
@@ -85,5 +87,7 @@ def test_each_region_reverted_alone_is_caught(course, tmp_path, lesson, name, in
     files[name] = strip_markers(revert_region(original, name, index, titles), name)
     result = grade_folder(course, lesson, write_submission(tmp_path / "sub", files))
     assert not result.completed
-    caught = [c for c in failed(result) if c.todo == region_id or (region_id == "quiz" and c.id.startswith("quiz-"))]
+    caught = [
+        c for c in failed(result) if c.todo == region_id or (region_id == "quiz" and c.id.startswith("quiz-"))
+    ]
     assert caught, f"reverting {name} region {region_id} was not caught by a check of that TODO"

@@ -65,23 +65,29 @@ def test_pending_message_is_what_the_stub_raises():
     assert 'raise NotImplementedError("TODO [scale] pendiente: escala las puntuaciones")' in stub
 
 
-@pytest.mark.parametrize("text", [
-    'raise NotImplementedError("TODO [scale] pendiente: escala las puntuaciones")',
-    "raise NotImplementedError( 'TODO [scale] pending: scale the scores')",
-    "NotImplementedError: TODO [scale] pendiente: escala las puntuaciones",
-    "E   NotImplementedError: TODO [scale] à faire",
-    'raise NotImplementedError(f"TODO [scale] pendiente: {title}")',  # a learner's own f-string
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        'raise NotImplementedError("TODO [scale] pendiente: escala las puntuaciones")',
+        "raise NotImplementedError( 'TODO [scale] pending: scale the scores')",
+        "NotImplementedError: TODO [scale] pendiente: escala las puntuaciones",
+        "E   NotImplementedError: TODO [scale] à faire",
+        'raise NotImplementedError(f"TODO [scale] pendiente: {title}")',  # a learner's own f-string
+    ],
+)
 def test_pending_todo_reads_the_tag_whatever_the_words(text):
     assert pending_todo(text) == "scale"
 
 
-@pytest.mark.parametrize("text", [
-    "AssertionError: TODO [scale] pendiente",  # not a stub's error
-    "NotImplementedError: todavía no",
-    "# TODO [scale]: escala las puntuaciones",
-    "",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "AssertionError: TODO [scale] pendiente",  # not a stub's error
+        "NotImplementedError: todavía no",
+        "# TODO [scale]: escala las puntuaciones",
+        "",
+    ],
+)
 def test_pending_todo_claims_nothing_else(text):
     assert pending_todo(text) is None
 

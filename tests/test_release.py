@@ -20,15 +20,24 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
 from autograder.core.manifest import load_course
 from autograder.course.release import MARKER, ReleaseError, ReleaseReport, build_release, read_marker
 from autograder.course.stubs import REGION_SUFFIXES, generate_lesson, parse_regions, strip_markers
-from conftest import ROOT
 
 CACHES = {"__pycache__", ".pytest_cache"}
-TOP_LEVEL = {MARKER, ".devcontainer", ".github", ".gitignore", "README.md", "autograder", "course.yml", "exercises",
-             "pyproject.toml"}
+TOP_LEVEL = {
+    MARKER,
+    ".devcontainer",
+    ".github",
+    ".gitignore",
+    "README.md",
+    "autograder",
+    "course.yml",
+    "exercises",
+    "pyproject.toml",
+}
 
 
 def files_under(folder: Path, skip=frozenset({".git"})) -> list[str]:
@@ -57,7 +66,9 @@ def test_release_holds_exactly_the_learner_files(course, release):
     out, report = release
     assert {entry.name for entry in out.iterdir()} == TOP_LEVEL
     # Codespaces runs the post-create script of the learner's fork: it ships, still executable.
-    assert (out / ".devcontainer" / "post-create.sh").read_bytes() == (ROOT / ".devcontainer" / "post-create.sh").read_bytes()
+    assert (out / ".devcontainer" / "post-create.sh").read_bytes() == (
+        ROOT / ".devcontainer" / "post-create.sh"
+    ).read_bytes()
     assert os.access(out / ".devcontainer" / "post-create.sh", os.X_OK)
     on_disk = files_under(out)
     assert list(report.files) == on_disk
@@ -65,19 +76,24 @@ def test_release_holds_exactly_the_learner_files(course, release):
         repo_folder = ROOT / "exercises" / lesson.folder
         expected = source_files(repo_folder)
         assert expected and [rel for rel in on_disk if rel.startswith(f"exercises/{lesson.folder}/")] == [
-            f"exercises/{lesson.folder}/{rel}" for rel in expected]
+            f"exercises/{lesson.folder}/{rel}" for rel in expected
+        ]
         for rel in expected:
             assert (out / "exercises" / lesson.folder / rel).read_bytes() == (repo_folder / rel).read_bytes()
     assert {rel.split("/")[1] for rel in on_disk if rel.startswith("exercises/")} == {
-        lesson.folder for lesson in course.lessons}
+        lesson.folder for lesson in course.lessons
+    }
     # The engine is all there, byte for byte, but of autograder/graders/ only its two engine files.
     engine = [rel for rel in source_files(ROOT / "autograder") if not rel.startswith("graders/")]
-    assert engine and [rel for rel in on_disk if rel.startswith("autograder/") and "/graders/" not in rel] == [
-        f"autograder/{rel}" for rel in engine]
+    assert engine and [
+        rel for rel in on_disk if rel.startswith("autograder/") and "/graders/" not in rel
+    ] == [f"autograder/{rel}" for rel in engine]
     for rel in engine:
         assert (out / "autograder" / rel).read_bytes() == (ROOT / "autograder" / rel).read_bytes()
     assert [rel for rel in on_disk if rel.startswith("autograder/graders/")] == [
-        "autograder/graders/__init__.py", "autograder/graders/pytest.ini"]
+        "autograder/graders/__init__.py",
+        "autograder/graders/pytest.ini",
+    ]
     for lesson in course.lessons:
         assert (ROOT / "autograder" / "graders" / lesson.graders).is_dir()
         assert not (out / "autograder" / "graders" / lesson.graders).exists()
@@ -86,7 +102,9 @@ def test_release_holds_exactly_the_learner_files(course, release):
     assert (out / ".gitignore").read_bytes() == (ROOT / ".gitignore").read_bytes()
     assert files_under(out / ".github") == ["workflows/grade-comment.yml", "workflows/grade.yml"]
     for name in ("grade.yml", "grade-comment.yml"):  # verbatim: nothing is pinned or filled in
-        assert (out / ".github/workflows" / name).read_bytes() == (ROOT / ".github/workflows" / name).read_bytes()
+        assert (out / ".github/workflows" / name).read_bytes() == (
+            ROOT / ".github/workflows" / name
+        ).read_bytes()
     for absent in ("solutions", "tests", "bench", ".ci", ".github/workflows/ci.yml"):
         assert (ROOT / absent).exists() and not (out / absent).exists()
 
@@ -104,7 +122,9 @@ def test_pyproject_points_pytest_at_the_exercises(release):
     # Only those two lines changed: everything else is the instructor's text.
     removed = [line for line in original.split("\n") if line not in adapted.split("\n")]
     added = [line for line in adapted.split("\n") if line not in original.split("\n")]
-    assert removed == ['testpaths = ["tests"]', 'pythonpath = ["tests"]'] and added == ['testpaths = ["exercises"]']
+    assert removed == ['testpaths = ["tests"]', 'pythonpath = ["tests"]'] and added == [
+        'testpaths = ["exercises"]'
+    ]
 
 
 def test_learner_readme_and_marker(course, release):
@@ -119,12 +139,22 @@ def test_learner_readme_and_marker(course, release):
             assert f"`{name}`" in row
     for target in re.findall(r"\]\(((?!https?:)[^)]+)\)", readme):
         assert (out / target).is_file(), f"README links to {target}, which the release lacks"
-    for needle in ("Actions", "Run workflow", "Corregir", "grades/badge.json", "history.jsonl",
-                   "nota de práctica", "python -m pip install -e .", f"python -m pytest exercises/{course.lessons[0].folder}",
-                   "## In English"):
+    for needle in (
+        "Actions",
+        "Run workflow",
+        "Corregir",
+        "grades/badge.json",
+        "history.jsonl",
+        "nota de práctica",
+        "python -m pip install -e .",
+        f"python -m pytest exercises/{course.lessons[0].folder}",
+        "## In English",
+    ):
         assert needle in readme
     assert readme != (ROOT / "README.md").read_text(encoding="utf-8")
-    assert json.loads((out / MARKER).read_text(encoding="utf-8")) == {"version": __import__("autograder").__version__}
+    assert json.loads((out / MARKER).read_text(encoding="utf-8")) == {
+        "version": __import__("autograder").__version__
+    }
 
 
 def test_learner_readme_installs_cpu_torch_before_the_course(release):
@@ -167,7 +197,9 @@ def test_force_replaces_a_previous_release_but_keeps_git(course_copy, tmp_path):
     assert (out / ".git" / "HEAD").read_text(encoding="utf-8") == "ref: refs/heads/main\n"
     assert not (out / "stale.txt").exists()
     assert files_under(out) == list(second.files) == list(first.files)
-    assert json.loads((out / MARKER).read_text(encoding="utf-8")) == {"version": __import__("autograder").__version__}
+    assert json.loads((out / MARKER).read_text(encoding="utf-8")) == {
+        "version": __import__("autograder").__version__
+    }
     assert "{{" not in (out / "README.md").read_text(encoding="utf-8")
 
 
@@ -176,16 +208,23 @@ def test_force_replaces_a_release_made_before_the_graders_ref_went(course_copy, 
     course = load_course(course_copy / "course.yml")
     out = tmp_path / "template"
     out.mkdir()
-    (out / MARKER).write_text(json.dumps({"graders_ref": "f" * 40, "version": "0.9.0"}) + "\n", encoding="utf-8")
+    (out / MARKER).write_text(
+        json.dumps({"graders_ref": "f" * 40, "version": "0.9.0"}) + "\n", encoding="utf-8"
+    )
     (out / ".github" / "workflows").mkdir(parents=True)
-    (out / ".github" / "workflows" / "grade.yml").write_text("env:\n  AUTOGRADER_GRADERS_REF: main\n",
-                                                            encoding="utf-8")
+    (out / ".github" / "workflows" / "grade.yml").write_text(
+        "env:\n  AUTOGRADER_GRADERS_REF: main\n", encoding="utf-8"
+    )
     assert read_marker(out) is not None
     with pytest.raises(ReleaseError, match="--force"):
         build_release(course, out)
     build_release(course, out, force=True)
-    assert "AUTOGRADER_GRADERS" not in (out / ".github" / "workflows" / "grade.yml").read_text(encoding="utf-8")
-    assert json.loads((out / MARKER).read_text(encoding="utf-8")) == {"version": __import__("autograder").__version__}
+    assert "AUTOGRADER_GRADERS" not in (out / ".github" / "workflows" / "grade.yml").read_text(
+        encoding="utf-8"
+    )
+    assert json.loads((out / MARKER).read_text(encoding="utf-8")) == {
+        "version": __import__("autograder").__version__
+    }
 
 
 @pytest.mark.parametrize("marker", ["", "{", "[]", '{"version": 1}', '{"other": "x"}'])
@@ -248,15 +287,33 @@ def test_the_course_copy_builds_outside_git(course_copy, tmp_path):
     assert (tmp_path / "out/.github/workflows/grade.yml").read_text(encoding="utf-8") == GRADE_YML
 
 
-@pytest.mark.parametrize("breakage, needle", [
-    (lambda root: (root / ".github/workflows/grade.yml").unlink(), "grade.yml: not found"),
-    (lambda root: (root / ".github/workflows/grade-comment.yml").unlink(), "grade-comment.yml: not found"),
-    (lambda root: (root / "pyproject.toml").write_text((root / "pyproject.toml").read_text(
-        encoding="utf-8").replace('pythonpath = ["tests"]\n', ""), encoding="utf-8"), 'pythonpath = \\["tests"\\]'),
-    (lambda root: (root / "pyproject.toml").write_text((root / "pyproject.toml").read_text(
-        encoding="utf-8").replace('testpaths = ["tests"]', 'testpaths = ["t"]'), encoding="utf-8"), "testpaths"),
-    (lambda root: shutil.rmtree(root / "exercises"), "autograder stubs"),
-])
+@pytest.mark.parametrize(
+    "breakage, needle",
+    [
+        (lambda root: (root / ".github/workflows/grade.yml").unlink(), "grade.yml: not found"),
+        (
+            lambda root: (root / ".github/workflows/grade-comment.yml").unlink(),
+            "grade-comment.yml: not found",
+        ),
+        (
+            lambda root: (root / "pyproject.toml").write_text(
+                (root / "pyproject.toml").read_text(encoding="utf-8").replace('pythonpath = ["tests"]\n', ""),
+                encoding="utf-8",
+            ),
+            'pythonpath = \\["tests"\\]',
+        ),
+        (
+            lambda root: (root / "pyproject.toml").write_text(
+                (root / "pyproject.toml")
+                .read_text(encoding="utf-8")
+                .replace('testpaths = ["tests"]', 'testpaths = ["t"]'),
+                encoding="utf-8",
+            ),
+            "testpaths",
+        ),
+        (lambda root: shutil.rmtree(root / "exercises"), "autograder stubs"),
+    ],
+)
 def test_missing_or_unexpected_inputs_are_clear_errors(course_copy, tmp_path, breakage, needle):
     breakage(course_copy)
     with pytest.raises(ReleaseError, match=needle):
@@ -267,29 +324,55 @@ def test_missing_or_unexpected_inputs_are_clear_errors(course_copy, tmp_path, br
 # Workflows that would hand a learner's repository an instructor's credential or the hidden
 # graders (the setup before issue 26, and ways around a check that looks only for it).
 UNSAFE_WORKFLOWS = {
-    "the old graders fetch": (GRADE_YML.replace("      - run: echo grading", """\
+    "the old graders fetch": (
+        GRADE_YML.replace(
+            "      - run: echo grading",
+            """\
       - uses: actions/checkout@v4
         with:
           repository: ${{ vars.GRADERS_REPO }}
           token: ${{ secrets.GRADERS_PAT }}
           path: graders
-      - run: echo grading"""), "secrets.GRADERS_PAT"),
-    "a token in env": (GRADE_YML.replace("secrets.GITHUB_TOKEN", "secrets.DEPLOY_TOKEN"), "secrets.DEPLOY_TOKEN"),
-    "the graders' variable": (GRADE_YML.replace("echo grading", 'echo "$AUTOGRADER_GRADERS"'), "AUTOGRADER_GRADERS"),
+      - run: echo grading""",
+        ),
+        "secrets.GRADERS_PAT",
+    ),
+    "a token in env": (
+        GRADE_YML.replace("secrets.GITHUB_TOKEN", "secrets.DEPLOY_TOKEN"),
+        "secrets.DEPLOY_TOKEN",
+    ),
+    "the graders' variable": (
+        GRADE_YML.replace("echo grading", 'echo "$AUTOGRADER_GRADERS"'),
+        "AUTOGRADER_GRADERS",
+    ),
     "every secret at once": (GRADE_YML.replace("secrets.GITHUB_TOKEN", "toJSON(secrets)"), "secret"),
     "an index": (GRADE_YML.replace("secrets.GITHUB_TOKEN", "secrets['X']"), "secret"),
-    "another repository": (GRADE_YML.replace("      - uses: actions/checkout@v4\n", """\
+    "another repository": (
+        GRADE_YML.replace(
+            "      - uses: actions/checkout@v4\n",
+            """\
       - uses: actions/checkout@v4
         with:
           repository: instructor/private
-"""), "repository"),
-    "a checkout token": (GRADE_YML.replace("      - uses: actions/checkout@v4\n", """\
+""",
+        ),
+        "repository",
+    ),
+    "a checkout token": (
+        GRADE_YML.replace(
+            "      - uses: actions/checkout@v4\n",
+            """\
       - uses: actions/checkout@v4
         with:
           token: ${{ github.token }}
-"""), "token"),
-    "secrets passed on": ("on: push\njobs:\n  call:\n    uses: o/r/.github/workflows/x.yml@main\n"
-                          "    secrets: inherit\n", "passes secrets on"),
+""",
+        ),
+        "token",
+    ),
+    "secrets passed on": (
+        "on: push\njobs:\n  call:\n    uses: o/r/.github/workflows/x.yml@main\n    secrets: inherit\n",
+        "passes secrets on",
+    ),
 }
 
 
@@ -311,7 +394,8 @@ def test_exercises_that_drifted_from_the_solutions_are_refused(course_copy, tmp_
     # An instructor who tried a lesson in exercises/ would otherwise ship the answer.
     (course_copy / "exercises" / lesson.folder / name).write_text(
         strip_markers((ROOT / "solutions" / lesson.folder / name).read_text(encoding="utf-8"), name),
-        encoding="utf-8")
+        encoding="utf-8",
+    )
     with pytest.raises(ReleaseError, match="autograder stubs"):
         build_release(load_course(course_copy / "course.yml"), tmp_path / "out")
 
@@ -353,8 +437,11 @@ def public_lines() -> set[str]:
     """Stripped lines of the repository's public engine files (and exercise files)."""
     course = load_course(ROOT / "course.yml")
     hidden = {lesson.graders for lesson in course.lessons}
-    paths = [ROOT / "autograder" / rel for rel in source_files(ROOT / "autograder")
-             if not (rel.startswith("graders/") and rel.split("/")[1] in hidden)]
+    paths = [
+        ROOT / "autograder" / rel
+        for rel in source_files(ROOT / "autograder")
+        if not (rel.startswith("graders/") and rel.split("/")[1] in hidden)
+    ]
     for lesson in course.lessons:
         folder = ROOT / "exercises" / lesson.folder
         paths += [folder / rel for rel in source_files(folder)]
@@ -430,11 +517,17 @@ def test_the_leak_check_finds_planted_leaks(course, release, secrets, tmp_path):
     shutil.copytree(release[0], out)
     lesson = course.lessons[0]
     solution_line, solution_origin = max(
-        ((line, origin) for line, origin in secrets.items() if origin.startswith(f"solutions/{lesson.folder}/")),
-        key=lambda item: len(item[0]))
+        (
+            (line, origin)
+            for line, origin in secrets.items()
+            if origin.startswith(f"solutions/{lesson.folder}/")
+        ),
+        key=lambda item: len(item[0]),
+    )
     grader_line, grader_origin = max(
         ((line, origin) for line, origin in secrets.items() if origin.startswith("autograder/graders/")),
-        key=lambda item: len(item[0]))
+        key=lambda item: len(item[0]),
+    )
     stub = out / "exercises" / lesson.folder / lesson.todos[0].file
     stub.write_text(stub.read_text(encoding="utf-8") + f"\n    {solution_line}\n", encoding="utf-8")
     engine = out / "autograder" / "engine" / "grading.py"
@@ -443,18 +536,30 @@ def test_the_leak_check_finds_planted_leaks(course, release, secrets, tmp_path):
     assert len(leaks) == 2, leaks
     stub_rel = stub.relative_to(out).as_posix()
     assert any(leak.startswith(f"{stub_rel}:") and solution_origin in leak for leak in leaks), leaks
-    assert any(leak.startswith("autograder/engine/grading.py:1:") and grader_origin in leak for leak in leaks), leaks
+    assert any(
+        leak.startswith("autograder/engine/grading.py:1:") and grader_origin in leak for leak in leaks
+    ), leaks
 
 
 # --- grading inside the release: its own engine, no hidden graders, practice mode -------------------
 
 
 def grade_in(release_dir: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {key: value for key, value in os.environ.items()
-           if key not in ("AUTOGRADER_GRADERS", "AUTOGRADER_COURSE", "PYTHONPATH")}
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in ("AUTOGRADER_GRADERS", "AUTOGRADER_COURSE", "PYTHONPATH")
+    }
     env["PYTHONPATH"] = str(release_dir)  # the release's engine, not this repository's
-    proc = subprocess.run([sys.executable, "-m", "autograder", "grade", *args], cwd=release_dir, env=env,
-                          capture_output=True, text=True, timeout=300, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "autograder", "grade", *args],
+        cwd=release_dir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     return proc
 
@@ -486,13 +591,16 @@ def test_the_release_grades_finished_lessons_in_practice_mode(course, tmp_path):
         source, target = ROOT / "solutions" / lesson.folder, out / "exercises" / lesson.folder
         for rel in source_files(source):
             text = (source / rel).read_text(encoding="utf-8")
-            (target / rel).write_text(strip_markers(text, rel) if rel.endswith(REGION_SUFFIXES) else text,
-                                      encoding="utf-8")
+            (target / rel).write_text(
+                strip_markers(text, rel) if rel.endswith(REGION_SUFFIXES) else text, encoding="utf-8"
+            )
     data = json.loads(grade_in(out, "--format", "json").stdout)
     assert data["practice"] is True
     for lesson, result in zip(course.lessons, data["lessons"]):
         assert result["mode"] == "practice"
-        assert result["checks"] and all(check["status"] in ("passed", "skipped") for check in result["checks"])
+        assert result["checks"] and all(
+            check["status"] in ("passed", "skipped") for check in result["checks"]
+        )
         assert any(check["status"] == "passed" for check in result["checks"])
         assert result["completed"] and result["xp"] == lesson.xp
     assert data["xp"] == data["xp_max"] == sum(lesson.xp for lesson in course.lessons)
@@ -511,9 +619,25 @@ def test_the_release_engine_grades_with_graders_named_by_the_environment(course,
     lesson = course.lessons[0]
     env = {key: value for key, value in os.environ.items() if key not in ("AUTOGRADER_COURSE", "PYTHONPATH")}
     env.update(PYTHONPATH=str(out), AUTOGRADER_GRADERS=str(fetched))
-    proc = subprocess.run([sys.executable, "-m", "autograder", "grade", lesson.id, "--format", "json",
-                           "--submission", str(ROOT / "solutions" / lesson.folder)],
-                          cwd=out, env=env, capture_output=True, text=True, timeout=300, check=False)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "autograder",
+            "grade",
+            lesson.id,
+            "--format",
+            "json",
+            "--submission",
+            str(ROOT / "solutions" / lesson.folder),
+        ],
+        cwd=out,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert data["practice"] is False and data["lessons"][0]["mode"] == "hidden"
@@ -530,13 +654,29 @@ def test_no_quiz_key_ships_in_the_release(course, release):
     out, _ = release
     keys = []
     for lesson in course.lessons:
-        tree = ast.parse((ROOT / "autograder" / "graders" / lesson.graders / "test_quiz.py").read_text(encoding="utf-8"))
-        call = next(node for node in ast.walk(tree) if isinstance(node, ast.Call)
-                    and getattr(node.func, "id", "") == "quiz_test")
+        tree = ast.parse(
+            (ROOT / "autograder" / "graders" / lesson.graders / "test_quiz.py").read_text(encoding="utf-8")
+        )
+        call = next(
+            node
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "quiz_test"
+        )
         keys.append(ast.literal_eval(call.args[0]))
     assert len(keys) == len(course.lessons) and all(len(key) == 3 for key in keys)
-    patterns = [re.compile(r"\{\s*" + r"\s*,\s*".join(rf"{n}\s*:\s*['\"]{letter}['\"]" for n, letter in key.items()) + r"\s*,?\s*\}")
-                for key in keys]
-    leaks = [f"{path.relative_to(out)}: {pattern.pattern}" for path in out.rglob("*") if path.is_file()
-             for pattern in patterns if pattern.search(path.read_text(encoding="utf-8", errors="replace"))]
+    patterns = [
+        re.compile(
+            r"\{\s*"
+            + r"\s*,\s*".join(rf"{n}\s*:\s*['\"]{letter}['\"]" for n, letter in key.items())
+            + r"\s*,?\s*\}"
+        )
+        for key in keys
+    ]
+    leaks = [
+        f"{path.relative_to(out)}: {pattern.pattern}"
+        for path in out.rglob("*")
+        if path.is_file()
+        for pattern in patterns
+        if pattern.search(path.read_text(encoding="utf-8", errors="replace"))
+    ]
     assert leaks == []

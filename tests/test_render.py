@@ -9,15 +9,24 @@ import numpy as np
 import pytest
 import yaml
 
-from autograder.engine import feedback as F
 from autograder.core import i18n
+from autograder.core.results import (
+    Block,
+    CheckResult,
+    CourseResult,
+    Feedback,
+    LessonResult,
+    Status,
+    Text,
+    message,
+)
+from autograder.engine import feedback as F
 from autograder.engine.checks import describe_student_error
 from autograder.render import output
 from autograder.render.markdown import render_markdown
 from autograder.render.results_json import render_json, to_json_dict
 from autograder.render.terminal import render_text
 from autograder.sandbox.client import StudentError
-from autograder.core.results import Block, CheckResult, CourseResult, Feedback, LessonResult, Status, Text, message
 
 MESSAGES = Path(i18n.__file__).resolve().parents[1] / "messages"
 
@@ -27,7 +36,9 @@ def leak_feedback() -> Feedback:
     w /= w.sum(-1, keepdims=True)
     w[0, 3] = 0.4
     what = {"es": "los pesos de atención", "en": "the attention weights"}
-    return F.compare(w, np.tril(w), what=what) + Feedback((F.heatmap(w, leaks=F.leaking_cells(w)), F.heatmap_legend()))
+    return F.compare(w, np.tril(w), what=what) + Feedback(
+        (F.heatmap(w, leaks=F.leaking_cells(w)), F.heatmap_legend())
+    )
 
 
 TITLES = {"scaling": {"es": "escala las puntuaciones por 1/sqrt(hs)", "en": "scale the scores by 1/sqrt(hs)"}}
@@ -42,17 +53,41 @@ def make_result() -> CourseResult:
         checks=[
             CheckResult("np-mask", "np-mask", Status.PASSED, 6.0, 6.0),
             CheckResult("future-leak", "mask", Status.FAILED, 0.0, 6.0, leak_feedback()),
-            CheckResult("scaling", "scaling", Status.FAILED, 0.0, 6.0, describe_student_error(
-                StudentError("NotImplementedError", "TODO [scaling] pendiente: …", [], "/sb"), "scaling", TITLES)),
+            CheckResult(
+                "scaling",
+                "scaling",
+                Status.FAILED,
+                0.0,
+                6.0,
+                describe_student_error(
+                    StudentError("NotImplementedError", "TODO [scaling] pendiente: …", [], "/sb"),
+                    "scaling",
+                    TITLES,
+                ),
+            ),
             CheckResult(
                 "heads-merge",
                 "contiguous-view",
                 Status.ERROR,
                 0.0,
                 6.0,
-                describe_student_error(StudentError("RuntimeError", "boom ``` | <b>", [
-                    {"filename": "/sb/attention.py", "lineno": 57, "name": "forward", "line": "y = q @ k  # ```"},
-                ], "/sb"), "contiguous-view", TITLES),
+                describe_student_error(
+                    StudentError(
+                        "RuntimeError",
+                        "boom ``` | <b>",
+                        [
+                            {
+                                "filename": "/sb/attention.py",
+                                "lineno": 57,
+                                "name": "forward",
+                                "line": "y = q @ k  # ```",
+                            },
+                        ],
+                        "/sb",
+                    ),
+                    "contiguous-view",
+                    TITLES,
+                ),
             ),
             CheckResult("quiz-1", None, Status.PASSED, 1.5, 1.5),
             CheckResult("gpu-parity", None, Status.SKIPPED, 0, 0, Feedback((Block("CUDA no disponible"),))),
@@ -78,8 +113,18 @@ def make_result() -> CourseResult:
 
 def test_json_contract_types_and_values():
     data = json.loads(render_json(make_result(), "es"))
-    assert set(data) == {"course", "language", "xp", "xp_max", "score", "max_score", "seed",
-                         "practice", "isolation", "lessons"}
+    assert set(data) == {
+        "course",
+        "language",
+        "xp",
+        "xp_max",
+        "score",
+        "max_score",
+        "seed",
+        "practice",
+        "isolation",
+        "lessons",
+    }
     assert data["course"] == "Transformers desde cero" and data["language"] == "es"
     assert (data["xp"], data["xp_max"], data["seed"]) == (60, 110, 1234)
     assert data["score"] == 12.5 and data["max_score"] == 30.5
@@ -88,8 +133,19 @@ def test_json_contract_types_and_values():
 
     l03, l04 = data["lessons"]
     assert data["practice"] is False
-    lesson_keys = {"id", "slug", "title", "score", "max_score", "xp", "xp_max", "completed", "mode", "isolation",
-                   "checks"}
+    lesson_keys = {
+        "id",
+        "slug",
+        "title",
+        "score",
+        "max_score",
+        "xp",
+        "xp_max",
+        "completed",
+        "mode",
+        "isolation",
+        "checks",
+    }
     assert set(l03) == set(l04) == lesson_keys
     assert (l03["id"], l03["slug"], l03["title"]) == (
         "03",
@@ -102,8 +158,18 @@ def test_json_contract_types_and_values():
     assert type(l04["xp"]) is int and type(l04["completed"]) is bool
     assert (l03["xp_max"], l04["xp_max"], l03["mode"]) == (50, 60, "hidden")
 
-    check_keys = {"id", "todo", "status", "score", "max_score", "informational", "raised_in", "waits_on", "message",
-                  "feedback"}
+    check_keys = {
+        "id",
+        "todo",
+        "status",
+        "score",
+        "max_score",
+        "informational",
+        "raised_in",
+        "waits_on",
+        "message",
+        "feedback",
+    }
     for lesson in data["lessons"]:
         for check in lesson["checks"]:
             assert set(check) == check_keys
@@ -250,9 +316,13 @@ def test_text_wraps_messages_to_the_width():
     out = render_text(make_result(), "es", color=False, width=60).splitlines()
     # The one-line summary of pending TODOs wraps under its own text, not under the symbol.
     first = next(n for n, line in enumerate(out) if "Pendiente: TODO [scaling]" in line)
-    assert len(out[first]) <= 60 and out[first + 1].startswith("    1/sqrt(hs))") and len(out[first + 1]) <= 60
+    assert (
+        len(out[first]) <= 60 and out[first + 1].startswith("    1/sqrt(hs))") and len(out[first + 1]) <= 60
+    )
     full = render_text(make_result(), "es", color=False, width=60, verbose=True)
-    pending = [line for line in full.splitlines() if "NotImplementedError" in line or "TODO [scaling] pend" in line]
+    pending = [
+        line for line in full.splitlines() if "NotImplementedError" in line or "TODO [scaling] pend" in line
+    ]
     assert pending and all(len(line) <= 60 for line in pending)
 
 
@@ -334,18 +404,49 @@ def test_checks_failing_for_one_cause_are_one_block_and_verbose_shows_them_all()
     raised = RaisedIn("head-reshape", "attention.py", 71)
 
     def crashed(check_id, todo, size):
-        parts = [message("engine.student_raised", type="RuntimeError", message=f"shape '[{size}, 3]' is invalid"),
-                 Block("  attention.py:71 · forward()\n    q = q.view(B, nh, T, hs)\n", kind="traceback")]
+        parts = [
+            message("engine.student_raised", type="RuntimeError", message=f"shape '[{size}, 3]' is invalid"),
+            Block("  attention.py:71 · forward()\n    q = q.view(B, nh, T, hs)\n", kind="traceback"),
+        ]
         if todo != "head-reshape":
-            parts.append(message("engine.raised_in_other_todo", todo=todo, other="head-reshape",
-                                 file="attention.py", line=71))
-        return CheckResult(check_id, todo, Status.FAILED, 0, 5, Feedback(tuple(parts)), raised_in=raised,
-                           waits_on=None if todo == "head-reshape" else "head-reshape")
+            parts.append(
+                message(
+                    "engine.raised_in_other_todo",
+                    todo=todo,
+                    other="head-reshape",
+                    file="attention.py",
+                    line=71,
+                )
+            )
+        return CheckResult(
+            check_id,
+            todo,
+            Status.FAILED,
+            0,
+            5,
+            Feedback(tuple(parts)),
+            raised_in=raised,
+            waits_on=None if todo == "head-reshape" else "head-reshape",
+        )
 
-    missing = [CheckResult(f"np-{n}", "np-mask", Status.FAILED, 0, 2,
-                           Feedback.of(message("engine.missing_file", file="attention_numpy.py"))) for n in range(3)]
-    checks = [*missing, crashed("mask-buffer", "mask", 2), crashed("future-leak", "mask", 8),
-              crashed("shapes", "head-reshape", 3), CheckResult("quiz-1", None, Status.PASSED, 2, 2)]
+    missing = [
+        CheckResult(
+            f"np-{n}",
+            "np-mask",
+            Status.FAILED,
+            0,
+            2,
+            Feedback.of(message("engine.missing_file", file="attention_numpy.py")),
+        )
+        for n in range(3)
+    ]
+    checks = [
+        *missing,
+        crashed("mask-buffer", "mask", 2),
+        crashed("future-leak", "mask", 8),
+        crashed("shapes", "head-reshape", 3),
+        CheckResult("quiz-1", None, Status.PASSED, 2, 2),
+    ]
     result = CourseResult("c", "es", 1, [LessonResult("03", "atencion-causal", {"es": "t"}, 50, checks)])
     text = render_text(result, "es", color=False, width=200)
     # The error once, led by the check of the TODO whose code raised; the others named.
@@ -353,7 +454,10 @@ def test_checks_failing_for_one_cause_are_one_block_and_verbose_shows_them_all()
     lines = text.splitlines()
     lead = next(n for n, line in enumerate(lines) if "✘" in line and "TODO [head-reshape]" in line)
     assert lines[lead].lstrip().startswith("✘ shapes")
-    assert "Esta misma causa hace fallar 3 comprobaciones (15 puntos); las otras: mask-buffer, future-leak." in text
+    assert (
+        "Esta misma causa hace fallar 3 comprobaciones (15 puntos); las otras: mask-buffer, future-leak."
+        in text
+    )
     assert not any(line.lstrip().startswith(("✘ mask-buffer", "✘ future-leak")) for line in lines)
     # The engine's own verdict (a missing file) is one cause too.
     assert text.count("No encuentro el archivo attention_numpy.py") == 1
@@ -374,12 +478,23 @@ def _not_started_lesson() -> LessonResult:
             parts.append(message("engine.waits_for", todo=todo, pending=waits))
         return CheckResult(check_id, todo, Status.FAILED, 0, 5, Feedback(tuple(parts)))
 
-    checks = [pending("vocab", "vocab"), pending("encode", "vocab"), pending("split-order", "split"),
-              pending("batch-range", "batch-offsets"), pending("targets-shift", "targets-shift", waits="batch-offsets"),
-              CheckResult("decode", "vocab", Status.FAILED, 0, 5, Feedback.of(message("engine.assertion", detail="x"))),
-              *(CheckResult(f"quiz-{n}", None, Status.FAILED, 0, 2, Feedback.of(message("quiz.blank", n=n)))
-                for n in (1, 2, 3))]
-    return LessonResult("01", "tokens-y-lotes", {"es": "Tokens y lotes", "en": "Tokens and batches"}, 50, checks)
+    checks = [
+        pending("vocab", "vocab"),
+        pending("encode", "vocab"),
+        pending("split-order", "split"),
+        pending("batch-range", "batch-offsets"),
+        pending("targets-shift", "targets-shift", waits="batch-offsets"),
+        CheckResult(
+            "decode", "vocab", Status.FAILED, 0, 5, Feedback.of(message("engine.assertion", detail="x"))
+        ),
+        *(
+            CheckResult(f"quiz-{n}", None, Status.FAILED, 0, 2, Feedback.of(message("quiz.blank", n=n)))
+            for n in (1, 2, 3)
+        ),
+    ]
+    return LessonResult(
+        "01", "tokens-y-lotes", {"es": "Tokens y lotes", "en": "Tokens and batches"}, 50, checks
+    )
 
 
 def test_checks_not_started_are_one_line_per_lesson_and_verbose_shows_them_all():
@@ -394,40 +509,58 @@ def test_checks_not_started_are_one_line_per_lesson_and_verbose_shows_them_all()
     assert "  ✘ Quiz: las preguntas 1, 2, 3 están sin responder en quiz.yml (6 puntos)" in lines
     assert not any("pendiente:" in line or "sin responder en quiz.yml." in line for line in lines)
     english = render_text(result, "en", color=False, width=200)
-    assert "  ✘ Pending: TODO [vocab], TODO [split], TODO [batch-offsets] · 5 checks depend on them (25 points)" \
+    assert (
+        "  ✘ Pending: TODO [vocab], TODO [split], TODO [batch-offsets] · 5 checks depend on them (25 points)"
         in english.splitlines()
+    )
     assert "  ✘ Quiz: questions 1, 2, 3 are unanswered in quiz.yml (6 points)" in english.splitlines()
     # One TODO left: its title is said, as its own message did.
-    single = CourseResult("c", "es", 1, [LessonResult("01", "s", {"es": "t"}, 50, _not_started_lesson().checks[:2])])
-    assert "  ✘ Pendiente: TODO [vocab] (el vocabulario) · de él dependen 2 comprobaciones (10 puntos)" \
+    single = CourseResult(
+        "c", "es", 1, [LessonResult("01", "s", {"es": "t"}, 50, _not_started_lesson().checks[:2])]
+    )
+    assert (
+        "  ✘ Pendiente: TODO [vocab] (el vocabulario) · de él dependen 2 comprobaciones (10 puntos)"
         in render_text(single, "es", color=False, width=200).splitlines()
+    )
     # Every check in full with --verbose, and in the JSON.
     full = render_text(result, "es", color=False, width=200, verbose=True)
     for check in result.lessons[0].checks:
         assert f"  ✘ {check.id}" in full
     assert full.count("TODO [batch-offsets] pendiente") == 2 and full.count("sin responder en quiz.yml.") == 3
-    assert [c["id"] for c in to_json_dict(result, "es")["lessons"][0]["checks"]] == \
-        [c.id for c in result.lessons[0].checks]
+    assert [c["id"] for c in to_json_dict(result, "es")["lessons"][0]["checks"]] == [
+        c.id for c in result.lessons[0].checks
+    ]
 
 
 def test_the_next_step_ends_the_text():
-    from autograder.learner.steps import NextStep, step_line
     from autograder.core.manifest import load_course
+    from autograder.learner.steps import NextStep, step_line
 
     course = load_course(Path(__file__).resolve().parent.parent / "course.yml")
     lesson = course.lessons[0]
-    step = NextStep("todo", lesson, todo="vocab", check="vocab", path="exercises/01-tokens-y-lotes/data.py", line=41)
+    step = NextStep(
+        "todo", lesson, todo="vocab", check="vocab", path="exercises/01-tokens-y-lotes/data.py", line=41
+    )
     result = CourseResult("c", "es", 1, [_not_started_lesson()])
     lines = render_text(result, "es", color=False, width=60, step=step_line(step, result, "es")).splitlines()
     # Never wrapped: terminals link a whole path:line.
-    assert lines[-2:] == ["", f"Empieza por: lección {lesson.id}, TODO [vocab] en exercises/01-tokens-y-lotes/data.py:41 "
-                              f"· autograder watch {lesson.id}"]
-    assert render_text(result, "en", color=False, step=step_line(step, result, "en")).splitlines()[-1].startswith(
-        f"Start with: lesson {lesson.id}, TODO [vocab] in exercises/")
+    assert lines[-2:] == [
+        "",
+        f"Empieza por: lección {lesson.id}, TODO [vocab] en exercises/01-tokens-y-lotes/data.py:41 "
+        f"· autograder watch {lesson.id}",
+    ]
+    assert (
+        render_text(result, "en", color=False, step=step_line(step, result, "en"))
+        .splitlines()[-1]
+        .startswith(f"Start with: lesson {lesson.id}, TODO [vocab] in exercises/")
+    )
     # Once something scores, it is the next step, not the start.
     result.lessons[0].checks[0] = CheckResult("vocab", "vocab", Status.PASSED, 5, 5)
-    assert render_text(result, "es", color=False, step=step_line(step, result, "es")).splitlines()[-1].startswith(
-        f"Siguiente: lección {lesson.id}, TODO [vocab] en exercises/01-tokens-y-lotes/data.py:41")
+    assert (
+        render_text(result, "es", color=False, step=step_line(step, result, "es"))
+        .splitlines()[-1]
+        .startswith(f"Siguiente: lección {lesson.id}, TODO [vocab] en exercises/01-tokens-y-lotes/data.py:41")
+    )
     assert render_text(result, "es", color=False).splitlines()[-1].startswith("Semilla")  # no step, no line
 
 
@@ -446,8 +579,11 @@ def test_the_untouched_course_is_short_and_ends_with_where_to_start(course):
     todo = first.todos[0]
     start = f"Empieza por: lección {first.id}, TODO [{todo.id}] en exercises/{first.folder}/{todo.file}:"
     assert lines[-1].startswith(start) and lines[-1].endswith(f" · autograder watch {first.id}"), lines[-1]
-    line = int(lines[-1][len(start):].split(" ")[0])
-    assert f"TODO [{todo.id}]" in (root / "exercises" / first.folder / todo.file).read_text().splitlines()[line - 1]
+    line = int(lines[-1][len(start) :].split(" ")[0])
+    assert (
+        f"TODO [{todo.id}]"
+        in (root / "exercises" / first.folder / todo.file).read_text().splitlines()[line - 1]
+    )
     assert sum(line.startswith("Empieza por") for line in lines) == 1
     full = render_text(result, "es", color=False, verbose=True)
     for lesson in result.lessons:
@@ -483,11 +619,18 @@ def test_a_missing_pid_namespace_is_said_in_one_line_and_the_grade_stays_officia
     from autograder.render.labels import isolation_note
 
     def result(walls):
-        lesson = LessonResult("03", "03-atencion-causal", {"es": "Atención", "en": "Attention"}, 50, [],
-                              isolation=walls)
+        lesson = LessonResult(
+            "03", "03-atencion-causal", {"es": "Atención", "en": "Attention"}, 50, [], isolation=walls
+        )
         return CourseResult("Curso", lang, 1, [lesson])
 
-    base = {"official": True, "enforced": list(REQUIRED_WALLS), "missing": [], "landlock_abi": 7, "disabled": False}
+    base = {
+        "official": True,
+        "enforced": list(REQUIRED_WALLS),
+        "missing": [],
+        "landlock_abi": 7,
+        "disabled": False,
+    }
     line = i18n.translate("render.isolation_no_pid_namespace", lang)
     assert isolation_note(result({**base, "namespaces": []}), lang) == line
     assert isolation_note(result({**base, "namespaces": ["pid", "user"]}), lang) is None

@@ -19,7 +19,10 @@ def test_ci_runs_exactly_the_readme_test_command():
     install_and_test = [c for c in _commands(block) if "pytest" in c]
     assert len(install_and_test) == 1, block
     install, test = (part.strip() for part in install_and_test[0].split("&&"))
-    ci = [c.replace("python3 ", "python ") for c in _commands((ROOT / ".ci" / "run").read_text(encoding="utf-8"))]
+    ci = [
+        c.replace("python3 ", "python ")
+        for c in _commands((ROOT / ".ci" / "run").read_text(encoding="utf-8"))
+    ]
     ci_install = [c for c in ci if c.startswith("python -m pip install")]
     assert [re.sub(r" --quiet --disable-pip-version-check", "", c) for c in ci_install] == [install]
     assert ci[-1] == test  # the last thing CI does is the README's test command, verbatim
@@ -32,7 +35,8 @@ def _sections(text: str) -> list[tuple[str, str]]:
     """(heading, body) of each "## " section, whitespace collapsed (inline code may wrap)."""
     parts = re.split(r"^## (.+)$", text, flags=re.M)
     return [(parts[0][:40], " ".join(parts[0].split()))] + [
-        (parts[i], " ".join(parts[i + 1].split())) for i in range(1, len(parts), 2)]
+        (parts[i], " ".join(parts[i + 1].split())) for i in range(1, len(parts), 2)
+    ]
 
 
 def assert_cpu_torch_first(text: str, where: str) -> None:
@@ -67,13 +71,13 @@ def test_the_readme_installs_cpu_torch_before_the_project():
 
 def test_the_readme_speaks_to_instructors_and_sends_learners_to_the_learner_release():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    intro = readme[:readme.index("\n## ")]  # what a learner who lands here reads first
+    intro = readme[: readme.index("\n## ")]  # what a learner who lands here reads first
     intro = " ".join(re.sub(r"^> ?", "", intro, flags=re.M).split())
     assert "¿Vienes a hacer el curso?** No trabajes aquí ni hagas un fork de este repositorio" in intro
     assert "**versión para alumnos**, el repositorio plantilla que construye `autograder release`" in intro
     assert "## La versión para alumnos: `autograder release`" in readme
     assert "Haz un fork" not in readme  # the old first step told learners to fork this repository
-    english = readme[readme.index("## In English"):]
+    english = readme[readme.index("## In English") :]
     assert "Learners do not work here" in english and "`autograder release`" in english
 
 
@@ -86,6 +90,7 @@ def test_the_finale_curve_is_never_committed(tmp_path):
     shutil.copy(ROOT / ".gitignore", tmp_path / ".gitignore")
     subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
     paths = ["perdida.png", "exercises/06-generar/perdida.png", "exercises/06-generar/generate.py"]
-    proc = subprocess.run(["git", "check-ignore", "--no-index", *paths], cwd=tmp_path,
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        ["git", "check-ignore", "--no-index", *paths], cwd=tmp_path, capture_output=True, text=True
+    )
     assert proc.stdout.split() == paths[:2]  # the pictures, never the learner's code

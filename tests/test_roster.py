@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from cohort_factory import GIT, push, served
 
-from autograder.cohort.roster import Allowed, RosterError as CohortRosterError, fetch, read_roster
+from autograder.cohort.roster import Allowed, fetch, read_roster
+from autograder.cohort.roster import RosterError as CohortRosterError
 from autograder.core import i18n, roster, roster_update
 from autograder.core.roster import RosterError
 
@@ -71,7 +71,9 @@ def error_text(path: Path, lang: str = "es") -> str:
 def test_yaml_and_csv_give_the_same_learners(tmp_path):
     from_yaml = roster.load(write(tmp_path, "roster.yml", YAML_ROSTER))
     from_csv = roster.load(write(tmp_path, "roster.csv", CSV_ROSTER))
-    assert [learner.fields() for learner in from_yaml.learners] == [learner.fields() for learner in from_csv.learners]
+    assert [learner.fields() for learner in from_yaml.learners] == [
+        learner.fields() for learner in from_csv.learners
+    ]
     assert from_yaml.learners == from_csv.learners  # line numbers aside
     assert [learner.line for learner in from_yaml.learners] == [8, 13, 21]
     assert [learner.line for learner in from_csv.learners] == [2, 3, 4]
@@ -105,14 +107,23 @@ BAD_YAML = [
     ("version: 2\nlearners: []\n", 1, "versión «2» desconocida; este autograder lee la versión 1"),
     ("learners:\n  - id: ana\n", 1, "falta el campo obligatorio «version»"),
     ("version: 1\norganisation: x\nlearners: []\n", 2, "el campo «organisation» no existe"),
-    (LEARNER + "    emial: ana@example.org\n", 4,
-     "el campo «emial» no existe (¿una errata?). Campos válidos: id, name"),
+    (
+        LEARNER + "    emial: ana@example.org\n",
+        4,
+        "el campo «emial» no existe (¿una errata?). Campos válidos: id, name",
+    ),
     ("version: 1\nlearners:\n  - name: Ana\n", 3, "falta el campo obligatorio «id»"),
     ("version: 1\nlearners:\n  - id: ana\n  - id: beto\n  - id: ana\n", 5, "el id «ana» aparece dos veces"),
-    ("version: 1\nlearners:\n  - id: ana\n    github: a1\n  - id: beto\n    github: A1\n", 6,
-     "github «A1» ya lo tiene el alumno de la línea 4"),
-    ("version: 1\nlearners:\n  - id: ana\n    repository_id: 7\n  - id: beto\n    repository_id: 7\n", 6,
-     "repository_id «7» ya lo tiene el alumno de la línea 4"),
+    (
+        "version: 1\nlearners:\n  - id: ana\n    github: a1\n  - id: beto\n    github: A1\n",
+        6,
+        "github «A1» ya lo tiene el alumno de la línea 4",
+    ),
+    (
+        "version: 1\nlearners:\n  - id: ana\n    repository_id: 7\n  - id: beto\n    repository_id: 7\n",
+        6,
+        "repository_id «7» ya lo tiene el alumno de la línea 4",
+    ),
     (LEARNER + "    github: -ana\n", 4, "el campo github no admite «-ana»: un usuario de GitHub"),
     (LEARNER + "    repository: https://github.com/a/b.git\n", 4, "una url de git va en el campo url"),
     (LEARNER + "    repository_id: abc\n", 4, "el campo repository_id no admite «abc»"),
@@ -140,8 +151,11 @@ BAD_CSV = [
     ("id,name\nana,Ana\nbeto,Beto,extra\n", 3, "la fila tiene más celdas que columnas"),
     ("id,github\nana,ana\n\nbeto,-beto\n", 4, "el campo github no admite «-beto»"),
     ("id,repository_id\nana,12x\n", 2, "el campo repository_id no admite «12x»"),
-    ("id,url,git_url\nana,https://github.com/a/b.git,https://github.com/a/c.git\n", 2,
-     "el campo «url» aparece dos veces"),
+    (
+        "id,url,git_url\nana,https://github.com/a/b.git,https://github.com/a/c.git\n",
+        2,
+        "el campo «url» aparece dos veces",
+    ),
     ("", None, "la lista de alumnos está vacía"),
 ]
 
@@ -154,7 +168,7 @@ def test_each_bad_csv_roster_names_the_file_the_line_and_the_field(tmp_path, tex
     assert expected in message, message
 
 
-@pytest.mark.parametrize("value", ["=HYPERLINK(\"http://x\")", "+1-555", "-2+3", "@SUM(A1)", "\tana", "\rana"])
+@pytest.mark.parametrize("value", ['=HYPERLINK("http://x")', "+1-555", "-2+3", "@SUM(A1)", "\tana", "\rana"])
 def test_formula_like_ids_and_emails_are_refused_naming_the_line(tmp_path, value):
     quoted = yaml.safe_dump(value).strip().removesuffix("...").strip()
     for field in ("id", "email"):
@@ -166,8 +180,11 @@ def test_formula_like_ids_and_emails_are_refused_naming_the_line(tmp_path, value
         assert message.startswith(f"{path}:{line}: el campo {field} ("), message
         assert "hoja de cálculo lo leería como una fórmula" in message
         cell = '"' + value.replace('"', '""') + '"'
-        path = write(tmp_path, "roster.csv", f"id,email\nbeto,\n{cell if field == 'id' else 'ana'},"
-                                             f"{cell if field == 'email' else ''}\n")
+        path = write(
+            tmp_path,
+            "roster.csv",
+            f"id,email\nbeto,\n{cell if field == 'id' else 'ana'},{cell if field == 'email' else ''}\n",
+        )
         message = error_text(path, "en")
         assert message.startswith(f"{path}:3: the {field} field ("), message
         assert "a spreadsheet would read it as a formula" in message
@@ -187,7 +204,8 @@ def test_update_keeps_comments_and_layout_and_is_atomic(tmp_path):
     text = path.read_text(encoding="utf-8")
     assert text == YAML_ROSTER.replace(
         "    github: ana-garcia\n",
-        "    github: ana-garcia\n    repository: curso-tdc/tdc-ana-garcia\n    repository_id: 7\n")
+        "    github: ana-garcia\n    repository: curso-tdc/tdc-ana-garcia\n    repository_id: 7\n",
+    )
     # A value already there is replaced in place (a renamed repository).
     assert roster_update.update(path, "beto", repository="otra-org/beto-2026", repository_id=4242) is True
     assert path.read_text(encoding="utf-8") == text.replace("otra-org/beto-curso", "otra-org/beto-2026")
@@ -207,17 +225,22 @@ def test_update_falls_back_to_a_full_dump_where_the_layout_does_not_allow_an_edi
     path = write(tmp_path, "roster.yml", "# comentario\nversion: 1\nlearners:\n  - {id: ana, github: ana}\n")
     assert roster_update.update(path, "ana", repository="o/tdc-ana", repository_id=3) is False
     data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    assert data == {"version": 1, "learners": [{"id": "ana", "github": "ana", "repository": "o/tdc-ana",
-                                                "repository_id": 3}]}
+    assert data == {
+        "version": 1,
+        "learners": [{"id": "ana", "github": "ana", "repository": "o/tdc-ana", "repository_id": 3}],
+    }
 
 
 def test_update_writes_a_csv_roster_with_new_columns_last(tmp_path):
-    path = write(tmp_path, "roster.csv", "\ufeffid,name,github\r\nana,\"García, Ana\",ana\r\nbeto,Beto,beto\r\n")
+    path = write(
+        tmp_path, "roster.csv", '\ufeffid,name,github\r\nana,"García, Ana",ana\r\nbeto,Beto,beto\r\n'
+    )
     assert roster_update.update(path, "beto", repository="o/tdc-beto", repository_id=12) is True
     assert path.read_bytes().decode("utf-8") == (
         "\ufeffid,name,github,repository,repository_id\r\n"
-        "ana,\"García, Ana\",ana,,\r\n"
-        "beto,Beto,beto,o/tdc-beto,12\r\n")
+        'ana,"García, Ana",ana,,\r\n'
+        "beto,Beto,beto,o/tdc-beto,12\r\n"
+    )
     assert roster.load(path).learner("beto").repository_id == 12
 
 
@@ -247,11 +270,15 @@ def test_grade_all_reads_a_yaml_roster_and_fetches_from_it(tmp_path):
     subprocess.run([*GIT, "add", "-A"], cwd=work, check=True)
     subprocess.run([*GIT, "commit", "-q", "-m", "uno"], cwd=work, check=True)
     push(work, "HEAD:main")
-    head = subprocess.run([*GIT, "rev-parse", "HEAD"], cwd=work, check=True, capture_output=True,
-                          text=True).stdout.strip()
+    head = subprocess.run(
+        [*GIT, "rev-parse", "HEAD"], cwd=work, check=True, capture_output=True, text=True
+    ).stdout.strip()
     submissions = tmp_path / "submissions"
     with served(remotes) as base:
-        path = write(tmp_path, "roster.yml", f"""\
+        path = write(
+            tmp_path,
+            "roster.yml",
+            f"""\
 version: 1
 organization: curso-tdc
 learners:
@@ -261,15 +288,23 @@ learners:
     url: {base}/ana.git
   - id: beto
     github: beto-r
-""")
+""",
+        )
         local = Allowed(("http", "https"), ("127.0.0.1", "github.com"))
         ana, beto = read_roster(path, submissions, local)
         assert (ana.id, ana.first_name, ana.last_name, ana.email, ana.url) == (
-            "ana", "Ana", "García López", "ana@example.org", f"{base}/ana.git")
+            "ana",
+            "Ana",
+            "García López",
+            "ana@example.org",
+            f"{base}/ana.git",
+        )
         assert beto.url == "https://github.com/curso-tdc/beto-r.git" and beto.folder == submissions / "beto"
         fetch(ana, local)
         assert ana.problem is None and ana.commit == head
-        assert (submissions / "ana" / "exercises" / "hola.py").read_text(encoding="utf-8") == "print('hola')\n"
+        assert (submissions / "ana" / "exercises" / "hola.py").read_text(
+            encoding="utf-8"
+        ) == "print('hola')\n"
 
     # The URLs grade-all allows are checked on the derived URL too; a learner with no way to a
     # repository is an error naming the line.

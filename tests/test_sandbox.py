@@ -21,21 +21,38 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 import torch
+from conftest import tagged_processes
 
 from autograder.core.i18n import feedback_text
-from autograder.sandbox.protocol import (DTYPES, MAGIC, MAX_HEADER, FrameReader, Handle, ProtocolError, decode,
-                                 encode, write_frame)
-from conftest import tagged_processes
-from autograder.sandbox.worker import landlock
-from autograder.sandbox.client import (PACKAGE_PARENT, Limits, Sandbox, StudentError, WorkerDied,
-                                copy_submission, worker_user)
+from autograder.sandbox.client import (
+    PACKAGE_PARENT,
+    Limits,
+    Sandbox,
+    StudentError,
+    WorkerDied,
+    copy_submission,
+    worker_user,
+)
 from autograder.sandbox.privileges import process_limit, tasks_of
+from autograder.sandbox.protocol import (
+    DTYPES,
+    MAGIC,
+    MAX_HEADER,
+    FrameReader,
+    Handle,
+    ProtocolError,
+    decode,
+    encode,
+    write_frame,
+)
+from autograder.sandbox.worker import landlock
 
 LINUX = sys.platform.startswith("linux")
 SECRET = "ghp_FAKE_SECRET_1234567890"
 
 
 # ================================================================ protocol
+
 
 def _no_handles(v):
     raise AssertionError(f"unexpected handle {v}")
@@ -82,8 +99,15 @@ def same_tensor(a: torch.Tensor, b: torch.Tensor) -> bool:
 @pytest.mark.parametrize("name", sorted(DTYPES))
 def test_tensor_round_trip_every_dtype(name):
     t = sample(name)
-    cases = [t, t.T, t[:, ::2], t.reshape(-1)[0].clone(), t[:0], torch.empty(0, 3, 0, dtype=t.dtype),
-             t.unsqueeze(0).expand(2, 3, 4)]
+    cases = [
+        t,
+        t.T,
+        t[:, ::2],
+        t.reshape(-1)[0].clone(),
+        t[:0],
+        torch.empty(0, 3, 0, dtype=t.dtype),
+        t.unsqueeze(0).expand(2, 3, 4),
+    ]
     if t.dtype.is_floating_point:
         cases.append(t.clone().requires_grad_(True))
     back = wire(cases)
@@ -174,8 +198,13 @@ def test_subclasses_travel_as_their_plain_data():
     """A Parameter, or a learner's own Tensor/ndarray subclass, is data: it arrives as a plain
     tensor/array holding what it really holds, whatever it overrides."""
     real = torch.arange(3.0)
-    got = wire([torch.nn.Parameter(real.clone()), real.clone().as_subclass(LyingTensor),
-                np.arange(4.0).view(LyingArray)])
+    got = wire(
+        [
+            torch.nn.Parameter(real.clone()),
+            real.clone().as_subclass(LyingTensor),
+            np.arange(4.0).view(LyingArray),
+        ]
+    )
     for value in got[:2]:
         assert type(value) is torch.Tensor and torch.equal(value, real)
     assert type(got[2]) is np.ndarray and np.array_equal(got[2], np.arange(4.0))
@@ -189,18 +218,31 @@ def test_handles_stay_opaque():
         return {"$t": "handle", "id": len(table), "type": type(obj).__name__, "repr": "<x>"}
 
     obj = object()
-    got = wire({"module": obj, "list": [torch.nn.Linear(2, 2)]}, make_handle,
-               resolve=lambda v: Handle(v["id"], v["type"], v["repr"]))
+    got = wire(
+        {"module": obj, "list": [torch.nn.Linear(2, 2)]},
+        make_handle,
+        resolve=lambda v: Handle(v["id"], v["type"], v["repr"]),
+    )
     assert got["module"] == Handle(1, "object", "<x>") and table[1] is obj
     assert got["list"][0].type == "Linear"
     assert encode(got["module"])[0] == {"$t": "handle", "id": 1}
 
 
-@pytest.mark.parametrize("value", [
-    torch.zeros(2, dtype=torch.complex64), torch.zeros(2, dtype=torch.uint16), np.zeros(2, dtype=object),
-    np.zeros(2, dtype=">f4"), np.zeros(2, dtype=np.longdouble), object(), {1, 2}, b"bytes",
-    "DEEP",
-], ids=lambda v: type(v).__name__)
+@pytest.mark.parametrize(
+    "value",
+    [
+        torch.zeros(2, dtype=torch.complex64),
+        torch.zeros(2, dtype=torch.uint16),
+        np.zeros(2, dtype=object),
+        np.zeros(2, dtype=">f4"),
+        np.zeros(2, dtype=np.longdouble),
+        object(),
+        {1, 2},
+        b"bytes",
+        "DEEP",
+    ],
+    ids=lambda v: type(v).__name__,
+)
 def test_encode_refuses_what_is_not_data(value):
     if isinstance(value, str) and value == "DEEP":
         value = []
@@ -219,48 +261,51 @@ def tensor_tree(**overrides):
 SIXTEEN = [b"\0" * 16]
 
 
-@pytest.mark.parametrize("tree,buffers", [
-    ({"$t": "pickle", "data": "gASV"}, []),
-    ({"$t": "object", "module": "os", "name": "system", "args": ["true"]}, []),
-    ({"$t": "handle2", "id": 1}, []),
-    ({"no": "tag"}, []),
-    ({"$t": 1}, []),
-    (tensor_tree(dtype="complex64"), SIXTEEN),
-    (tensor_tree(dtype="object"), SIXTEEN),
-    (tensor_tree(dtype="__import__('os').system('touch /tmp/pwned')"), SIXTEEN),
-    ({"$t": "dtype", "name": "__class__"}, []),
-    ({"$t": "dtype", "name": "load"}, []),
-    (tensor_tree(), [b"\0" * 12]),  # buffer/shape mismatch
-    (tensor_tree(shape=[2, 3]), SIXTEEN),
-    (tensor_tree(buf=1), SIXTEEN),
-    (tensor_tree(buf=-1), SIXTEEN),
-    (tensor_tree(buf="0"), SIXTEEN),
-    (tensor_tree(buf=True), SIXTEEN),
-    (tensor_tree(shape=[-2, -2]), SIXTEEN),
-    (tensor_tree(shape=[2.0, 2]), SIXTEEN),
-    (tensor_tree(shape=[True, 4]), SIXTEEN),
-    (tensor_tree(shape="2,2"), SIXTEEN),
-    (tensor_tree(shape=[0, 2**47, 2**47, 2**47]), [b""]),
-    (tensor_tree(device="xla"), SIXTEEN),
-    (tensor_tree(device="cuda:0; rm -rf /"), SIXTEEN),
-    (tensor_tree(device=["cpu"]), SIXTEEN),
-    (tensor_tree(buf=None), []),  # no data, yet not a meta tensor
-    ({"$t": "ndarray", "dtype": "bfloat16", "shape": [2], "buf": 0}, [b"\0" * 4]),
-    ({"$t": "ndarray", "dtype": "float32", "shape": [2], "buf": None}, []),
-    ({"$t": "device", "name": "cuda:0:1"}, []),
-    ({"$t": "device", "name": 3}, []),
-    ({"$t": "float", "v": "1e999"}, []),
-    ({"$t": "float", "v": "__import__('os')"}, []),
-    ({"$t": "bigint", "v": "9" * 5000}, []),
-    ({"$t": "bigint", "v": "12a"}, []),
-    ({"$t": "bigint", "v": 12}, []),
-    ({"$t": "tuple", "items": "abc"}, []),
-    ({"$t": "dict", "items": [[1]]}, []),
-    ({"$t": "dict", "items": [[{"$t": "tuple", "items": [[1]]}, 2]]}, []),  # unhashable key
-    ({"$t": "dict", "items": [[[1, 2], 3]]}, []),
-    ({"$t": "namespace", "attrs": [1, 2]}, []),
-    (json.loads("[" * 60 + "]" * 60), []),
-])
+@pytest.mark.parametrize(
+    "tree,buffers",
+    [
+        ({"$t": "pickle", "data": "gASV"}, []),
+        ({"$t": "object", "module": "os", "name": "system", "args": ["true"]}, []),
+        ({"$t": "handle2", "id": 1}, []),
+        ({"no": "tag"}, []),
+        ({"$t": 1}, []),
+        (tensor_tree(dtype="complex64"), SIXTEEN),
+        (tensor_tree(dtype="object"), SIXTEEN),
+        (tensor_tree(dtype="__import__('os').system('touch /tmp/pwned')"), SIXTEEN),
+        ({"$t": "dtype", "name": "__class__"}, []),
+        ({"$t": "dtype", "name": "load"}, []),
+        (tensor_tree(), [b"\0" * 12]),  # buffer/shape mismatch
+        (tensor_tree(shape=[2, 3]), SIXTEEN),
+        (tensor_tree(buf=1), SIXTEEN),
+        (tensor_tree(buf=-1), SIXTEEN),
+        (tensor_tree(buf="0"), SIXTEEN),
+        (tensor_tree(buf=True), SIXTEEN),
+        (tensor_tree(shape=[-2, -2]), SIXTEEN),
+        (tensor_tree(shape=[2.0, 2]), SIXTEEN),
+        (tensor_tree(shape=[True, 4]), SIXTEEN),
+        (tensor_tree(shape="2,2"), SIXTEEN),
+        (tensor_tree(shape=[0, 2**47, 2**47, 2**47]), [b""]),
+        (tensor_tree(device="xla"), SIXTEEN),
+        (tensor_tree(device="cuda:0; rm -rf /"), SIXTEEN),
+        (tensor_tree(device=["cpu"]), SIXTEEN),
+        (tensor_tree(buf=None), []),  # no data, yet not a meta tensor
+        ({"$t": "ndarray", "dtype": "bfloat16", "shape": [2], "buf": 0}, [b"\0" * 4]),
+        ({"$t": "ndarray", "dtype": "float32", "shape": [2], "buf": None}, []),
+        ({"$t": "device", "name": "cuda:0:1"}, []),
+        ({"$t": "device", "name": 3}, []),
+        ({"$t": "float", "v": "1e999"}, []),
+        ({"$t": "float", "v": "__import__('os')"}, []),
+        ({"$t": "bigint", "v": "9" * 5000}, []),
+        ({"$t": "bigint", "v": "12a"}, []),
+        ({"$t": "bigint", "v": 12}, []),
+        ({"$t": "tuple", "items": "abc"}, []),
+        ({"$t": "dict", "items": [[1]]}, []),
+        ({"$t": "dict", "items": [[{"$t": "tuple", "items": [[1]]}, 2]]}, []),  # unhashable key
+        ({"$t": "dict", "items": [[[1, 2], 3]]}, []),
+        ({"$t": "namespace", "attrs": [1, 2]}, []),
+        (json.loads("[" * 60 + "]" * 60), []),
+    ],
+)
 def test_decode_rejects_malformed_values(tree, buffers):
     with pytest.raises(ProtocolError):
         decode(tree, buffers, lambda v: Handle(int(v["id"]), "?", "?"))
@@ -270,22 +315,25 @@ def frame_bytes(header: bytes, *buffers: bytes) -> bytes:
     return MAGIC + struct.pack(">I", len(header)) + header + b"".join(buffers)
 
 
-@pytest.mark.parametrize("data", [
-    b"NOPE" + b"\0" * 20,  # bad magic
-    b"AGW2" + struct.pack(">I", 2) + b"{}",
-    MAGIC + struct.pack(">I", MAX_HEADER + 1),  # oversized header, refused before it arrives
-    MAGIC + struct.pack(">I", 2**32 - 1),
-    frame_bytes(b'{"msg": 1, "buffers": [600000000]}'),  # buffers too large
-    frame_bytes(b'{"msg": 1, "buffers": [300000000, 300000000]}'),
-    frame_bytes(b'{"msg": 1, "buffers": [-1]}'),
-    frame_bytes(b'{"msg": 1, "buffers": [true]}'),
-    frame_bytes(b'{"msg": 1, "buffers": "x"}'),
-    frame_bytes(b'{"msg": 1}'),
-    frame_bytes(b'[1, 2]'),
-    frame_bytes(b'{"msg": NaN-ish garbage'),
-    frame_bytes(b"\xff\xfe not json"),
-    frame_bytes(b"[" * 200_000 + b"]" * 200_000),  # nested too deep for the JSON parser
-])
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"NOPE" + b"\0" * 20,  # bad magic
+        b"AGW2" + struct.pack(">I", 2) + b"{}",
+        MAGIC + struct.pack(">I", MAX_HEADER + 1),  # oversized header, refused before it arrives
+        MAGIC + struct.pack(">I", 2**32 - 1),
+        frame_bytes(b'{"msg": 1, "buffers": [600000000]}'),  # buffers too large
+        frame_bytes(b'{"msg": 1, "buffers": [300000000, 300000000]}'),
+        frame_bytes(b'{"msg": 1, "buffers": [-1]}'),
+        frame_bytes(b'{"msg": 1, "buffers": [true]}'),
+        frame_bytes(b'{"msg": 1, "buffers": "x"}'),
+        frame_bytes(b'{"msg": 1}'),
+        frame_bytes(b"[1, 2]"),
+        frame_bytes(b'{"msg": NaN-ish garbage'),
+        frame_bytes(b"\xff\xfe not json"),
+        frame_bytes(b"[" * 200_000 + b"]" * 200_000),  # nested too deep for the JSON parser
+    ],
+)
 def test_frame_reader_rejects_garbage(data):
     reader = FrameReader()
     reader.feed(data)
@@ -303,7 +351,7 @@ def test_frame_reader_waits_for_whole_frames():
     reader = FrameReader()
     frames = []
     for i in range(len(data)):
-        reader.feed(data[i:i + 1])
+        reader.feed(data[i : i + 1])
         frame = reader.take()
         if frame is not None:
             frames.append(frame)
@@ -322,6 +370,7 @@ def test_decoding_never_runs_code(monkeypatch, tmp_path):
         def trap(*args, **kwargs):
             calls.append(name)
             raise AssertionError(f"{name} called while decoding")
+
         return trap
 
     canary = tmp_path / "pwned"
@@ -331,14 +380,25 @@ def test_decoding_never_runs_code(monkeypatch, tmp_path):
             return (os.system, (f"touch {canary}",))
 
     payload = pickle.dumps(Evil())
-    tree = {"$t": "dict", "items": [
-        ["pickle", {"$t": "tensor", "dtype": "uint8", "shape": [len(payload)], "device": "cpu", "buf": 0}],
-        ["array", {"$t": "ndarray", "dtype": "uint8", "shape": [len(payload)], "buf": 0}],
-        ["__reduce__", "os.system"],
-        ["ns", {"$t": "namespace", "attrs": {"__class__": "os.system", "__reduce__": payload.hex(),
-                                              "__getattr__": "eval"}}],
-        ["big", {"$t": "bigint", "v": "123456789012345678901234567890"}],
-    ]}
+    tree = {
+        "$t": "dict",
+        "items": [
+            [
+                "pickle",
+                {"$t": "tensor", "dtype": "uint8", "shape": [len(payload)], "device": "cpu", "buf": 0},
+            ],
+            ["array", {"$t": "ndarray", "dtype": "uint8", "shape": [len(payload)], "buf": 0}],
+            ["__reduce__", "os.system"],
+            [
+                "ns",
+                {
+                    "$t": "namespace",
+                    "attrs": {"__class__": "os.system", "__reduce__": payload.hex(), "__getattr__": "eval"},
+                },
+            ],
+            ["big", {"$t": "bigint", "v": "123456789012345678901234567890"}],
+        ],
+    }
     original_import = builtins.__import__
 
     def no_new_imports(name, *args, **kwargs):
@@ -346,9 +406,17 @@ def test_decoding_never_runs_code(monkeypatch, tmp_path):
             calls.append(f"import {name}")
         return original_import(name, *args, **kwargs)
 
-    for owner, name in ((pickle, "loads"), (pickle, "load"), (pickle, "Unpickler"), (torch, "load"),
-                        (builtins, "eval"), (builtins, "exec"), (builtins, "compile"),
-                        (os, "system"), (subprocess, "Popen")):
+    for owner, name in (
+        (pickle, "loads"),
+        (pickle, "load"),
+        (pickle, "Unpickler"),
+        (torch, "load"),
+        (builtins, "eval"),
+        (builtins, "exec"),
+        (builtins, "compile"),
+        (os, "system"),
+        (subprocess, "Popen"),
+    ):
         monkeypatch.setattr(owner, name, forbid(f"{owner.__name__}.{name}"))
     monkeypatch.setattr(builtins, "__import__", no_new_imports)
     r, w = os.pipe()
@@ -367,6 +435,7 @@ def test_decoding_never_runs_code(monkeypatch, tmp_path):
 
 
 # ================================================================ copying a submission
+
 
 def test_copy_submission_skips_links_caches_and_huge_files(tmp_path):
     src = tmp_path / "src"
@@ -664,7 +733,9 @@ def worker_status(box: Sandbox) -> dict[str, str]:
     """The worker's /proc/PID/status, read from this (trusted) side: the walled-in worker
     itself cannot open /proc."""
     text = Path(f"/proc/{box.worker_pid}/status").read_text()
-    return {key: value.strip() for key, value in (line.split(":", 1) for line in text.splitlines() if ":" in line)}
+    return {
+        key: value.strip() for key, value in (line.split(":", 1) for line in text.splitlines() if ":" in line)
+    }
 
 
 @pytest.mark.skipif(not LINUX, reason="Linux only")
@@ -682,8 +753,12 @@ def test_worker_identity_and_reach(box):
     assert (me["uid"], me["euid"], me["groups"]) == (uid, uid, [])
     assert int(status["CapEff"], 16) == 0 and int(status["CapPrm"], 16) == 0  # never a capability
     marker = f"planted-{os.getpid()}-{random.randrange(10**9)}.txt"
-    targets = [PACKAGE_PARENT / marker, PACKAGE_PARENT / "autograder" / "graders" / marker,
-               box.root / marker, Path(sys.prefix) / marker]
+    targets = [
+        PACKAGE_PARENT / marker,
+        PACKAGE_PARENT / "autograder" / "graders" / marker,
+        box.root / marker,
+        Path(sys.prefix) / marker,
+    ]
     try:
         for target in targets:
             assert box.call(tiny(box, "try_write"), str(target)) == "PermissionError", target
@@ -820,9 +895,17 @@ def test_a_runtime_folder_that_holds_the_engine_is_opened_around_it(tmp_path):
         try:
             import ctypes
 
-            ctypes.CDLL(None).prctl(38, 1, 0, 0, 0)  # no_new_privs, as every worker: Landlock needs it without root
-            report = confine({"runtime": [str(site)], "deny": [str(site / "autograder")],
-                              "root": str(tmp_path / "root"), "home": str(tmp_path / "home")})
+            ctypes.CDLL(None).prctl(
+                38, 1, 0, 0, 0
+            )  # no_new_privs, as every worker: Landlock needs it without root
+            report = confine(
+                {
+                    "runtime": [str(site)],
+                    "deny": [str(site / "autograder")],
+                    "root": str(tmp_path / "root"),
+                    "home": str(tmp_path / "home"),
+                }
+            )
             seen = []
             for path in (site / "torchlike" / "ops.py", site / "autograder" / "graders" / "key.yml"):
                 try:
@@ -881,7 +964,8 @@ def test_a_grader_can_build_a_library_object_in_the_worker_but_import_nothing_el
     folder.mkdir()
     (folder / "data.py").write_text(
         "import torch\n\ndef draw(generator):\n    return torch.randint(0, 1000, (3,), generator=generator)\n",
-        encoding="utf-8")
+        encoding="utf-8",
+    )
     with Sandbox(folder) as sandbox:
         torch_handle = sandbox.library("torch")
         first = sandbox.call(sandbox.getattr(torch_handle, "Generator"))
@@ -895,6 +979,7 @@ def test_a_grader_can_build_a_library_object_in_the_worker_but_import_nothing_el
 
 
 # ================================================================ the warm pool
+
 
 @pytest.mark.skipif(not LINUX, reason="the warm pool is Linux only")
 def test_the_worker_starts_the_expected_way(box):

@@ -23,8 +23,13 @@ from autograder.sandbox.worker import seccomp, syscall_table
 X86_HEADER = Path("/usr/include/x86_64-linux-gnu/asm/unistd_64.h")
 GENERIC_HEADER = Path("/usr/include/asm-generic/unistd.h")
 # What arm64's asm/unistd.h sets before it includes the generic table.
-ARM64_SWITCHES = ("__ARCH_WANT_RENAMEAT", "__ARCH_WANT_NEW_STAT", "__ARCH_WANT_SET_GET_RLIMIT",
-                  "__ARCH_WANT_SYS_CLONE3", "__ARCH_WANT_MEMFD_SECRET")
+ARM64_SWITCHES = (
+    "__ARCH_WANT_RENAMEAT",
+    "__ARCH_WANT_NEW_STAT",
+    "__ARCH_WANT_SET_GET_RLIMIT",
+    "__ARCH_WANT_SYS_CLONE3",
+    "__ARCH_WANT_MEMFD_SECRET",
+)
 TABLES = {"x86_64": syscall_table.X86_64, "aarch64": syscall_table.AARCH64}
 ARCH_IDS = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 PID = 4242  # the worker's pid, as the filter is built for it
@@ -60,18 +65,26 @@ def header_table_x86() -> dict[str, int]:
 
 
 def header_table_generic() -> dict[str, int]:
-    defines = subprocess.run(["cpp", "-dM", *(f"-D{switch}" for switch in ARM64_SWITCHES), str(GENERIC_HEADER)],
-                             capture_output=True, text=True, check=True).stdout
+    defines = subprocess.run(
+        ["cpp", "-dM", *(f"-D{switch}" for switch in ARM64_SWITCHES), str(GENERIC_HEADER)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     raw = dict(re.findall(r"^#define (__NR\w*) (\S+)$", defines, re.MULTILINE))
 
     def number(value: str) -> int:
         return int(value) if value.isdigit() else number(raw[value])
 
-    return {name[5:]: number(value) for name, value in raw.items()
-            if name.startswith("__NR_") and name not in ("__NR_syscalls", "__NR_arch_specific_syscall")}
+    return {
+        name[5:]: number(value)
+        for name, value in raw.items()
+        if name.startswith("__NR_") and name not in ("__NR_syscalls", "__NR_arch_specific_syscall")
+    }
 
 
 # ------------------------------------------------------------------ the tables
+
 
 @pytest.mark.skipif(not X86_HEADER.exists(), reason="no x86-64 kernel headers here")
 def test_the_x86_64_table_is_the_kernel_headers():
@@ -105,6 +118,7 @@ def test_the_policy_names_only_real_calls_and_checks_what_it_says():
 
 # ------------------------------------------------------------------ the filter, run as a table
 
+
 @pytest.mark.parametrize("machine", TABLES)
 def test_each_call_gets_its_verdict(machine):
     program, arch = seccomp.program(PID, machine), ARCH_IDS[machine]
@@ -123,9 +137,23 @@ def test_calls_that_name_a_process_act_on_the_worker_only(machine):
     program, arch, table = seccomp.program(PID, machine), ARCH_IDS[machine], TABLES[machine]
     allow, esrch, eperm = seccomp.RET_ALLOW, seccomp.RET_ERRNO | errno.ESRCH, seccomp.RET_ERRNO | errno.EPERM
     others = (1, PID - 1, PID + 1, 0x7FFFFFFF, -1, -PID)
-    for name in ("prlimit64", "sched_setaffinity", "sched_getaffinity", "sched_setscheduler", "sched_setparam",
-                 "sched_setattr", "sched_getscheduler", "sched_getparam", "sched_getattr", "sched_rr_get_interval",
-                 "getpgid", "getsid", "move_pages", "migrate_pages", "get_robust_list"):
+    for name in (
+        "prlimit64",
+        "sched_setaffinity",
+        "sched_getaffinity",
+        "sched_setscheduler",
+        "sched_setparam",
+        "sched_setattr",
+        "sched_getscheduler",
+        "sched_getparam",
+        "sched_getattr",
+        "sched_rr_get_interval",
+        "getpgid",
+        "getsid",
+        "move_pages",
+        "migrate_pages",
+        "get_robust_list",
+    ):
         for pid in (0, PID, PID | 1 << 32):  # the kernel reads pid_t: the high bits do not matter to it
             assert run_bpf(program, table[name], arch, (pid, 5, 0, 0, 0, 0)) == allow, (name, pid)
         for pid in others:
@@ -140,7 +168,10 @@ def test_calls_that_name_a_process_act_on_the_worker_only(machine):
         assert run_bpf(program, table[name], arch, (per_process, PID + 1, 19, 0, 0, 0)) == eperm, name
         for selector in range(4):  # process group and user selectors, even with "0 = mine"
             if selector != per_process:
-                assert run_bpf(program, table[name], arch, (selector, 0, 19, 0, 0, 0)) == eperm, (name, selector)
+                assert run_bpf(program, table[name], arch, (selector, 0, 19, 0, 0, 0)) == eperm, (
+                    name,
+                    selector,
+                )
     for pid in (0, PID, -PID):
         assert run_bpf(program, table["kill"], arch, (pid, 9, 0, 0, 0, 0)) == allow
     for pid in (-1, 1, PID + 1, -(PID + 1)):
@@ -153,7 +184,10 @@ def test_calls_that_name_a_process_act_on_the_worker_only(machine):
 @pytest.mark.parametrize("machine", TABLES)
 def test_threads_yes_processes_no_and_unknown_numbers_are_enosys(machine):
     program, arch, table = seccomp.program(PID, machine), ARCH_IDS[machine], TABLES[machine]
-    assert run_bpf(program, table["clone"], arch, (seccomp.CLONE_THREAD | 0x3D0F00, 0, 0, 0, 0, 0)) == seccomp.RET_ALLOW
+    assert (
+        run_bpf(program, table["clone"], arch, (seccomp.CLONE_THREAD | 0x3D0F00, 0, 0, 0, 0, 0))
+        == seccomp.RET_ALLOW
+    )
     assert run_bpf(program, table["clone"], arch, (0x11, 0, 0, 0, 0, 0)) == seccomp.RET_ERRNO | errno.EPERM
     for name in ("setpgid", "setsid"):
         assert run_bpf(program, table[name], arch) == seccomp.RET_ERRNO | errno.EPERM

@@ -19,14 +19,15 @@ import time
 from pathlib import Path
 
 import pytest
-
-from autograder.sandbox.client import Sandbox, worker_user
-
 from cohort_factory import HANG_NAME, RUN_TIMEOUT, forever_hanging, lesson03_cohort, records, results
 from conftest import ROOT, SEED, alive, children_of, descendants
 
-pytestmark = [pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the warm pool is Linux only"),
-              pytest.mark.timeout(1200)]
+from autograder.sandbox.client import Sandbox, worker_user
+
+pytestmark = [
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the warm pool is Linux only"),
+    pytest.mark.timeout(1200),
+]
 ZYGOTE_MAIN = b"autograder.sandbox.worker.zygote import main"
 UNPRIVILEGED = worker_user() is not None
 
@@ -35,7 +36,6 @@ UNPRIVILEGED = worker_user() is not None
 def warm_pool_on(monkeypatch):
     """The shared zygote is the subject: on whatever the caller's AUTOGRADER_WARM_POOL."""
     monkeypatch.setenv("AUTOGRADER_WARM_POOL", "1")
-
 
 
 def _cmdline(pid: int) -> bytes:
@@ -55,8 +55,11 @@ def _ppid(pid: int) -> int | None:
 def zygotes_under(root: int) -> set[int]:
     """The zygotes below `root`: processes running the zygote whose parent does not (the
     supervisors and workers a zygote forks run the same command line)."""
-    return {pid for pid in descendants(root)
-            if ZYGOTE_MAIN in _cmdline(pid) and ZYGOTE_MAIN not in _cmdline(_ppid(pid) or 0)}
+    return {
+        pid
+        for pid in descendants(root)
+        if ZYGOTE_MAIN in _cmdline(pid) and ZYGOTE_MAIN not in _cmdline(_ppid(pid) or 0)
+    }
 
 
 def grading_processes(root: int) -> list[int]:
@@ -131,9 +134,27 @@ def _wait(condition, seconds: float, what: str):
 
 
 def _start(submissions: Path, out: Path, jobs: int) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "autograder", "grade-all", str(submissions), "--out", str(out),
-                             "--jobs", str(jobs), "--lessons", "03", "--seed", str(SEED)], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "autograder",
+            "grade-all",
+            str(submissions),
+            "--out",
+            str(out),
+            "--jobs",
+            str(jobs),
+            "--lessons",
+            "03",
+            "--seed",
+            str(SEED),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def test_two_grading_processes_fork_their_workers_from_one_zygote(course, tmp_path):
@@ -142,8 +163,11 @@ def test_two_grading_processes_fork_their_workers_from_one_zygote(course, tmp_pa
     proc = _start(submissions, tmp_path / "out", jobs=2)
     watch = Watch(proc.pid)
     try:
-        graders = _wait(lambda: len(grading_processes(proc.pid)) == 2 and grading_processes(proc.pid), 120,
-                        "two grading processes")
+        graders = _wait(
+            lambda: len(grading_processes(proc.pid)) == 2 and grading_processes(proc.pid),
+            120,
+            "two grading processes",
+        )
         stdout, stderr = proc.communicate(timeout=RUN_TIMEOUT)
     finally:
         proc.kill()
@@ -159,9 +183,12 @@ def test_two_grading_processes_fork_their_workers_from_one_zygote(course, tmp_pa
     assert scores["ana"] == 100 and scores["beto"] == 0, scores
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="which worker serves which grading process is read from the grading "
-                    "processes' /proc/PID/fd, which only root can read: they make themselves non-dumpable "
-                    "(isolation.hide_environment)")
+@pytest.mark.skipif(
+    os.geteuid() != 0,
+    reason="which worker serves which grading process is read from the grading "
+    "processes' /proc/PID/fd, which only root can read: they make themselves non-dumpable "
+    "(isolation.hide_environment)",
+)
 def test_a_killed_grading_process_leaves_the_zygote_and_the_other_workers_alone(course, tmp_path):
     """Two learners hang in forward(), one per grading process. Killing one grading process ends
     its worker only: the other worker, and the zygote, go on; the process started in its place
@@ -174,10 +201,15 @@ def test_a_killed_grading_process_leaves_the_zygote_and_the_other_workers_alone(
     watch = Watch(proc.pid)
     try:
         # Learners go out in name order: each grading process is stuck on one of the two.
-        owners = _wait(lambda: (found := hanging_workers(proc.pid)) and len(set(found.values())) == 2 and found,
-                       300, "both grading processes stuck in a hanging forward()")
+        owners = _wait(
+            lambda: (found := hanging_workers(proc.pid)) and len(set(found.values())) == 2 and found,
+            300,
+            "both grading processes stuck in a hanging forward()",
+        )
         (zygote,) = zygotes_under(proc.pid)
-        (victim_worker, victim), (survivor_worker, survivor) = sorted(owners.items(), key=lambda item: item[1])
+        (victim_worker, victim), (survivor_worker, survivor) = sorted(
+            owners.items(), key=lambda item: item[1]
+        )
         os.kill(victim, signal.SIGKILL)
         _wait(lambda: not alive([victim, victim_worker]), 30, "the killed process and its worker gone")
         # The other worker was not disturbed (it sleeps for good; only its check's wall-clock
@@ -244,7 +276,10 @@ def test_the_zygote_serves_each_client_on_its_own_and_exits_when_all_are_gone(tm
     shared = start_shared_zygote(tmp_path)
     assert shared is not None
     try:
-        first, second = AttachedPool(shared.attach(), shared.pid, 120), AttachedPool(shared.attach(), shared.pid, 120)
+        first, second = (
+            AttachedPool(shared.attach(), shared.pid, 120),
+            AttachedPool(shared.attach(), shared.pid, 120),
+        )
         first.wait_ready()
         second.wait_ready()
         first.close()

@@ -14,7 +14,6 @@ import subprocess
 import sys
 
 import pytest
-
 from conftest import ROOT, SEED
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the split forks: Linux only")
@@ -62,9 +61,14 @@ LESSONS = "01,02,03,04"
 
 
 def run(sabotage: str = "none", lessons: str = LESSONS, **env) -> tuple[dict, str]:
-    proc = subprocess.run([sys.executable, "-c", SCRIPT, sabotage, str(ROOT), str(SEED), lessons],
-                          capture_output=True, text=True, timeout=300, cwd=ROOT,
-                          env={**os.environ, "AUTOGRADER_SPLIT": "1", "AUTOGRADER_WARM_POOL": "1", **env})
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT, sabotage, str(ROOT), str(SEED), lessons],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+        env={**os.environ, "AUTOGRADER_SPLIT": "1", "AUTOGRADER_WARM_POOL": "1", **env},
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr
 

@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 
 from autograder.core.manifest import load_course
-from autograder.engine import references
 from autograder.course.stubs import (
     Region,
     StubError,
@@ -29,6 +28,7 @@ from autograder.course.stubs import (
     strip_markers,
     sync,
 )
+from autograder.engine import references
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -297,9 +297,7 @@ def course_root(tmp_path):
     (lesson / "stale.pyc").write_bytes(b"\x00\xff")
     own = tmp_path / "exercises" / "01-demo"  # the lesson's other files live in exercises/ only
     (own / "data").mkdir(parents=True)
-    (own / "README.md").write_text(
-        "# Lección\n\n### BEGIN no es un marcador en Markdown\n", encoding="utf-8"
-    )
+    (own / "README.md").write_text("# Lección\n\n### BEGIN no es un marcador en Markdown\n", encoding="utf-8")
     (own / "data" / "notes.txt").write_text("texto\n", encoding="utf-8")
     return tmp_path
 
@@ -361,9 +359,13 @@ def test_the_reference_pieces_later_lessons_use_are_made_from_the_solutions(cour
     # A second lesson that imports the first one's demo.py: its graders get the reference piece,
     # which the engine makes from the marked solution; `autograder stubs` writes no copy of it.
     manifest = (course_root / "course.yml").read_text(encoding="utf-8")
-    second = MANIFEST.split("lessons:\n", 1)[1].replace('id: "01"', 'id: "02"').replace("slug: demo", "slug: more")
-    (course_root / "course.yml").write_text(manifest + second.replace("graders: lesson01", "graders: lesson02\n    uses: [\"01\"]"),
-                                            encoding="utf-8")
+    second = (
+        MANIFEST.split("lessons:\n", 1)[1].replace('id: "01"', 'id: "02"').replace("slug: demo", "slug: more")
+    )
+    (course_root / "course.yml").write_text(
+        manifest + second.replace("graders: lesson01", 'graders: lesson02\n    uses: ["01"]'),
+        encoding="utf-8",
+    )
     shutil.copytree(course_root / "solutions" / "01-demo", course_root / "solutions" / "02-more")
     (course_root / "autograder" / "graders").mkdir(parents=True)
     course = load_course(course_root / "course.yml")

@@ -25,9 +25,9 @@ from conftest import ROOT, SEED, descendants, grade_folder, solution_files, writ
 from lesson03_variants import BUGGY
 
 from autograder.core import i18n
-from autograder.render.attention_png import LEAK_COLOR, NAN_COLOR, attention_png
 from autograder.learner.attention_probe import BLOCK_SIZE, N_HEAD, InputError, tokenize
 from autograder.learner.viewer import ViewerApp, ViewerServer
+from autograder.render.attention_png import LEAK_COLOR, NAN_COLOR, attention_png
 
 CHROMIUM = "/usr/bin/chromium"
 VARIANTS = {variant.name: variant for variant in BUGGY}
@@ -36,6 +36,7 @@ START_SECONDS = 60
 
 
 # ---------------------------------------------------------------- the viewer as a process
+
 
 @dataclass
 class Viewer:
@@ -62,7 +63,11 @@ class Viewer:
 def launch(folder: Path, *extra: str) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "autograder", "viewer", "--no-browser", "--submission", str(folder), *extra],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def start_viewer(folder: Path, *extra: str) -> Viewer:
@@ -96,13 +101,16 @@ def solution_viewer(tmp_path_factory, lesson03):
 @pytest.fixture(scope="module")
 def leaky_viewer(tmp_path_factory, lesson03):
     # No mask on either path: masked_fill's result thrown away (explicit), no is_causal (fused).
-    folder = submission(tmp_path_factory.mktemp("leaky"), lesson03, "mask-result-discarded", "fused-not-causal")
+    folder = submission(
+        tmp_path_factory.mktemp("leaky"), lesson03, "mask-result-discarded", "fused-not-causal"
+    )
     viewer = start_viewer(folder)
     yield viewer
     viewer.stop()
 
 
 # ---------------------------------------------------------------- the browser
+
 
 @pytest.fixture(scope="module")
 def browser():
@@ -154,7 +162,9 @@ def show(page, viewer: Viewer, text: str, mode: str = "explicit", *, typed: bool
     page.wait_for_function(
         """([text, mode]) => { const s = document.getElementById('status');
              return document.body.dataset.settled === '1' && s.dataset.text === text && s.dataset.mode === mode; }""",
-        arg=[text, mode], timeout=START_SECONDS * 1000)
+        arg=[text, mode],
+        timeout=START_SECONDS * 1000,
+    )
     return page.get_attribute("#status", "data-status")
 
 
@@ -163,7 +173,7 @@ def messages(page) -> list[str]:
 
 
 def css_rgb(hex_color: str) -> str:
-    r, g, b = (int(hex_color[k:k + 2], 16) for k in (1, 3, 5))
+    r, g, b = (int(hex_color[k : k + 2], 16) for k in (1, 3, 5))
     return f"rgb({r}, {g}, {b})"
 
 
@@ -176,6 +186,7 @@ def weights_of(grid: dict) -> np.ndarray:
 
 
 # ---------------------------------------------------------------- in the browser
+
 
 def test_solution_grid_is_causal_on_both_paths(page, solution_viewer):
     T = len(SENTENCE)
@@ -199,7 +210,9 @@ def test_solution_grid_is_causal_on_both_paths(page, solution_viewer):
     assert page.is_visible("#export")
     growth = page.inner_text("#growth-text")
     assert f"T = {T}" in growth and str(T * T) in growth and str(N_HEAD * T * T) in growth
-    assert page.inner_text("#growth-table tr.current") .split() == [str(v) for v in (T, T * T, T * (T + 1) // 2, N_HEAD * T * T)]
+    assert page.inner_text("#growth-table tr.current").split() == [
+        str(v) for v in (T, T * T, T * (T + 1) // 2, N_HEAD * T * T)
+    ]
 
     # The fused path: its weights are measured (SDPA keeps none), and they are the same.
     assert show(page, solution_viewer, SENTENCE, "fused", typed=False) == "ok"
@@ -223,10 +236,14 @@ def test_leaking_mask_is_marked_not_hidden(page, leaky_viewer):
             # Every future cell has weight (there is no mask at all) and is outlined in red.
             assert len(leaks) == future and all(cell["j"] > cell["i"] for cell in leaks)
             assert all(float(cell["weight"]) > 0 and not cell["masked"] for cell in leaks)
-            assert all(cell["outline"] == css_rgb(LEAK_COLOR) and cell["outlineStyle"] == "solid" for cell in leaks)
+            assert all(
+                cell["outline"] == css_rgb(LEAK_COLOR) and cell["outlineStyle"] == "solid" for cell in leaks
+            )
         shown = messages(page)
-        assert shown[:2] == [i18n.translate("lesson03.future_weights", "es", count=future),
-                             i18n.translate("viewer.leak_marked", "es")]
+        assert shown[:2] == [
+            i18n.translate("lesson03.future_weights", "es", count=future),
+            i18n.translate("viewer.leak_marked", "es"),
+        ]
     assert page.inner_text("#sdpa") == i18n.translate("viewer.sdpa_not_causal", "es")
     assert i18n.translate("lesson03.sdpa_not_causal", "es") in shown
 
@@ -263,16 +280,27 @@ def test_oversize_sentence_gets_a_message_and_the_page_recovers(page, solution_v
     longest = "ab" * (BLOCK_SIZE // 2)
     assert show(page, solution_viewer, longest, typed=False) == "ok"
     sizes = page.eval_on_selector_all(
-        "table.attention", "tables => tables.map(t => [t.tBodies[0].rows.length, t.querySelectorAll('td.cell').length,"
-                           " t.querySelectorAll('td.masked').length])")
+        "table.attention",
+        "tables => tables.map(t => [t.tBodies[0].rows.length, t.querySelectorAll('td.cell').length,"
+        " t.querySelectorAll('td.masked').length])",
+    )
     side = BLOCK_SIZE
     assert sizes == [[side, side * side, side * (side - 1) // 2]] * N_HEAD
 
 
 # ---------------------------------------------------------------- HTTP, without a browser
 
-def request(port: int, method: str, path: str, body: bytes | None = None, *, host: str | None = None,
-            address: str = "127.0.0.1", headers: dict | None = None) -> tuple[int, dict, bytes]:
+
+def request(
+    port: int,
+    method: str,
+    path: str,
+    body: bytes | None = None,
+    *,
+    host: str | None = None,
+    address: str = "127.0.0.1",
+    headers: dict | None = None,
+) -> tuple[int, dict, bytes]:
     conn = http.client.HTTPConnection(address, port, timeout=60)
     try:
         conn.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
@@ -288,10 +316,18 @@ def request(port: int, method: str, path: str, body: bytes | None = None, *, hos
         conn.close()
 
 
-def ask(port: int, text: str, mode: str = "explicit", *, headers: dict | None = None, **kwargs) -> tuple[int, dict]:
+def ask(
+    port: int, text: str, mode: str = "explicit", *, headers: dict | None = None, **kwargs
+) -> tuple[int, dict]:
     body = json.dumps({"text": text, "mode": mode}).encode()
-    status, _, answer = request(port, "POST", "/api/attention", body,
-                                headers={"Content-Type": "application/json", **(headers or {})}, **kwargs)
+    status, _, answer = request(
+        port,
+        "POST",
+        "/api/attention",
+        body,
+        headers={"Content-Type": "application/json", **(headers or {})},
+        **kwargs,
+    )
     return status, json.loads(answer)
 
 
@@ -305,9 +341,13 @@ def test_foreign_host_and_cross_site_requests_are_refused(solution_viewer):
     assert status == 403 and answer["status"] == "refused"
     assert answer["messages"][0]["text"] == i18n.translate("viewer.refused_host", "es", host="rebind.example")
     # Another site's page in the learner's browser, posting to the viewer.
-    status, answer = ask(port, "hola", headers={"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"})
+    status, answer = ask(
+        port, "hola", headers={"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site"}
+    )
     assert status == 403
-    assert answer["messages"][0]["text"] == i18n.translate("viewer.refused_origin", "es", origin="https://evil.example")
+    assert answer["messages"][0]["text"] == i18n.translate(
+        "viewer.refused_origin", "es", origin="https://evil.example"
+    )
     # An opaque origin (a sandboxed frame, a file: or data: page) is no site of ours either.
     for origin in ("null", "Null"):
         status, answer = ask(port, "hola", headers={"Origin": origin})
@@ -316,7 +356,9 @@ def test_foreign_host_and_cross_site_requests_are_refused(solution_viewer):
     status, headers, body = request(port, "GET", "/", headers={"Origin": "null"})
     assert status == 403 and "null" in body.decode()
     # The viewer's own page, posting from its own origin, is served.
-    status, answer = ask(port, "hola", headers={"Origin": f"http://127.0.0.1:{port}", "Sec-Fetch-Site": "same-origin"})
+    status, answer = ask(
+        port, "hola", headers={"Origin": f"http://127.0.0.1:{port}", "Sec-Fetch-Site": "same-origin"}
+    )
     assert status == 200, answer
     # This machine's own names are served, and the page forbids framing and foreign scripts.
     for host in (f"localhost:{port}", f"[::1]:{port}", f"127.0.0.1:{port}"):
@@ -329,19 +371,25 @@ def test_foreign_host_and_cross_site_requests_are_refused(solution_viewer):
 def test_oversize_and_malformed_bodies_are_refused(solution_viewer):
     port = solution_viewer.port
     huge = json.dumps({"text": "a" * 100_000}).encode()
-    status, _, body = request(port, "POST", "/api/attention", huge, headers={"Content-Type": "application/json"})
+    status, _, body = request(
+        port, "POST", "/api/attention", huge, headers={"Content-Type": "application/json"}
+    )
     assert status == 413
     assert json.loads(body)["messages"][0]["text"] == i18n.translate(
-        "viewer.body_too_large", "es", size=len(huge), max=4096)
+        "viewer.body_too_large", "es", size=len(huge), max=4096
+    )
     status, _, body = request(port, "POST", "/api/attention", b"hola", headers={"Content-Type": "text/plain"})
     assert status == 415 and json.loads(body)["status"] == "refused"
-    status, _, body = request(port, "POST", "/api/attention", b"{not json", headers={"Content-Type": "application/json"})
+    status, _, body = request(
+        port, "POST", "/api/attention", b"{not json", headers={"Content-Type": "application/json"}
+    )
     assert status == 400
     status, answer = ask(port, "hola", mode="sideways")
     assert status == 400 and "explicit, fused" in answer["messages"][0]["text"]
     status, answer = ask(port, "hola\x07")
     assert status == 422 and answer["messages"][0]["text"] == i18n.translate(
-        "viewer.control_character", "es", code="U+0007")
+        "viewer.control_character", "es", code="U+0007"
+    )
     # The server is still there and answers a good request.
     status, answer = ask(port, "ok")
     assert status == 200 and answer["status"] == "ok"
@@ -395,7 +443,9 @@ def test_codespaces_forwarded_host_is_this_machine(tmp_path, monkeypatch):
         # Another codespace, or another port of this one, is not this viewer.
         for host in (f"someone-else-{port}.app.github.dev", "octocat-fluffy-space-1234-1.app.github.dev"):
             status, _, body = request(port, "GET", "/", host=host)
-            assert status == 403 and body.decode().strip() == i18n.translate("viewer.refused_host", "en", host=host)
+            assert status == 403 and body.decode().strip() == i18n.translate(
+                "viewer.refused_host", "en", host=host
+            )
     finally:
         server.shutdown()
         server.server_close()
@@ -443,10 +493,15 @@ def test_missing_folder_is_a_usage_error(tmp_path):
 
 # ---------------------------------------------------------------- tokens and the PNG
 
+
 def test_tokens_are_characters_after_nfc():
     assert tokenize("e\u0301 a") == ["é", " ", "a"]  # e + combining accent is one character
     assert len(tokenize("x" * BLOCK_SIZE)) == BLOCK_SIZE
-    for bad, key in (("", "viewer.empty"), ("x" * (BLOCK_SIZE + 1), "viewer.too_long"), ("a\tb", "viewer.control_character")):
+    for bad, key in (
+        ("", "viewer.empty"),
+        ("x" * (BLOCK_SIZE + 1), "viewer.too_long"),
+        ("a\tb", "viewer.control_character"),
+    ):
         with pytest.raises(InputError) as caught:
             tokenize(bad)
         assert caught.value.text.key == key
@@ -464,7 +519,7 @@ def colour_pixels(png: bytes, hex_color: str) -> int:
     from PIL import Image
 
     rgb = np.asarray(Image.open(io.BytesIO(png)).convert("RGB")).astype(int)
-    target = np.array([int(hex_color[k:k + 2], 16) for k in (1, 3, 5)])
+    target = np.array([int(hex_color[k : k + 2], 16) for k in (1, 3, 5)])
     return int((np.abs(rgb - target).sum(axis=-1) <= 6).sum())
 
 
@@ -500,4 +555,3 @@ def test_export_png_of_the_solution_has_no_leak(solution_viewer):
     assert body.startswith(b"\x89PNG") and red_pixels(body) == 0
     status, _, body = request(solution_viewer.port, "GET", "/export.png?text=&mode=explicit")
     assert status == 422 and body.decode().strip() == i18n.translate("viewer.empty", "es")
-

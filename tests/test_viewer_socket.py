@@ -11,10 +11,9 @@ import threading
 from http.server import ThreadingHTTPServer
 
 import pytest
+from conftest import ROOT
 
 from autograder.learner.viewer import BIND_ADDRESS, ViewerApp, ViewerHandler, ViewerServer
-
-from conftest import ROOT
 
 
 def _app() -> ViewerApp:

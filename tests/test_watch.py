@@ -22,8 +22,8 @@ from learner_course import (
 )
 
 from autograder.core.history import LessonEntry, Record
-from autograder.learner.store import LocalStore
 from autograder.core.manifest import load_course
+from autograder.learner.store import LocalStore
 from autograder.learner.watch import changed_lessons, edited_todos, read_inputs
 
 # Generous bounds for a loaded machine; the measured times are printed (pytest -s) and are
@@ -33,8 +33,11 @@ REGRADE_S = 120
 
 
 def start_watch(root, *args, **env) -> Terminal:
-    return Terminal([sys.executable, "-m", "autograder", "--course", str(root / "course.yml"), "watch", *args],
-                    cwd=root, env=cli_env(TERM="xterm-256color", COLUMNS="110", **env))
+    return Terminal(
+        [sys.executable, "-m", "autograder", "--course", str(root / "course.yml"), "watch", *args],
+        cwd=root,
+        env=cli_env(TERM="xterm-256color", COLUMNS="110", **env),
+    )
 
 
 def stop_with_ctrl_c(term: Terminal) -> None:
@@ -59,15 +62,19 @@ def test_watch_a_lesson_regrades_on_save(tmp_path):
         assert first, term.text[-3000:]
         print(f"\nwatch 03: first grading shown after {time.monotonic() - started:.1f} s")
         assert "Vigilando exercises/03-atencion-causal/" in term.text
-        step = f"Siguiente: TODO [np-mask] en exercises/03-atencion-causal/attention_numpy.py:{todo_line(folder / 'attention_numpy.py', 'np-mask')}"
+        step = (
+            "Siguiente: TODO [np-mask] en exercises/03-atencion-causal/attention_numpy.py:"
+            f"{todo_line(folder / 'attention_numpy.py', 'np-mask')}"
+        )
         assert step in term.text
         assert "0/100 puntos · 0 de 23 comprobaciones · XP 0/50" in term.text
 
         # The learner finishes the NumPy warm-up and saves.
         mark = len(term.text)
         saved = time.monotonic()
-        (folder / "attention_numpy.py").write_text(solved_text("03-atencion-causal", "attention_numpy.py"),
-                                                   encoding="utf-8")
+        (folder / "attention_numpy.py").write_text(
+            solved_text("03-atencion-causal", "attention_numpy.py"), encoding="utf-8"
+        )
         regraded = term.read_until(r"Siguiente: TODO \[mask\][^\n]*\n[\s\S]*Esperando", REGRADE_S, start=mark)
         assert regraded, term.text[mark:]
         print(f"watch 03: re-graded {time.monotonic() - saved:.1f} s after the save")
@@ -75,8 +82,10 @@ def test_watch_a_lesson_regrades_on_save(tmp_path):
         assert "cambios en 03-atencion-causal/attention_numpy.py" in after
         assert "30/100 puntos · 6 de 23 comprobaciones" in after
         assert "(+30 puntos desde la corrección anterior)" in after
-        assert (f"Siguiente: TODO [mask] en exercises/03-atencion-causal/attention.py:"
-                f"{todo_line(folder / 'attention.py', 'mask')}") in after
+        assert (
+            f"Siguiente: TODO [mask] en exercises/03-atencion-causal/attention.py:"
+            f"{todo_line(folder / 'attention.py', 'mask')}"
+        ) in after
         assert len(history_lines(root)) == 2, "each grading is recorded"
 
         # A README is not graded input: saving it starts no grading.
@@ -111,14 +120,17 @@ def test_watch_everything_by_polling_skips_completed_lessons(tmp_path):
         data.write_text(data.read_text(encoding="utf-8") + "\n# repaso\n", encoding="utf-8")
         skipped = term.read_until(r"no se vuelve a corregir", REGRADE_S, start=mark)
         assert skipped, term.text[mark:]
-        assert ("La lección 01 ya está completada: no se vuelve a corregir. Si quieres repasarla, pídelo: "
-                "autograder watch 01 (o autograder check 01).") in term.text[mark:]
+        assert (
+            "La lección 01 ya está completada: no se vuelve a corregir. Si quieres repasarla, pídelo: "
+            "autograder watch 01 (o autograder check 01)."
+        ) in term.text[mark:]
         assert len(history_lines(root)) == 2, "a completed lesson is not graded again"
 
         mark = len(term.text)
         saved = time.monotonic()
         (root / "exercises" / "03-atencion-causal" / "quiz.yml").write_text(
-            solved_text("03-atencion-causal", "quiz.yml"), encoding="utf-8")
+            solved_text("03-atencion-causal", "quiz.yml"), encoding="utf-8"
+        )
         assert term.read_until(r"6/100 puntos[\s\S]*Esperando", REGRADE_S, start=mark), term.text[mark:]
         print(f"\nwatch --poll: re-graded {time.monotonic() - saved:.1f} s after the save")
         assert "cambios en 03-atencion-causal/quiz.yml" in term.text[mark:]
@@ -151,8 +163,15 @@ def test_notifications_refused_fall_back_to_polling(tmp_path):
                 print("changed:", sorted(p.name for p in seen), flush=True)
                 break
     """)
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False,
-                          cwd=ROOT, env=cli_env())
+    proc = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=ROOT,
+        env=cli_env(),
+    )
     assert proc.returncode == 0, proc.stderr
     assert "fallback: WatchfilesRustInternalError" in proc.stdout and "Too many open files" in proc.stdout
     assert "changed: [" in proc.stdout and "'model.py'" in proc.stdout.split("changed: ", 1)[1]
@@ -162,10 +181,16 @@ def test_changes_map_to_the_lessons_they_belong_to(tmp_path):
     root = make_course(tmp_path / "course", {"01": "stub", "03": "stub"})
     course = load_course(root / "course.yml")
     ex = root / "exercises"
-    paths = {ex / "03-atencion-causal" / "attention.py", ex / "03-atencion-causal" / "quiz.yml",
-             ex / "03-atencion-causal" / "README.md", ex / "03-atencion-causal" / "pistas.yml",
-             ex / "03-atencion-causal" / "__pycache__" / "attention.cpython-311.pyc",
-             ex / "01-tokens-y-lotes" / "data.py", ex / "notes.py", tmp_path / "elsewhere.py"}
+    paths = {
+        ex / "03-atencion-causal" / "attention.py",
+        ex / "03-atencion-causal" / "quiz.yml",
+        ex / "03-atencion-causal" / "README.md",
+        ex / "03-atencion-causal" / "pistas.yml",
+        ex / "03-atencion-causal" / "__pycache__" / "attention.cpython-311.pyc",
+        ex / "01-tokens-y-lotes" / "data.py",
+        ex / "notes.py",
+        tmp_path / "elsewhere.py",
+    }
     both = [course.lesson("01"), course.lesson("03")]
     assert changed_lessons(course, paths, both) == {"01": ["data.py"], "03": ["attention.py", "quiz.yml"]}
     assert changed_lessons(course, paths, [course.lesson("03")]) == {"03": ["attention.py", "quiz.yml"]}
@@ -190,13 +215,23 @@ def _linux_only():
 
 def test_watch_says_plus_xp_once_and_keeps_earned_xp_after_a_regression():
     from autograder.core.results import CheckResult, LessonResult, Status
-    from autograder.learner.watch import render_lesson
     from autograder.learner.steps import NextStep
+    from autograder.learner.watch import render_lesson
 
-    done = LessonResult("03", "atencion-causal", {"es": "Atención"}, 50,
-                        [CheckResult("mask", "mask", Status.PASSED, 5.0, 5.0)])
-    failing = LessonResult("03", "atencion-causal", {"es": "Atención"}, 50,
-                           [CheckResult("mask", "mask", Status.FAILED, 0.0, 5.0)])
+    done = LessonResult(
+        "03",
+        "atencion-causal",
+        {"es": "Atención"},
+        50,
+        [CheckResult("mask", "mask", Status.PASSED, 5.0, 5.0)],
+    )
+    failing = LessonResult(
+        "03",
+        "atencion-causal",
+        {"es": "Atención"},
+        50,
+        [CheckResult("mask", "mask", Status.FAILED, 0.0, 5.0)],
+    )
     after = NextStep("done", None)
     first = render_lesson(done, None, after, None, "es", color=False, width=100)
     again = render_lesson(done, None, after, 5.0, "es", color=False, width=100, earned_before=True)
@@ -223,7 +258,9 @@ raise RuntimeError(f"probe {name} saw {{_seen}}")
 
 
 def _trace(path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()] if path.exists() else []
+    return (
+        [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()] if path.exists() else []
+    )
 
 
 def test_watch_shows_the_edited_todo_first_with_a_warm_zygote_and_a_fresh_worker_per_save(tmp_path):
@@ -238,22 +275,27 @@ def test_watch_shows_the_edited_todo_first_with_a_warm_zygote_and_a_fresh_worker
         # A mistake in TODO [scaling], whose checks come after TODO [mask]'s and
         # [head-reshape]'s in the graders: its verdict is shown first, before the lesson's.
         mark = len(term.text)
-        (folder / "attention.py").write_text(solved.replace(SCORES, "att = q @ k.transpose(-2, -1)"),
-                                             encoding="utf-8")
+        (folder / "attention.py").write_text(
+            solved.replace(SCORES, "att = q @ k.transpose(-2, -1)"), encoding="utf-8"
+        )
         assert term.read_until(r"Lección 03[\s\S]*Esperando", REGRADE_S, start=mark), term.text[mark:]
         after = term.text[mark:]
         verdict = after.index("✘ TODO [scaling]")
         assert verdict < after.index("Lección 03 · "), after
         assert verdict < after.index("✘ scaling"), "the TODO's failing check comes with its verdict"
         assert "0 de 1 comprobación" in after[verdict:].splitlines()[0]
-        assert "✘ TODO [mask]" not in after and "✔ TODO [mask]" not in after, "only the edited TODO is shown early"
+        assert "✘ TODO [mask]" not in after and "✔ TODO [mask]" not in after, (
+            "only the edited TODO is shown early"
+        )
         assert "Lo que falla está arriba: TODO [scaling]." in after, "its message is not repeated"
         assert after.count("Pista:") <= after.count("✘ scaling"), after
         assert "Siguiente: TODO [scaling]" in after
         entry = _trace(trace)[-1]
         assert entry["first"] == ["scaling"] and entry["shown_first"] == ["scaling"]
         assert entry["order"][0] == "scaling", entry["order"]
-        assert sorted(entry["order"]) == sorted(s.id for s in load_course(root / "course.yml").lesson("03").checks)
+        assert sorted(entry["order"]) == sorted(
+            s.id for s in load_course(root / "course.yml").lesson("03").checks
+        )
 
         # Its fix: the TODO passes, shown first too.
         mark = len(term.text)
@@ -267,12 +309,16 @@ def test_watch_shows_the_edited_todo_first_with_a_warm_zygote_and_a_fresh_worker
         for name in ("one", "two"):
             mark = len(term.text)
             (folder / "attention.py").write_text(solved + PROBE.format(name=name), encoding="utf-8")
-            assert term.read_until(rf"probe {name} saw[\s\S]*Esperando", REGRADE_S, start=mark), term.text[mark:]
+            assert term.read_until(rf"probe {name} saw[\s\S]*Esperando", REGRADE_S, start=mark), term.text[
+                mark:
+            ]
             seen.append(term.text[mark:])
             zygotes = [entry["zygote"] for entry in _trace(trace)]
             assert zygotes[-1] in term.descendants(), "the zygote lives between saves"
         assert "probe one saw (None, None)" in seen[0], seen[0]
-        assert "probe two saw (None, None)" in seen[1], "save 1's global or home file reached save 2:\n" + seen[1]
+        assert "probe two saw (None, None)" in seen[1], (
+            "save 1's global or home file reached save 2:\n" + seen[1]
+        )
 
         entries = _trace(trace)
         assert len(entries) == 5
@@ -282,7 +328,7 @@ def test_watch_shows_the_edited_todo_first_with_a_warm_zygote_and_a_fresh_worker
         assert all(workers), "every grading had a worker"
         for n, mine in enumerate(workers):
             assert zygote not in mine
-            for other in workers[n + 1:]:
+            for other in workers[n + 1 :]:
                 assert not mine & other, f"a worker served two saves: {entries}"
         stop_with_ctrl_c(term)
     finally:
@@ -301,12 +347,16 @@ def test_a_save_maps_to_the_todos_whose_lines_it_changed(tmp_path):
         return edited_todos(lesson, before, {**before, **files}, stubs)
 
     assert edited() == []
-    assert edited(**{"attention.py": attention.replace(SCORES, "att = q @ k.transpose(-2, -1)")}) == ["scaling"]
+    assert edited(**{"attention.py": attention.replace(SCORES, "att = q @ k.transpose(-2, -1)")}) == [
+        "scaling"
+    ]
     # A deleted line is placed in the file before the save.
     deleted = "".join(row for row in attention.splitlines(keepends=True) if "torch.tril(" not in row)
     assert deleted != attention and edited(**{"attention.py": deleted}) == ["mask"]
     assert edited(**{"quiz.yml": before["quiz.yml"] + "\n# dudo\n"}) == ["quiz"]
-    assert edited(**{"attention.py": "# mis notas\n" + attention}) == [], "a line outside every TODO names none"
+    assert edited(**{"attention.py": "# mis notas\n" + attention}) == [], (
+        "a line outside every TODO names none"
+    )
 
 
 def test_grading_first_the_edited_checks_changes_no_result(tmp_path):
@@ -320,10 +370,17 @@ def test_grading_first_the_edited_checks_changes_no_result(tmp_path):
     first = [s.id for s in lesson.checks if s.todo == "targets-shift"]
     ended, workers = [], []
     usual = grade(course, [lesson], seed=7).lessons[0]
-    live = grade(course, [lesson], seed=7, first={"01": first}, on_check=lambda les, check: ended.append(check.id),
-                 on_worker=lambda les, pid: workers.append(pid)).lessons[0]
-    assert ended[:len(first)] == first
+    live = grade(
+        course,
+        [lesson],
+        seed=7,
+        first={"01": first},
+        on_check=lambda les, check: ended.append(check.id),
+        on_worker=lambda les, pid: workers.append(pid),
+    ).lessons[0]
+    assert ended[: len(first)] == first
     assert sorted(ended) == sorted(s.id for s in lesson.checks)
-    assert [(c.id, c.status, c.score, c.waits_on) for c in live.checks] == \
-        [(c.id, c.status, c.score, c.waits_on) for c in usual.checks]
+    assert [(c.id, c.status, c.score, c.waits_on) for c in live.checks] == [
+        (c.id, c.status, c.score, c.waits_on) for c in usual.checks
+    ]
     assert workers and all(isinstance(pid, int) for pid in workers)

@@ -10,8 +10,8 @@ import re
 import pytest
 from conftest import failed, solution_files
 
-from autograder.engine.checks import keys_not_taken
 from autograder.core.i18n import feedback_text
+from autograder.engine.checks import keys_not_taken
 
 # lesson, file, the course's layer name, the learner's name, the hint the message must give
 MISNAMED = [
@@ -21,8 +21,9 @@ MISNAMED = [
 
 
 @pytest.mark.parametrize("lesson_id, file, name, wrong, key", MISNAMED, ids=[m[0] for m in MISNAMED])
-def test_a_misnamed_layer_is_told_which_name_the_course_expects(course, grade_files, lesson_id, file, name,
-                                                               wrong, key):
+def test_a_misnamed_layer_is_told_which_name_the_course_expects(
+    course, grade_files, lesson_id, file, name, wrong, key
+):
     lesson = course.lesson(lesson_id)
     source = solution_files(lesson)[file]
     renamed = re.sub(rf"\bself\.{name}\b", f"self.{wrong}", source)

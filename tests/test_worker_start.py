@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from autograder.sandbox.client import Limits, Sandbox, supervisor_config, worker_user
-from autograder.sandbox.privileges import cuda_present
 from autograder.sandbox.pool import ForkedSupervisor
+from autograder.sandbox.privileges import cuda_present
 
 LINUX = sys.platform.startswith("linux")
 pytestmark = pytest.mark.skipif(not LINUX, reason="both start paths (and /proc) are Linux only")
@@ -27,7 +27,11 @@ pytestmark = pytest.mark.skipif(not LINUX, reason="both start paths (and /proc) 
 PATHS = ["warm-pool", "fresh-worker"]
 # Limits no other test uses, so that finding them on the worker proves they came from this config.
 LIMITS = Limits(memory_bytes=3 << 30, cpu_seconds=123, processes=None, file_bytes=5 << 20)
-LIMIT_ROWS = {"memory_bytes": "Max address space", "cpu_seconds": "Max cpu time", "file_bytes": "Max file size"}
+LIMIT_ROWS = {
+    "memory_bytes": "Max address space",
+    "cpu_seconds": "Max cpu time",
+    "file_bytes": "Max file size",
+}
 
 
 @pytest.fixture(autouse=True)
@@ -36,10 +40,11 @@ def warm_pool_on(monkeypatch):
     monkeypatch.setenv("AUTOGRADER_WARM_POOL", "1")
 
 
-
 def started(folder: Path, path: str, user: tuple[int, int] | None = None) -> Sandbox:
     """A sandbox over `folder` whose worker has started down `path` and said hello."""
-    (folder / "m.py").write_text("import os\nx = 1\n\n\ndef seen():\n    return dict(os.environ), os.getcwd()\n")
+    (folder / "m.py").write_text(
+        "import os\nx = 1\n\n\ndef seen():\n    return dict(os.environ), os.getcwd()\n"
+    )
     sandbox = Sandbox(folder, LIMITS)
     sandbox.warm_pool = path == "warm-pool"
     if user is not None:
@@ -51,7 +56,9 @@ def started(folder: Path, path: str, user: tuple[int, int] | None = None) -> San
 
 def status_of(pid: int) -> dict[str, str]:
     text = Path(f"/proc/{pid}/status").read_text()
-    return {key: value.strip() for key, value in (line.split(":", 1) for line in text.splitlines() if ":" in line)}
+    return {
+        key: value.strip() for key, value in (line.split(":", 1) for line in text.splitlines() if ":" in line)
+    }
 
 
 def soft_limits(pid: int) -> dict[str, str]:
@@ -78,14 +85,21 @@ def test_the_worker_gets_exactly_the_config_built_for_it(tmp_path, path):
                 continue  # left to the driver on a GPU machine
             assert limits[row] == str(getattr(LIMITS, name)) == str(config["limits"][name]), row
         assert limits["Max core file size"] == "0"
-        assert config["walls"]["enabled"] and "landlock" in sandbox.isolation_reports[-1]  # it walled itself in
+        assert (
+            config["walls"]["enabled"] and "landlock" in sandbox.isolation_reports[-1]
+        )  # it walled itself in
     finally:
         sandbox.close()
 
 
 def test_the_executed_supervisor_reads_the_same_config_plus_how_to_exec():
-    config = {"cwd": "/x", "env": {"HOME": "/h"}, "limits": {"cpu_seconds": 1}, "user": None,
-              "walls": {"home": "/h", "enabled": True}}
+    config = {
+        "cwd": "/x",
+        "env": {"HOME": "/h"},
+        "limits": {"cpu_seconds": 1},
+        "user": None,
+        "walls": {"home": "/h", "enabled": True},
+    }
     full = supervisor_config(config, 11, 12, 13)
     assert {key: full[key] for key in config} == config
     assert (full["pass_fds"], full["log_fd"]) == ([11, 12], 13)

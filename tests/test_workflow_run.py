@@ -26,14 +26,18 @@ from zoneinfo import ZoneInfo
 
 import pytest
 import yaml
-
 from conftest import ROOT, solution_files
 from fake_github import FakeGitHub
 from workflow_runner import LocalRunner
 
 WORKFLOW = ROOT / ".github" / "workflows" / "grade.yml"
-GIT_ENV = {"GIT_AUTHOR_NAME": "Ada", "GIT_AUTHOR_EMAIL": "ada@example.com", "GIT_COMMITTER_NAME": "Ada",
-           "GIT_COMMITTER_EMAIL": "ada@example.com", "GIT_CONFIG_NOSYSTEM": "1"}
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "Ada",
+    "GIT_AUTHOR_EMAIL": "ada@example.com",
+    "GIT_COMMITTER_NAME": "Ada",
+    "GIT_COMMITTER_EMAIL": "ada@example.com",
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
 
 
 def day(offset: int, hour: int = 10) -> str:
@@ -48,7 +52,9 @@ def git(cwd: Path, *args: str, env: dict | None = None) -> str:
     import os
 
     full = {**os.environ, **GIT_ENV, **(env or {})}
-    return subprocess.run(["git", *args], cwd=cwd, env=full, check=True, capture_output=True, text=True).stdout.strip()
+    return subprocess.run(
+        ["git", *args], cwd=cwd, env=full, check=True, capture_output=True, text=True
+    ).stdout.strip()
 
 
 class LearnerRepo:
@@ -71,23 +77,34 @@ class LearnerRepo:
             # keeps each run to a few seconds.
             manifest = yaml.safe_load((ROOT / "course.yml").read_text(encoding="utf-8"))
             manifest["lessons"] = [lesson for lesson in manifest["lessons"] if lesson["id"] == "03"]
-            (self.work / "course.yml").write_text(yaml.safe_dump(manifest, allow_unicode=True, sort_keys=False),
-                                                  encoding="utf-8")
-            shutil.copytree(ROOT / "exercises", self.work / "exercises",
-                            ignore=shutil.ignore_patterns("__pycache__"))
+            (self.work / "course.yml").write_text(
+                yaml.safe_dump(manifest, allow_unicode=True, sort_keys=False), encoding="utf-8"
+            )
+            shutil.copytree(
+                ROOT / "exercises", self.work / "exercises", ignore=shutil.ignore_patterns("__pycache__")
+            )
             shutil.copytree(ROOT / ".github", self.work / ".github")
         git(self.work, "init", "-b", "main")
         git(self.work, "remote", "add", "origin", str(self.origin))
         self.commit("Curso inicial", date=day(-3))
         self.runs = 0
 
-    def commit(self, message: str, files: dict[str, str] | None = None, *, date: str, branch: str = "main") -> str:
+    def commit(
+        self, message: str, files: dict[str, str] | None = None, *, date: str, branch: str = "main"
+    ) -> str:
         for name, text in (files or {}).items():
             path = self.work / name
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
         git(self.work, "add", "-A")
-        git(self.work, "commit", "--allow-empty", "-m", message, env={"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date})
+        git(
+            self.work,
+            "commit",
+            "--allow-empty",
+            "-m",
+            message,
+            env={"GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date},
+        )
         git(self.work, "push", "-q", "origin", f"HEAD:refs/heads/{branch}")
         return git(self.work, "rev-parse", "HEAD")
 
@@ -112,21 +129,48 @@ class LearnerRepo:
         runner, workspace = self.prepare(sha, api, **kwargs)
         return runner.run(skip_ids=("install",)), workspace
 
-    def prepare(self, sha: str, api: FakeGitHub, *, event_name: str = "push", ref: str = "refs/heads/main",
-                event: dict | None = None, secrets: dict | None = None, variables: dict | None = None):
+    def prepare(
+        self,
+        sha: str,
+        api: FakeGitHub,
+        *,
+        event_name: str = "push",
+        ref: str = "refs/heads/main",
+        event: dict | None = None,
+        secrets: dict | None = None,
+        variables: dict | None = None,
+    ):
         workspace = self.checkout(sha)
         temp = self.tmp / f"runner-{self.runs}"
         temp.mkdir()
         event_path = temp / "event.json"
         event_path.write_text(json.dumps(event or {"ref": ref, "after": sha}), encoding="utf-8")
-        github = {"event_name": event_name, "sha": sha, "ref": ref, "ref_name": ref.rsplit("/", 1)[-1],
-                  "repository": api.repository, "server_url": "https://github.example", "api_url": api.url,
-                  "run_id": str(1000 + self.runs), "event_path": str(event_path), "token": api.token,
-                  "workspace": str(workspace), "event": event or {}}
+        github = {
+            "event_name": event_name,
+            "sha": sha,
+            "ref": ref,
+            "ref_name": ref.rsplit("/", 1)[-1],
+            "repository": api.repository,
+            "server_url": "https://github.example",
+            "api_url": api.url,
+            "run_id": str(1000 + self.runs),
+            "event_path": str(event_path),
+            "token": api.token,
+            "workspace": str(workspace),
+            "event": event or {},
+        }
         # A release's `pip install -e .` would install its own engine: PYTHONPATH stands in.
         extra = {"PYTHONPATH": str(workspace)} if self.release else {}
-        return LocalRunner(WORKFLOW, "grade", workspace, temp, github=github, extra_env=extra, secrets=secrets,
-                           variables=variables), workspace
+        return LocalRunner(
+            WORKFLOW,
+            "grade",
+            workspace,
+            temp,
+            github=github,
+            extra_env=extra,
+            secrets=secrets,
+            variables=variables,
+        ), workspace
 
 
 @pytest.fixture
@@ -154,8 +198,13 @@ def test_a_push_is_graded_recorded_and_reported_everywhere(repo, api, lesson03):
     failed = [(s.name, s.stderr[-2000:]) for s in job.steps if s.outcome == "failure"]
     assert failed == []
     ran = [s.id or s.name for s in job.steps if s.kind == "run"]
-    assert ran == ["grade", "Record the grade in the history (grades branch)", "report",
-                   "Comment on the commit", "Show the XP as a commit status"]
+    assert ran == [
+        "grade",
+        "Record the grade in the history (grades branch)",
+        "report",
+        "Comment on the commit",
+        "Show the XP as a commit status",
+    ]
 
     # results.json, kept as the artifact
     results = json.loads((job.artifacts / "autograder-results" / "results.json").read_text(encoding="utf-8"))
@@ -213,8 +262,11 @@ def test_failing_checks_become_annotations_on_the_todo_line(repo, api):
 def test_a_lesson_that_breaks_again_keeps_its_xp_but_says_it_fails_now(repo, api, lesson03):
     solved = repo.commit("Resuelta", _solved(lesson03), date=day(-1, 10))
     repo.run(solved, api)
-    broken = {f"exercises/{lesson03.folder}/attention.py": solution_files(lesson03)["attention.py"].replace(
-        "(1.0 / math.sqrt(hs))", "(1.0 / math.sqrt(C))")}
+    broken = {
+        f"exercises/{lesson03.folder}/attention.py": solution_files(lesson03)["attention.py"].replace(
+            "(1.0 / math.sqrt(hs))", "(1.0 / math.sqrt(C))"
+        )
+    }
     sha = repo.commit("Rompo el escalado", broken, date=day(0, 10))
     job, _ = repo.run(sha, api)
     row = _lesson_summary_row(job.summary, "03")
@@ -228,8 +280,13 @@ def test_two_concurrent_runs_keep_both_records(repo, api, lesson03):
     second = repo.commit("Rama b", _solved(lesson03), date=day(-1, 11), branch="b")
     jobs: list = []
     # Check out both first, then run the two jobs at the same time.
-    runners = [repo.prepare(first, api, ref="refs/heads/a")[0], repo.prepare(second, api, ref="refs/heads/b")[0]]
-    threads = [threading.Thread(target=lambda r=r: jobs.append(r.run(skip_ids=("install",)))) for r in runners]
+    runners = [
+        repo.prepare(first, api, ref="refs/heads/a")[0],
+        repo.prepare(second, api, ref="refs/heads/b")[0],
+    ]
+    threads = [
+        threading.Thread(target=lambda r=r: jobs.append(r.run(skip_ids=("install",)))) for r in runners
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -242,11 +299,13 @@ def test_learner_text_with_shell_and_expression_syntax_changes_nothing(repo, api
     canary = tmp_path / "pwned"
     hostile = f'$(touch {canary}) `touch {canary}` ${{{{ github.token }}}} "; touch {canary}; echo "'
     attention = solution_files(lesson03)["attention.py"].replace(
-        "    def forward(self, x):", f"    def forward(self, x):\n        raise ValueError({hostile!r})", 1)
+        "    def forward(self, x):", f"    def forward(self, x):\n        raise ValueError({hostile!r})", 1
+    )
     files = {**_solved(lesson03), f"exercises/{lesson03.folder}/attention.py": attention}
     branch = "feat/$(touch${IFS}pwned);touch${IFS}pwned"  # a legal git ref name
-    sha = repo.commit(f"Mensaje $(touch {canary}) ${{{{ secrets.X }}}}", files, date=day(-1, 10),
-                      branch=branch)
+    sha = repo.commit(
+        f"Mensaje $(touch {canary}) ${{{{ secrets.X }}}}", files, date=day(-1, 10), branch=branch
+    )
     job, _ = repo.run(sha, api, ref=f"refs/heads/{branch}")
     assert all(s.outcome != "failure" for s in job.steps), [s.stderr[-1500:] for s in job.steps]
     assert not canary.exists() and not list(tmp_path.rglob("pwned"))
@@ -261,10 +320,16 @@ def test_a_pull_request_is_graded_but_writes_nothing(repo, api, lesson03):
     event = {"pull_request": {"number": 7, "head": {"sha": head}, "base": {"sha": base}}}
     job, _ = repo.run(head, api, event_name="pull_request", ref="refs/pull/7/merge", event=event)
     skipped = {s.name for s in job.steps if s.outcome == "skipped"}
-    assert {"Record the grade in the history (grades branch)", "Comment on the commit",
-            "Show the XP as a commit status"} <= skipped
+    assert {
+        "Record the grade in the history (grades branch)",
+        "Comment on the commit",
+        "Show the XP as a commit status",
+    } <= skipped
     assert repo.history() == [] and api.all_comments() == [] and api.statuses == []
-    assert json.loads((job.artifacts / "autograder-results" / "pr.json").read_text()) == {"number": 7, "head_sha": head}
+    assert json.loads((job.artifacts / "autograder-results" / "pr.json").read_text()) == {
+        "number": 7,
+        "head_sha": head,
+    }
     assert "**XP 50/50**" in job.summary
 
 
@@ -273,20 +338,43 @@ def _comment_runner(repo: LearnerRepo, api: FakeGitHub, artifact: Path, head: st
     artifact where download-artifact would put it."""
     workspace = repo.checkout(git(repo.work, "rev-parse", "main"))
     temp = repo.tmp / f"runner-comment-{repo.runs}"
-    event = {"workflow_run": {"event": "pull_request", "conclusion": "success", "head_sha": head, "id": 4242,
-                              "html_url": "https://github.example/learner/curso/actions/runs/4242"}}
+    event = {
+        "workflow_run": {
+            "event": "pull_request",
+            "conclusion": "success",
+            "head_sha": head,
+            "id": 4242,
+            "html_url": "https://github.example/learner/curso/actions/runs/4242",
+        }
+    }
     temp.mkdir()
     (temp / "event.json").write_text(json.dumps(event), encoding="utf-8")
-    github = {"event_name": "workflow_run", "sha": head, "ref": "refs/heads/main", "ref_name": "main",
-              "repository": api.repository, "server_url": "https://github.example", "api_url": api.url,
-              "run_id": "4243", "event_path": str(temp / "event.json"), "token": api.token,
-              "workspace": str(workspace), "event": event}
+    github = {
+        "event_name": "workflow_run",
+        "sha": head,
+        "ref": "refs/heads/main",
+        "ref_name": "main",
+        "repository": api.repository,
+        "server_url": "https://github.example",
+        "api_url": api.url,
+        "run_id": "4243",
+        "event_path": str(temp / "event.json"),
+        "token": api.token,
+        "workspace": str(workspace),
+        "event": event,
+    }
 
     def download(step, exprs):
         shutil.copytree(artifact, Path(exprs.substitute(step["with"]["path"])))
 
-    return LocalRunner(ROOT / ".github" / "workflows" / "grade-comment.yml", "comment", workspace, temp,
-                       github=github, stand_ins={"actions/download-artifact": download})
+    return LocalRunner(
+        ROOT / ".github" / "workflows" / "grade-comment.yml",
+        "comment",
+        workspace,
+        temp,
+        github=github,
+        stand_ins={"actions/download-artifact": download},
+    )
 
 
 def test_the_pull_request_comment_is_posted_once_by_the_workflow_run(repo, api, lesson03):
@@ -305,7 +393,8 @@ def test_the_pull_request_comment_is_posted_once_by_the_workflow_run(repo, api, 
     assert "50/50 XP" in comments[0]["body"] and "XP 50/50" not in comments[0]["body"]
     unverified = "Práctica, sin verificar: el pull request calcula 50/50 XP"
     assert [(s["sha"], s["description"], s["context"]) for s in api.statuses] == [
-        (head, unverified, "autograder / práctica (PR)")] * 2
+        (head, unverified, "autograder / práctica (PR)")
+    ] * 2
 
 
 def test_a_forged_pull_request_number_is_refused(repo, api, lesson03, tmp_path):
@@ -394,8 +483,12 @@ def test_a_release_grades_with_practice_and_says_practice_everywhere(tmp_path, a
     assert all(s.outcome != "failure" for s in job.steps), [s.stderr[-1500:] for s in job.steps]
     # Nothing is fetched: the steps are the checkout's own, in order, none about hidden graders.
     assert [s.id or s.name for s in job.steps if s.kind == "run"] == [
-        "grade", "Record the grade in the history (grades branch)", "report", "Comment on the commit",
-        "Show the XP as a commit status"]
+        "grade",
+        "Record the grade in the history (grades branch)",
+        "report",
+        "Comment on the commit",
+        "Show the XP as a commit status",
+    ]
     assert not any("graders" in s.name.lower() for s in job.steps)
     assert not (workspace / ".autograder-graders").exists()
 
@@ -410,7 +503,8 @@ def test_a_release_grades_with_practice_and_says_practice_everywhere(tmp_path, a
     # the commit status: its description and its context
     assert job.step("report").outputs["status_context"] == "autograder / práctica"
     assert [(s["sha"], s["context"], s["description"]) for s in api.statuses] == [
-        (sha, "autograder / práctica", f"XP 0/{results['xp_max']} (nota de práctica)")]
+        (sha, "autograder / práctica", f"XP 0/{results['xp_max']} (nota de práctica)")
+    ]
     # the grades branch: the record's modes, the badge's label, the README's practice paragraph
     assert {lesson["mode"] for r in learner.history() for lesson in r["lessons"]} == {"practice"}
     badge = json.loads(git(learner.origin, "show", "grades:badge.json"))
@@ -432,8 +526,9 @@ def test_a_hostile_engine_finds_no_grader_and_no_secret_to_copy(tmp_path, api, c
     (tmp_path / "learner").mkdir()
     learner = LearnerRepo(tmp_path / "learner", release=release)
     cli = learner.work / "autograder" / "cli.py"
-    sha = learner.commit("Mi motor", {"autograder/cli.py": cli.read_text(encoding="utf-8") + STEAL},
-                         date=day(-1, 10))
+    sha = learner.commit(
+        "Mi motor", {"autograder/cli.py": cli.read_text(encoding="utf-8") + STEAL}, date=day(-1, 10)
+    )
     job, _ = learner.run(sha, api, secrets=OLD_SECRETS, variables=OLD_VARIABLES)
     assert all(s.outcome != "failure" for s in job.steps), [s.stderr[-1500:] for s in job.steps]
     artifact = job.artifacts / "autograder-results"
@@ -465,6 +560,9 @@ def test_the_hostile_engine_would_copy_graders_if_it_could_reach_any(tmp_path, c
     subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env, check=True, timeout=60)
     files = [path for path in (out / "stolen").rglob("*") if path.is_file()]
     assert {path.parent.name for path in files if path.name == "reference.py"} >= {
-        lesson.graders for lesson in course.lessons}
+        lesson.graders for lesson in course.lessons
+    }
     hidden = _hidden_grader_files(course)
-    assert set(hidden.values()) <= {hidden[path.read_bytes()] for path in files if path.read_bytes() in hidden}
+    assert set(hidden.values()) <= {
+        hidden[path.read_bytes()] for path in files if path.read_bytes() in hidden
+    }

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import ROOT
 
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
@@ -39,8 +38,9 @@ def test_actionlint_really_reports_problems(tmp_path):
     bad.parent.mkdir(parents=True)
     bad.write_text(
         "on: pull_request\njobs:\n  x:\n    runs-on: ubuntu-latest\n    steps:\n"
-        "      - run: echo \"${{ github.event.pull_request.title }}\"\n      - run: echo $UNQUOTED_VAR\n",
-        encoding="utf-8")
+        '      - run: echo "${{ github.event.pull_request.title }}"\n      - run: echo $UNQUOTED_VAR\n',
+        encoding="utf-8",
+    )
     proc = _actionlint([bad], tmp_path)
     assert proc.returncode != 0
     assert "github.event.pull_request.title" in proc.stdout  # the untrusted-input rule
@@ -67,7 +67,10 @@ def test_grading_workflow_contract():
     triggers = _triggers(spec)
     assert set(triggers) == {"push", "pull_request", "workflow_dispatch"}
     assert triggers["push"] == {"branches-ignore": ["grades"]}  # the history branch is not graded
-    assert spec["concurrency"]["group"].startswith("grade-") and spec["concurrency"]["cancel-in-progress"] is False
+    assert (
+        spec["concurrency"]["group"].startswith("grade-")
+        and spec["concurrency"]["cancel-in-progress"] is False
+    )
     assert spec["permissions"] == {}
     job = spec["jobs"]["grade"]
     assert job["timeout-minutes"] <= 30
@@ -75,11 +78,18 @@ def test_grading_workflow_contract():
     install = next(s for s in job["steps"] if s.get("id") == "install")
     assert "--index-url https://download.pytorch.org/whl/cpu" in install["run"]
     assert "torch==2.13.0" in install["run"]
-    writers = [s for s in job["steps"] if "run" in s and ("ci record" in s["run"] or "autograder.github.api" in s["run"])]
+    writers = [
+        s
+        for s in job["steps"]
+        if "run" in s and ("ci record" in s["run"] or "autograder.github.api" in s["run"])
+    ]
     assert writers and all(s.get("if") == "github.event_name != 'pull_request'" for s in writers)
     # Grades with what is in the checkout: nothing fetched, no credential but the run's own.
     assert [s["uses"] for s in job["steps"] if "uses" in s] == [
-        "actions/checkout@v4", "actions/setup-python@v5", "actions/upload-artifact@v4"]
+        "actions/checkout@v4",
+        "actions/setup-python@v5",
+        "actions/upload-artifact@v4",
+    ]
     assert not (job["steps"][0].get("with") or {})  # this repository, at the pushed commit
     assert set(spec["env"]) == {"OUT"} and "env" not in job
     grade = next(s for s in job["steps"] if s.get("id") == "grade")
@@ -96,7 +106,10 @@ def test_grading_workflow_contract():
 def spec_header(path: Path) -> str:
     """The comment block a workflow file starts with, as one line of text."""
     lines = path.read_text(encoding="utf-8").splitlines()
-    return " ".join(line.lstrip("# ") for line in lines[: next(i for i, l in enumerate(lines) if not l.startswith("#"))])
+    return " ".join(
+        line.lstrip("# ")
+        for line in lines[: next(i for i, text in enumerate(lines) if not text.startswith("#"))]
+    )
 
 
 # --- no secret and no hidden grader in a learner's repository ---------------------------------
@@ -150,7 +163,8 @@ def test_no_released_workflow_names_a_secret_or_fetches_the_graders(released_wor
 PLANTED = {
     # The learner release's grade.yml before issue 26: fetch the instructor's graders with a
     # token, then let the learner's own engine grade with them.
-    "the old fetch": ("""\
+    "the old fetch": (
+        """\
       - name: Fetch the hidden graders
         if: vars.AUTOGRADER_GRADERS_REPO != ''
         uses: actions/checkout@v4
@@ -158,16 +172,31 @@ PLANTED = {
           repository: ${{ vars.AUTOGRADER_GRADERS_REPO }}
           token: ${{ secrets.AUTOGRADER_GRADERS_TOKEN }}
           path: .autograder-graders
-""", ["secrets.AUTOGRADER_GRADERS_TOKEN", "AUTOGRADER_GRADERS", "actions/checkout with repository",
-      "actions/checkout with token"]),
-    "a secret in env": ("      - run: echo hi\n        env:\n          T: ${{ secrets.PAT }}\n", ["secrets.PAT"]),
-    "all secrets": ("      - run: echo hi\n        env:\n          T: ${{ toJSON(secrets) }}\n",
-                    ["the secrets context"]),
-    "another repository": ("      - uses: actions/checkout@v4\n        with:\n          repository: o/private\n",
-                           ["actions/checkout with repository"]),
-    "a checkout token": ("      - uses: actions/checkout@v4\n        with:\n          token: ${{ github.token }}\n",
-                         ["actions/checkout with token"]),
-    "the variable alone": ("      - run: echo \"$AUTOGRADER_GRADERS\"\n", ["AUTOGRADER_GRADERS"]),
+""",
+        [
+            "secrets.AUTOGRADER_GRADERS_TOKEN",
+            "AUTOGRADER_GRADERS",
+            "actions/checkout with repository",
+            "actions/checkout with token",
+        ],
+    ),
+    "a secret in env": (
+        "      - run: echo hi\n        env:\n          T: ${{ secrets.PAT }}\n",
+        ["secrets.PAT"],
+    ),
+    "all secrets": (
+        "      - run: echo hi\n        env:\n          T: ${{ toJSON(secrets) }}\n",
+        ["the secrets context"],
+    ),
+    "another repository": (
+        "      - uses: actions/checkout@v4\n        with:\n          repository: o/private\n",
+        ["actions/checkout with repository"],
+    ),
+    "a checkout token": (
+        "      - uses: actions/checkout@v4\n        with:\n          token: ${{ github.token }}\n",
+        ["actions/checkout with token"],
+    ),
+    "the variable alone": ('      - run: echo "$AUTOGRADER_GRADERS"\n', ["AUTOGRADER_GRADERS"]),
 }
 
 
@@ -235,7 +264,9 @@ def test_ci_grades_on_linux_macos_and_windows():
     assert "python -m autograder grade --submission solutions --format json" in solutions
     assert "python -m autograder grade --submission exercises --format json" in stubs
     tests = _step_running(job, "pytest")["run"]
-    assert all(name in tests for name in ("tests/test_portable.py", "tests/test_crlf.py", "tests/test_file_lock.py"))
+    assert all(
+        name in tests for name in ("tests/test_portable.py", "tests/test_crlf.py", "tests/test_file_lock.py")
+    )
     steps = job["steps"]
     assert steps.index(forced) < steps.index(_step_running(job, "--submission solutions"))
 
@@ -253,18 +284,40 @@ def test_the_ci_grade_checks_tell_full_marks_from_zero(tmp_path):
     import sys
 
     job = _portable_job()
-    checks = {kind: _inline_check(_step_running(job, f"--submission {kind}")["run"])
-              for kind in ("solutions", "exercises")}
+    checks = {
+        kind: _inline_check(_step_running(job, f"--submission {kind}")["run"])
+        for kind in ("solutions", "exercises")
+    }
     results = {}
     for kind in checks:
         results[kind] = tmp_path / f"{kind}.json"
-        proc = subprocess.run([sys.executable, "-m", "autograder", "grade", "01", "--submission",
-                               str(ROOT / kind / "01-tokens-y-lotes"), "--format", "json",
-                               "--output", str(results[kind])],
-                              cwd=ROOT, capture_output=True, text=True, timeout=300)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "autograder",
+                "grade",
+                "01",
+                "--submission",
+                str(ROOT / kind / "01-tokens-y-lotes"),
+                "--format",
+                "json",
+                "--output",
+                str(results[kind]),
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert proc.returncode == 0, proc.stderr
     for check in checks:
         for graded in results:
-            proc = subprocess.run([sys.executable, "-", str(results[graded])], input=checks[check],
-                                  capture_output=True, text=True, timeout=60)
+            proc = subprocess.run(
+                [sys.executable, "-", str(results[graded])],
+                input=checks[check],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
             assert (proc.returncode == 0) == (check == graded), (check, graded, proc.stdout, proc.stderr)

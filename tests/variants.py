@@ -43,7 +43,9 @@ def solution_folder(lesson_folder: str, dest: Path, *, strip: bool = False) -> P
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(source, target)
         if strip and rel.endswith(REGION_SUFFIXES):
-            target.write_text(strip_markers(target.read_text(encoding="utf-8"), target.name), encoding="utf-8")
+            target.write_text(
+                strip_markers(target.read_text(encoding="utf-8"), target.name), encoding="utf-8"
+            )
     return Path(dest)
 
 

@@ -24,8 +24,10 @@ from typing import Any
 import yaml
 
 _EXPR = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
-_TOKEN = re.compile(r"\s*(?:(?P<str>'(?:[^']|'')*')|(?P<num>\d+(?:\.\d+)?)|(?P<op>==|!=|&&|\|\||!|\(|\))"
-                    r"|(?P<name>[A-Za-z_][\w\-]*(?:\.[\w\-]+|\[\d+\])*(?:\(\))?))")
+_TOKEN = re.compile(
+    r"\s*(?:(?P<str>'(?:[^']|'')*')|(?P<num>\d+(?:\.\d+)?)|(?P<op>==|!=|&&|\|\||!|\(|\))"
+    r"|(?P<name>[A-Za-z_][\w\-]*(?:\.[\w\-]+|\[\d+\])*(?:\(\))?))"
+)
 UNSUPPORTED = object()
 
 
@@ -224,9 +226,19 @@ def _loose_equal(a: Any, b: Any) -> bool:
 
 
 class LocalRunner:
-    def __init__(self, workflow: Path, job: str, workspace: Path, temp: Path, *, github: dict[str, Any],
-                 secrets: dict[str, str] | None = None, variables: dict[str, str] | None = None,
-                 extra_env: dict[str, str] | None = None, stand_ins: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        workflow: Path,
+        job: str,
+        workspace: Path,
+        temp: Path,
+        *,
+        github: dict[str, Any],
+        secrets: dict[str, str] | None = None,
+        variables: dict[str, str] | None = None,
+        extra_env: dict[str, str] | None = None,
+        stand_ins: dict[str, Any] | None = None,
+    ) -> None:
         self.spec = yaml.safe_load(workflow.read_text(encoding="utf-8"))
         self.job = self.spec["jobs"][job]
         self.workspace, self.temp = workspace, temp
@@ -243,8 +255,14 @@ class LocalRunner:
         artifacts.mkdir(exist_ok=True)
         summary_total: list[str] = []
         steps_ctx: dict[str, Any] = {}
-        context = {"github": self.github, "secrets": self.secrets, "vars": self.vars, "steps": steps_ctx,
-                   "runner": {"temp": str(temp / "runner"), "os": "Linux"}, "env": {}}
+        context = {
+            "github": self.github,
+            "secrets": self.secrets,
+            "vars": self.vars,
+            "steps": steps_ctx,
+            "runner": {"temp": str(temp / "runner"), "os": "Linux"},
+            "env": {},
+        }
         exprs = Expressions(context)
         env: dict[str, str] = {}
         for scope in (self.spec.get("env") or {}, self.job.get("env") or {}):
@@ -275,7 +293,11 @@ class LocalRunner:
             summary_total.append(summary)
             env.update(new_env)
             if sid:
-                steps_ctx[sid] = {"outcome": result.outcome, "conclusion": result.outcome, "outputs": result.outputs}
+                steps_ctx[sid] = {
+                    "outcome": result.outcome,
+                    "conclusion": result.outcome,
+                    "outputs": result.outputs,
+                }
             if result.outcome == "failure" and not step.get("continue-on-error"):
                 exprs.status_ok = False
         return JobRun(results, "".join(summary_total), artifacts)
@@ -293,8 +315,9 @@ class LocalRunner:
             handler(step, exprs)
         return "success"
 
-    def _run_script(self, index: int, name: str, sid: str | None, step: dict, step_env: dict[str, str],
-                    exprs: Expressions):
+    def _run_script(
+        self, index: int, name: str, sid: str | None, step: dict, step_env: dict[str, str], exprs: Expressions
+    ):
         files = self.temp / f"step-{index}-{uuid.uuid4().hex[:6]}"
         files.mkdir()
         paths = {key: files / key.lower() for key in ("GITHUB_OUTPUT", "GITHUB_ENV", "GITHUB_STEP_SUMMARY")}
@@ -305,18 +328,34 @@ class LocalRunner:
         # GitHub, which is exactly why none may appear in a `run:` (a test checks that).
         script.write_text(exprs.substitute(step["run"]), encoding="utf-8")
         env = {
-            "PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", str(self.temp)), "LANG": "C.UTF-8",
-            "CI": "true", "GITHUB_ACTIONS": "true", "RUNNER_TEMP": str(self.temp / "runner"),
-            "GITHUB_WORKSPACE": str(self.workspace), "GITHUB_EVENT_PATH": str(self.github["event_path"]),
-            "GITHUB_SHA": self.github["sha"], "GITHUB_REF": self.github["ref"],
-            "GITHUB_REF_NAME": self.github["ref_name"], "GITHUB_EVENT_NAME": self.github["event_name"],
-            "GITHUB_REPOSITORY": self.github["repository"], "GITHUB_SERVER_URL": self.github["server_url"],
-            "GITHUB_API_URL": self.github["api_url"], "GITHUB_RUN_ID": self.github["run_id"],
+            "PATH": os.environ["PATH"],
+            "HOME": os.environ.get("HOME", str(self.temp)),
+            "LANG": "C.UTF-8",
+            "CI": "true",
+            "GITHUB_ACTIONS": "true",
+            "RUNNER_TEMP": str(self.temp / "runner"),
+            "GITHUB_WORKSPACE": str(self.workspace),
+            "GITHUB_EVENT_PATH": str(self.github["event_path"]),
+            "GITHUB_SHA": self.github["sha"],
+            "GITHUB_REF": self.github["ref"],
+            "GITHUB_REF_NAME": self.github["ref_name"],
+            "GITHUB_EVENT_NAME": self.github["event_name"],
+            "GITHUB_REPOSITORY": self.github["repository"],
+            "GITHUB_SERVER_URL": self.github["server_url"],
+            "GITHUB_API_URL": self.github["api_url"],
+            "GITHUB_RUN_ID": self.github["run_id"],
             **{key: str(path) for key, path in paths.items()},
-            **self.extra_env, **step_env,
+            **self.extra_env,
+            **step_env,
         }
-        proc = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)],
-                              cwd=self.workspace, env=env, capture_output=True, text=True, timeout=600)
+        proc = subprocess.run(
+            ["bash", "--noprofile", "--norc", "-eo", "pipefail", str(script)],
+            cwd=self.workspace,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         outputs = parse_env_file(paths["GITHUB_OUTPUT"].read_text(encoding="utf-8"))
         new_env = parse_env_file(paths["GITHUB_ENV"].read_text(encoding="utf-8"))
         outcome = "success" if proc.returncode == 0 else "failure"

@@ -51,16 +51,16 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
 
-from autograder.sandbox import cpu_clock
-from autograder.core import i18n
 from autograder.cohort import observations
 from autograder.cohort.merge import merge
 from autograder.cohort.observations import ObservationLog, Sighting
 from autograder.cohort.outputs import Say, load_log, publish, report_failed_outputs
+from autograder.cohort.roster import SCHEMES, Allowed, Learner, fetch, learners_in, read_roster
 from autograder.cohort.store import BatchError, Record, Store, content_hash, grading_fingerprint, learner_key
+from autograder.core import i18n
 from autograder.core.manifest import Course, Lesson
 from autograder.core.results import CheckResult, CourseResult, Feedback, LessonResult, Status
-from autograder.cohort.roster import SCHEMES, Allowed, Learner, fetch, learners_in, read_roster
+from autograder.sandbox import cpu_clock
 
 WORKER_START_ALLOWANCE = 60.0  # seconds per lesson on top of its checks' timeouts
 # A host name or an IP address, nothing more: no scheme, user, port or path.
@@ -70,26 +70,74 @@ _HOST = re.compile(r"[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?|\[?[0-9a-f:.]+\]?")
 def add_parser(subparsers) -> None:
     from autograder.core.results import message  # help texts are catalog messages (messages/<lang>/cli.yml)
 
-    parser = subparsers.add_parser("grade-all", help=message("cli.grade_all.help"),
-                                   description=message("cli.grade_all.description"))
-    parser.add_argument("submissions", nargs="?", type=Path, metavar=message("cli.metavar.submissions"),
-                        help=message("cli.grade_all.submissions"))
-    parser.add_argument("--out", type=Path, required=True, metavar=message("cli.metavar.dir"), help=message("cli.grade_all.out"))
+    parser = subparsers.add_parser(
+        "grade-all", help=message("cli.grade_all.help"), description=message("cli.grade_all.description")
+    )
+    parser.add_argument(
+        "submissions",
+        nargs="?",
+        type=Path,
+        metavar=message("cli.metavar.submissions"),
+        help=message("cli.grade_all.submissions"),
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        metavar=message("cli.metavar.dir"),
+        help=message("cli.grade_all.out"),
+    )
     parser.add_argument("--jobs", type=int, default=None, metavar="N", help=message("cli.grade_all.jobs"))
     parser.add_argument("--shard", default=None, metavar="I/N", help=message("cli.grade_all.shard"))
-    parser.add_argument("--roster", type=Path, default=None, metavar=message("cli.metavar.file"), help=message("cli.grade_all.roster"))
-    parser.add_argument("--allow-scheme", action="append", choices=SCHEMES, default=None, metavar="SCHEME",
-                        help=message("cli.grade_all.allow_scheme"))
-    parser.add_argument("--allow-host", action="append", default=None, metavar="HOST",
-                        help=message("cli.grade_all.allow_host"))
-    parser.add_argument("--allow-unisolated", action="store_true", help=message("cli.grade_all.allow_unisolated"))
-    parser.add_argument("--lessons", nargs="+", default=None, metavar=message("cli.metavar.lesson"), help=message("cli.grade_all.lessons"))
+    parser.add_argument(
+        "--roster",
+        type=Path,
+        default=None,
+        metavar=message("cli.metavar.file"),
+        help=message("cli.grade_all.roster"),
+    )
+    parser.add_argument(
+        "--allow-scheme",
+        action="append",
+        choices=SCHEMES,
+        default=None,
+        metavar="SCHEME",
+        help=message("cli.grade_all.allow_scheme"),
+    )
+    parser.add_argument(
+        "--allow-host",
+        action="append",
+        default=None,
+        metavar="HOST",
+        help=message("cli.grade_all.allow_host"),
+    )
+    parser.add_argument(
+        "--allow-unisolated", action="store_true", help=message("cli.grade_all.allow_unisolated")
+    )
+    parser.add_argument(
+        "--lessons",
+        nargs="+",
+        default=None,
+        metavar=message("cli.metavar.lesson"),
+        help=message("cli.grade_all.lessons"),
+    )
     parser.add_argument("--seed", type=int, default=None, help=message("cli.grade_all.seed"))
     parser.add_argument("--lang", choices=i18n.LANGUAGES, default=None, help=message("cli.grade_all.lang"))
-    parser.add_argument("--learner-timeout", type=float, default=None, metavar="SECONDS",
-                        help=message("cli.grade_all.learner_timeout"))
-    parser.add_argument("--merge", nargs="+", type=Path, default=None, metavar=message("cli.metavar.dir"),
-                        help=message("cli.grade_all.merge"))
+    parser.add_argument(
+        "--learner-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help=message("cli.grade_all.learner_timeout"),
+    )
+    parser.add_argument(
+        "--merge",
+        nargs="+",
+        type=Path,
+        default=None,
+        metavar=message("cli.metavar.dir"),
+        help=message("cli.grade_all.merge"),
+    )
 
 
 def main(course: Course, args: argparse.Namespace) -> int:
@@ -104,6 +152,7 @@ def main(course: Course, args: argparse.Namespace) -> int:
 
 
 # ------------------------------------------------------------------------------ options
+
 
 def parse_shard(text: str | None) -> tuple[int, int] | None:
     if text is None:
@@ -124,8 +173,10 @@ def shard_of(learner: str, count: int) -> int:
 def default_learner_timeout(lessons: list[Lesson]) -> float:
     # Each check may run up to its wall-clock bound (a loaded machine stretches checks, and
     # the budgets are CPU seconds): the learner's whole grading may take their sum.
-    return sum(sum(cpu_clock.wall_bound(spec.timeout) for spec in lesson.checks) + WORKER_START_ALLOWANCE
-               for lesson in lessons)
+    return sum(
+        sum(cpu_clock.wall_bound(spec.timeout) for spec in lesson.checks) + WORKER_START_ALLOWANCE
+        for lesson in lessons
+    )
 
 
 def _default_jobs() -> int:
@@ -164,8 +215,11 @@ def _check_isolation(args: argparse.Namespace) -> None:
 
     walls = isolation.probe()
     if not walls["official"] and not args.allow_unisolated:
-        raise BatchError("batch.unisolated", missing=", ".join(walls["missing"]) or "-",
-                         landlock=walls.get("landlock_abi", 0))
+        raise BatchError(
+            "batch.unisolated",
+            missing=", ".join(walls["missing"]) or "-",
+            landlock=walls.get("landlock_abi", 0),
+        )
 
 
 def allowed(args: argparse.Namespace) -> Allowed:
@@ -180,6 +234,7 @@ def allowed(args: argparse.Namespace) -> Allowed:
 
 
 # ------------------------------------------------------------------------------ grading
+
 
 def _grade_all(course: Course, args: argparse.Namespace, lang: str) -> int:
     _check_inputs(args)
@@ -201,10 +256,15 @@ def _grade_all(course: Course, args: argparse.Namespace, lang: str) -> int:
         args.submissions.mkdir(parents=True, exist_ok=True)
         say.line("batch.fetching", n=len(learners))
         fetched = _fetch(learners, jobs=min(8, args.jobs or _default_jobs()), allowed=allowed(args))
-    run = {"course": course.name, "language": lang, "seed": seed, "lessons": [lesson.id for lesson in lessons],
-           "fingerprint": grading_fingerprint(course, lessons, seed=seed, lang=lang),
-           "shard": None if shard is None else f"{shard[0]}/{shard[1]}",
-           "learners": [learner.id for learner in learners]}
+    run = {
+        "course": course.name,
+        "language": lang,
+        "seed": seed,
+        "lessons": [lesson.id for lesson in lessons],
+        "fingerprint": grading_fingerprint(course, lessons, seed=seed, lang=lang),
+        "shard": None if shard is None else f"{shard[0]}/{shard[1]}",
+        "learners": [learner.id for learner in learners],
+    }
     store.write_run(run)
 
     todo, unchanged, failed = _triage(course, lessons, learners, store, run, say, log, fetched)
@@ -218,17 +278,25 @@ def _grade_all(course: Course, args: argparse.Namespace, lang: str) -> int:
     return report_failed_outputs(say, store, failures)
 
 
-def _triage(course: Course, lessons: list[Lesson], learners: list[Learner], store: Store, run: dict,
-            say: Say, log: ObservationLog,
-            fetched: dict[str, datetime]) -> tuple[dict[str, tuple[Record, Learner]], int, int]:
+def _triage(
+    course: Course,
+    lessons: list[Lesson],
+    learners: list[Learner],
+    store: Store,
+    run: dict,
+    say: Say,
+    log: ObservationLog,
+    fetched: dict[str, datetime],
+) -> tuple[dict[str, tuple[Record, Learner]], int, int]:
     """Sort the learners out: {id: (record, learner)} of those to grade, how many are unchanged since a
     previous run (their result stays), how many cannot be graded (an error result now). Each
     learner's submission is looked up in the observation `log` (and logged when new) on the way:
     `fetched` has the time each roster learner's fetch finished."""
     todo, unchanged, failed = {}, 0, 0
     for learner in learners:
-        record = Record(learner.id, "", "graded", learner.first_name, learner.last_name, learner.email,
-                        learner.commit)
+        record = Record(
+            learner.id, "", "graded", learner.first_name, learner.last_name, learner.email, learner.commit
+        )
         if learner.problem is not None:
             kind, detail = learner.problem
             record.status, record.error, record.detail = "error", kind, detail
@@ -255,8 +323,16 @@ def _triage(course: Course, lessons: list[Lesson], learners: list[Learner], stor
     return todo, unchanged, failed
 
 
-def _grade(course: Course, lessons: list[Lesson], todo: dict[str, tuple[Record, Learner]], store: Store, run: dict,
-           jobs: int, learner_timeout: float | None, say: Say) -> tuple[int, int] | None:
+def _grade(
+    course: Course,
+    lessons: list[Lesson],
+    todo: dict[str, tuple[Record, Learner]],
+    store: Store,
+    run: dict,
+    jobs: int,
+    learner_timeout: float | None,
+    say: Say,
+) -> tuple[int, int] | None:
     """Grade the learners in `todo`, saving each result as it comes: (graded, errors), or None
     when the grading processes cannot even start."""
     from autograder.cohort.pool import GradingPool, PoolError, Setup, Task, remove_stale_scratch
@@ -269,7 +345,9 @@ def _grade(course: Course, lessons: list[Lesson], todo: dict[str, tuple[Record, 
     pool.on_start = progress.started
     graded = errors = 0
     try:
-        tasks = (Task(ident, str(learner.exercises), str(learner.folder)) for ident, (_, learner) in todo.items())
+        tasks = (
+            Task(ident, str(learner.exercises), str(learner.folder)) for ident, (_, learner) in todo.items()
+        )
         for outcome in pool.run(tasks):
             record = todo[outcome.learner][0]
             record.seconds, record.pending = round(outcome.seconds, 3), outcome.pending
@@ -293,6 +371,7 @@ def _grade(course: Course, lessons: list[Lesson], todo: dict[str, tuple[Record, 
 def _import_publishing_meanwhile() -> None:
     """Import what `publish` needs (nbgrader's gradebook, matplotlib: ~1.5 s) in a thread while
     the grading processes work: this process only waits on them until then."""
+
     def load() -> None:
         try:
             import matplotlib
@@ -338,7 +417,9 @@ def _observe(log: ObservationLog, learner: Learner, content: str, fetched_at: da
     try:
         if fetched_at is not None and learner.commit:
             return log.observe(learner.id, "fetch", commit=learner.commit, content=None, seen=fetched_at)
-        return log.observe(learner.id, "folder", commit=learner.commit, content=content, seen=observations.now())
+        return log.observe(
+            learner.id, "folder", commit=learner.commit, content=content, seen=observations.now()
+        )
     except OSError as exc:  # the output folder itself: every learner would fail the same way
         raise BatchError("batch.observations_unwritable", file=str(log.path), detail=str(exc)) from None
 
@@ -359,15 +440,37 @@ def _error_json(course: Course, lessons: list[Lesson], run: dict, record: Record
     from autograder.render.output import render_json
 
     reason = record.error_reason()
-    result = CourseResult(course.name, run["language"], run["seed"], [
-        LessonResult(lesson.id, lesson.slug, dict(lesson.title), lesson.xp,
-                     [CheckResult(spec.id, spec.todo, Status.ERROR, 0.0, float(spec.points), Feedback.of(reason),
-                                  informational=spec.informational) for spec in lesson.checks])
-        for lesson in lessons])
+    result = CourseResult(
+        course.name,
+        run["language"],
+        run["seed"],
+        [
+            LessonResult(
+                lesson.id,
+                lesson.slug,
+                dict(lesson.title),
+                lesson.xp,
+                [
+                    CheckResult(
+                        spec.id,
+                        spec.todo,
+                        Status.ERROR,
+                        0.0,
+                        float(spec.points),
+                        Feedback.of(reason),
+                        informational=spec.informational,
+                    )
+                    for spec in lesson.checks
+                ],
+            )
+            for lesson in lessons
+        ],
+    )
     return render_json(result, run["language"])
 
 
 # ------------------------------------------------------------------------------ output
+
 
 class _Progress:
     """A rich progress bar on a terminal; one plain line per learner when redirected."""
@@ -378,12 +481,24 @@ class _Progress:
         self._bar = None
         if total and sys.stderr.isatty():
             from rich.console import Console
-            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
-                                       TimeRemainingColumn)
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
 
-            self._bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), TimeRemainingColumn(), console=Console(stderr=True),
-                                 transient=True)
+            self._bar = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                TimeRemainingColumn(),
+                console=Console(stderr=True),
+                transient=True,
+            )
             self._task = self._bar.add_task(say.text("batch.progress_starting"), total=total)
             self._bar.start()
 
@@ -396,13 +511,21 @@ class _Progress:
         if record.learner in self.grading:
             self.grading.remove(record.learner)
         if record.status == "graded" and result is not None:
-            line = self.say.text("batch.learner_done", done=self.done, total=self.total, id=record.learner,
-                                 score=result.get("score"), max_score=result.get("max_score"),
-                                 xp=result.get("xp"), xp_max=result.get("xp_max"))
+            line = self.say.text(
+                "batch.learner_done",
+                done=self.done,
+                total=self.total,
+                id=record.learner,
+                score=result.get("score"),
+                max_score=result.get("max_score"),
+                xp=result.get("xp"),
+                xp_max=result.get("xp_max"),
+            )
         else:
             reason = i18n.localize(record.error_reason(), self.say.lang)
-            line = self.say.text("batch.learner_error", done=self.done, total=self.total, id=record.learner,
-                                 reason=reason)
+            line = self.say.text(
+                "batch.learner_error", done=self.done, total=self.total, id=record.learner, reason=reason
+            )
         if self._bar is not None:
             self._bar.console.print(line, markup=False, highlight=False)
             self._bar.update(self._task, advance=1)
@@ -412,7 +535,9 @@ class _Progress:
 
     def _describe(self) -> None:
         if self._bar is not None:
-            self._bar.update(self._task, description=self.say.text("batch.progress", learners=", ".join(self.grading)))
+            self._bar.update(
+                self._task, description=self.say.text("batch.progress", learners=", ".join(self.grading))
+            )
 
     def stop(self) -> None:
         if self._bar is not None:

@@ -48,8 +48,19 @@ from autograder.core.neutral import spreadsheet_cell
 from autograder.core.results import Status
 
 # nbgrader export's columns, in its order (nbgrader/plugins/export.py).
-NBGRADER_COLUMNS = ("assignment", "duedate", "timestamp", "student_id", "last_name", "first_name", "email",
-                    "raw_score", "late_submission_penalty", "score", "max_score")
+NBGRADER_COLUMNS = (
+    "assignment",
+    "duedate",
+    "timestamp",
+    "student_id",
+    "last_name",
+    "first_name",
+    "email",
+    "raw_score",
+    "late_submission_penalty",
+    "score",
+    "max_score",
+)
 # The columns of numbers (see the module docstring); cohort.csv's one per lesson too.
 NUMBER_COLUMNS = frozenset({"raw_score", "late_submission_penalty", "score", "max_score", "xp", "xp_max"})
 
@@ -67,7 +78,11 @@ def cell_points(cohort: Cohort, lesson) -> dict[str, float]:
     a GPU). nbgrader has no "skipped": counting those points would make the maximum 105 where
     `autograder grade` (and the Jupyter edition) say 100."""
     results = [entry.lesson(lesson.id) for entry in cohort.entries if entry.graded]
-    skipped = [{c.id for c in result.checks if c.status is Status.SKIPPED} for result in results if result is not None]
+    skipped = [
+        {c.id for c in result.checks if c.status is Status.SKIPPED}
+        for result in results
+        if result is not None
+    ]
     skipped_by_all = set.intersection(*skipped) if skipped else set()
     return {spec.id: 0.0 if spec.id in skipped_by_all else float(spec.points) for spec in lesson.checks}
 
@@ -134,25 +149,35 @@ def _fill(gb, api, cohort: Cohort) -> None:
     students = {}
     for entry in cohort.entries:
         record = entry.record
-        students[record.learner] = gb.add_student(record.learner, first_name=record.first_name or None,
-                                                  last_name=record.last_name or None, email=record.email or None)
+        students[record.learner] = gb.add_student(
+            record.learner,
+            first_name=record.first_name or None,
+            last_name=record.last_name or None,
+            email=record.email or None,
+        )
     for lesson in cohort.lessons:
         assignment = gb.add_assignment(lesson.folder)
         notebook = gb.add_notebook(lesson.folder, lesson.folder)
         cells = {}
         for check_id, points in cell_points(cohort, lesson).items():
-            cells[check_id] = gb.add_grade_cell(check_id, lesson.folder, lesson.folder,
-                                                max_score=points, cell_type="code")
+            cells[check_id] = gb.add_grade_cell(
+                check_id, lesson.folder, lesson.folder, max_score=points, cell_type="code"
+            )
         # One commit per lesson, not per submission: a cohort of hundreds stays quick.
         for entry in cohort.entries:
-            submission = api.SubmittedAssignment(assignment=assignment, student=students[entry.record.learner],
-                                                 timestamp=_timestamp(entry))
+            submission = api.SubmittedAssignment(
+                assignment=assignment, student=students[entry.record.learner], timestamp=_timestamp(entry)
+            )
             submitted = api.SubmittedNotebook(notebook=notebook, assignment=submission)
             result = entry.lesson(lesson.id)
             scores = {check.id: check.score for check in result.checks} if result is not None else {}
             for spec in lesson.checks:
-                api.Grade(cell=cells[spec.id], notebook=submitted, auto_score=float(scores.get(spec.id, 0.0)),
-                          needs_manual_grade=False)
+                api.Grade(
+                    cell=cells[spec.id],
+                    notebook=submitted,
+                    auto_score=float(scores.get(spec.id, 0.0)),
+                    needs_manual_grade=False,
+                )
             gb.db.add(submission)
         gb.db.commit()
 
@@ -173,13 +198,23 @@ def export_rows(cohort: Cohort) -> list[dict[str, object]]:
             result = entry.lesson(lesson.id)
             score = _points(result)
             record = entry.record
-            rows.append({
-                "assignment": lesson.folder, "duedate": "", "timestamp": _text(_timestamp(entry)),
-                "student_id": record.learner, "last_name": record.last_name, "first_name": record.first_name,
-                "email": record.email, "raw_score": score, "late_submission_penalty": 0.0,
-                "score": score, "max_score": max_score,
-                "xp": result.xp if result is not None else 0, "xp_max": lesson.xp,
-            })
+            rows.append(
+                {
+                    "assignment": lesson.folder,
+                    "duedate": "",
+                    "timestamp": _text(_timestamp(entry)),
+                    "student_id": record.learner,
+                    "last_name": record.last_name,
+                    "first_name": record.first_name,
+                    "email": record.email,
+                    "raw_score": score,
+                    "late_submission_penalty": 0.0,
+                    "score": score,
+                    "max_score": max_score,
+                    "xp": result.xp if result is not None else 0,
+                    "xp_max": lesson.xp,
+                }
+            )
     return rows
 
 
@@ -190,20 +225,39 @@ def grades_csv(cohort: Cohort) -> str:
 def cohort_csv(cohort: Cohort) -> str:
     """One row per learner: a column of points per lesson (named like its assignment), totals."""
     folders = [lesson.folder for lesson in cohort.lessons]
-    columns = ["student_id", "last_name", "first_name", "email", "timestamp", "status", *folders,
-               "score", "max_score", "xp", "xp_max"]
+    columns = [
+        "student_id",
+        "last_name",
+        "first_name",
+        "email",
+        "timestamp",
+        "status",
+        *folders,
+        "score",
+        "max_score",
+        "xp",
+        "xp_max",
+    ]
     rows = []
     for entry in cohort.entries:
         record = entry.record
         scores = {lesson.folder: _score(entry, lesson) for lesson in cohort.lessons}
         xp = sum(result.xp for result in (entry.lesson(lesson.id) for lesson in cohort.lessons) if result)
-        rows.append({
-            "student_id": record.learner, "last_name": record.last_name, "first_name": record.first_name,
-            "email": record.email, "timestamp": _text(_timestamp(entry)),
-            "status": record.status if record.error is None else f"{record.status}:{record.error}",
-            **scores, "score": float(entry.result.score), "max_score": float(entry.result.max_score),
-            "xp": xp, "xp_max": sum(lesson.xp for lesson in cohort.lessons),
-        })
+        rows.append(
+            {
+                "student_id": record.learner,
+                "last_name": record.last_name,
+                "first_name": record.first_name,
+                "email": record.email,
+                "timestamp": _text(_timestamp(entry)),
+                "status": record.status if record.error is None else f"{record.status}:{record.error}",
+                **scores,
+                "score": float(entry.result.score),
+                "max_score": float(entry.result.max_score),
+                "xp": xp,
+                "xp_max": sum(lesson.xp for lesson in cohort.lessons),
+            }
+        )
     return _csv(columns, rows, NUMBER_COLUMNS | set(folders))
 
 
@@ -224,6 +278,10 @@ def _csv(columns: list[str], rows: list[dict[str, object]], numbers: frozenset[s
     writer = csv.writer(buffer, lineterminator="\r\n")
     writer.writerow([spreadsheet_cell(column) for column in columns])
     for row in rows:
-        writer.writerow([_number(row[column], column) if column in numbers else spreadsheet_cell(_text(row[column]))
-                         for column in columns])
+        writer.writerow(
+            [
+                _number(row[column], column) if column in numbers else spreadsheet_cell(_text(row[column]))
+                for column in columns
+            ]
+        )
     return buffer.getvalue()

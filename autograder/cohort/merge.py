@@ -43,8 +43,9 @@ def merge(course: Course, args: argparse.Namespace, lang: str) -> int:
         expected = [f"{i}/{count}" for i in range(1, count + 1)]
         if sorted(map(str, shards)) != sorted(expected):
             missing = [shard for shard in expected if shard not in shards]
-            raise BatchError("batch.merge_shards", shards=", ".join(map(str, shards)),
-                             missing=", ".join(missing) or "-")
+            raise BatchError(
+                "batch.merge_shards", shards=", ".join(map(str, shards)), missing=", ".join(missing) or "-"
+            )
     owner: dict[str, Path] = {}
     for folder, run in runs:
         for learner in run["learners"]:
@@ -52,22 +53,32 @@ def merge(course: Course, args: argparse.Namespace, lang: str) -> int:
                 raise BatchError("batch.merge_duplicate", id=learner, a=str(owner[learner]), b=str(folder))
             owner[learner] = folder
     say = Say(lang)
-    seen = [sighting for folder, _ in runs if Path(folder).resolve() != Path(args.out).resolve()
-            for sighting in load_log(Path(folder), say).sightings()]
+    seen = [
+        sighting
+        for folder, _ in runs
+        if Path(folder).resolve() != Path(args.out).resolve()
+        for sighting in load_log(Path(folder), say).sightings()
+    ]
     out = Store(args.out)
     out.root.mkdir(parents=True, exist_ok=True)
     for learner, folder in owner.items():
         source = Store(folder)
         if source.read_record(learner) is None or source.read_result(learner) is None:
             raise BatchError("batch.no_result", folder=str(folder), id=learner)
-        for path, target in ((source.result_path(learner), out.result_path(learner)),
-                             (source.record_path(learner), out.record_path(learner))):
+        for path, target in (
+            (source.result_path(learner), out.result_path(learner)),
+            (source.record_path(learner), out.record_path(learner)),
+        ):
             if path.resolve() != target.resolve():
                 target.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(path, target)
     _merge_log(out, seen, sorted(owner), say)
-    merged = {**{name: first[name] for name in _SAME_RUN}, "shard": None, "learners": sorted(owner),
-              "merged_from": [str(folder) for folder, _ in runs]}
+    merged = {
+        **{name: first[name] for name in _SAME_RUN},
+        "shard": None,
+        "learners": sorted(owner),
+        "merged_from": [str(folder) for folder, _ in runs],
+    }
     out.write_run(merged)
     failures = publish(course, out, merged, first["language"])
     say.out("batch.merged", shards=len(runs), learners=len(owner), out=str(args.out))

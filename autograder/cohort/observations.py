@@ -47,9 +47,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from autograder.core.roster import valid_learner_id
 from autograder.core.file_lock import append_line
 from autograder.core.history import parse_time
+from autograder.core.roster import valid_learner_id
 
 LOG_FILE = "observations.jsonl"
 HOW = ("fetch", "folder")
@@ -88,8 +88,13 @@ class Sighting:
         return int(self.seen.timestamp())
 
     def line(self) -> str:
-        data = {"learner": self.learner, "how": self.how, "commit": self.commit, "content": self.content,
-                "seen": format_time(self.seen)}
+        data = {
+            "learner": self.learner,
+            "how": self.how,
+            "commit": self.commit,
+            "content": self.content,
+            "seen": format_time(self.seen),
+        }
         return json.dumps(data, ensure_ascii=False, separators=(", ", ": ")) + "\n"
 
     @classmethod
@@ -171,11 +176,14 @@ class ObservationLog:
     def first_seen(self, learner: str, what: str) -> Sighting | None:
         return self._first.get((learner, what))
 
-    def observe(self, learner: str, how: str, *, commit: str | None, content: str | None,
-                seen: datetime) -> Sighting:
+    def observe(
+        self, learner: str, how: str, *, commit: str | None, content: str | None, seen: datetime
+    ) -> Sighting:
         """The first sighting of this submission: the logged one, or this one, appended now.
         Raises OSError (core.file_lock.LockTimeout included) when it cannot be written."""
-        sighting = Sighting(learner, how, commit, content, seen.astimezone(timezone.utc).replace(microsecond=0))
+        sighting = Sighting(
+            learner, how, commit, content, seen.astimezone(timezone.utc).replace(microsecond=0)
+        )
         known = self.first_seen(learner, sighting.what)
         if known is not None:
             return known

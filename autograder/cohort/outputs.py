@@ -56,14 +56,17 @@ def publish(course: Course, store: Store, run: dict, lang: str) -> list[tuple[st
     its own: one that fails (a library missing, a full disk, a locked file) is reported and the
     others are still written. Returns [(output, why)] of those that failed; results/ is
     never touched here."""
+    from autograder.cohort.gradebook import cohort_csv, grades_csv, write_gradebook
     from autograder.cohort.report import load, render_chart, render_markdown
-    from autograder.cohort.gradebook import grades_csv, cohort_csv, write_gradebook
 
     cohort = load(course, run, store)
     outputs = (
         ("grades.csv", lambda: write_atomic(store.root / "grades.csv", grades_csv(cohort))),
         ("cohort.csv", lambda: write_atomic(store.root / "cohort.csv", cohort_csv(cohort))),
-        ("report.md", lambda: write_atomic(store.root / "report.md", render_markdown(cohort, lang, chart="report.png"))),
+        (
+            "report.md",
+            lambda: write_atomic(store.root / "report.md", render_markdown(cohort, lang, chart="report.png")),
+        ),
         ("report.png", lambda: render_chart(cohort, lang, store.root / "report.png")),
         ("gradebook.db", lambda: write_gradebook(store.root / "gradebook.db", cohort)),
     )

@@ -28,10 +28,10 @@ import tempfile
 import time
 import traceback
 from collections import deque
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 from pathlib import Path
-from collections.abc import Iterable, Iterator
 
 SCRATCH_PREFIX = "autograder-batch-"
 START_TIMEOUT = 300.0  # seconds for a grading process to import torch and warm its pool up
@@ -80,8 +80,12 @@ class _Process:
         client = zygote.attach() if zygote is not None else None
         shared = (client, zygote.pid) if client is not None else None
         try:
-            self.process = ctx.Process(target=_serve, args=(child_conn, setup, str(self.scratch), os.getpid(), shared),
-                                       name="autograder-grade-all", daemon=True)
+            self.process = ctx.Process(
+                target=_serve,
+                args=(child_conn, setup, str(self.scratch), os.getpid(), shared),
+                name="autograder-grade-all",
+                daemon=True,
+            )
             self.process.start()
         finally:
             child_conn.close()
@@ -132,8 +136,10 @@ class GradingPool:
                 for proc in self._procs:
                     if proc.ready and proc.task is None and queue:
                         self._send(proc, queue.popleft())
-                ready = wait([p.conn for p in self._procs] + [p.process.sentinel for p in self._procs],
-                             timeout=self._next_deadline())
+                ready = wait(
+                    [p.conn for p in self._procs] + [p.process.sentinel for p in self._procs],
+                    timeout=self._next_deadline(),
+                )
                 for proc in list(self._procs):
                     outcome, gone = self._service(proc, ready)
                     if outcome is not None:
@@ -205,8 +211,10 @@ class GradingPool:
                         outcome, proc.task = Outcome(learner, text, pending, seconds), None
                     elif reply[0] == "failed" and proc.task is not None:
                         _, learner, detail, seconds = reply
-                        outcome, proc.task = Outcome(learner, seconds=seconds, error="internal",
-                                                     detail=detail), None
+                        outcome, proc.task = (
+                            Outcome(learner, seconds=seconds, error="internal", detail=detail),
+                            None,
+                        )
             except (EOFError, OSError):
                 closed = True
         now = time.monotonic()
@@ -215,14 +223,22 @@ class GradingPool:
             if proc.task is not None:
                 detail = _exit_description(proc.process.exitcode)
                 tail = proc.log_tail()
-                outcome = Outcome(proc.task.learner, seconds=now - proc.sent_at, error="crashed",
-                                  detail=f"{detail}\n{tail}".strip())
+                outcome = Outcome(
+                    proc.task.learner,
+                    seconds=now - proc.sent_at,
+                    error="crashed",
+                    detail=f"{detail}\n{tail}".strip(),
+                )
                 proc.task = None
             return outcome, True
         if proc.task is not None and now - proc.sent_at >= self.learner_timeout:
             # The limit, then the check that was running (see batch_store.Record.error_reason).
-            outcome = Outcome(proc.task.learner, seconds=now - proc.sent_at, error="timeout",
-                              detail=f"{self.learner_timeout:g}\n{proc.running}".strip())
+            outcome = Outcome(
+                proc.task.learner,
+                seconds=now - proc.sent_at,
+                error="timeout",
+                detail=f"{self.learner_timeout:g}\n{proc.running}".strip(),
+            )
             proc.task = None
             return outcome, True
         if not proc.ready and now - proc.started >= START_TIMEOUT:
@@ -243,7 +259,7 @@ def remove_stale_scratch() -> None:
     """Scratch folders of grading runs whose parent process is gone (killed with SIGKILL)."""
     root = Path(tempfile.gettempdir())
     for path in root.glob(f"{SCRATCH_PREFIX}*"):
-        pid = path.name[len(SCRATCH_PREFIX):].split("-", 1)[0]
+        pid = path.name[len(SCRATCH_PREFIX) :].split("-", 1)[0]
         try:
             if not pid.isdigit() or path.stat().st_uid != os.getuid() or int(pid) == os.getpid():
                 continue
@@ -255,6 +271,7 @@ def remove_stale_scratch() -> None:
 
 
 # ------------------------------------------------------------------------ the grading process
+
 
 def _serve(conn, setup: Setup, scratch: str, parent: int, shared_zygote=None) -> None:
     """A grading process: warm up, then grade learner after learner until the parent kills it
@@ -277,9 +294,9 @@ def _serve(conn, setup: Setup, scratch: str, parent: int, shared_zygote=None) ->
     from autograder.sandbox.client import start_warm_pool
 
     start_warm_pool(shared_zygote)  # the zygote imports torch while this process does (see _warm_up)
-    from autograder.engine.grading import grade
-    from autograder.engine.feedback import redact, secrets_from_environ
     from autograder.core.manifest import load_course
+    from autograder.engine.feedback import redact, secrets_from_environ
+    from autograder.engine.grading import grade
     from autograder.render.output import render_json
 
     course = load_course(setup.course_file)
@@ -306,8 +323,15 @@ def _serve(conn, setup: Setup, scratch: str, parent: int, shared_zygote=None) ->
             break
         started = time.monotonic()
         try:
-            result = grade(course, lessons, Path(task.submission), lang=setup.lang, seed=setup.seed,
-                           boundary=Path(task.boundary), on_start=running)
+            result = grade(
+                course,
+                lessons,
+                Path(task.submission),
+                lang=setup.lang,
+                seed=setup.seed,
+                boundary=Path(task.boundary),
+                on_start=running,
+            )
             text = redact(render_json(result, setup.lang), secrets)
             reply = ("done", task.learner, text, pending_todos(result), time.monotonic() - started)
         except Exception:

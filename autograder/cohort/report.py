@@ -19,20 +19,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from autograder.core import i18n
-from autograder.core import neutral
 from autograder.cohort.store import BatchError, Record, Store
-from autograder.core.manifest import Course, Lesson
+from autograder.core import i18n, neutral
 from autograder.core.i18n import translate as _t
+from autograder.core.manifest import Course, Lesson
 from autograder.core.neutral import markdown_inline as _cell
+from autograder.core.results import CheckResult, CourseResult, LessonResult, Status, Text
 from autograder.render.labels import quiz_blank
 from autograder.render.results_json import from_json_dict
-from autograder.core.results import CheckResult, CourseResult, LessonResult, Status, Text
 
 _FAILING = (Status.FAILED, Status.ERROR)
 # A check that ran out of time says so with one of these (its worker was stopped).
-_TIMEOUTS = ("engine.timeout", "engine.timeout_cpu", "engine.timeout_wall", "engine.timeout_generic",
-             "engine.import_timeout")
+_TIMEOUTS = (
+    "engine.timeout",
+    "engine.timeout_cpu",
+    "engine.timeout_wall",
+    "engine.timeout_generic",
+    "engine.import_timeout",
+)
 # At most this many checks named per learner in the list of checks that ran out of time.
 MAX_HUNG_NAMED = 6
 
@@ -80,12 +84,15 @@ def load(course: Course, run: dict, store: Store) -> Cohort:
         try:
             result = from_json_dict(data)
         except ValueError as exc:
-            raise BatchError("batch.bad_result", file=str(store.result_path(learner)), detail=str(exc)) from None
+            raise BatchError(
+                "batch.bad_result", file=str(store.result_path(learner)), detail=str(exc)
+            ) from None
         entries.append(Entry(record, result))
     return Cohort(course, [course.lesson(key) for key in run["lessons"]], int(run["seed"]), entries)
 
 
 # ------------------------------------------------------------------------------ statistics
+
 
 @dataclass
 class Rate:
@@ -162,7 +169,7 @@ def todo_rates(cohort: Cohort) -> list[Rate]:
 
 
 def todo_state(entry: Entry, lesson: Lesson, todo: str) -> str | None:
-    """"pending" (not started), "stuck" or None (done, or nothing of it failing) for one
+    """ "pending" (not started), "stuck" or None (done, or nothing of it failing) for one
     learner's TODO."""
     result = entry.lesson(lesson.id)
     if result is None:
@@ -207,8 +214,9 @@ def apart_rates(cohort: Cohort) -> list[Rate]:
             total = stuck = pending = 0
             for entry, check in _graded_checks(cohort, lesson, spec.id):
                 total += 1
-                if check.status in _FAILING and (spec.id in entry.waiting(lesson.id)
-                                                 or _own_pending(check, entry.result.language)):
+                if check.status in _FAILING and (
+                    spec.id in entry.waiting(lesson.id) or _own_pending(check, entry.result.language)
+                ):
                     pending += 1
                 elif check.status in _FAILING:
                     stuck += 1
@@ -233,7 +241,11 @@ def _said(check: CheckResult, keys: tuple[str, ...], lang: str) -> bool:
 def _own_pending(check: CheckResult, lang: str) -> bool:
     """An informational check of the learner's own pieces that stopped at a TODO still the stub
     in an earlier lesson (lessonNN.own_pending)."""
-    keys = tuple(key for key in i18n.catalog(lang) if key.endswith(".own_pending")) if lang in i18n.LANGUAGES else ()
+    keys = (
+        tuple(key for key in i18n.catalog(lang) if key.endswith(".own_pending"))
+        if lang in i18n.LANGUAGES
+        else ()
+    )
     return _said(check, keys, lang)
 
 
@@ -243,7 +255,11 @@ def hung_checks(cohort: Cohort) -> list[tuple[Entry, str, list[str]]]:
     out = []
     for lesson in cohort.lessons:
         for entry, result in _graded_lessons(cohort, lesson):
-            ids = [c.id for c in result.checks if c.status in _FAILING and _said(c, _TIMEOUTS, entry.result.language)]
+            ids = [
+                c.id
+                for c in result.checks
+                if c.status in _FAILING and _said(c, _TIMEOUTS, entry.result.language)
+            ]
             if ids:
                 out.append((entry, lesson.id, ids))
     return sorted(out, key=lambda row: (row[0].record.learner, row[1]))
@@ -254,6 +270,7 @@ def _check(result: LessonResult, check_id: str) -> CheckResult | None:
 
 
 # ------------------------------------------------------------------------------ Markdown
+
 
 def _share(count: int, total: int, lang: str) -> str:
     percent = round(100 * count / total) if total else 0
@@ -269,40 +286,76 @@ def render_markdown(cohort: Cohort, lang: str, chart: str | None = None) -> str:
     graded = [e for e in cohort.entries if e.graded]
     failed = [e for e in cohort.entries if not e.graded]
     lesson_ids = " ".join(lesson.id for lesson in cohort.lessons)
-    out = [f"# {_cell(_t('batch.report_title', lang, course=cohort.course.name))}", "",
-           _cell(_t("batch.report_summary", lang, learners=len(cohort.entries), graded=len(graded),
-                    lessons=lesson_ids, seed=cohort.seed)), ""]
-    out += [f"| {_t('batch.report_col_lesson', lang)} | {_t('batch.report_col_completed', lang)} | "
-            f"{_t('batch.report_col_mean', lang)} |", "|---|---:|---:|"]
+    out = [
+        f"# {_cell(_t('batch.report_title', lang, course=cohort.course.name))}",
+        "",
+        _cell(
+            _t(
+                "batch.report_summary",
+                lang,
+                learners=len(cohort.entries),
+                graded=len(graded),
+                lessons=lesson_ids,
+                seed=cohort.seed,
+            )
+        ),
+        "",
+    ]
+    out += [
+        f"| {_t('batch.report_col_lesson', lang)} | {_t('batch.report_col_completed', lang)} | "
+        f"{_t('batch.report_col_mean', lang)} |",
+        "|---|---:|---:|",
+    ]
     for lesson in cohort.lessons:
         results = [r for r in (e.lesson(lesson.id) for e in graded) if r is not None]
         done = sum(1 for r in results if r.completed)
         shares = [r.score / r.max_score for r in results if r.max_score]
         percent = round(100 * sum(shares) / len(shares)) if shares else 0
         title = i18n.localize(lesson.title, lang)
-        out.append(f"| {_cell(f'{lesson.id} · {title}')} | {_share(done, len(results), lang)} | "
-                   f"{_cell(_t('batch.report_percent', lang, percent=percent))} |")
+        out.append(
+            f"| {_cell(f'{lesson.id} · {title}')} | {_share(done, len(results), lang)} | "
+            f"{_cell(_t('batch.report_percent', lang, percent=percent))} |"
+        )
 
-    out += ["", f"## {_cell(_t('batch.report_todos', lang))}", "", _cell(_t("batch.report_todos_help", lang)), "",
-            f"| {_t('batch.report_col_todo', lang)} | {_t('batch.report_col_lesson', lang)} | "
-            f"{_t('batch.report_col_stuck', lang)} | {_t('batch.report_col_pending', lang)} |",
-            "|---|---|---:|---:|"]
+    out += [
+        "",
+        f"## {_cell(_t('batch.report_todos', lang))}",
+        "",
+        _cell(_t("batch.report_todos_help", lang)),
+        "",
+        f"| {_t('batch.report_col_todo', lang)} | {_t('batch.report_col_lesson', lang)} | "
+        f"{_t('batch.report_col_stuck', lang)} | {_t('batch.report_col_pending', lang)} |",
+        "|---|---|---:|---:|",
+    ]
     for rate in todo_rates(cohort):
-        out.append(f"| {_code(rate.id)} | {rate.lesson} | {_share(rate.stuck, rate.total, lang)} | "
-                   f"{_share(rate.pending, rate.total, lang)} |")
+        out.append(
+            f"| {_code(rate.id)} | {rate.lesson} | {_share(rate.stuck, rate.total, lang)} | "
+            f"{_share(rate.pending, rate.total, lang)} |"
+        )
 
     # The checks somebody is stuck on, highest failure rate first; the rest in one line.
     rates = check_rates(cohort)
     stuck = [rate for rate in rates if rate.stuck]
-    out += ["", f"## {_cell(_t('batch.report_checks', lang))}", "", _cell(_t("batch.report_checks_help", lang)), ""]
+    out += [
+        "",
+        f"## {_cell(_t('batch.report_checks', lang))}",
+        "",
+        _cell(_t("batch.report_checks_help", lang)),
+        "",
+    ]
     if stuck:
-        out += [f"| {_t('batch.report_col_check', lang)} | {_t('batch.report_col_todo', lang)} | "
-                f"{_t('batch.report_col_lesson', lang)} | {_t('batch.report_col_failed', lang)} | "
-                f"{_t('batch.report_col_pending', lang)} |", "|---|---|---|---:|---:|"]
+        out += [
+            f"| {_t('batch.report_col_check', lang)} | {_t('batch.report_col_todo', lang)} | "
+            f"{_t('batch.report_col_lesson', lang)} | {_t('batch.report_col_failed', lang)} | "
+            f"{_t('batch.report_col_pending', lang)} |",
+            "|---|---|---|---:|---:|",
+        ]
         for rate in stuck:
             todo = _code(rate.todo) if rate.todo else "—"
-            out.append(f"| {_code(rate.id)} | {todo} | {rate.lesson} | {_share(rate.stuck, rate.total, lang)} | "
-                       f"{_share(rate.pending, rate.total, lang)} |")
+            out.append(
+                f"| {_code(rate.id)} | {todo} | {rate.lesson} | {_share(rate.stuck, rate.total, lang)} | "
+                f"{_share(rate.pending, rate.total, lang)} |"
+            )
         out.append("")
     if len(stuck) < len(rates):
         rest = "batch.report_checks_rest" if stuck else "batch.report_checks_none"
@@ -310,10 +363,16 @@ def render_markdown(cohort: Cohort, lang: str, chart: str | None = None) -> str:
 
     apart = apart_rates(cohort)
     if apart:
-        out += ["", f"## {_cell(_t('batch.report_apart', lang))}", "", _cell(_t("batch.report_apart_help", lang)), "",
-                f"| {_t('batch.report_col_check', lang)} | {_t('batch.report_col_lesson', lang)} | "
-                f"{_t('batch.report_col_failed', lang)} | {_t('batch.report_col_pending', lang)} |",
-                "|---|---|---:|---:|"]
+        out += [
+            "",
+            f"## {_cell(_t('batch.report_apart', lang))}",
+            "",
+            _cell(_t("batch.report_apart_help", lang)),
+            "",
+            f"| {_t('batch.report_col_check', lang)} | {_t('batch.report_col_lesson', lang)} | "
+            f"{_t('batch.report_col_failed', lang)} | {_t('batch.report_col_pending', lang)} |",
+            "|---|---|---:|---:|",
+        ]
         for rate in apart:
             if rate.kind == "quiz":
                 name = _cell(_t("batch.report_quiz", lang))
@@ -321,18 +380,28 @@ def render_markdown(cohort: Cohort, lang: str, chart: str | None = None) -> str:
                     name += " · " + _cell(_t("batch.report_quiz_worst", lang, n=rate.note))
             else:
                 name = f"{_code(rate.id)} · {_cell(_t('batch.report_informational', lang))}"
-            out.append(f"| {name} | {rate.lesson} | {_share(rate.stuck, rate.total, lang)} | "
-                       f"{_share(rate.pending, rate.total, lang)} |")
+            out.append(
+                f"| {name} | {rate.lesson} | {_share(rate.stuck, rate.total, lang)} | "
+                f"{_share(rate.pending, rate.total, lang)} |"
+            )
 
     hung = hung_checks(cohort)
     if hung:
-        out += ["", f"## {_cell(_t('batch.report_hung', lang))}", "", _cell(_t("batch.report_hung_help", lang)), ""]
+        out += [
+            "",
+            f"## {_cell(_t('batch.report_hung', lang))}",
+            "",
+            _cell(_t("batch.report_hung_help", lang)),
+            "",
+        ]
         for entry, lesson_id, ids in hung:
             named = ", ".join(_code(check) for check in ids[:MAX_HUNG_NAMED])
             if len(ids) > MAX_HUNG_NAMED:
                 named += " " + _cell(_t("batch.report_more", lang, n=len(ids) - MAX_HUNG_NAMED))
-            out.append(f"- {_code(entry.record.learner)} · {_cell(_t('batch.report_in_lesson', lang, id=lesson_id))}: "
-                       f"{named}")
+            out.append(
+                f"- {_code(entry.record.learner)} · {_cell(_t('batch.report_in_lesson', lang, id=lesson_id))}: "
+                f"{named}"
+            )
 
     if failed:
         out += ["", f"## {_cell(_t('batch.report_errors', lang))}", ""]
@@ -345,6 +414,7 @@ def render_markdown(cohort: Cohort, lang: str, chart: str | None = None) -> str:
 
 
 # ------------------------------------------------------------------------------ chart
+
 
 def render_chart(cohort: Cohort, lang: str, path: Path) -> None:
     """A horizontal bar per TODO: the share of learners stuck on it and not started, most

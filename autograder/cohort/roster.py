@@ -48,8 +48,18 @@ GIT_TIMEOUT = 600  # seconds for one fetch: a large history over a slow link
 SCHEMES = ("https", "ssh", "http")  # what --allow-scheme may allow
 # Every git command: no hooks, symlinks checked out as plain files, no local repositories as
 # remotes, no fsmonitor command from a learner's .git/config.
-GIT_OPTIONS = ("-c", "advice.detachedHead=false", "-c", "core.symlinks=false", "-c", "core.hooksPath=" + os.devnull,
-               "-c", "protocol.file.allow=never", "-c", "core.fsmonitor=false")
+GIT_OPTIONS = (
+    "-c",
+    "advice.detachedHead=false",
+    "-c",
+    "core.symlinks=false",
+    "-c",
+    "core.hooksPath=" + os.devnull,
+    "-c",
+    "protocol.file.allow=never",
+    "-c",
+    "core.fsmonitor=false",
+)
 # git's `transport::address` (remote helpers such as ext::) and scp-like `[user@]host:path`.
 _HELPER = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*::")
 _SCP = re.compile(r"(?:[^@/:]+@)?(?P<host>\[[^\]/]+\]|[^:/\[\]]+):(?!//).*")
@@ -90,8 +100,12 @@ def refuse_url(url: str, allowed: Allowed, where: str) -> RosterError | None:
     """The error for a roster URL that is not allowed (naming `where`, the URL without its
     credentials, and what is allowed), or None when it is."""
     origin = url_origin(url)
-    params = {"where": where, "url": redact_url(url), "schemes": ", ".join(allowed.schemes),
-              "hosts": ", ".join(allowed.hosts)}
+    params = {
+        "where": where,
+        "url": redact_url(url),
+        "schemes": ", ".join(allowed.schemes),
+        "hosts": ", ".join(allowed.hosts),
+    }
     if origin is None:
         return RosterError("batch.roster_url_local", **params)
     scheme, host = origin
@@ -136,7 +150,9 @@ def read_roster(path: Path, submissions: Path, allowed: Allowed = Allowed()) -> 
         raise RosterError(exc.text.key, **exc.text.params) from None
     if roster.encoding == "csv" and "url" not in roster.csv_fields:
         line, cells = roster.csv_header
-        raise RosterError("batch.roster_header", where=f"{path}:{line}", missing="url", found=", ".join(cells))
+        raise RosterError(
+            "batch.roster_header", where=f"{path}:{line}", missing="url", found=", ".join(cells)
+        )
     learners = []
     for entry in roster.learners:
         where = f"{path}:{entry.line}"
@@ -147,7 +163,9 @@ def read_roster(path: Path, submissions: Path, allowed: Allowed = Allowed()) -> 
         if refusal is not None:
             raise refusal
         first, last = entry.names
-        learners.append(Learner(entry.id, submissions / entry.id, first, last, entry.email or "", url, entry.ref))
+        learners.append(
+            Learner(entry.id, submissions / entry.id, first, last, entry.email or "", url, entry.ref)
+        )
     return learners
 
 
@@ -197,7 +215,10 @@ def fetch(learner: Learner, allowed: Allowed = Allowed()) -> None:
     folder, created = learner.folder, False
     refusal = refuse_url(learner.url or "", allowed, learner.id)
     if refusal is not None:  # read_roster refused it already; a Learner made elsewhere
-        learner.problem = ("fetch", f"{redact_url(learner.url or '')}: not allowed (--allow-scheme, --allow-host)")
+        learner.problem = (
+            "fetch",
+            f"{redact_url(learner.url or '')}: not allowed (--allow-scheme, --allow-host)",
+        )
         return
     try:
         if folder.is_symlink():
@@ -215,7 +236,15 @@ def fetch(learner: Learner, allowed: Allowed = Allowed()) -> None:
             _git(folder, "remote", "set-url", "origin", learner.url)
         # Only the ref asked for (or the remote's HEAD), then a detached checkout of exactly it:
         # the same commands whether the folder is new or a clone from an earlier run.
-        _git(folder, "fetch", "--quiet", "--no-tags", "origin", learner.ref or "HEAD", protocols=allowed.schemes)
+        _git(
+            folder,
+            "fetch",
+            "--quiet",
+            "--no-tags",
+            "origin",
+            learner.ref or "HEAD",
+            protocols=allowed.schemes,
+        )
         _git(folder, "checkout", "--quiet", "--force", "--detach", "FETCH_HEAD")
         learner.commit = _git(folder, "rev-parse", "HEAD")
     except GitError as exc:
@@ -230,12 +259,23 @@ class GitError(Exception):
 
 def _git(folder: Path, *args: str, check: bool = True, protocols: tuple[str, ...] = ()) -> str:
     """Run git in `folder`; it may reach remotes only over `protocols` (none: it stays local)."""
-    env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "true", "GIT_SSH_COMMAND":
-           os.environ.get("GIT_SSH_COMMAND", "ssh -o BatchMode=yes"), "GIT_ALLOW_PROTOCOL": ":".join(protocols)}
+    env = {
+        **os.environ,
+        "GIT_TERMINAL_PROMPT": "0",
+        "GIT_ASKPASS": "true",
+        "GIT_SSH_COMMAND": os.environ.get("GIT_SSH_COMMAND", "ssh -o BatchMode=yes"),
+        "GIT_ALLOW_PROTOCOL": ":".join(protocols),
+    }
     try:
-        proc = subprocess.run(["git", *GIT_OPTIONS, *args], cwd=folder, env=env,
-                              capture_output=True, text=True, timeout=GIT_TIMEOUT,
-                              stdin=subprocess.DEVNULL)
+        proc = subprocess.run(
+            ["git", *GIT_OPTIONS, *args],
+            cwd=folder,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=GIT_TIMEOUT,
+            stdin=subprocess.DEVNULL,
+        )
     except subprocess.TimeoutExpired:
         raise GitError(f"git {args[0]}: no answer after {GIT_TIMEOUT} s") from None
     except OSError as exc:

@@ -35,16 +35,16 @@ import hashlib
 import json
 import os
 import tempfile
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from collections.abc import Iterable
 from typing import Any
 
 import autograder
-from autograder.engine.grading import GRADERS_ROOT, graders_root, lesson_submission_dir, solutions_dir
 from autograder.core.manifest import Course, Lesson
 from autograder.core.neutral import terminal
 from autograder.core.results import Text, message
+from autograder.engine.grading import GRADERS_ROOT, graders_root, lesson_submission_dir, solutions_dir
 from autograder.sandbox.intake import contained, read_files, refused, submission_files
 
 RUN_FILE = "run.json"
@@ -66,22 +66,28 @@ class BatchError(Exception):
         self.text = message(key, **params)
 
 
-
 # ------------------------------------------------------------------------------ hashing
 
-def _hash_tree(digest: "hashlib._Hash", label: str, folder: Path, files: Iterable[Path] | None = None) -> None:
+
+def _hash_tree(
+    digest: "hashlib._Hash", label: str, folder: Path, files: Iterable[Path] | None = None
+) -> None:
     """Hash a folder's files: a learner's as the sandbox copies them (the same no-follow reads,
     autograder/sandbox/intake.py), or the trusted `files` given."""
     digest.update(f"\0tree {label}\0".encode())
-    entries = read_files(folder) if files is None else (
-        (path.relative_to(folder).as_posix(), path.read_bytes()) for path in files)
+    entries = (
+        read_files(folder)
+        if files is None
+        else ((path.relative_to(folder).as_posix(), path.read_bytes()) for path in files)
+    )
     for rel, data in entries:
         digest.update(f"{rel}\0{len(data)}\0".encode())
         digest.update(data)
 
 
-def graded_folders(course: Course, lessons: list[Lesson], exercises: Path, *,
-                   boundary: Path | None = None) -> list[tuple[str, Path]]:
+def graded_folders(
+    course: Course, lessons: list[Lesson], exercises: Path, *, boundary: Path | None = None
+) -> list[tuple[str, Path]]:
     """(label, folder) of everything grading `lessons` reads from a learner's `exercises`: each
     lesson's folder, as the engine finds it, and the learner's own folders of the lessons it
     uses (the informational own-pieces check runs them). A folder that is a symlink, or below
@@ -99,7 +105,9 @@ def graded_folders(course: Course, lessons: list[Lesson], exercises: Path, *,
     return list(found.items())
 
 
-def content_hash(course: Course, lessons: list[Lesson], exercises: Path, *, boundary: Path | None = None) -> str:
+def content_hash(
+    course: Course, lessons: list[Lesson], exercises: Path, *, boundary: Path | None = None
+) -> str:
     digest = hashlib.sha256()
     for label, folder in graded_folders(course, lessons, exercises, boundary=boundary):
         _hash_tree(digest, label, folder)
@@ -110,17 +118,30 @@ def grading_fingerprint(course: Course, lessons: list[Lesson], *, seed: int, lan
     """What, besides the learner's files, decides a result: the seed and language, the lessons'
     course.yml entries, their hidden graders and reference pieces, and the engine."""
     digest = hashlib.sha256()
-    digest.update(json.dumps({"autograder": autograder.__version__, "course": course.name, "seed": seed,
-                              "lang": lang, "lessons": [repr(lesson) for lesson in lessons]},
-                             sort_keys=True).encode())
+    digest.update(
+        json.dumps(
+            {
+                "autograder": autograder.__version__,
+                "course": course.name,
+                "seed": seed,
+                "lang": lang,
+                "lessons": [repr(lesson) for lesson in lessons],
+            },
+            sort_keys=True,
+        ).encode()
+    )
     graders = graders_root()
     sources = solutions_dir(course) or course.root / "solutions"  # where the reference pieces come from
     for lesson in lessons:
         _hash_tree(digest, f"graders {lesson.graders}", graders / lesson.graders)
         for used in (course.lesson(u) for u in lesson.uses):
             folder = sources / used.folder
-            _hash_tree(digest, f"reference {used.folder}", folder,
-                       [folder / name for name in used.files if (folder / name).is_file()])
+            _hash_tree(
+                digest,
+                f"reference {used.folder}",
+                folder,
+                [folder / name for name in used.files if (folder / name).is_file()],
+            )
     package = Path(autograder.__file__).parent
     _hash_tree(digest, "pytest.ini", GRADERS_ROOT, [GRADERS_ROOT / "pytest.ini"])
     for name in _ENGINE_FILES:
@@ -128,9 +149,11 @@ def grading_fingerprint(course: Course, lessons: list[Lesson], *, seed: int, lan
         if not path.exists():  # a name that no longer exists would leave the engine out unseen
             raise FileNotFoundError(f"grading_fingerprint: {path} is gone; update store._ENGINE_FILES")
         _hash_tree(digest, name, package, [path] if path.is_file() else submission_files(path))
-    catalogs = [package / "messages" / language / f"{name}.yml"
-                for language in sorted({"es", lang})
-                for name in (*_ENGINE_CATALOGS, *(lesson.graders for lesson in lessons))]
+    catalogs = [
+        package / "messages" / language / f"{name}.yml"
+        for language in sorted({"es", lang})
+        for name in (*_ENGINE_CATALOGS, *(lesson.graders for lesson in lessons))
+    ]
     _hash_tree(digest, "messages", package, [path for path in catalogs if path.is_file()])
     return digest.hexdigest()
 
@@ -140,6 +163,7 @@ def learner_key(fingerprint: str, content: str) -> str:
 
 
 # ------------------------------------------------------------------------------ the folder
+
 
 def write_atomic(path: Path, text: str | bytes) -> None:
     """Write `path` whole or not at all: a temporary file in the same folder, then a rename."""
@@ -202,8 +226,9 @@ class Record:
             seconds, _, running = (self.detail or "").partition("\n")
             lesson, _, check = running.strip().partition(" ")
             if check:
-                return message("batch.error_timeout_in", seconds=seconds, lesson=terminal(lesson),
-                               check=terminal(check))
+                return message(
+                    "batch.error_timeout_in", seconds=seconds, lesson=terminal(lesson), check=terminal(check)
+                )
             return message("batch.error_timeout", seconds=seconds, detail="")
         return message(f"batch.error_{self.error}", seconds=self.detail, detail=self.error_summary())
 
@@ -249,8 +274,12 @@ class Store:
 
     def is_done(self, learner: str, key: str) -> bool:
         record = self.read_record(learner)
-        return (record is not None and record.status == "graded" and record.key == key
-                and self.result_path(learner).is_file())
+        return (
+            record is not None
+            and record.status == "graded"
+            and record.key == key
+            and self.result_path(learner).is_file()
+        )
 
     def save(self, record: Record, result_json: str) -> None:
         """The result first, then the record that marks it done (see the module docstring)."""

@@ -65,8 +65,10 @@ class LockTimeout(TimeoutError):
     """Another process held the lock longer than `timeout` seconds."""
 
     def __init__(self, path: Path, timeout: float) -> None:
-        super().__init__(f"could not lock {path} within {timeout:g} s: another autograder "
-                         f"process (check or watch) is holding it")
+        super().__init__(
+            f"could not lock {path} within {timeout:g} s: another autograder "
+            f"process (check or watch) is holding it"
+        )
         self.path, self.timeout = path, timeout
 
 
@@ -110,5 +112,5 @@ def append_line(path: Path, data: bytes) -> None:
                 data = b"\n" + data
         view = memoryview(data)
         while view:
-            view = view[fh.write(view):]
+            view = view[fh.write(view) :]
         os.fsync(fh.fileno())

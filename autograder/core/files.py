@@ -21,8 +21,14 @@ def is_cache(rel: Path) -> bool:
     return rel.name.endswith(CACHE_SUFFIXES) or any(part in CACHE_DIRS for part in rel.parts)
 
 
-def walk_files(folder: Path, *, skip_dirs: Iterable[str] = (), skip_suffixes: tuple[str, ...] = (),
-               hidden: bool = True, on_link: Callable[[Path], None] | None = None) -> list[str]:
+def walk_files(
+    folder: Path,
+    *,
+    skip_dirs: Iterable[str] = (),
+    skip_suffixes: tuple[str, ...] = (),
+    hidden: bool = True,
+    on_link: Callable[[Path], None] | None = None,
+) -> list[str]:
     """Files under `folder` as sorted posix paths relative to it, without caches (none when
     `folder` is missing).
 

@@ -26,8 +26,12 @@ def environment(identity: tuple[str, str] | None = None) -> dict[str, str]:
     (name, email) as author and committer when given."""
     env = dict(os.environ)
     if identity is not None:
-        env.update(GIT_AUTHOR_NAME=identity[0], GIT_AUTHOR_EMAIL=identity[1],
-                   GIT_COMMITTER_NAME=identity[0], GIT_COMMITTER_EMAIL=identity[1])
+        env.update(
+            GIT_AUTHOR_NAME=identity[0],
+            GIT_AUTHOR_EMAIL=identity[1],
+            GIT_COMMITTER_NAME=identity[0],
+            GIT_COMMITTER_EMAIL=identity[1],
+        )
     env.update(
         GIT_TERMINAL_PROMPT="0",  # fail on missing credentials instead of waiting for a password
         LC_ALL="C",  # git's messages in English, for the developer's error message
@@ -65,8 +69,9 @@ def run(
         *args,
     ]
     try:
-        proc = subprocess.run(argv, input=input, capture_output=True, env=environment(identity),
-                              timeout=timeout, check=False)
+        proc = subprocess.run(
+            argv, input=input, capture_output=True, env=environment(identity), timeout=timeout, check=False
+        )
     except subprocess.TimeoutExpired:
         raise GitError(f"git {' '.join(args)} in {repo} did not finish in {timeout} s") from None
     except OSError as exc:

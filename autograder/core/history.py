@@ -178,7 +178,10 @@ class Record:
         ids = [lesson.id for lesson in self.lessons]
         if len(set(ids)) != len(ids):
             raise ValueError(f"a lesson appears twice in the record: {ids}")
-        for name, total in (("xp", sum(x.xp for x in self.lessons)), ("xp_max", sum(x.xp_max for x in self.lessons))):
+        for name, total in (
+            ("xp", sum(x.xp for x in self.lessons)),
+            ("xp_max", sum(x.xp_max for x in self.lessons)),
+        ):
             value = getattr(self, name)
             if not _is_int(value) or value != total:
                 raise ValueError(f"{name} must be the sum of the lessons' {name} ({total}), got {value!r}")
@@ -190,7 +193,8 @@ class Record:
         """A record from the project's results JSON (render.to_json_dict)."""
         try:
             lessons = tuple(
-                LessonEntry.from_json({key: lesson[key] for key in _LESSON_KEYS}) for lesson in results["lessons"]
+                LessonEntry.from_json({key: lesson[key] for key in _LESSON_KEYS})
+                for lesson in results["lessons"]
             )
             return cls(commit, committed_at, graded_at, results["xp"], results["xp_max"], lessons)
         except (KeyError, TypeError) as exc:
@@ -257,7 +261,12 @@ def parse_history(text: str | bytes) -> tuple[list[Record], list[str]]:
             continue
         try:
             record = Record.from_json(json.loads(line))
-        except (ValueError, TypeError, OverflowError, RecursionError) as exc:  # JSONDecodeError is a ValueError
+        except (
+            ValueError,
+            TypeError,
+            OverflowError,
+            RecursionError,
+        ) as exc:  # JSONDecodeError is a ValueError
             problems.append(f"line {number}: {exc}")
             continue
         if record.commit in seen:
@@ -334,7 +343,9 @@ def _zone(tz: str) -> ZoneInfo:
     try:
         return ZoneInfo(tz)
     except (ZoneInfoNotFoundError, ValueError, TypeError):
-        raise ValueError(f"unknown time zone {tz!r} (expected an IANA name such as 'Europe/Madrid')") from None
+        raise ValueError(
+            f"unknown time zone {tz!r} (expected an IANA name such as 'Europe/Madrid')"
+        ) from None
 
 
 def _streaks(days: list[date]) -> list[tuple[date, int]]:

@@ -70,7 +70,7 @@ class _Formatter(string.Formatter):
 
     def format_field(self, value: Any, format_spec: str) -> str:
         if format_spec.startswith(_PLURAL):
-            one, _, many = format_spec[len(_PLURAL):].partition("|")
+            one, _, many = format_spec[len(_PLURAL) :].partition("|")
             if isinstance(value, _Placeholder):  # a missing count: show the placeholder
                 return f"{value} {many}"
             return f"{value} {one if _is_one(value) else many or one}"

@@ -28,13 +28,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from autograder.core.json_schema import schema, validator  # before jsonschema: see there
-
 import jsonschema  # noqa: E402
 import jsonschema.exceptions  # noqa: E402
 import yaml  # noqa: E402
 
 from autograder.core import yaml_loader
+from autograder.core.json_schema import schema, validator  # before jsonschema: see there
 
 __all__ = [
     "ENV_VAR",
@@ -117,7 +116,9 @@ class Lesson:
         for item in items:
             if item.id == id:
                 return item
-        raise ManifestError(f"lesson {self.folder} has no {kind} {id!r}; its {kind}s: {_listing(i.id for i in items)}")
+        raise ManifestError(
+            f"lesson {self.folder} has no {kind} {id!r}; its {kind}s: {_listing(i.id for i in items)}"
+        )
 
 
 @dataclass(frozen=True)
@@ -264,8 +265,13 @@ def _semantic_problems(data: dict[str, Any]) -> list[tuple[str, str]]:
         problems += _already(first_slug, lesson["slug"], i, "lessons", "slug")
         for k, used in enumerate(lesson.get("uses", [])):
             if used not in first_id or first_id[used] >= i:
-                problems.append((f"{at}.uses[{k}]", f"{used!r} is not the id of an earlier lesson; a lesson "
-                                 "can only build on lessons listed before it"))
+                problems.append(
+                    (
+                        f"{at}.uses[{k}]",
+                        f"{used!r} is not the id of an earlier lesson; a lesson "
+                        "can only build on lessons listed before it",
+                    )
+                )
         problems += _lesson_problems(lesson, at)
     return problems
 
@@ -342,8 +348,13 @@ def _build(data: dict[str, Any], root: Path) -> Course:
             graders=raw["graders"],
             todos=tuple(Todo(t["id"], t["file"], dict(t["title"])) for t in raw["todos"]),
             checks=tuple(
-                CheckSpec(c["id"], c["todo"], c["points"], c.get("timeout", default_timeout),
-                          bool(c.get("informational", False)))
+                CheckSpec(
+                    c["id"],
+                    c["todo"],
+                    c["points"],
+                    c.get("timeout", default_timeout),
+                    bool(c.get("informational", False)),
+                )
                 for c in raw["checks"]
             ),
             uses=tuple(raw.get("uses", ())),

@@ -65,8 +65,9 @@ def _escape(line: str) -> str:
     # GitHub turns "@name" into a mention (a notification) after Markdown is parsed, escapes or
     # not: an invisible word joiner after the "@" keeps the text and drops the mention.
     line = line.replace("@", "@\u2060")
-    return _LINE_START.sub(lambda m: m.group(1) + ("\\" + m.group(2) if m.group(2)
-                                                   else m.group(3) + "\\" + m.group(4)), line)
+    return _LINE_START.sub(
+        lambda m: m.group(1) + ("\\" + m.group(2) if m.group(2) else m.group(3) + "\\" + m.group(4)), line
+    )
 
 
 def markdown_inline(text: object) -> str:

@@ -107,8 +107,14 @@ class CheckResult:
     def pending(self) -> Text | None:
         """The engine's "TODO [x] pendiente" message (engine.todo_pending: a TODO still the
         stub stopped this check; params todo and title) when the feedback holds it, else None."""
-        return next((part for part in self.feedback.parts
-                     if isinstance(part, Text) and part.key == "engine.todo_pending"), None)
+        return next(
+            (
+                part
+                for part in self.feedback.parts
+                if isinstance(part, Text) and part.key == "engine.todo_pending"
+            ),
+            None,
+        )
 
 
 @dataclass
@@ -198,9 +204,14 @@ def combine_isolation(summaries: list[dict[str, Any] | None]) -> dict[str, Any] 
     # A portable worker's summary (autograder/sandbox/portable.py) may also miss "limits".
     missing += ["limits"] if any("limits" in s.get("missing", ()) for s in summaries) else []
     namespaces = sorted(set.intersection(*(set(s.get("namespaces", [])) for s in summaries)))
-    combined = {"official": not missing, "enforced": enforced, "missing": missing,
-                "landlock_abi": min(s.get("landlock_abi", 0) for s in summaries), "namespaces": namespaces,
-                "disabled": any(s.get("disabled") for s in summaries)}
+    combined = {
+        "official": not missing,
+        "enforced": enforced,
+        "missing": missing,
+        "landlock_abi": min(s.get("landlock_abi", 0) for s in summaries),
+        "namespaces": namespaces,
+        "disabled": any(s.get("disabled") for s in summaries),
+    }
     if any(s.get("portable") for s in summaries):
         combined["portable"] = True  # only then: results of the Linux path keep their shape
     return combined

@@ -43,34 +43,63 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import jsonschema  # noqa: E402
 import yaml
 
 from autograder.core.json_schema import schema, validator  # before jsonschema: see there
-
-import jsonschema  # noqa: E402
-
 from autograder.core.neutral import formula_like
 from autograder.core.results import Text, message
 from autograder.core.yaml_loader import SafeLoader
 
-__all__ = ["LEARNER_FIELDS", "LEARNER_ID", "SCHEMA_PATH", "VERSION", "Learner", "Roster", "RosterError",
-           "compose_yaml", "is_csv", "is_repository", "load", "parse", "valid_course_field",
-           "valid_learner_id", "yaml_child"]
+__all__ = [
+    "LEARNER_FIELDS",
+    "LEARNER_ID",
+    "SCHEMA_PATH",
+    "VERSION",
+    "Learner",
+    "Roster",
+    "RosterError",
+    "compose_yaml",
+    "is_csv",
+    "is_repository",
+    "load",
+    "parse",
+    "valid_course_field",
+    "valid_learner_id",
+    "yaml_child",
+]
 
 SCHEMA_PATH = Path(__file__).with_name("roster.schema.json")
 VERSION = 1
 COURSE_FIELDS = ("organization", "template", "repository_prefix")
-LEARNER_FIELDS = ("id", "name", "first_name", "last_name", "email", "github", "repository", "repository_id",
-                  "url", "ref")
+LEARNER_FIELDS = (
+    "id",
+    "name",
+    "first_name",
+    "last_name",
+    "email",
+    "github",
+    "repository",
+    "repository_id",
+    "url",
+    "ref",
+)
 # CSV header names (lower case) -> field; "repo" and "repository" are resolved per cell (_parse_csv).
-CSV_ALIASES = {**{name: name for name in LEARNER_FIELDS}, "student_id": "id", "git_url": "url", "repo": "repository"}
+CSV_ALIASES = {
+    **{name: name for name in LEARNER_FIELDS},
+    "student_id": "id",
+    "git_url": "url",
+    "repo": "repository",
+}
 
 
 def _pattern(*path: str) -> re.Pattern:
     node: Any = schema(SCHEMA_PATH)
     for key in path:
         node = node[key]
-    return re.compile(node["pattern"][1:-1])  # without ^ $: used with fullmatch, which a trailing \n cannot pass
+    return re.compile(
+        node["pattern"][1:-1]
+    )  # without ^ $: used with fullmatch, which a trailing \n cannot pass
 
 
 # A learner id names files: letters (any script), digits and . _ @ + - only, not starting with a
@@ -171,8 +200,13 @@ class Roster:
 
     def shape(self) -> tuple:
         """What the roster says, without where it says it (line numbers, encoding)."""
-        return (self.version, self.organization, self.template, self.repository_prefix,
-                tuple(learner.fields() for learner in self.learners))
+        return (
+            self.version,
+            self.organization,
+            self.template,
+            self.repository_prefix,
+            tuple(learner.fields() for learner in self.learners),
+        )
 
     def document(self) -> dict[str, Any]:
         """The roster as its canonical YAML document."""
@@ -183,6 +217,7 @@ class Roster:
 
 
 # ------------------------------------------------------------------------------ reading
+
 
 def load(path: Path) -> Roster:
     """Read and validate a roster (YAML, or CSV by its .csv suffix); RosterError if unusable."""
@@ -211,6 +246,7 @@ def _where(path: Path, line: int) -> str:
 
 # --- YAML
 
+
 def compose_yaml(text: str, path: Path) -> tuple[Any, Any]:
     """(node tree, data) of a YAML document; the nodes keep the lines the errors name."""
     loader = SafeLoader(text)
@@ -220,10 +256,13 @@ def compose_yaml(text: str, path: Path) -> tuple[Any, Any]:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else 1
-        raise RosterError("batch.roster_yaml", where=_where(path, line),
-                          detail=" ".join(str(exc.problem or exc).split())) from None
+        raise RosterError(
+            "batch.roster_yaml", where=_where(path, line), detail=" ".join(str(exc.problem or exc).split())
+        ) from None
     except yaml.YAMLError as exc:
-        raise RosterError("batch.roster_yaml", where=_where(path, 1), detail=" ".join(str(exc).split())) from None
+        raise RosterError(
+            "batch.roster_yaml", where=_where(path, 1), detail=" ".join(str(exc).split())
+        ) from None
     finally:
         loader.dispose()
     return node, data
@@ -271,8 +310,15 @@ def _parse_yaml(text: str, path: Path) -> Roster:
     lines = [_line(item) for item in items]
     _check(data, path, line_of, lines)
     learners = tuple(_learner(item, line) for item, line in zip(data["learners"], lines))
-    return Roster(path, "yaml", learners, data["version"], data.get("organization"), data.get("template"),
-                  data.get("repository_prefix"))
+    return Roster(
+        path,
+        "yaml",
+        learners,
+        data["version"],
+        data.get("organization"),
+        data.get("template"),
+        data.get("repository_prefix"),
+    )
 
 
 def _refuse_duplicate_keys(node: Any, path: Path) -> None:
@@ -285,8 +331,11 @@ def _refuse_duplicate_keys(node: Any, path: Path) -> None:
             for key_node, value_node in current.value:
                 if isinstance(key_node, yaml.ScalarNode):
                     if key_node.value in seen:
-                        raise RosterError("batch.roster_field_twice", where=_where(path, _line(key_node)),
-                                          field=key_node.value)
+                        raise RosterError(
+                            "batch.roster_field_twice",
+                            where=_where(path, _line(key_node)),
+                            field=key_node.value,
+                        )
                     seen.add(key_node.value)
                 stack.append(value_node)
         elif isinstance(current, yaml.SequenceNode):
@@ -298,6 +347,7 @@ def _learner(item: dict[str, Any], line: int) -> Learner:
 
 
 # --- CSV
+
 
 def _csv_rows(text: str) -> list[tuple[int, list[str]]]:
     """(line where the row starts, cells) of every row with a non-blank cell."""
@@ -320,8 +370,12 @@ def _csv_header(path: Path, line: int, header: list[str]) -> list[str | None]:
             fields.append(None)
             continue
         if name not in CSV_ALIASES:
-            raise RosterError("batch.roster_unknown_field", where=_where(path, line), field=cell.strip(),
-                              allowed=", ".join(LEARNER_FIELDS))
+            raise RosterError(
+                "batch.roster_unknown_field",
+                where=_where(path, line),
+                field=cell.strip(),
+                allowed=", ".join(LEARNER_FIELDS),
+            )
         fields.append(CSV_ALIASES[name])
     return fields
 
@@ -336,11 +390,15 @@ def _parse_csv(text: str, path: Path) -> Roster:
     header_line, header = rows[0]
     columns = _csv_header(path, header_line, header)
     if "id" not in columns:
-        raise RosterError("batch.roster_header", where=_where(path, header_line), missing="id",
-                          found=", ".join(cell.strip() for cell in header))
+        raise RosterError(
+            "batch.roster_header",
+            where=_where(path, header_line),
+            missing="id",
+            found=", ".join(cell.strip() for cell in header),
+        )
     learners, lines, url_in_repository = [], [], False
     for line, row in rows[1:]:
-        if len(row) > len(header) and any(cell.strip() for cell in row[len(header):]):
+        if len(row) > len(header) and any(cell.strip() for cell in row[len(header) :]):
             raise RosterError("batch.roster_extra_cells", where=_where(path, line))
         item: dict[str, Any] = {}
         for column, cell in zip(columns, row):
@@ -363,14 +421,19 @@ def _parse_csv(text: str, path: Path) -> Roster:
         return lines[at[1]] if len(at) > 1 and isinstance(at[1], int) else header_line
 
     _check(data, path, line_of, lines)
-    return Roster(path, "csv", tuple(_learner(item, line) for item, line in zip(learners, lines)),
-                  csv_fields=frozenset(field for field in columns if field) | (
-                      {"url"} if "repository" in columns else set()),
-                  csv_header=(header_line, tuple(cell.strip() for cell in header)),
-                  csv_url_in_repository=url_in_repository)
+    return Roster(
+        path,
+        "csv",
+        tuple(_learner(item, line) for item, line in zip(learners, lines)),
+        csv_fields=frozenset(field for field in columns if field)
+        | ({"url"} if "repository" in columns else set()),
+        csv_header=(header_line, tuple(cell.strip() for cell in header)),
+        csv_url_in_repository=url_in_repository,
+    )
 
 
 # --- validation
+
 
 def _check(data: dict[str, Any], path: Path, line_of, lines: list[int]) -> None:
     """The first problem of the file (the one on the lowest line) as a RosterError."""
@@ -382,8 +445,15 @@ def _check(data: dict[str, Any], path: Path, line_of, lines: list[int]) -> None:
             value = item.get(field)
             if isinstance(value, str) and formula_like(value):
                 line = line_of(["learners", index, field])
-                problems.append((line, 0, RosterError("batch.roster_formula", where=_where(path, line), field=field,
-                                                      value=value)))
+                problems.append(
+                    (
+                        line,
+                        0,
+                        RosterError(
+                            "batch.roster_formula", where=_where(path, line), field=field, value=value
+                        ),
+                    )
+                )
     for error in validator(SCHEMA_PATH).iter_errors(data):
         problems.append(_schema_problem(error, path, line_of))
     if not problems:
@@ -399,8 +469,16 @@ def _schema_problem(error: jsonschema.ValidationError, path: Path, line_of) -> t
         allowed = error.schema.get("properties", {}) if isinstance(error.schema, dict) else {}
         unknown = next((key for key in instance if key not in allowed), "?")
         line = line_of([*at, unknown], key_line=True)
-        return line, 1, RosterError("batch.roster_unknown_field", where=_where(path, line), field=unknown,
-                                    allowed=", ".join(allowed))
+        return (
+            line,
+            1,
+            RosterError(
+                "batch.roster_unknown_field",
+                where=_where(path, line),
+                field=unknown,
+                allowed=", ".join(allowed),
+            ),
+        )
     if error.validator == "required" and isinstance(instance, dict):
         missing = next((key for key in error.validator_value if key not in instance), "?")
         line = line_of(at)
@@ -415,8 +493,17 @@ def _schema_problem(error: jsonschema.ValidationError, path: Path, line_of) -> t
     if field in ("url", "ref") and isinstance(instance, str) and instance.startswith("-"):
         # git would read a leading dash as an option
         return line, 1, RosterError("batch.roster_dash", where=where, column=field, value=instance)
-    return line, 1, RosterError("batch.roster_bad_value", where=where, field=field, value=_shown(instance),
-                                rule=message(f"batch.roster_rule_{field}"))
+    return (
+        line,
+        1,
+        RosterError(
+            "batch.roster_bad_value",
+            where=where,
+            field=field,
+            value=_shown(instance),
+            rule=message(f"batch.roster_rule_{field}"),
+        ),
+    )
 
 
 def _shown(value: Any) -> str:
@@ -435,11 +522,22 @@ def _semantic_problems(learners: list[dict[str, Any]], path: Path, lines: list[i
             if item.get(field) is None:
                 continue
             value, at = item[field], line_of(["learners", index, field])
-            key = (field, value.lower() if field in ("github", "repository") else value)  # GitHub ignores case
+            key = (
+                field,
+                value.lower() if field in ("github", "repository") else value,
+            )  # GitHub ignores case
             if key in first:
-                error = (RosterError("batch.roster_duplicate", where=_where(path, at), id=value) if field == "id"
-                         else RosterError("batch.roster_duplicate_field", where=_where(path, at), field=field,
-                                          value=value, first=first[key]))
+                error = (
+                    RosterError("batch.roster_duplicate", where=_where(path, at), id=value)
+                    if field == "id"
+                    else RosterError(
+                        "batch.roster_duplicate_field",
+                        where=_where(path, at),
+                        field=field,
+                        value=value,
+                        first=first[key],
+                    )
+                )
                 problems.append((at, 2, error))
             first.setdefault(key, at)
     return problems

@@ -40,9 +40,13 @@ def update(path: Path, learner_id: str, **fields: Any) -> bool | None:
     changes = {name: value for name, value in fields.items() if getattr(current, name) != value}
     if not changes:
         return None
-    wanted = dataclasses.replace(roster, learners=tuple(
-        dataclasses.replace(learner, **changes) if learner.id == learner_id else learner
-        for learner in roster.learners))
+    wanted = dataclasses.replace(
+        roster,
+        learners=tuple(
+            dataclasses.replace(learner, **changes) if learner.id == learner_id else learner
+            for learner in roster.learners
+        ),
+    )
     bom = raw.startswith(b"\xef\xbb\xbf")
     if roster.encoding == "csv":
         new_text, in_place = _csv_updated(text, learner_id, changes), True
@@ -78,9 +82,16 @@ def _yaml_updated(text: str, path: Path, learner_id: str, changes: dict[str, Any
     where the layout does not allow it (flow style, a multi-line value)."""
     node, _ = compose_yaml(text, path)
     learners = (yaml_child(node, "learners") or (None, None))[1]
-    item = next((entry for entry in getattr(learners, "value", [])
-                 if isinstance(entry, yaml.MappingNode) and (yaml_child(entry, "id") or (None, None))[1] is not None
-                 and yaml_child(entry, "id")[1].value == learner_id), None)
+    item = next(
+        (
+            entry
+            for entry in getattr(learners, "value", [])
+            if isinstance(entry, yaml.MappingNode)
+            and (yaml_child(entry, "id") or (None, None))[1] is not None
+            and yaml_child(entry, "id")[1].value == learner_id
+        ),
+        None,
+    )
     if item is None or item.flow_style or not item.value:
         return None
     edits: list[tuple[int, int, str]] = []
@@ -91,7 +102,10 @@ def _yaml_updated(text: str, path: Path, learner_id: str, changes: dict[str, Any
             missing.append((name, value))
             continue
         value_node = found[1]
-        if not isinstance(value_node, yaml.ScalarNode) or value_node.start_mark.line != value_node.end_mark.line:
+        if (
+            not isinstance(value_node, yaml.ScalarNode)
+            or value_node.start_mark.line != value_node.end_mark.line
+        ):
             return None
         edits.append((value_node.start_mark.index, value_node.end_mark.index, _scalar(value)))
     if missing:
@@ -110,7 +124,9 @@ def _yaml_updated(text: str, path: Path, learner_id: str, changes: dict[str, Any
 
 
 def _dump(roster: Roster) -> str:
-    return yaml.safe_dump(roster.document(), sort_keys=False, allow_unicode=True, default_flow_style=False, width=1000)
+    return yaml.safe_dump(
+        roster.document(), sort_keys=False, allow_unicode=True, default_flow_style=False, width=1000
+    )
 
 
 def _csv_updated(text: str, learner_id: str, changes: dict[str, Any]) -> str:

@@ -50,8 +50,15 @@ from autograder.core.files import walk_files
 from autograder.core.manifest import Course, _shown
 from autograder.course.stubs import StubError, sync
 
-__all__ = ["MARKER", "ReleaseError", "ReleaseReport", "build_release", "check_learner_workflow", "read_marker",
-           "render_readme"]
+__all__ = [
+    "MARKER",
+    "ReleaseError",
+    "ReleaseReport",
+    "build_release",
+    "check_learner_workflow",
+    "read_marker",
+    "render_readme",
+]
 
 MARKER = ".autograder-release"
 ENGINE_DIR = Path(__file__).resolve().parents[1]
@@ -180,8 +187,10 @@ def check_learner_workflow(data: bytes, shown: str) -> None:
         if not isinstance(job, dict):
             continue
         if "secrets" in job:
-            raise ReleaseError(f"{shown}: job {job_name!r} passes secrets on (`secrets:`); a learner's "
-                               "workflow passes no secret to another workflow")
+            raise ReleaseError(
+                f"{shown}: job {job_name!r} passes secrets on (`secrets:`); a learner's "
+                "workflow passes no secret to another workflow"
+            )
         for index, step in enumerate(job.get("steps") or [], start=1):
             if not isinstance(step, dict) or not str(step.get("uses", "")).startswith("actions/checkout"):
                 continue
@@ -242,9 +251,14 @@ def _learner_pyproject(path: Path) -> str:
     except StopIteration:
         raise ReleaseError(f"{shown}: no [tool.pytest.ini_options] section to adapt for learners") from None
     end = next((i for i in range(start + 1, len(lines)) if lines[i].lstrip().startswith("[")), len(lines))
-    expected = {"testpaths": re.compile(r'^testpaths\s*=\s*\[\s*"tests"\s*\]\s*$'),
-                "pythonpath": re.compile(r'^pythonpath\s*=\s*\[\s*"tests"\s*\]\s*$')}
-    found = {key: [i for i in range(start + 1, end) if pattern.match(lines[i])] for key, pattern in expected.items()}
+    expected = {
+        "testpaths": re.compile(r'^testpaths\s*=\s*\[\s*"tests"\s*\]\s*$'),
+        "pythonpath": re.compile(r'^pythonpath\s*=\s*\[\s*"tests"\s*\]\s*$'),
+    }
+    found = {
+        key: [i for i in range(start + 1, end) if pattern.match(lines[i])]
+        for key, pattern in expected.items()
+    }
     for key, where in found.items():
         if len(where) != 1:
             raise ReleaseError(
@@ -268,8 +282,10 @@ def _verify_pyproject(text: str, shown: str) -> None:
     except (tomllib.TOMLDecodeError, KeyError, TypeError) as exc:
         raise ReleaseError(f"{shown}: the adapted file is not valid ({exc})") from None
     if options.get("testpaths") != ["exercises"] or "pythonpath" in options:
-        raise ReleaseError(f"{shown}: adapting the pytest settings for learners did not give "
-                           'testpaths = ["exercises"] without pythonpath')
+        raise ReleaseError(
+            f"{shown}: adapting the pytest settings for learners did not give "
+            'testpaths = ["exercises"] without pythonpath'
+        )
 
 
 # --- the learner README ----------------------------------------------------------------------------
@@ -336,8 +352,10 @@ def _check_out_location(root: Path, out: Path) -> None:
     """Never write over the course itself or into a folder the release is read from."""
     target = out.resolve()
     if target == root or target in root.parents:
-        raise ReleaseError(f"--out {out}: is the course repository or a folder above it; "
-                           "choose a folder of its own (e.g. ../learner-template)")
+        raise ReleaseError(
+            f"--out {out}: is the course repository or a folder above it; "
+            "choose a folder of its own (e.g. ../learner-template)"
+        )
     for source in (ENGINE_DIR, root / "exercises", root / "solutions", root / ".github"):
         source = source.resolve()
         if target == source or source in target.parents or target in source.parents:

@@ -16,8 +16,12 @@ from autograder.core.manifest import Course
 def add_parser(sub) -> None:
     from autograder.core.results import message  # help texts are catalog messages (messages/<lang>/cli.yml)
 
-    release = sub.add_parser("release", help=message("cli.release.help"), description=message("cli.release.description"))
-    release.add_argument("--out", type=Path, required=True, metavar=message("cli.metavar.dir"), help=message("cli.release.out"))
+    release = sub.add_parser(
+        "release", help=message("cli.release.help"), description=message("cli.release.description")
+    )
+    release.add_argument(
+        "--out", type=Path, required=True, metavar=message("cli.metavar.dir"), help=message("cli.release.out")
+    )
     release.add_argument("--force", action="store_true", help=message("cli.release.force"))
 
 
@@ -30,5 +34,9 @@ def main(course: Course, args) -> int:
         print(f"autograder release: {exc}", file=sys.stderr)
         return 2
     # No --lang of its own: args.lang is the command line's language (autograder/cli.py).
-    print(i18n.translate("cli.release_written", args.lang or course.language, out=args.out, files=len(report.files)))
+    print(
+        i18n.translate(
+            "cli.release_written", args.lang or course.language, out=args.out, files=len(report.files)
+        )
+    )
     return 0

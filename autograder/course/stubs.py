@@ -113,7 +113,9 @@ def lesson_files(root: Path, folder: str) -> dict[str, Path]:
     {relative path (posix): file}, exercises/<folder>/'s files overlaid with solutions/<folder>/'s
     marked ones (caches skipped). What a whole solved lesson folder used to be."""
     files = {rel: Path(root) / "exercises" / folder / rel for rel in _walk(Path(root) / "exercises" / folder)}
-    files.update({rel: Path(root) / "solutions" / folder / rel for rel in _walk(Path(root) / "solutions" / folder)})
+    files.update(
+        {rel: Path(root) / "solutions" / folder / rel for rel in _walk(Path(root) / "solutions" / folder)}
+    )
     return dict(sorted(files.items()))
 
 
@@ -141,11 +143,15 @@ def sync(course: Course, check_only: bool) -> list[str]:
             f"{_shown(solutions_dir)}: not found; the stubs are generated from the solutions, "
             "which only the course's own repository has"
         )
-    generated = {lesson.folder: generate_lesson(lesson, solutions_dir, exercises_dir) for lesson in course.lessons}
+    generated = {
+        lesson.folder: generate_lesson(lesson, solutions_dir, exercises_dir) for lesson in course.lessons
+    }
     drift: list[str] = []
     for lesson in course.lessons:
         expected = generated[lesson.folder]
-        drift += _sync_folder(exercises_dir / lesson.folder, f"exercises/{lesson.folder}", expected, check_only)
+        drift += _sync_folder(
+            exercises_dir / lesson.folder, f"exercises/{lesson.folder}", expected, check_only
+        )
     folders = {lesson.folder for lesson in course.lessons}
     if exercises_dir.is_dir():
         for extra in sorted(exercises_dir.iterdir()):

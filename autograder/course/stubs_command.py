@@ -19,7 +19,9 @@ from autograder.core.manifest import Course
 def add_parser(sub) -> None:
     from autograder.core.results import message  # help texts are catalog messages (messages/<lang>/cli.yml)
 
-    stubs = sub.add_parser("stubs", help=message("cli.stubs.help"), description=message("cli.stubs.description"))
+    stubs = sub.add_parser(
+        "stubs", help=message("cli.stubs.help"), description=message("cli.stubs.description")
+    )
     stubs.add_argument("--check", action="store_true", help=message("cli.stubs.check"))
 
 

@@ -58,8 +58,9 @@ def stub_blocks(stub_text: str) -> StubBlocks:
                 break
         blocks.append((start, end, todo))
     inside = {n for first, last, _ in blocks for n in range(first, last + 1)}
-    given = frozenset(line for n, line in enumerate(lines)
-                      if n not in inside and line and not line.startswith("#"))
+    given = frozenset(
+        line for n, line in enumerate(lines) if n not in inside and line and not line.startswith("#")
+    )
     return StubBlocks(lines, tuple(blocks), given)
 
 
@@ -123,7 +124,9 @@ def _closest(line: str, blocks: list[tuple[int, int, str]], stub: StubBlocks, wh
     most names with the line; on a tie, the block at the same relative place in the run
     (`where`, 0..1) as the line, the learner having written the TODOs in their order."""
     names = set(_NAME.findall(line))
-    scores = [len(names & set(_NAME.findall(" ".join(stub.lines[first:last + 1])))) for first, last, _ in blocks]
+    scores = [
+        len(names & set(_NAME.findall(" ".join(stub.lines[first : last + 1])))) for first, last, _ in blocks
+    ]
     best = max(scores)
     tied = [b for b, score in zip(blocks, scores) if score == best]
     if len(tied) == 1 and best > 0:

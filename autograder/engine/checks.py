@@ -16,7 +16,9 @@ from autograder.sandbox.client import StudentError
 class CheckFailure(Exception):
     """The learner's code ran and did the wrong thing; `feedback` explains it."""
 
-    def __init__(self, feedback: Feedback, figures: tuple[Figure, ...] = (), waits_on: str | None = None) -> None:
+    def __init__(
+        self, feedback: Feedback, figures: tuple[Figure, ...] = (), waits_on: str | None = None
+    ) -> None:
         super().__init__(repr(feedback))
         self.feedback = feedback
         self.figures = figures
@@ -74,8 +76,9 @@ def keys_not_taken(loaded: Any, weights: dict) -> list[str]:
     return [key for key in weights if key in names]
 
 
-def describe_student_error(err: StudentError, check_todo: str | None, todo_titles: dict,
-                           raised_in: Any = None) -> Feedback:
+def describe_student_error(
+    err: StudentError, check_todo: str | None, todo_titles: dict, raised_in: Any = None
+) -> Feedback:
     """A learner's exception as feedback: pending TODOs by name, otherwise a trimmed traceback;
     `raised_in` (results.RaisedIn) names the TODO whose code raised, when it is not this
     check's: the check waits on that one."""
@@ -95,15 +98,25 @@ def describe_student_error(err: StudentError, check_todo: str | None, todo_title
     parts = [message("engine.student_raised", type=err.type_name, message=_shorten(err.message))]
     if err.frames_in_root():
         # The error itself is in the line above ("Tu código lanzó ..."): the frames only, once.
-        parts.append(format_traceback(student_frames(err.frames, err.root), err.type_name, err.message,
-                                      final_line=False))
+        parts.append(
+            format_traceback(
+                student_frames(err.frames, err.root), err.type_name, err.message, final_line=False
+            )
+        )
     for needle, key in _ERROR_HINTS:
         if needle in err.message:
             parts.append(Text(key))
             break
     if raised_in is not None and check_todo and raised_in.todo != check_todo:
-        parts.append(message("engine.raised_in_other_todo", todo=check_todo, other=raised_in.todo,
-                             file=raised_in.file, line=raised_in.line))
+        parts.append(
+            message(
+                "engine.raised_in_other_todo",
+                todo=check_todo,
+                other=raised_in.todo,
+                file=raised_in.file,
+                line=raised_in.line,
+            )
+        )
     return Feedback(tuple(parts))
 
 

@@ -75,7 +75,7 @@ def learner_frames(err: StudentError) -> list[dict]:
     for frame in err.frames:
         filename = str(frame.get("filename", ""))
         if filename.startswith(err.root):
-            relative = PurePath(filename[len(err.root):].lstrip("/\\")).as_posix()
+            relative = PurePath(filename[len(err.root) :].lstrip("/\\")).as_posix()
             frames.append({**frame, "filename": relative})
     return frames
 
@@ -118,8 +118,14 @@ def hinted(hint_of: Callable[[StudentError], Part | None], called: Part | None =
 # ---------------------------------------------------------------- matrices shown to the learner
 
 
-def scaled_heatmap(matrix: torch.Tensor, *, leaks=None, title: Part | None = None, legend: Part | None = None,
-                   figure_title: Part | None = None) -> list:
+def scaled_heatmap(
+    matrix: torch.Tensor,
+    *,
+    leaks=None,
+    title: Part | None = None,
+    legend: Part | None = None,
+    figure_title: Part | None = None,
+) -> list:
     """Feedback parts that show a non-negative (T, T) matrix divided by its maximum (so its
     largest cell is 1): [title], the text heatmap with the `leaks` cells marked, [legend], and
     [a Figure of it, titled `figure_title`, drawn where an image can be shown]."""

@@ -26,15 +26,24 @@ from typing import Iterable, Sequence
 
 import pytest
 
-from autograder.engine import blame, references
-from autograder.sandbox import cpu_clock
-from autograder.engine.checks import CheckFailure, describe_student_error
-from autograder.sandbox.intake import contained, refused
 from autograder.core.manifest import Course, Lesson
+from autograder.core.results import (
+    CheckResult,
+    CourseResult,
+    Feedback,
+    LessonResult,
+    RaisedIn,
+    Status,
+    Text,
+    combine_isolation,
+    message,
+)
+from autograder.engine import blame, references
+from autograder.engine.checks import CheckFailure, describe_student_error
 from autograder.engine.practice import grade_practice, has_practice_tests
-from autograder.core.results import (CheckResult, CourseResult, Feedback, LessonResult, RaisedIn, Status, Text,
-                                     combine_isolation, message)
+from autograder.sandbox import cpu_clock
 from autograder.sandbox.client import Limits, Sandbox, StudentError, WorkerDied
+from autograder.sandbox.intake import contained, refused
 
 GRADERS_ROOT = Path(__file__).resolve().parents[1] / "graders"
 _CHECK_KEY = pytest.StashKey[str]()
@@ -56,8 +65,9 @@ def reference_files(course: Course, lesson: Lesson) -> dict[str, Path]:
     return references.reference_files(course, lesson, solutions_dir(course))
 
 
-def own_files(course: Course, lesson: Lesson, lesson_dir: Path, *,
-              boundary: Path | None = None) -> dict[str, Path] | None:
+def own_files(
+    course: Course, lesson: Lesson, lesson_dir: Path, *, boundary: Path | None = None
+) -> dict[str, Path] | None:
     """The learner's own files of the lessons `lesson` uses, found beside its folder (as in the
     repository: exercises/03-.../ next to exercises/04-.../); None when any is missing, or is a
     symlink or below one under `boundary`. By default that is the folder around `lesson_dir`:
@@ -74,8 +84,9 @@ def own_files(course: Course, lesson: Lesson, lesson_dir: Path, *,
     return files
 
 
-def lesson_submission_dir(course: Course, lesson: Lesson, submission: Path | None, single: bool, *,
-                          boundary: Path | None = None) -> Path:
+def lesson_submission_dir(
+    course: Course, lesson: Lesson, submission: Path | None, single: bool, *, boundary: Path | None = None
+) -> Path:
     """The folder holding `lesson`'s files for this grading run (see `autograder grade --help`).
     A folder that is a symlink, or below one, under `boundary` (default: `submission`, else the
     course's root) is never followed: it becomes a path that does not exist (missing files)."""
@@ -94,10 +105,22 @@ def _lesson_dir(course: Course, lesson: Lesson, submission: Path | None, single:
     return submission if single else submission / lesson.folder
 
 
-def grade(course: Course, lessons: Iterable[Lesson], submission: Path | None = None, *,
-          lang: str | None = None, seed: int | None = None, limits: Limits = Limits(),
-          on_lesson=None, boundary: Path | None = None, first: dict[str, Sequence[str]] | None = None,
-          on_start=None, on_check=None, on_worker=None, take=None) -> CourseResult:
+def grade(
+    course: Course,
+    lessons: Iterable[Lesson],
+    submission: Path | None = None,
+    *,
+    lang: str | None = None,
+    seed: int | None = None,
+    limits: Limits = Limits(),
+    on_lesson=None,
+    boundary: Path | None = None,
+    first: dict[str, Sequence[str]] | None = None,
+    on_start=None,
+    on_check=None,
+    on_worker=None,
+    take=None,
+) -> CourseResult:
     """Grade `lessons` of `submission` (default: the course's own exercises/). `boundary`: the
     folder below which nothing of the learner's is followed if it is a symlink (default: see
     `lesson_submission_dir` and `own_files`); grade-all gives the learner's whole folder.
@@ -119,7 +142,9 @@ def grade(course: Course, lessons: Iterable[Lesson], submission: Path | None = N
     seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
     single = len(lessons) == 1
     # Start every worker first: their torch imports overlap ours and each other's.
-    folders = [lesson_submission_dir(course, lesson, submission, single, boundary=boundary) for lesson in lessons]
+    folders = [
+        lesson_submission_dir(course, lesson, submission, single, boundary=boundary) for lesson in lessons
+    ]
     # The learner's own files of the lessons each one uses (None where one is missing).
     own = [own_files(course, lesson, folder, boundary=boundary) for lesson, folder in zip(lessons, folders)]
     # Each lesson's sandbox (a copy of its files, with reference pieces beside them) exists only
@@ -130,7 +155,9 @@ def grade(course: Course, lessons: Iterable[Lesson], submission: Path | None = N
     def sandbox_for(index: int) -> Sandbox:
         if index not in sandboxes:
             lesson = lessons[index]
-            sandboxes[index] = Sandbox(folders[index], limits, provided=_provided_files(course, lesson, own[index]))
+            sandboxes[index] = Sandbox(
+                folders[index], limits, provided=_provided_files(course, lesson, own[index])
+            )
         return sandboxes[index]
 
     results = []
@@ -143,11 +170,23 @@ def grade(course: Course, lessons: Iterable[Lesson], submission: Path | None = N
             if take is None and index + 1 < len(lessons):
                 sandbox_for(index + 1).start()
             sandbox = sandbox_for(index)
-            result = grade_lesson(lesson, sandbox, seed, own=mine, stubs=stub_folder(course, lesson, folders[index]),
-                                  first=(first or {}).get(lesson.id, ()),
-                                  **{name: functools.partial(callback, lesson) for name, callback in
-                                     (("on_start", on_start), ("on_check", on_check), ("on_worker", on_worker))
-                                     if callback is not None})
+            result = grade_lesson(
+                lesson,
+                sandbox,
+                seed,
+                own=mine,
+                stubs=stub_folder(course, lesson, folders[index]),
+                first=(first or {}).get(lesson.id, ()),
+                **{
+                    name: functools.partial(callback, lesson)
+                    for name, callback in (
+                        ("on_start", on_start),
+                        ("on_check", on_check),
+                        ("on_worker", on_worker),
+                    )
+                    if callback is not None
+                },
+            )
             sandboxes.pop(index).close()
             results.append(result)
             if on_lesson is not None:
@@ -176,16 +215,30 @@ def stub_folder(course: Course, lesson: Lesson, submission: Path) -> Path | None
     return references.stub_folder(course, lesson, submission, solutions_dir(course))
 
 
-def grade_lesson(lesson: Lesson, sandbox: Sandbox, seed: int, *,
-                 own: dict[str, Path] | None = None, stubs: Path | None = None,
-                 first: Sequence[str] = (), on_start=None, on_check=None, on_worker=None) -> LessonResult:
+def grade_lesson(
+    lesson: Lesson,
+    sandbox: Sandbox,
+    seed: int,
+    *,
+    own: dict[str, Path] | None = None,
+    stubs: Path | None = None,
+    first: Sequence[str] = (),
+    on_start=None,
+    on_check=None,
+    on_worker=None,
+) -> LessonResult:
     """Grade one lesson in `sandbox`; `own` are the learner's own files of the lessons it uses
     (for the `own_submission` fixture), None when they are not there; `stubs` the folder of the
     lesson's untouched stubs (to tell which TODO a line that raised belongs to). `first`,
     `on_start(check_id)`, `on_check(check)` and `on_worker(pid)`: as in `grade`."""
     plugin = GradingPlugin(lesson, sandbox, seed, own)
     plugin.stubs = stubs
-    plugin.first, plugin.on_start, plugin.on_check, plugin.on_worker = tuple(first), on_start, on_check, on_worker
+    plugin.first, plugin.on_start, plugin.on_check, plugin.on_worker = (
+        tuple(first),
+        on_start,
+        on_check,
+        on_worker,
+    )
     folder = graders_root() / lesson.graders
     if not folder.is_dir() and has_practice_tests(sandbox.submission):
         # A student release graded without the instructor's hidden graders: say so, and grade
@@ -198,8 +251,9 @@ def grade_lesson(lesson: Lesson, sandbox: Sandbox, seed: int, *,
     elif missing:
         # Hidden graders without the reference pieces they grade against: an instructor's
         # setup problem (run `autograder stubs`), never a learner's mistake.
-        plugin.internal_error = Feedback.of(message("engine.reference_missing", lesson=lesson.id,
-                                                    files=", ".join(missing)))
+        plugin.internal_error = Feedback.of(
+            message("engine.reference_missing", lesson=lesson.id, files=", ".join(missing))
+        )
     else:
         try:
             _run_pytest(folder, plugin)
@@ -207,10 +261,18 @@ def grade_lesson(lesson: Lesson, sandbox: Sandbox, seed: int, *,
             plugin.close()
         if plugin.callback_error is not None:
             raise plugin.callback_error
-    checks = [plugin.records.get(spec.id) or CheckResult(
-        spec.id, spec.todo, Status.ERROR, 0.0, float(spec.points),
-        plugin.internal_error or Feedback.of(message("engine.check_missing", check=spec.id)))
-        for spec in lesson.checks]
+    checks = [
+        plugin.records.get(spec.id)
+        or CheckResult(
+            spec.id,
+            spec.todo,
+            Status.ERROR,
+            0.0,
+            float(spec.points),
+            plugin.internal_error or Feedback.of(message("engine.check_missing", check=spec.id)),
+        )
+        for spec in lesson.checks
+    ]
     for spec, check in zip(lesson.checks, checks):
         check.informational = spec.informational
     result = LessonResult(lesson.id, lesson.slug, dict(lesson.title), lesson.xp, checks)
@@ -221,13 +283,26 @@ def grade_lesson(lesson: Lesson, sandbox: Sandbox, seed: int, *,
 def _run_pytest(folder: Path, plugin: "GradingPlugin") -> None:
     has_alarm = hasattr(signal, "SIGALRM")
     args = [
-        str(folder), "-c", str(GRADERS_ROOT / "pytest.ini"), "--rootdir", str(folder),
-        "--confcutdir", str(folder), "--import-mode=importlib", "-q", "-s", "-p", "no:cacheprovider",
+        str(folder),
+        "-c",
+        str(GRADERS_ROOT / "pytest.ini"),
+        "--rootdir",
+        str(folder),
+        "--confcutdir",
+        str(folder),
+        "--import-mode=importlib",
+        "-q",
+        "-s",
+        "-p",
+        "no:cacheprovider",
         # Its gc.collect() after every test costs ~0.1 s with torch loaded, and an unraisable
         # exception in a grader is not a learner's failure.
-        "-p", "no:unraisableexception",
-        "-p", "pytest_timeout" if has_alarm else "no:timeout",
-        "-o", "timeout_method=signal",
+        "-p",
+        "no:unraisableexception",
+        "-p",
+        "pytest_timeout" if has_alarm else "no:timeout",
+        "-o",
+        "timeout_method=signal",
     ]
     previous = os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # only the plugins we name
@@ -260,8 +335,9 @@ def _one_torch_thread() -> None:
 class GradingPlugin:
     """pytest plugin: provides the graders' fixtures and records each check's outcome."""
 
-    def __init__(self, lesson: Lesson, sandbox: Sandbox, seed: int,
-                 own: dict[str, Path] | None = None) -> None:
+    def __init__(
+        self, lesson: Lesson, sandbox: Sandbox, seed: int, own: dict[str, Path] | None = None
+    ) -> None:
         self.lesson, self.sandbox, self.seed = lesson, sandbox, seed
         self.own, self._own_sandbox = own, None
         self.records: dict[str, CheckResult] = {}
@@ -292,8 +368,9 @@ class GradingPlugin:
             marker = item.get_closest_marker("check")
             check_id = marker.args[0] if marker and marker.args else None
             if check_id not in known:
-                raise pytest.UsageError(f"{item.nodeid}: grader test without a course.yml check "
-                                        f"(marker check({check_id!r}))")
+                raise pytest.UsageError(
+                    f"{item.nodeid}: grader test without a course.yml check (marker check({check_id!r}))"
+                )
             item.stash[_CHECK_KEY] = check_id
             # pytest-timeout is the wall-clock bound; the budget itself is the worker's CPU time
             # where it can be measured (Sandbox.begin_check, autograder/sandbox/cpu_clock.py).
@@ -404,22 +481,48 @@ class GradingPlugin:
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
         report = yield
         check_id = item.stash.get(_CHECK_KEY, None)
-        if check_id is None or check_id in self.records and self.records[check_id].status is not Status.PASSED:
+        if (
+            check_id is None
+            or check_id in self.records
+            and self.records[check_id].status is not Status.PASSED
+        ):
             return report
         spec = self.lesson.check(check_id)
         if call.when == "call" and report.passed:
-            result = CheckResult(spec.id, spec.todo, Status.PASSED, float(spec.points), float(spec.points),
-                                 duration=call.duration)
+            result = CheckResult(
+                spec.id,
+                spec.todo,
+                Status.PASSED,
+                float(spec.points),
+                float(spec.points),
+                duration=call.duration,
+            )
         elif call.excinfo is not None:
             status, feedback = self.classify(call.excinfo.value, spec)
             max_score = 0.0 if status is Status.SKIPPED else float(spec.points)
-            result = CheckResult(spec.id, spec.todo, status, 0.0, max_score, feedback, call.duration,
-                                 figures=list(getattr(call.excinfo.value, "figures", ())))
-            waits = getattr(call.excinfo.value, "waits_on", None) if isinstance(call.excinfo.value, CheckFailure) else None
+            result = CheckResult(
+                spec.id,
+                spec.todo,
+                status,
+                0.0,
+                max_score,
+                feedback,
+                call.duration,
+                figures=list(getattr(call.excinfo.value, "figures", ())),
+            )
+            waits = (
+                getattr(call.excinfo.value, "waits_on", None)
+                if isinstance(call.excinfo.value, CheckFailure)
+                else None
+            )
             if waits is not None and waits != spec.todo and waits in self._todo_titles:
                 result.waits_on = waits
-                result.feedback = Feedback((*result.feedback.parts,
-                                            message("engine.waits_on_other_todo", todo=spec.todo, other=waits)))
+                result.feedback = Feedback(
+                    (
+                        *result.feedback.parts,
+                        message("engine.waits_on_other_todo", todo=spec.todo, other=waits),
+                    )
+                )
             if isinstance(call.excinfo.value, StudentError):
                 result.raised_in = self.raised_in(call.excinfo.value)
                 if result.raised_in is not None and result.raised_in.todo != spec.todo:
@@ -437,18 +540,29 @@ class GradingPlugin:
         if isinstance(exc, CheckFailure):
             return Status.FAILED, exc.feedback
         if isinstance(exc, StudentError):
-            return Status.FAILED, describe_student_error(exc, spec.todo, self._todo_titles, self.raised_in(exc))
+            return Status.FAILED, describe_student_error(
+                exc, spec.todo, self._todo_titles, self.raised_in(exc)
+            )
         if isinstance(exc, WorkerDied):
             return Status.ERROR, exc.feedback
         if isinstance(exc, pytest.skip.Exception):
-            return Status.SKIPPED, Feedback.of(Text(exc.msg) if exc.msg.count(".") == 1 and " " not in exc.msg
-                                               else message("engine.skipped", reason=exc.msg))
+            return Status.SKIPPED, Feedback.of(
+                Text(exc.msg)
+                if exc.msg.count(".") == 1 and " " not in exc.msg
+                else message("engine.skipped", reason=exc.msg)
+            )
         if isinstance(exc, pytest.fail.Exception) and str(exc.msg).startswith("Timeout"):
             if cpu_clock.measurable():
-                return Status.ERROR, Feedback.of(message("engine.timeout_wall", cpu=f"{spec.timeout:g}",
-                                                         seconds=f"{cpu_clock.wall_bound(spec.timeout):g}"))
+                return Status.ERROR, Feedback.of(
+                    message(
+                        "engine.timeout_wall",
+                        cpu=f"{spec.timeout:g}",
+                        seconds=f"{cpu_clock.wall_bound(spec.timeout):g}",
+                    )
+                )
             return Status.ERROR, Feedback.of(message("engine.timeout", seconds=spec.timeout))
         if isinstance(exc, AssertionError):
             return Status.FAILED, Feedback.of(message("engine.assertion", detail=str(exc)[:500]))
-        return Status.ERROR, Feedback.of(message("engine.internal_error", type=type(exc).__name__,
-                                                 detail=str(exc)[:500]))
+        return Status.ERROR, Feedback.of(
+            message("engine.internal_error", type=type(exc).__name__, detail=str(exc)[:500])
+        )

@@ -36,11 +36,16 @@ def grade_practice(lesson: Lesson, sandbox: Sandbox) -> LessonResult:
     except WorkerDied as exc:
         checks = [_whole_run_failed(Status.ERROR, exc.feedback)]
     except StudentError as exc:  # pytest itself could not run in the learner's folder
-        checks = [_whole_run_failed(Status.ERROR, Feedback.of(
-            message("engine.student_raised", type=exc.type_name, message=exc.message[:500])))]
+        checks = [
+            _whole_run_failed(
+                Status.ERROR,
+                Feedback.of(message("engine.student_raised", type=exc.type_name, message=exc.message[:500])),
+            )
+        ]
     else:
         checks = [_check(o, titles) for o in outcomes if isinstance(o, dict)] or [
-            _whole_run_failed(Status.ERROR, Feedback.of(message("engine.practice_empty")))]
+            _whole_run_failed(Status.ERROR, Feedback.of(message("engine.practice_empty")))
+        ]
     finally:
         sandbox.deadline = None
     return LessonResult(lesson.id, lesson.slug, dict(lesson.title), lesson.xp, checks, mode="practice")
@@ -63,9 +68,16 @@ def _check(outcome: dict, titles: dict) -> CheckResult:
         # lesson (the hidden graders' GPU check is the only check allowed to skip, and it is not
         # a practice test). Its point stays on the table, on the same 1-point scale.
         reason = str(outcome.get("message", "")).strip()
-        reason = reason[len("Skipped:"):].strip() if reason.startswith("Skipped:") else reason
-        return CheckResult(name, todo, Status.FAILED, 0.0, 1.0,
-                           Feedback.of(message("engine.practice_not_run", reason=reason[:300])), duration)
+        reason = reason[len("Skipped:") :].strip() if reason.startswith("Skipped:") else reason
+        return CheckResult(
+            name,
+            todo,
+            Status.FAILED,
+            0.0,
+            1.0,
+            Feedback.of(message("engine.practice_not_run", reason=reason[:300])),
+            duration,
+        )
     detail = str(outcome.get("message", ""))
     pending = regions.pending_todo(detail)
     parts = []

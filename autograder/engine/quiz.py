@@ -16,8 +16,8 @@ import pytest
 import yaml
 
 from autograder.core import yaml_loader
-from autograder.engine.checks import fail
 from autograder.core.results import message
+from autograder.engine.checks import fail
 
 QUIZ_FILE = "quiz.yml"
 MAX_BYTES = 64 * 1024
@@ -57,7 +57,9 @@ def quiz_test(answers: dict[int, str], wrong: str):
     """A pytest test with one `quiz-N` check per question; `wrong` is the catalog key of the
     wrong-answer message, with {n} for the question number."""
 
-    @pytest.mark.parametrize("number", [pytest.param(n, marks=pytest.mark.check(f"quiz-{n}")) for n in answers])
+    @pytest.mark.parametrize(
+        "number", [pytest.param(n, marks=pytest.mark.check(f"quiz-{n}")) for n in answers]
+    )
     def test_quiz(submission, number):
         grade_answer(submission, number, answers[number], wrong)
 

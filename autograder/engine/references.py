@@ -118,15 +118,19 @@ def _stub_folder(lesson: Lesson, solutions: Path | None) -> Path | None:
         return None  # a solution being written: no stubs, blame claims by markers alone
     if not stubs:
         return None
-    return _written("stubs", {f"{lesson.folder}/{name}": text for name, text in stubs.items()}) / lesson.folder
+    return (
+        _written("stubs", {f"{lesson.folder}/{name}": text for name, text in stubs.items()}) / lesson.folder
+    )
 
 
 def load() -> dict[str, ModuleType]:
     """{module name: module} for every reference piece of the course being graded, e.g.
     load()["model"].GPT."""
     if _current is None:
-        raise FileNotFoundError("no reference pieces: no marked solutions for this grading run "
-                                "(solutions/ of the course, or beside the hidden graders)")
+        raise FileNotFoundError(
+            "no reference pieces: no marked solutions for this grading run "
+            "(solutions/ of the course, or beside the hidden graders)"
+        )
     course, solutions = _current
     used = [course.lesson(u) for u in sorted({u for lesson in course.lessons for u in lesson.uses})]
     root = _written("reference", _reference_texts(used, solutions))
@@ -142,7 +146,9 @@ def _reference_texts(used: list[Lesson], solutions: Path | None) -> dict[str, st
         for name in item.files:
             source = solutions / item.folder / name if solutions is not None else None
             if source is not None and source.is_file():
-                texts[f"{item.folder}/{name}"] = regions.strip_markers(source.read_text(encoding="utf-8"), str(source))
+                texts[f"{item.folder}/{name}"] = regions.strip_markers(
+                    source.read_text(encoding="utf-8"), str(source)
+                )
     return texts
 
 

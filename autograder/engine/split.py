@@ -29,9 +29,9 @@ import random
 import signal
 import sys
 import traceback
+from collections.abc import Iterable
 from multiprocessing.connection import Pipe
 from pathlib import Path
-from collections.abc import Iterable
 
 from autograder.core import i18n
 from autograder.core.manifest import Course, Lesson
@@ -60,9 +60,17 @@ def enabled() -> bool:
     return switch in ("1", "true", "yes", "on") or usable_cores() >= 2
 
 
-def grade(course: Course, lessons: Iterable[Lesson], submission: Path | None = None, *,
-          lang: str | None = None, seed: int | None = None, on_lesson=None,
-          boundary: Path | None = None, **live) -> CourseResult:
+def grade(
+    course: Course,
+    lessons: Iterable[Lesson],
+    submission: Path | None = None,
+    *,
+    lang: str | None = None,
+    seed: int | None = None,
+    on_lesson=None,
+    boundary: Path | None = None,
+    **live,
+) -> CourseResult:
     """`grading.grade` with the same arguments and result, in two processes where that pays;
     `on_lesson` is called as each lesson is done, in the order they finish. `live`:
     grading.grade's first, on_start, on_check, on_worker; any of them given means one process."""
@@ -123,8 +131,13 @@ class _Split:
         self.sock.close()
         self.results = results_r
         try:
-            grading.grade(self.course, self.lessons, self.submission, take=lambda: _take(queue_r),
-                          **{**self.plain, "on_lesson": self._ours})
+            grading.grade(
+                self.course,
+                self.lessons,
+                self.submission,
+                take=lambda: _take(queue_r),
+                **{**self.plain, "on_lesson": self._ours},
+            )
             while not self.copy_over:
                 self._receive(block=True)
             if self.interrupted:
@@ -132,15 +145,21 @@ class _Split:
             left = [i for i in range(len(self.lessons)) if i not in self.done]
             if left:  # the copy died or failed: grade what it took here
                 pending = iter(left)
-                grading.grade(self.course, self.lessons, self.submission, take=lambda: next(pending, None),
-                              **{**self.plain, "on_lesson": self._ours})
+                grading.grade(
+                    self.course,
+                    self.lessons,
+                    self.submission,
+                    take=lambda: next(pending, None),
+                    **{**self.plain, "on_lesson": self._ours},
+                )
         finally:
             os.close(queue_r)
             results_r.close()
             _reap(pid, kill=not self.copy_over)
         ordered = [self.done[i] for i in range(len(self.lessons))]
-        return CourseResult(course=self.course.name, language=self.plain["lang"], seed=self.plain["seed"],
-                            lessons=ordered)
+        return CourseResult(
+            course=self.course.name, language=self.plain["lang"], seed=self.plain["seed"], lessons=ordered
+        )
 
     def _index(self, result: LessonResult) -> int:
         return next(i for i, lesson in enumerate(self.lessons) if lesson.id == result.id)
@@ -171,7 +190,10 @@ class _Split:
         if kind == "failed":
             # A grader or engine error in the copy: the parent grades its lessons again, where
             # the same error (if it is one) reaches the caller as it would without the split.
-            print(i18n.translate("engine.split_copy_failed", self.plain["lang"], detail=payload), file=sys.stderr)
+            print(
+                i18n.translate("engine.split_copy_failed", self.plain["lang"], detail=payload),
+                file=sys.stderr,
+            )
         return False
 
     def _copy(self, queue_r: int, results_w) -> None:
@@ -183,8 +205,13 @@ class _Split:
             # and stderr (its progress display, whose lock a thread may hold at the fork).
             sink = io.StringIO()
             with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
-                grading.grade(self.course, self.lessons, self.submission, take=lambda: _take(queue_r),
-                              **{**self.plain, "on_lesson": lambda result: results_w.send(("lesson", result))})
+                grading.grade(
+                    self.course,
+                    self.lessons,
+                    self.submission,
+                    take=lambda: _take(queue_r),
+                    **{**self.plain, "on_lesson": lambda result: results_w.send(("lesson", result))},
+                )
             results_w.send(("over", None))
         except KeyboardInterrupt:
             _send(results_w, ("interrupted", None))

@@ -63,7 +63,9 @@ def annotation(
     return f"{head}::{escape_data(message)}"
 
 
-def append_summary(markdown: str, env: Mapping[str, str] = os.environ, *, lang: str = DEFAULT_LANGUAGE) -> bool:
+def append_summary(
+    markdown: str, env: Mapping[str, str] = os.environ, *, lang: str = DEFAULT_LANGUAGE
+) -> bool:
     """Append Markdown to $GITHUB_STEP_SUMMARY; False when not running in GitHub Actions.
 
     GitHub drops a step summary over 1 MiB entirely, so what would pass the limit (counting

@@ -26,8 +26,15 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from autograder.core import neutral
-from autograder.github.rest import (DEFAULT_MARKER, STATUS_STATES, GitHubAPI, GitHubError, validate_marker,
-                                    validate_number, validate_sha)
+from autograder.github.rest import (
+    DEFAULT_MARKER,
+    STATUS_STATES,
+    GitHubAPI,
+    GitHubError,
+    validate_marker,
+    validate_number,
+    validate_sha,
+)
 from autograder.github.texts import DEFAULT_LANGUAGE, LANGUAGES, catalog_messages
 
 
@@ -80,7 +87,9 @@ def _amount(value: Any, what: str) -> int | float:
 def _field(data: Any, key: str, kind: type, what: str) -> Any:
     value = data.get(key) if isinstance(data, dict) else None
     if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool:
-        raise ValueError(f"the graded artifact's results.json: {what}.{key} is missing or not a {kind.__name__}")
+        raise ValueError(
+            f"the graded artifact's results.json: {what}.{key} is missing or not a {kind.__name__}"
+        )
     return value
 
 
@@ -97,12 +106,23 @@ def unverified_report(results: dict, lang: str, run_url: str | None = None) -> t
     lessons = _field(results, "lessons", list, "results")
     if len(lessons) > MAX_LESSONS:
         raise ValueError(f"the graded artifact's results.json has more than {MAX_LESSONS} lessons")
-    out = ["> [!WARNING]", f"> **{neutral.markdown_inline(t('ci.pr_title'))}** {neutral.markdown_inline(t('ci.pr_note'))}",
-           "", neutral.markdown_inline(t("ci.pr_totals", xp=xp, xp_max=xp_max,
-                                          score=_amount(results.get("score"), "score"),
-                                          max_score=_amount(results.get("max_score"), "max_score"))), "",
-           "| " + " | ".join(t(f"ci.pr_col_{c}") for c in ("lesson", "status", "points", "xp")) + " |",
-           "|---|---|---:|---:|"]
+    out = [
+        "> [!WARNING]",
+        f"> **{neutral.markdown_inline(t('ci.pr_title'))}** {neutral.markdown_inline(t('ci.pr_note'))}",
+        "",
+        neutral.markdown_inline(
+            t(
+                "ci.pr_totals",
+                xp=xp,
+                xp_max=xp_max,
+                score=_amount(results.get("score"), "score"),
+                max_score=_amount(results.get("max_score"), "max_score"),
+            )
+        ),
+        "",
+        "| " + " | ".join(t(f"ci.pr_col_{c}") for c in ("lesson", "status", "points", "xp")) + " |",
+        "|---|---|---:|---:|",
+    ]
     failing = []
     for lesson in lessons:
         name = f"{_field(lesson, 'id', str, 'lesson')} · {_field(lesson, 'title', str, 'lesson')}"
@@ -110,15 +130,22 @@ def unverified_report(results: dict, lang: str, run_url: str | None = None) -> t
         state = f"✅ {t('ci.pr_completed')}" if done else f"❌ {t('ci.pr_not_completed')}"
         points = f"{_amount(lesson.get('score'), 'score')}/{_amount(lesson.get('max_score'), 'max_score')}"
         gained = f"{_amount(lesson.get('xp'), 'xp')}/{_amount(lesson.get('xp_max'), 'xp_max')}"
-        out.append("| " + " | ".join(neutral.markdown_inline(cell) for cell in (name, state, points, gained)) + " |")
+        out.append(
+            "| " + " | ".join(neutral.markdown_inline(cell) for cell in (name, state, points, gained)) + " |"
+        )
         checks = _field(lesson, "checks", list, "lesson")
-        bad = [_field(c, "id", str, "check") for c in checks
-               if _field(c, "status", str, "check") not in _NOT_FAILING]
+        bad = [
+            _field(c, "id", str, "check")
+            for c in checks
+            if _field(c, "status", str, "check") not in _NOT_FAILING
+        ]
         if bad and not done:
             named = ", ".join(neutral.markdown_code(check) for check in bad[:MAX_FAILING_NAMED])
             if len(bad) > MAX_FAILING_NAMED:
                 named += " " + neutral.markdown_inline(t("ci.pr_more", n=len(bad) - MAX_FAILING_NAMED))
-            failing.append(f"- **{neutral.markdown_inline(name)}**: {neutral.markdown_inline(t('ci.pr_failing'))} {named}")
+            failing.append(
+                f"- **{neutral.markdown_inline(name)}**: {neutral.markdown_inline(t('ci.pr_failing'))} {named}"
+            )
     if failing:
         out += ["", *failing]
     if run_url:
@@ -135,15 +162,26 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     comment = sub.add_parser("comment", help="create or update the autograder's comment")
     comment.add_argument("--kind", choices=("commit", "issue"), required=True)
-    comment.add_argument("--target", required=True, help="a commit SHA (commit) or a pull request number (issue)")
+    comment.add_argument(
+        "--target", required=True, help="a commit SHA (commit) or a pull request number (issue)"
+    )
     comment.add_argument("--body-file", required=True, type=Path, help="Markdown file with the comment")
     comment.add_argument("--marker", default=DEFAULT_MARKER, help=f"hidden marker (default {DEFAULT_MARKER})")
     comment.add_argument("--lang", choices=LANGUAGES, default=DEFAULT_LANGUAGE, help="language of notes")
-    pr = sub.add_parser("pr-comment", help="from a graded pull request's artifact (grade-comment.yml): "
-                                           "comment on the pull request and set the XP status on its head")
-    pr.add_argument("--graded-dir", required=True, type=Path,
-                    help="the downloaded artifact: pr.json and results.json (untrusted data)")
-    pr.add_argument("--head-sha", required=True, help="the graded commit, from the workflow_run event (trusted)")
+    pr = sub.add_parser(
+        "pr-comment",
+        help="from a graded pull request's artifact (grade-comment.yml): "
+        "comment on the pull request and set the XP status on its head",
+    )
+    pr.add_argument(
+        "--graded-dir",
+        required=True,
+        type=Path,
+        help="the downloaded artifact: pr.json and results.json (untrusted data)",
+    )
+    pr.add_argument(
+        "--head-sha", required=True, help="the graded commit, from the workflow_run event (trusted)"
+    )
     pr.add_argument("--run-url", default=None, help="link for the status (the graded run)")
     pr.add_argument("--lang", choices=LANGUAGES, default=DEFAULT_LANGUAGE, help="language of notes")
     status = sub.add_parser("status", help="set a commit status")
@@ -170,7 +208,10 @@ def _run(args: argparse.Namespace, env: Mapping[str, str]) -> str:
                 raise ValueError(f"cannot read --body-file {args.body_file}: {exc.strerror or exc}") from None
         elif args.command == "pr-comment":
             validate_sha(args.head_sha)
-            if args.run_url is not None and urllib.parse.urlsplit(args.run_url).scheme not in ("http", "https"):
+            if args.run_url is not None and urllib.parse.urlsplit(args.run_url).scheme not in (
+                "http",
+                "https",
+            ):
                 raise ValueError(f"--run-url must be an http(s) URL, not {args.run_url!r}")
             pr_number, results = _read_graded_dir(args.graded_dir)
             body, description = unverified_report(results, args.lang, args.run_url)
@@ -178,7 +219,10 @@ def _run(args: argparse.Namespace, env: Mapping[str, str]) -> str:
             validate_sha(args.sha)
             if not args.context.strip():
                 raise ValueError("--context must not be empty")
-            if args.target_url is not None and urllib.parse.urlsplit(args.target_url).scheme not in ("http", "https"):
+            if args.target_url is not None and urllib.parse.urlsplit(args.target_url).scheme not in (
+                "http",
+                "https",
+            ):
                 raise ValueError(f"--target-url must be an http(s) URL, not {args.target_url!r}")
         if not (env.get("GITHUB_TOKEN") or env.get("GH_TOKEN")):
             raise ValueError("no token: set GITHUB_TOKEN (or GH_TOKEN)")
@@ -195,8 +239,11 @@ def _run(args: argparse.Namespace, env: Mapping[str, str]) -> str:
         # is only trusted once GitHub confirms that pull request's head is the graded commit.
         head = api.pull_request_head_sha(pr_number)
         if head != args.head_sha.lower():
-            raise GitHubError(0, f"pull request {pr_number} has head {head}, not the graded commit "
-                                 f"{args.head_sha}; not commenting")
+            raise GitHubError(
+                0,
+                f"pull request {pr_number} has head {head}, not the graded commit "
+                f"{args.head_sha}; not commenting",
+            )
         url = api.upsert_comment("issue", pr_number, body, lang=args.lang)
         api.set_commit_status(head, "success", description, PR_STATUS_CONTEXT, args.run_url)
         return url

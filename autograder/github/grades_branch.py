@@ -133,7 +133,9 @@ def _read_file(repo: Path, tip: str, name: str) -> bytes | None:
     return _git(repo, "cat-file", "blob", f"{tip}:{name}").stdout
 
 
-def read_history(repo: Path, *, remote: str = "origin", branch: str = "grades") -> tuple[list[Record], list[str]]:
+def read_history(
+    repo: Path, *, remote: str = "origin", branch: str = "grades"
+) -> tuple[list[Record], list[str]]:
     """The records on the remote branch and the problems found; empty when there is no such
     remote or branch yet."""
     repo = Path(repo)
@@ -170,7 +172,11 @@ def _readme_section(course: str, lang: str, practice: bool) -> str:
     lines = [f"## {title}", "", t("intro"), ""]
     if practice:
         lines += [f"**{t('practice')}**", ""]
-    lines += [f"- `{HISTORY}`: {t('history')}", f"- `{PROGRESS}`: {t('progress')}", f"- `{BADGE}`: {t('badge')}"]
+    lines += [
+        f"- `{HISTORY}`: {t('history')}",
+        f"- `{PROGRESS}`: {t('progress')}",
+        f"- `{BADGE}`: {t('badge')}",
+    ]
     return "\n".join([*lines, "", t("code"), ""])
 
 
@@ -183,7 +189,9 @@ def is_practice(records: list[Record], progress: Progress) -> bool:
     """Whether the branch shows a practice grade (see the module docstring): the latest record
     (the one just appended) graded a lesson in practice, or earned XP is practice-only."""
     latest = records[-1] if records else None
-    return progress.practice or (latest is not None and any(lesson.mode == "practice" for lesson in latest.lessons))
+    return progress.practice or (
+        latest is not None and any(lesson.mode == "practice" for lesson in latest.lessons)
+    )
 
 
 def _badge(progress: Progress, practice: bool, lang: str, course: str) -> dict:
@@ -195,14 +203,18 @@ def _badge(progress: Progress, practice: bool, lang: str, course: str) -> dict:
     return data
 
 
-def _derived(records: list[Record], tz: str, lang: str, course: str, now: datetime | None) -> dict[str, bytes]:
+def _derived(
+    records: list[Record], tz: str, lang: str, course: str, now: datetime | None
+) -> dict[str, bytes]:
     """progress.json, badge.json and README.md for a history."""
     progress = compute_progress(records, tz, now=now)
     practice = is_practice(records, progress)
     progress_json = {"course": course, "tz": tz, **progress.to_json()}
     return {
         PROGRESS: (json.dumps(progress_json, indent=2, ensure_ascii=False) + "\n").encode(),
-        BADGE: (json.dumps(_badge(progress, practice, lang, course), indent=2, ensure_ascii=False) + "\n").encode(),
+        BADGE: (
+            json.dumps(_badge(progress, practice, lang, course), indent=2, ensure_ascii=False) + "\n"
+        ).encode(),
         README: _readme(course, practice).encode(),
     }
 
@@ -215,7 +227,14 @@ def _as_current(records: list[Record], record: Record, tz: str, now: datetime | 
 
 def _push(repo: Path, remote: str, branch: str, commit: str) -> str | None:
     """Push without force; None when it landed, else git's explanation."""
-    args = ("push", "--quiet", "--no-verify", "--recurse-submodules=no", remote, f"{commit}:refs/heads/{branch}")
+    args = (
+        "push",
+        "--quiet",
+        "--no-verify",
+        "--recurse-submodules=no",
+        remote,
+        f"{commit}:refs/heads/{branch}",
+    )
     proc = _git(repo, *args, check=False, timeout=NETWORK_TIMEOUT)
     return None if proc.returncode == 0 else git.failure(repo, args, proc)
 
@@ -249,7 +268,9 @@ def append_record(
         old = (_read_file(repo, tip, HISTORY) or b"") if tip else b""
         records, problems = parse_history(old)
         if any(r.commit == record.commit for r in records):
-            return AppendResult(False, records, _as_current(records, record, tz, now), None, problems, attempt - 1)
+            return AppendResult(
+                False, records, _as_current(records, record, tz, now), None, problems, attempt - 1
+            )
 
         records = [*records, record]
         files = _derived(records, tz, lang, course, now)

@@ -43,9 +43,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from autograder.core import i18n, neutral
+from autograder.core import i18n, neutral, roster_update
 from autograder.core import roster as rosters
-from autograder.core import roster_update
 from autograder.core.manifest import Course
 from autograder.core.results import message
 from autograder.github.rest import DEFAULT_API_URL, GitHubAPI, GitHubError, Limits, RateLimited
@@ -54,16 +53,26 @@ WRITE_ROLES = ("write", "maintain")  # what a learner may have; maintain cannot 
 
 
 def add_parser(subparsers) -> None:
-    parser = subparsers.add_parser("handout", help=message("cli.handout.help"),
-                                   description=message("cli.handout.description"))
-    parser.add_argument("roster", type=Path, metavar=message("cli.metavar.file"), help=message("cli.handout.roster"))
-    parser.add_argument("--organization", default=None, metavar="ORG", help=message("cli.handout.organization"))
-    parser.add_argument("--template", default=None, metavar="OWNER/REPO", help=message("cli.handout.template"))
+    parser = subparsers.add_parser(
+        "handout", help=message("cli.handout.help"), description=message("cli.handout.description")
+    )
+    parser.add_argument(
+        "roster", type=Path, metavar=message("cli.metavar.file"), help=message("cli.handout.roster")
+    )
+    parser.add_argument(
+        "--organization", default=None, metavar="ORG", help=message("cli.handout.organization")
+    )
+    parser.add_argument(
+        "--template", default=None, metavar="OWNER/REPO", help=message("cli.handout.template")
+    )
     parser.add_argument("--prefix", default=None, metavar="PREFIX", help=message("cli.handout.prefix"))
     parser.add_argument("--dry-run", action="store_true", help=message("cli.handout.dry_run"))
-    parser.add_argument("--pause", type=float, default=1.0, metavar="SECONDS", help=message("cli.handout.pause"))
-    parser.add_argument("--max-wait", type=float, default=900.0, metavar="SECONDS",
-                        help=message("cli.handout.max_wait"))
+    parser.add_argument(
+        "--pause", type=float, default=1.0, metavar="SECONDS", help=message("cli.handout.pause")
+    )
+    parser.add_argument(
+        "--max-wait", type=float, default=900.0, metavar="SECONDS", help=message("cli.handout.max_wait")
+    )
     parser.add_argument("--lang", choices=i18n.LANGUAGES, default=None, help=message("cli.handout.lang"))
 
 
@@ -111,8 +120,14 @@ def main(course: Course, args: argparse.Namespace, env: dict[str, str] | None = 
         print(f"autograder handout: {neutral.terminal(i18n.localize(exc.text, say.lang))}", file=sys.stderr)
         return 2
     run = Run(api, roster, say, dry=args.dry_run, course=course.name)
-    say("handout.start", n=len(roster.learners), roster=str(args.roster), organization=roster.organization,
-        template=roster.template, dry=say.text("handout.dry_note") if args.dry_run else "")
+    say(
+        "handout.start",
+        n=len(roster.learners),
+        roster=str(args.roster),
+        organization=roster.organization,
+        template=roster.template,
+        dry=say.text("handout.dry_note") if args.dry_run else "",
+    )
     failed: list[str] = []
     for index, entry in enumerate(roster.learners):
         try:
@@ -122,9 +137,13 @@ def main(course: Course, args: argparse.Namespace, env: dict[str, str] | None = 
             failed.append(entry.id)
         except RateLimited as exc:
             pending = [learner.id for learner in roster.learners[index:]]
-            say("handout.rate_stop_repeated" if exc.repeated else "handout.rate_stop", seconds=round(exc.wait),
-                max_wait=round(args.max_wait), until=time.strftime("%H:%M", time.gmtime(exc.until)),
-                pending=", ".join(pending))
+            say(
+                "handout.rate_stop_repeated" if exc.repeated else "handout.rate_stop",
+                seconds=round(exc.wait),
+                max_wait=round(args.max_wait),
+                until=time.strftime("%H:%M", time.gmtime(exc.until)),
+                pending=", ".join(pending),
+            )
             return 1
         except GitHubError as exc:
             say("handout.failed", id=entry.id, reason=say.text("handout.fail_github", detail=_detail(exc)))
@@ -145,24 +164,38 @@ def _detail(exc: GitHubError) -> str:
 
 def _inputs(args: argparse.Namespace, env: dict[str, str], say: Say) -> tuple[rosters.Roster, GitHubAPI]:
     if not args.roster.is_file():
-        raise Unusable("batch.roster_unreadable", where=str(args.roster), detail=say.text("handout.not_a_file"))
+        raise Unusable(
+            "batch.roster_unreadable", where=str(args.roster), detail=say.text("handout.not_a_file")
+        )
     roster = rosters.load(args.roster)
     if roster.csv_url_in_repository:
         line, cells = roster.csv_header
         column = next(cell for cell in cells if cell.lower() in ("repo", "repository"))
         raise Unusable("handout.csv_urls", where=f"{args.roster}:{line}", column=column)
     course_keys = {}
-    for field, option, value in (("organization", "--organization", args.organization),
-                                 ("template", "--template", args.template),
-                                 ("repository_prefix", "--prefix", args.prefix)):
+    for field, option, value in (
+        ("organization", "--organization", args.organization),
+        ("template", "--template", args.template),
+        ("repository_prefix", "--prefix", args.prefix),
+    ):
         written = getattr(roster, field)
         if value is not None:
             if not rosters.valid_course_field(field, value):
-                raise Unusable("handout.bad_option", option=option, value=value,
-                               rule=message(f"batch.roster_rule_{field}"))
+                raise Unusable(
+                    "handout.bad_option",
+                    option=option,
+                    value=value,
+                    rule=message(f"batch.roster_rule_{field}"),
+                )
             if written is not None and written != value:
-                raise Unusable("handout.conflict", roster=str(args.roster), field=field, written=written,
-                               option=option, value=value)
+                raise Unusable(
+                    "handout.conflict",
+                    roster=str(args.roster),
+                    field=field,
+                    written=written,
+                    option=option,
+                    value=value,
+                )
         course_keys[field] = written if written is not None else value
     roster = dataclasses.replace(roster, **course_keys)
     if not roster.organization and any(not entry.repository for entry in roster.learners):
@@ -176,8 +209,11 @@ def _inputs(args: argparse.Namespace, env: dict[str, str], say: Say) -> tuple[ro
     if not token.strip():
         raise Unusable("handout.no_token", organization=roster.organization or "")
     api_url = env.get("GITHUB_API_URL") or DEFAULT_API_URL
-    limits = Limits(mutation_interval=args.pause, max_wait=args.max_wait,
-                    on_wait=lambda seconds, why: say("handout.rate_wait", seconds=max(1, round(seconds))))
+    limits = Limits(
+        mutation_interval=args.pause,
+        max_wait=args.max_wait,
+        on_wait=lambda seconds, why: say("handout.rate_wait", seconds=max(1, round(seconds))),
+    )
     try:
         api = GitHubAPI(api_url, token.strip(), None, limits=limits)
     except ValueError:
@@ -216,7 +252,9 @@ class Run:
             if repo is not None and repo["full_name"].lower() == wanted.lower():
                 self.say("handout.exists", id=entry.id, repository=repo["full_name"])
         if repo is not None and repo["full_name"].lower() != wanted.lower():
-            self.say("handout.renamed", id=entry.id, old=wanted, new=repo["full_name"], repository_id=repo["id"])
+            self.say(
+                "handout.renamed", id=entry.id, old=wanted, new=repo["full_name"], repository_id=repo["id"]
+            )
         if repo is None:
             repo = self._create(entry, wanted)
             if repo is None:
@@ -237,9 +275,17 @@ class Run:
         owner, name = wanted.split("/")
         try:
             description = self.say.text("handout.description", course=self.course, id=entry.id)
-            repo = self.api.request("POST", f"/repos/{template}/generate",
-                                    {"owner": owner, "name": name, "private": True, "include_all_branches": False,
-                                     "description": description})
+            repo = self.api.request(
+                "POST",
+                f"/repos/{template}/generate",
+                {
+                    "owner": owner,
+                    "name": name,
+                    "private": True,
+                    "include_all_branches": False,
+                    "description": description,
+                },
+            )
         except GitHubError as exc:
             if exc.status == 404:
                 raise Failed("handout.fail_no_template", template=template) from None
@@ -269,24 +315,48 @@ class Run:
         role = permission.get("role_name") or permission.get("permission") or "none"
         params = {"id": entry.id, "github": login, "repository": repository}
         if role == "admin":
-            self._mutate("handout.would_demote", "handout.demoted", params, "PUT",
-                         f"/repos/{repository}/collaborators/{login}", {"permission": "push"})
+            self._mutate(
+                "handout.would_demote",
+                "handout.demoted",
+                params,
+                "PUT",
+                f"/repos/{repository}/collaborators/{login}",
+                {"permission": "push"},
+            )
             return
         if role in WRITE_ROLES:
             self.say("handout.ready", **params)
             return
-        invitation = next((item for item in self.api.paginate(f"/repos/{repository}/invitations")
-                           if str((item.get("invitee") or {}).get("login", "")).lower() == login.lower()), None)
+        invitation = next(
+            (
+                item
+                for item in self.api.paginate(f"/repos/{repository}/invitations")
+                if str((item.get("invitee") or {}).get("login", "")).lower() == login.lower()
+            ),
+            None,
+        )
         if invitation is not None:
             was = invitation.get("permissions")
             if was == "write":
                 self.say("handout.pending", **params)
                 return
-            self._mutate("handout.would_fix_invitation", "handout.invitation_fixed", {**params, "was": was}, "PATCH",
-                         f"/repos/{repository}/invitations/{int(invitation['id'])}", {"permissions": "write"})
+            self._mutate(
+                "handout.would_fix_invitation",
+                "handout.invitation_fixed",
+                {**params, "was": was},
+                "PATCH",
+                f"/repos/{repository}/invitations/{int(invitation['id'])}",
+                {"permissions": "write"},
+            )
             return
-        answer = self._mutate("handout.would_invite", None, params, "PUT",
-                              f"/repos/{repository}/collaborators/{login}", {"permission": "push"})
+        answer = self._mutate(
+            "handout.would_invite",
+            None,
+            params,
+            "PUT",
+            f"/repos/{repository}/collaborators/{login}",
+            {"permission": "push"},
+        )
         if answer is not None:
             self.say("handout.invited" if answer.status == 201 else "handout.added", **params)
 

@@ -177,8 +177,15 @@ class _SameOriginRedirects(urllib.request.HTTPRedirectHandler):
 class GitHubAPI:
     """A small client for the few REST endpoints the autograder uses."""
 
-    def __init__(self, api_url: str, token: str, repository: str | None, *, timeout: float = 30.0,
-                 limits: Limits | None = None):
+    def __init__(
+        self,
+        api_url: str,
+        token: str,
+        repository: str | None,
+        *,
+        timeout: float = 30.0,
+        limits: Limits | None = None,
+    ):
         parsed = urllib.parse.urlsplit(api_url or "")
         if parsed.scheme not in ("http", "https") or not parsed.netloc:
             raise ValueError(f"the API URL must be an http(s) URL, not {api_url!r}")
@@ -246,8 +253,9 @@ class GitHubAPI:
                 if wait is None:
                     raise
                 if wait > limits.max_wait or attempts >= limits.retries:
-                    raise RateLimited(exc.status, exc.message, wait, time.time() + wait,
-                                      repeated=wait <= limits.max_wait) from None
+                    raise RateLimited(
+                        exc.status, exc.message, wait, time.time() + wait, repeated=wait <= limits.max_wait
+                    ) from None
                 attempts += 1
                 self._wait(limits, wait, "rate_limit")
                 continue
@@ -315,7 +323,9 @@ class GitHubAPI:
                 raw = b""
             finally:
                 exc.close()
-            raise GitHubError(exc.code, _error_message(raw, str(exc.reason or "HTTP error")), exc.headers) from None
+            raise GitHubError(
+                exc.code, _error_message(raw, str(exc.reason or "HTTP error")), exc.headers
+            ) from None
         except (urllib.error.URLError, OSError, http.client.HTTPException) as exc:
             reason = getattr(exc, "reason", exc)
             host = urllib.parse.urlsplit(self.api_url).netloc

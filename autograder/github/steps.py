@@ -25,10 +25,10 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-from autograder.github import actions as github
 from autograder.core import neutral
 from autograder.core.locate import locate
 from autograder.core.manifest import Course, ManifestError
+from autograder.github import actions as github
 
 _SHA = re.compile(r"[0-9a-f]{40}")
 # GitHub shows at most 10 error annotations per step; the summary has the rest.
@@ -86,12 +86,13 @@ def _event(env=os.environ) -> dict:
 
 
 def _record(data: dict, repo: Path, env=os.environ):
-    from autograder.github.grades_branch import commit_time
     from autograder.core.history import Record
+    from autograder.github.grades_branch import commit_time
 
     sha = graded_commit(env)
-    return Record.from_results(data, commit=sha, committed_at=commit_time(repo, sha),
-                               graded_at=datetime.now(timezone.utc))
+    return Record.from_results(
+        data, commit=sha, committed_at=commit_time(repo, sha), graded_at=datetime.now(timezone.utc)
+    )
 
 
 # --- record ----------------------------------------------------------------------------------
@@ -112,8 +113,10 @@ def record(course: Course, results: Path, repo: Path, env=os.environ, out=sys.st
     for problem in outcome.problems:
         _history_warning(out, "ci.history_line_skipped", lang, problem)
     state = "recorded" if outcome.added else "already recorded (same commit)"
-    out.write(f"autograder: commit {rec.commit[:12]} {state}; XP {outcome.progress.xp}/{outcome.progress.xp_max}, "
-              f"streak {outcome.progress.streak}\n")
+    out.write(
+        f"autograder: commit {rec.commit[:12]} {state}; XP {outcome.progress.xp}/{outcome.progress.xp_max}, "
+        f"streak {outcome.progress.streak}\n"
+    )
     return 0
 
 
@@ -122,9 +125,9 @@ def record(course: Course, results: Path, repo: Path, env=os.environ, out=sys.st
 
 def report(course: Course, results: Path, out_dir: Path, repo: Path, env=os.environ, out=sys.stdout) -> int:
     """Job summary, annotations, the comment body, and step outputs, from one results.json."""
-    from autograder.github.grades_branch import GitStoreError, read_history
     from autograder.core.history import compute_progress
     from autograder.core.i18n import translate
+    from autograder.github.grades_branch import GitStoreError, read_history
     from autograder.render.output import from_json_dict, render_markdown
 
     data = load_results(results)
@@ -148,8 +151,14 @@ def report(course: Course, results: Path, out_dir: Path, repo: Path, env=os.envi
     for problem in problems:
         _history_warning(out, "ci.history_line_skipped", lang, problem)
     if result.practice:
-        out.write(github.annotation("warning", translate("render.practice_note", lang),
-                                    title=translate("render.practice_tag", lang)) + "\n")
+        out.write(
+            github.annotation(
+                "warning",
+                translate("render.practice_note", lang),
+                title=translate("render.practice_tag", lang),
+            )
+            + "\n"
+        )
 
     out_dir.mkdir(parents=True, exist_ok=True)
     comment = render_markdown(result, lang, progress=progress, run_url=url, compact=True)
@@ -164,12 +173,18 @@ def report(course: Course, results: Path, out_dir: Path, repo: Path, env=os.envi
         # (GITHUB_SHA is the merge commit a pull request is graded on; statuses go on the head).
         # It reads results.json beside it as untrusted data and says its grade is unverified:
         # this run's comment.md and outputs could be anything the pull request wanted.
-        (out_dir / "pr.json").write_text(json.dumps({"number": number, "head_sha": head}) + "\n",
-                                         encoding="utf-8")
-    outputs = {"title": title, "xp": str(progress.xp), "xp_max": str(progress.xp_max),
-               "streak": str(progress.streak), "practice": str(result.practice).lower(),
-               "status_context": PRACTICE_STATUS_CONTEXT if result.practice else STATUS_CONTEXT,
-               "run_url": url or ""}
+        (out_dir / "pr.json").write_text(
+            json.dumps({"number": number, "head_sha": head}) + "\n", encoding="utf-8"
+        )
+    outputs = {
+        "title": title,
+        "xp": str(progress.xp),
+        "xp_max": str(progress.xp_max),
+        "streak": str(progress.streak),
+        "practice": str(result.practice).lower(),
+        "status_context": PRACTICE_STATUS_CONTEXT if result.practice else STATUS_CONTEXT,
+        "run_url": url or "",
+    }
     for name, value in outputs.items():
         github.set_output(name, value, env)
     out.write(f"autograder: {title}\n")
@@ -212,7 +227,9 @@ def annotations(course: Course, result, lang: str, repo: Path) -> list[str]:
             else:
                 file, line = locate(lesson, check.todo, check.id, repo)
             # Learner text (shown in the job's log too): no escape sequence, one line.
-            text = " ".join(neutral.terminal(i18n.feedback_text(check.feedback, lang)).split())[:ANNOTATION_CHARS]
+            text = " ".join(neutral.terminal(i18n.feedback_text(check.feedback, lang)).split())[
+                :ANNOTATION_CHARS
+            ]
             title = f"{lesson.id} · {check.id}" + (f" · TODO [{check.todo}]" if check.todo else "")
             # An informational check (own-pieces) never costs points: a warning, not an error.
             level = "warning" if check.informational else "error"
@@ -227,13 +244,32 @@ def add_parser(sub) -> None:
     from autograder.core.results import message  # help texts are catalog messages (messages/<lang>/cli.yml)
 
     ci = sub.add_parser("ci", help=message("cli.ci.help"), description=message("cli.ci.description"))
-    steps = ci.add_subparsers(dest="step", required=True, metavar=message("cli.ci.step_metavar"),
-                              help=message("cli.ci.step_help"))
-    rec = steps.add_parser("record", help=message("cli.ci.record.help"), description=message("cli.ci.record.description"))
-    rec.add_argument("--results", type=Path, required=True, metavar=message("cli.metavar.file"), help=message("cli.ci.results"))
-    rep = steps.add_parser("report", help=message("cli.ci.report.help"), description=message("cli.ci.report.description"))
-    rep.add_argument("--results", type=Path, required=True, metavar=message("cli.metavar.file"), help=message("cli.ci.results"))
-    rep.add_argument("--out", type=Path, required=True, metavar=message("cli.metavar.dir"), help=message("cli.ci.out"))
+    steps = ci.add_subparsers(
+        dest="step", required=True, metavar=message("cli.ci.step_metavar"), help=message("cli.ci.step_help")
+    )
+    rec = steps.add_parser(
+        "record", help=message("cli.ci.record.help"), description=message("cli.ci.record.description")
+    )
+    rec.add_argument(
+        "--results",
+        type=Path,
+        required=True,
+        metavar=message("cli.metavar.file"),
+        help=message("cli.ci.results"),
+    )
+    rep = steps.add_parser(
+        "report", help=message("cli.ci.report.help"), description=message("cli.ci.report.description")
+    )
+    rep.add_argument(
+        "--results",
+        type=Path,
+        required=True,
+        metavar=message("cli.metavar.file"),
+        help=message("cli.ci.results"),
+    )
+    rep.add_argument(
+        "--out", type=Path, required=True, metavar=message("cli.metavar.dir"), help=message("cli.ci.out")
+    )
 
 
 def main(course: Course, args) -> int:

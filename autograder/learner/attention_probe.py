@@ -41,10 +41,10 @@ from typing import Any
 
 import numpy as np
 
-from autograder.render.attention_png import head_leaks
+from autograder.core.results import Feedback, Part, Text, message
 from autograder.engine.checks import CheckFailure, describe_student_error, fail
 from autograder.engine.feedback import fmt_number, leaking_cells
-from autograder.core.results import Feedback, Part, Text, message
+from autograder.render.attention_png import head_leaks
 from autograder.sandbox.client import Sandbox, StudentError, WorkerDied
 
 ATTENTION_FILE = "attention.py"
@@ -127,8 +127,12 @@ def probe_weights(offset: int = 0) -> dict:
         for d in range(HS):
             if offset + d < BLOCK_SIZE:
                 v[h * HS + d, CHAR_DIMS + offset + d] = 1.0
-    return {"qkv.weight": torch.cat([qk, v]), "qkv.bias": torch.zeros(3 * N_EMBD),
-            "proj.weight": torch.eye(N_EMBD), "proj.bias": torch.zeros(N_EMBD)}
+    return {
+        "qkv.weight": torch.cat([qk, v]),
+        "qkv.bias": torch.zeros(3 * N_EMBD),
+        "proj.weight": torch.eye(N_EMBD),
+        "proj.bias": torch.zeros(N_EMBD),
+    }
 
 
 @dataclass
@@ -162,7 +166,7 @@ class Measurement:
 
     @property
     def status(self) -> str:
-        """"error" (nothing to draw), "leak" (the future is seen), "warning" (drawn, with the
+        """ "error" (nothing to draw), "leak" (the future is seen), "warning" (drawn, with the
         graders' objections: NaN, rows that do not sum to 1, SDPA not causal) or "ok"."""
         if self.weights is None:
             return "error"
@@ -210,6 +214,7 @@ def warm_up(submission: Path) -> None:
 
 # ---------------------------------------------------------------- the two paths
 
+
 def _module(sandbox: Sandbox, fused: bool, offset: int = 0):
     cls = sandbox.getattr(sandbox.module(ATTENTION_MODULE), ATTENTION_CLASS)
     handle = sandbox.call(cls, config(), fused=fused)
@@ -231,12 +236,20 @@ def _output(value: Any, x, fused: bool):
     import torch
 
     if not isinstance(value, torch.Tensor) or value.device.type == "meta" or value.is_complex():
-        got = type(value).__name__ if not isinstance(value, torch.Tensor) else f"Tensor(device={value.device.type}, dtype={value.dtype})"
-        fail(message("lesson03.called", call=describe_call(fused), shape=tuple(x.shape)),
-             message("lesson03.not_a_tensor", got=got))
+        got = (
+            type(value).__name__
+            if not isinstance(value, torch.Tensor)
+            else f"Tensor(device={value.device.type}, dtype={value.dtype})"
+        )
+        fail(
+            message("lesson03.called", call=describe_call(fused), shape=tuple(x.shape)),
+            message("lesson03.not_a_tensor", got=got),
+        )
     if tuple(value.shape) != tuple(x.shape):
-        fail(message("lesson03.called", call=describe_call(fused), shape=tuple(x.shape)),
-             message("lesson03.shape_wrong", got=tuple(value.shape), expected=tuple(x.shape)))
+        fail(
+            message("lesson03.called", call=describe_call(fused), shape=tuple(x.shape)),
+            message("lesson03.shape_wrong", got=tuple(value.shape), expected=tuple(x.shape)),
+        )
     return value.detach().double()
 
 
@@ -277,7 +290,7 @@ def _fused_weights(sandbox: Sandbox, x) -> tuple[np.ndarray, FusedReport]:
         width = min(HS, T - offset)
         per_head = y[0].view(T, N_HEAD, HS).numpy()  # (T, nh, HS): head h's output channels
         for h in range(N_HEAD):
-            heads[h, :, offset:offset + width] = per_head[:, h, :width]
+            heads[h, :, offset : offset + width] = per_head[:, h, :width]
     report.parity = _parity(sandbox, x, first)
     return heads, report
 
@@ -302,6 +315,7 @@ def _parity(sandbox: Sandbox, x, fused_output) -> float | None:
 
 # ---------------------------------------------------------------- judging
 
+
 def _judge(result: Measurement) -> Feedback:
     """The graders' messages about weights that could be drawn: leaks, NaN, rows that do not
     sum to 1, and for the fused path how SDPA was called and whether it matches explicit."""
@@ -316,8 +330,10 @@ def _judge(result: Measurement) -> Feedback:
     finite_rows = np.isfinite(w).all(axis=-1)
     if finite_rows.any() and np.abs(sums[finite_rows] - 1).max() > ROW_SUM_TOLERANCE:
         worst = float(np.abs(sums[finite_rows] - 1).max())
-        parts += [message("lesson03.rows_not_normalised", sums=f"max |suma - 1| = {worst:.3g}"),
-                  message("lesson03.softmax_dim_hint")]
+        parts += [
+            message("lesson03.rows_not_normalised", sums=f"max |suma - 1| = {worst:.3g}"),
+            message("lesson03.softmax_dim_hint"),
+        ]
     fused = result.fused
     if fused is not None:
         if not fused.sdpa_called:

@@ -27,12 +27,18 @@ from autograder.learner.steps import NextStep, describe_step, next_step
 from autograder.learner.store import LocalStore, record_result
 from autograder.learner.terminal import Spinner, streak_text, t, terminal_width
 
-
 # --- grading -----------------------------------------------------------------------------------
 
 
-def grade_lessons(course: Course, lessons: list[Lesson], lang: str, *, seed: int | None = None,
-                  status: Any = None, **live: Any):
+def grade_lessons(
+    course: Course,
+    lessons: list[Lesson],
+    lang: str,
+    *,
+    seed: int | None = None,
+    status: Any = None,
+    **live: Any,
+):
     """Grade the lessons' exercise folders with the engine (hidden graders, or practice tests
     where the graders are missing); `status` (a rich Status) shows which lesson is graded.
     `live`: engine.grade's first, on_check and on_worker (what `watch` shows while grading)."""
@@ -62,12 +68,23 @@ def mode_lines(result, lang: str) -> list[str]:
         modes.setdefault(lesson.mode, []).append(lesson.id)
     if len(modes) == 1:
         return [t("mode_practice" if "practice" in modes else "mode_hidden", lang)]
-    return [t("mode_hidden_lessons", lang, lessons=", ".join(modes.get("hidden", []))),
-            t("mode_practice_lessons", lang, lessons=", ".join(modes.get("practice", [])))]
+    return [
+        t("mode_hidden_lessons", lang, lessons=", ".join(modes.get("hidden", []))),
+        t("mode_practice_lessons", lang, lessons=", ".join(modes.get("practice", []))),
+    ]
 
 
-def render_footer(result, step: NextStep, progress, xp_max: int, lang: str, *, color: bool,
-                  width: int = 100, earned_before: Iterable[str] = ()) -> str:
+def render_footer(
+    result,
+    step: NextStep,
+    progress,
+    xp_max: int,
+    lang: str,
+    *,
+    color: bool,
+    width: int = 100,
+    earned_before: Iterable[str] = (),
+) -> str:
     """What `check` prints after the result: which graders, the next step, the XP so far
     (`progress`: autograder.core.history.Progress of everything recorded; `xp_max`: the course's).
     "+50 XP" is said only for a lesson not earned before (`earned_before`)."""
@@ -80,16 +97,29 @@ def render_footer(result, step: NextStep, progress, xp_max: int, lang: str, *, c
         console.print(RichText(line, style="yellow" if result.practice else "dim"), soft_wrap=True)
     for lesson in result.lessons:
         if lesson.completed and lesson.id not in earned_before:
-            console.print(RichText(t("lesson_done", lang, id=lesson.id, xp=lesson.xp_max), style="green"),
-                          soft_wrap=True)
+            console.print(
+                RichText(t("lesson_done", lang, id=lesson.id, xp=lesson.xp_max), style="green"),
+                soft_wrap=True,
+            )
     # One line each, never re-wrapped: a path:line must stay whole for terminals to link it.
     lines = describe_step(step, lang)
     console.print(RichText(lines[0], style="bold cyan"), soft_wrap=True)
     for line in lines[1:]:
         console.print(RichText(line, style="cyan"), soft_wrap=True)
     if progress is not None:
-        console.print(RichText(t("progress_line", lang, xp=progress.xp, xp_max=xp_max,
-                                 streak=streak_text(progress.streak, lang)), style="dim"), soft_wrap=True)
+        console.print(
+            RichText(
+                t(
+                    "progress_line",
+                    lang,
+                    xp=progress.xp,
+                    xp_max=xp_max,
+                    streak=streak_text(progress.streak, lang),
+                ),
+                style="dim",
+            ),
+            soft_wrap=True,
+        )
     return printed(buffer)
 
 
@@ -99,8 +129,12 @@ def render_footer(result, step: NextStep, progress, xp_max: int, lang: str, *, c
 def add_parser(sub) -> None:
     from autograder.core.results import message  # help texts are catalog messages (messages/<lang>/cli.yml)
 
-    parser = sub.add_parser("check", help=message("cli.check.help"), description=message("cli.check.description"))
-    parser.add_argument("lessons", nargs="*", metavar=message("cli.metavar.lesson"), help=message("cli.check.lessons"))
+    parser = sub.add_parser(
+        "check", help=message("cli.check.help"), description=message("cli.check.description")
+    )
+    parser.add_argument(
+        "lessons", nargs="*", metavar=message("cli.metavar.lesson"), help=message("cli.check.lessons")
+    )
     parser.add_argument("--lang", choices=i18n.LANGUAGES, default=None, help=message("cli.lang"))
     parser.add_argument("--seed", type=int, default=None, help=message("cli.check.seed"))
     parser.add_argument("--verbose", action="store_true", help=message("cli.check.verbose"))
@@ -125,10 +159,22 @@ def main(course: Course, args) -> int:
     step = next_step(course, result.lessons, completed_lessons(known.latest), steps)
     color = use_color(sys.stdout)
     width = terminal_width(sys.stdout)
-    text = render_text(result, lang, color=color, width=width, earned=earned_before,
-                       verbose=args.verbose).rstrip("\n") + "\n\n"
-    text += render_footer(result, step, known.progress, course_xp_max(course), lang,
-                          color=color, width=width, earned_before=earned_before)
+    text = (
+        render_text(
+            result, lang, color=color, width=width, earned=earned_before, verbose=args.verbose
+        ).rstrip("\n")
+        + "\n\n"
+    )
+    text += render_footer(
+        result,
+        step,
+        known.progress,
+        course_xp_max(course),
+        lang,
+        color=color,
+        width=width,
+        earned_before=earned_before,
+    )
     # A learner's code may have read this process's environment; never echo a secret.
     sys.stdout.write(redact(text.rstrip("\n") + "\n", secrets_from_environ(os.environ)))
     sys.stdout.flush()

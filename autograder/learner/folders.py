@@ -40,22 +40,37 @@ def resolve_lessons(course: Course, keys: Iterable[str], lang: str) -> list[Less
     if not keys:
         lessons = present_lessons(course)
         if not lessons:
-            raise LearnerError(t("no_lessons_present", lang, folder=shown(course, exercises_dir(course)),
-                                 example=f"exercises/{course.lessons[0].folder}/"))
+            raise LearnerError(
+                t(
+                    "no_lessons_present",
+                    lang,
+                    folder=shown(course, exercises_dir(course)),
+                    example=f"exercises/{course.lessons[0].folder}/",
+                )
+            )
         return lessons
     wanted = {course.lesson(key).id for key in keys}  # ManifestError names an unknown lesson
     lessons = [lesson for lesson in course.lessons if lesson.id in wanted]
     for lesson in lessons:
         if not lesson_dir(course, lesson).is_dir():
-            raise LearnerError(t("lesson_folder_missing", lang, id=lesson.id,
-                                 folder=shown(course, lesson_dir(course, lesson))))
+            raise LearnerError(
+                t(
+                    "lesson_folder_missing",
+                    lang,
+                    id=lesson.id,
+                    folder=shown(course, lesson_dir(course, lesson)),
+                )
+            )
     return lessons
 
 
 def is_graded_input(path: Path) -> bool:
     """Whether a file of a lesson folder is read by grading (see GRADED_SUFFIXES)."""
-    return (path.suffix in GRADED_SUFFIXES and path.name != HINTS_FILE
-            and not any(part in CACHE_DIRS for part in path.parts))
+    return (
+        path.suffix in GRADED_SUFFIXES
+        and path.name != HINTS_FILE
+        and not any(part in CACHE_DIRS for part in path.parts)
+    )
 
 
 def lesson_digest(folder: Path) -> str:

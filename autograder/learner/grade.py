@@ -35,19 +35,40 @@ class PathError(Exception):
 def add_parser(sub) -> None:
     from autograder.core.results import message  # help texts are catalog messages (messages/<lang>/cli.yml)
 
-    grade = sub.add_parser("grade", help=message("cli.grade.help"), description=message("cli.grade.description"))
-    grade.add_argument("lessons", nargs="*", metavar=message("cli.metavar.lesson"), help=message("cli.lessons"))
-    grade.add_argument("--submission", type=Path, default=None, metavar=message("cli.metavar.dir"),
-                       help=message("cli.grade.submission"))
-    formats = grade.add_argument("--format", choices=FORMATS, default="text", help=message("cli.grade.format"))
+    grade = sub.add_parser(
+        "grade", help=message("cli.grade.help"), description=message("cli.grade.description")
+    )
+    grade.add_argument(
+        "lessons", nargs="*", metavar=message("cli.metavar.lesson"), help=message("cli.lessons")
+    )
+    grade.add_argument(
+        "--submission",
+        type=Path,
+        default=None,
+        metavar=message("cli.metavar.dir"),
+        help=message("cli.grade.submission"),
+    )
+    formats = grade.add_argument(
+        "--format", choices=FORMATS, default="text", help=message("cli.grade.format")
+    )
     formats.retired = RETIRED_FORMATS  # read by the command line's parser (autograder/cli_language.py)
-    grade.add_argument("--output", type=Path, default=None, metavar=message("cli.metavar.file"),
-                       help=message("cli.grade.output"))
+    grade.add_argument(
+        "--output",
+        type=Path,
+        default=None,
+        metavar=message("cli.metavar.file"),
+        help=message("cli.grade.output"),
+    )
     grade.add_argument("--lang", choices=i18n.LANGUAGES, default=None, help=message("cli.lang"))
     grade.add_argument("--seed", type=int, default=None, help=message("cli.grade.seed"))
     grade.add_argument("--verbose", action="store_true", help=message("cli.grade.verbose"))
-    grade.add_argument("--figures", type=Path, default=None, metavar=message("cli.metavar.dir"),
-                       help=message("cli.grade.figures"))
+    grade.add_argument(
+        "--figures",
+        type=Path,
+        default=None,
+        metavar=message("cli.metavar.dir"),
+        help=message("cli.grade.figures"),
+    )
 
 
 def main(course: Course, args) -> int:
@@ -57,7 +78,10 @@ def main(course: Course, args) -> int:
     except PathError as exc:
         # The line argparse prints for its own usage errors ("autograder grade: error: ..."),
         # which reads the same in every catalog.
-        line = i18n.catalog(lang)["cli.argparse.error"].rstrip("\n") % {"prog": "autograder grade", "message": exc}
+        line = i18n.catalog(lang)["cli.argparse.error"].rstrip("\n") % {
+            "prog": "autograder grade",
+            "message": exc,
+        }
         print(line, file=sys.stderr)
         return 2
 
@@ -94,8 +118,13 @@ def _grade(course: Course, args, lang: str) -> int:
     else:
         color = None if args.output is None else False
         step = grade_step(course, result, args.submission)  # the one next step, as `check` says it
-        text = render_text(result, lang, color=color, verbose=args.verbose,
-                           step=step_line(step, result, lang) if step is not None else None)
+        text = render_text(
+            result,
+            lang,
+            color=color,
+            verbose=args.verbose,
+            step=step_line(step, result, lang) if step is not None else None,
+        )
     # A learner's code may have read this process's environment; never echo a secret.
     text = redact(text, secrets_from_environ(os.environ))
     if args.output is not None:
@@ -134,13 +163,20 @@ def check_submission(course: Course, lessons, submission: Path, lang: str) -> No
             return
     if single:
         lesson = lessons[0]
-        text = i18n.translate("cli.submission_no_lesson_files", lang, folder=submission, id=lesson.id,
-                              files=", ".join(lesson.handed_in))
+        text = i18n.translate(
+            "cli.submission_no_lesson_files",
+            lang,
+            folder=submission,
+            id=lesson.id,
+            files=", ".join(lesson.handed_in),
+        )
         found = _nearby(submission, lesson.handed_in, prefer=lesson.folder)
         if found is not None:
             text += " " + i18n.translate("cli.submission_found_at", lang, id=lesson.id, found=found)
         raise PathError(text)
-    text = i18n.translate("cli.submission_no_lessons", lang, folder=submission, example=f"{lessons[0].folder}/")
+    text = i18n.translate(
+        "cli.submission_no_lessons", lang, folder=submission, example=f"{lessons[0].folder}/"
+    )
     found = _nearby(submission, [lesson.folder for lesson in lessons])
     if found is not None:
         text += " " + i18n.translate("cli.submission_lessons_at", lang, found=found)
@@ -150,7 +186,12 @@ def check_submission(course: Course, lessons, submission: Path, lang: str) -> No
 def _nearby(folder: Path, names: Sequence[str], prefer: str | None = None) -> Path | None:
     """The folder one or two levels below `folder` that holds one of `names` (the likely meant
     --submission), one called `prefer` first; None if there is none."""
-    found = [path.parent for depth in ("*", "*/*") for name in names for path in sorted(folder.glob(f"{depth}/{name}"))]
+    found = [
+        path.parent
+        for depth in ("*", "*/*")
+        for name in names
+        for path in sorted(folder.glob(f"{depth}/{name}"))
+    ]
     found.sort(key=lambda path: path.name != prefer)  # stable: keeps the shallower first
     return found[0] if found else None
 
@@ -168,15 +209,22 @@ class _Progress:
         from rich.console import Console
         from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn
 
-        self._progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-                                  TextColumn("{task.completed}/{task.total}"),
-                                  console=Console(stderr=True), transient=True)
+        self._progress = Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.completed}/{task.total}"),
+            console=Console(stderr=True),
+            transient=True,
+        )
         self._progress.start()
         self._task = self._progress.add_task("grading", total=total)
 
     def advance(self, lesson_result) -> None:
         if self._progress is not None:
-            self._progress.update(self._task, advance=1, description=f"{lesson_result.id}-{lesson_result.slug}")
+            self._progress.update(
+                self._task, advance=1, description=f"{lesson_result.id}-{lesson_result.slug}"
+            )
 
     def stop(self) -> None:
         if self._progress is not None:

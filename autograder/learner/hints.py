@@ -24,8 +24,7 @@ from typing import Any
 
 import yaml
 
-from autograder.core import i18n
-from autograder.core import yaml_loader
+from autograder.core import i18n, yaml_loader
 from autograder.core.manifest import Course, Lesson
 from autograder.learner.check import grade_lessons
 from autograder.learner.folders import HINTS_FILE, LearnerError, lesson_dir, resolve_lessons
@@ -70,8 +69,11 @@ def entry_problems(data: Any, todo: str) -> list[str]:
     if not isinstance(entry, dict):
         return [f"{todo}: expected a mapping with the languages {', '.join(i18n.LANGUAGES)}"]
     problems = [f"{todo}.{lang}: missing" for lang in i18n.LANGUAGES if lang not in entry]
-    problems += [f"{todo}.{key}: unknown language (expected {', '.join(i18n.LANGUAGES)})"
-                 for key in entry if key not in i18n.LANGUAGES]
+    problems += [
+        f"{todo}.{key}: unknown language (expected {', '.join(i18n.LANGUAGES)})"
+        for key in entry
+        if key not in i18n.LANGUAGES
+    ]
     for lang in i18n.LANGUAGES:
         levels = entry.get(lang)
         if lang not in entry:
@@ -81,8 +83,11 @@ def entry_problems(data: Any, todo: str) -> list[str]:
         elif len(levels) != LEVELS:
             problems.append(f"{todo}.{lang}: expected {LEVELS} hints, found {len(levels)}")
         else:
-            problems += [f"{todo}.{lang}[{i}]: expected a non-empty text" for i, level in enumerate(levels)
-                         if not isinstance(level, str) or not level.strip()]
+            problems += [
+                f"{todo}.{lang}[{i}]: expected a non-empty text"
+                for i, level in enumerate(levels)
+                if not isinstance(level, str) or not level.strip()
+            ]
     return problems
 
 
@@ -93,8 +98,11 @@ def file_problems(data: Any, lesson: Lesson) -> list[str]:
         return ["the file must be a mapping of TODO ids to hints"]
     todos = [todo.id for todo in lesson.todos]
     problems = [p for todo in todos for p in entry_problems(data, todo)]
-    problems += [f"{key}: not a TODO of lesson {lesson.id} (its TODOs: {', '.join(todos)})"
-                 for key in data if key not in todos]
+    problems += [
+        f"{key}: not a TODO of lesson {lesson.id} (its TODOs: {', '.join(todos)})"
+        for key in data
+        if key not in todos
+    ]
     return problems
 
 
@@ -104,8 +112,9 @@ def load_lesson_hints(path: Path, lesson: Lesson) -> dict[str, dict[str, list[st
     problems = file_problems(data, lesson)
     if problems:
         raise HintError(f"{path}: " + "; ".join(problems))
-    return {todo: {lang: [text.strip() for text in data[todo][lang]] for lang in i18n.LANGUAGES}
-            for todo in data}
+    return {
+        todo: {lang: [text.strip() for text in data[todo][lang]] for lang in i18n.LANGUAGES} for todo in data
+    }
 
 
 def todo_hints(path: Path, todo: str, lang: str) -> list[str]:
@@ -142,11 +151,14 @@ def remember_level(state: dict[str, Any], lesson: Lesson, todo: str, level: int)
 def add_parser(sub) -> None:
     from autograder.core.results import message  # help texts are catalog messages (messages/<lang>/cli.yml)
 
-    parser = sub.add_parser("hint", help=message("cli.hint.help"), description=message("cli.hint.description",
-                                                                                       levels=LEVELS))
+    parser = sub.add_parser(
+        "hint", help=message("cli.hint.help"), description=message("cli.hint.description", levels=LEVELS)
+    )
     parser.add_argument("lesson", metavar=message("cli.metavar.lesson"), help=message("cli.hint.lesson"))
     parser.add_argument("todo", nargs="?", default=None, metavar="TODO", help=message("cli.hint.todo"))
-    parser.add_argument("--level", type=int, default=None, metavar="N", help=message("cli.hint.level", levels=LEVELS))
+    parser.add_argument(
+        "--level", type=int, default=None, metavar="N", help=message("cli.hint.level", levels=LEVELS)
+    )
     parser.add_argument("--lang", choices=i18n.LANGUAGES, default=None, help=message("cli.lang"))
 
 

@@ -74,8 +74,16 @@ def fetch_branch(root: Path, lang: str, warn) -> str:
         return FETCH_FAILED
     if not listing.stdout.strip():
         return NOT_ON_REMOTE  # no grades branch yet: nothing to fetch, nothing wrong
-    proc = _git(root, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", REMOTE,
-                f"+refs/heads/{BRANCH}:refs/remotes/{REMOTE}/{BRANCH}", timeout=FETCH_TIMEOUT)
+    proc = _git(
+        root,
+        "fetch",
+        "--quiet",
+        "--no-tags",
+        "--no-write-fetch-head",
+        REMOTE,
+        f"+refs/heads/{BRANCH}:refs/remotes/{REMOTE}/{BRANCH}",
+        timeout=FETCH_TIMEOUT,
+    )
     if proc is None or proc.returncode != 0:
         detail = proc.stderr.decode("utf-8", "replace").strip() if proc is not None else "git"
         warn(t("progress_fetch_failed", lang, branch=BRANCH, remote=REMOTE, detail=_last_line(detail)))
@@ -120,8 +128,7 @@ def gather(course: Course, store: LocalStore, *, fetch: bool, lang: str | None =
     if fetch:
         out.fetched = fetch_branch(course.root, lang, store.warn)
     out.local, bad = store.records()
-    out.problems += [t("progress_history_problem", lang, source=LOCAL_HISTORY, detail=p)
-                     for p in bad]
+    out.problems += [t("progress_history_problem", lang, source=LOCAL_HISTORY, detail=p) for p in bad]
     out.branch, out.branch_ref, branch_problems = branch_records(course.root, lang)
     out.problems += branch_problems
     merged = {record.commit: record for record in [*out.branch, *out.local]}
@@ -172,18 +179,29 @@ def render_progress(course: Course, gathered: Gathered, lang: str, *, color: boo
     console, buffer = make_console(color, width)
     progress = gathered.progress
     console.print(RichText(t("progress_title", lang, course=course.name), style="bold"))
-    headline = [t("progress_xp", lang, xp=progress.xp, xp_max=course_xp_max(course)),
-                streak_text(progress.streak, lang)]
+    headline = [
+        t("progress_xp", lang, xp=progress.xp, xp_max=course_xp_max(course)),
+        streak_text(progress.streak, lang),
+    ]
     if progress.longest_streak > progress.streak:
         headline.append(t("progress_best_streak", lang, days=progress.longest_streak))
     console.print(" · ".join(headline))
     console.print(RichText(i18n.translate("progress.xp_is_practice", lang), style="dim"), soft_wrap=True)
     console.print()
 
-    table = Table(box=box.SIMPLE_HEAD if color else None, show_edge=False, pad_edge=False,
-                  header_style="bold" if color else None)
-    for key, justify in (("lesson", "left"), ("progress", "left"), ("points", "right"), ("xp", "right"),
-                         ("status", "left")):
+    table = Table(
+        box=box.SIMPLE_HEAD if color else None,
+        show_edge=False,
+        pad_edge=False,
+        header_style="bold" if color else None,
+    )
+    for key, justify in (
+        ("lesson", "left"),
+        ("progress", "left"),
+        ("points", "right"),
+        ("xp", "right"),
+        ("status", "left"),
+    ):
         table.add_column(t(f"progress_col_{key}", lang), justify=justify, no_wrap=key != "lesson")
     by_id = {lp.id: lp for lp in progress.lessons}
     for lesson in course.lessons:
@@ -196,7 +214,11 @@ def render_progress(course: Course, gathered: Gathered, lang: str, *, color: boo
         cells = [
             RichText(f"{lesson.id} · {i18n.localize(lesson.title, lang)}"),
             RichText(f"{bar(fraction)} {round(fraction * 100)}%", style=style),
-            RichText(f"{score_number(latest.score)}/{score_number(latest.max_score)}" if latest is not None else "—"),
+            RichText(
+                f"{score_number(latest.score)}/{score_number(latest.max_score)}"
+                if latest is not None
+                else "—"
+            ),
             RichText(f"{lesson.xp if earned is not None and earned.earned else 0}/{lesson.xp}"),
             RichText(label, style=style),
         ]
@@ -207,10 +229,21 @@ def render_progress(course: Course, gathered: Gathered, lang: str, *, color: boo
     if not gathered.local and not gathered.branch:
         first = course.lessons[0].id if course.lessons else "01"
         console.print(RichText(t("progress_empty", lang, lesson=first), style="cyan"), soft_wrap=True)
-    local = (t(_counted("progress_local", len(gathered.local)), lang, n=len(gathered.local), path=LOCAL_HISTORY)
-             if gathered.local else t("progress_local_none", lang))
-    branch = (t(_counted("progress_branch", len(gathered.branch)), lang, n=len(gathered.branch),
-                ref=gathered.branch_ref) if gathered.branch_ref else _no_branch(gathered.fetched, lang))
+    local = (
+        t(_counted("progress_local", len(gathered.local)), lang, n=len(gathered.local), path=LOCAL_HISTORY)
+        if gathered.local
+        else t("progress_local_none", lang)
+    )
+    branch = (
+        t(
+            _counted("progress_branch", len(gathered.branch)),
+            lang,
+            n=len(gathered.branch),
+            ref=gathered.branch_ref,
+        )
+        if gathered.branch_ref
+        else _no_branch(gathered.fetched, lang)
+    )
     console.print(RichText(f"{local} · {branch}", style="dim"), soft_wrap=True)
     return printed(buffer)
 
@@ -234,9 +267,14 @@ def _counted(key: str, n: int) -> str:
 def add_parser(sub) -> None:
     from autograder.core.results import message  # help texts are catalog messages (messages/<lang>/cli.yml)
 
-    parser = sub.add_parser("progress", help=message("cli.progress.help"),
-                            description=message("cli.progress.description", branch=BRANCH))
-    parser.add_argument("--fetch", action="store_true", help=message("cli.progress.fetch", branch=BRANCH, remote=REMOTE))
+    parser = sub.add_parser(
+        "progress",
+        help=message("cli.progress.help"),
+        description=message("cli.progress.description", branch=BRANCH),
+    )
+    parser.add_argument(
+        "--fetch", action="store_true", help=message("cli.progress.fetch", branch=BRANCH, remote=REMOTE)
+    )
     parser.add_argument("--lang", choices=i18n.LANGUAGES, default=None, help=message("cli.lang"))
 
 
@@ -249,6 +287,8 @@ def main(course: Course, args) -> int:
     for problem in gathered.problems:
         print(problem, file=sys.stderr)
     color = use_color(sys.stdout)
-    sys.stdout.write(render_progress(course, gathered, lang, color=color,
-                                     width=terminal_width(sys.stdout)).rstrip("\n") + "\n")
+    sys.stdout.write(
+        render_progress(course, gathered, lang, color=color, width=terminal_width(sys.stdout)).rstrip("\n")
+        + "\n"
+    )
     return 0

@@ -71,16 +71,25 @@ def lesson_next_step(course: Course, lesson: Lesson, result) -> NextStep | None:
     order = [todo.id for todo in lesson.todos]
     failing = [check for check in result.checks if _failing(check)]
     # An error the learner's code raised is the mistake to fix first, at the line that raised.
-    raised = [(order.index(c.raised_in.todo), index, c) for index, c in enumerate(failing)
-              if c.raised_in is not None and c.raised_in.todo in order and c.raised_in.line > 0
-              and c.raised_in.file in lesson.files]
+    raised = [
+        (order.index(c.raised_in.todo), index, c)
+        for index, c in enumerate(failing)
+        if c.raised_in is not None
+        and c.raised_in.todo in order
+        and c.raised_in.line > 0
+        and c.raised_in.file in lesson.files
+    ]
     if raised:
         _, _, check = min(raised, key=lambda item: item[:2])
         path = (Path("exercises") / lesson.folder / check.raised_in.file).as_posix()
-        return NextStep("todo", lesson, todo=check.raised_in.todo, check=check.id, path=path,
-                        line=check.raised_in.line)
-    pointed = [(order.index(todo), index, check, todo) for index, check in enumerate(failing)
-               if (todo := blocking_todo(check, order)) is not None]
+        return NextStep(
+            "todo", lesson, todo=check.raised_in.todo, check=check.id, path=path, line=check.raised_in.line
+        )
+    pointed = [
+        (order.index(todo), index, check, todo)
+        for index, check in enumerate(failing)
+        if (todo := blocking_todo(check, order)) is not None
+    ]
     if pointed:
         _, _, check, todo = min(pointed, key=lambda item: item[:2])
         path, line = locate_step(course, lesson, todo, check.id)
@@ -94,8 +103,12 @@ def lesson_next_step(course: Course, lesson: Lesson, result) -> NextStep | None:
     return NextStep("quiz" if check in quiz else "check", lesson, check=check.id, path=path, line=line)
 
 
-def next_step(course: Course, results: Iterable, completed: Iterable[str] = (),
-              known: Mapping[str, NextStep | None] | None = None) -> NextStep:
+def next_step(
+    course: Course,
+    results: Iterable,
+    completed: Iterable[str] = (),
+    known: Mapping[str, NextStep | None] | None = None,
+) -> NextStep:
     """The one next step after grading `results` (LessonResults): the first unfinished lesson's
     step, else the first lesson after the last one graded that is not `completed` (the ids the
     learner's history says are done), else the first such lesson before it; the course is done
@@ -108,7 +121,9 @@ def next_step(course: Course, results: Iterable, completed: Iterable[str] = (),
     for index, lesson in enumerate(course.lessons):
         if lesson.id in by_id:
             last = index
-            step = known[lesson.id] if lesson.id in known else lesson_next_step(course, lesson, by_id[lesson.id])
+            step = (
+                known[lesson.id] if lesson.id in known else lesson_next_step(course, lesson, by_id[lesson.id])
+            )
             if step is not None:
                 return step
     return lesson_after(course, last, done)
@@ -120,7 +135,7 @@ def lesson_after(course: Course, index: int, done: Iterable[str]) -> NextStep:
     every lesson is."""
     done = set(done)
     lessons = course.lessons
-    for lesson in [*lessons[index + 1:], *lessons[:index + 1]]:
+    for lesson in [*lessons[index + 1 :], *lessons[: index + 1]]:
         if lesson.id not in done:
             return lesson_step(course, lesson)
     return NextStep("done", None)
@@ -148,8 +163,10 @@ def locate_step(course: Course, lesson: Lesson, todo: str | None, check_id: str)
     if todo is not None:
         pending = next((n for n, row in enumerate(rows) if regions.pending_todo(row) == todo), None)
         if pending is not None:
-            comment = next((n for n in range(pending, -1, -1)
-                            if needle in rows[n] and rows[n].lstrip().startswith("#")), pending)
+            comment = next(
+                (n for n in range(pending, -1, -1) if needle in rows[n] and rows[n].lstrip().startswith("#")),
+                pending,
+            )
             return path, comment + 1
     return path, first_row(rows, needle)
 
@@ -165,8 +182,10 @@ def describe_step(step: NextStep, lang: str) -> list[str]:
     for a TODO a second line with its title and the command that gives a hint."""
     if step.kind == "todo":
         title = i18n.localize(step.lesson.todo(step.todo).title, lang)
-        return [t("next_todo", lang, todo=step.todo, where=step.where()),
-                "  " + t("next_todo_detail", lang, title=title, command=hint_command(step))]
+        return [
+            t("next_todo", lang, todo=step.todo, where=step.where()),
+            "  " + t("next_todo_detail", lang, title=title, command=hint_command(step)),
+        ]
     if step.kind == "quiz":
         return [t("next_quiz", lang, n=step.check.split("-", 1)[1], where=step.where())]
     if step.kind == "check":
@@ -174,8 +193,15 @@ def describe_step(step: NextStep, lang: str) -> list[str]:
     if step.kind == "lesson":
         title = i18n.localize(step.lesson.title, lang)
         if step.path is None:
-            return [t("next_lesson_missing", lang, id=step.lesson.id, title=title,
-                      folder=f"exercises/{step.lesson.folder}/")]
+            return [
+                t(
+                    "next_lesson_missing",
+                    lang,
+                    id=step.lesson.id,
+                    title=title,
+                    folder=f"exercises/{step.lesson.folder}/",
+                )
+            ]
         return [t("next_lesson", lang, id=step.lesson.id, title=title, where=step.path)]
     return [t("course_done", lang)]
 
@@ -198,5 +224,10 @@ def step_line(step: NextStep, result, lang: str) -> str:
     if step.kind != "todo":
         return describe_step(step, lang)[0]
     started = result.score > 0 or any(lesson.completed for lesson in result.lessons)
-    return i18n.translate("render.next_todo" if started else "render.start_todo", lang, id=step.lesson.id,
-                          todo=step.todo, where=step.where())
+    return i18n.translate(
+        "render.next_todo" if started else "render.start_todo",
+        lang,
+        id=step.lesson.id,
+        todo=step.todo,
+        where=step.where(),
+    )

@@ -1,10 +1,10 @@
 """The learner's local state, in <course root>/.autograder/ (it ignores itself for git):
 
-  history.jsonl  one record per grading, in the format of the `grades` branch
-                 (autograder.core.history), so `progress` merges both with the same XP/streak rules
-  state.json     the hint level reached per TODO and the last next step per lesson, keyed by a
-                 digest of the lesson's files (so `hint` needs no new grading while nothing changed)
-  figuras/       the attention matrix of a failing mask check as a PNG (the feedback names it)
+history.jsonl  one record per grading, in the format of the `grades` branch
+               (autograder.core.history), so `progress` merges both with the same XP/streak rules
+state.json     the hint level reached per TODO and the last next step per lesson, keyed by a
+               digest of the lesson's files (so `hint` needs no new grading while nothing changed)
+figuras/       the attention matrix of a failing mask check as a PNG (the feedback names it)
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from autograder.core.file_lock import LockTimeout, append_line, exclusive
-from autograder.core.manifest import Course, Lesson, _shown as _shown_path
+from autograder.core.manifest import Course, Lesson
+from autograder.core.manifest import _shown as _shown_path
 from autograder.learner.folders import lesson_digest, lesson_dir
 from autograder.learner.steps import NextStep, lesson_next_step, locate_step
 from autograder.learner.terminal import t
@@ -47,8 +48,9 @@ class LocalStore:
         if not ignore.exists():
             # The folder ignores itself, so a learner's `git add .` never commits it and the
             # repository's own .gitignore needs no entry.
-            ignore.write_text("# Local state of `autograder` (history, hints); never committed.\n*\n",
-                              encoding="utf-8")
+            ignore.write_text(
+                "# Local state of `autograder` (history, hints); never committed.\n*\n", encoding="utf-8"
+            )
 
     # figures ------------------------------------------------------------------------------
     def write_figures(self, result, lang: str) -> None:
@@ -59,8 +61,14 @@ class LocalStore:
             self._ensure_folder()
             write_figures(result, self.folder / FIGURES_DIR, lang)
         except OSError as exc:
-            self.warn(t("figures_not_saved", lang, path=_shown_path(self.folder / FIGURES_DIR),
-                        detail=failure_detail(exc, lang)))
+            self.warn(
+                t(
+                    "figures_not_saved",
+                    lang,
+                    path=_shown_path(self.folder / FIGURES_DIR),
+                    detail=failure_detail(exc, lang),
+                )
+            )
 
     # history ------------------------------------------------------------------------------
     def append(self, record) -> None:
@@ -97,8 +105,11 @@ class LocalStore:
             state = json.loads(text)
         except json.JSONDecodeError as exc:
             return self._set_aside(exc, lang)
-        if not (isinstance(state, dict) and isinstance(state.get("hints"), dict)
-                and isinstance(state.get("next"), dict)):
+        if not (
+            isinstance(state, dict)
+            and isinstance(state.get("hints"), dict)
+            and isinstance(state.get("next"), dict)
+        ):
             return self._set_aside(ValueError("not an autograder state file"), lang)
         return state
 
@@ -109,14 +120,23 @@ class LocalStore:
             self.state_path.replace(backup)
         except OSError:
             pass
-        self.warn(t("state_broken", lang, path=_shown_path(self.state_path), detail=str(exc)[:200],
-                    backup=_shown_path(backup)))
+        self.warn(
+            t(
+                "state_broken",
+                lang,
+                path=_shown_path(self.state_path),
+                detail=str(exc)[:200],
+                backup=_shown_path(backup),
+            )
+        )
         return _empty_state()
 
     def save_state(self, state: dict[str, Any]) -> None:
         self._ensure_folder()
         tmp = self.state_path.with_name(f"{STATE_FILE}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(state, indent=2, ensure_ascii=False, sort_keys=True) + "\n", encoding="utf-8")
+        tmp.write_text(
+            json.dumps(state, indent=2, ensure_ascii=False, sort_keys=True) + "\n", encoding="utf-8"
+        )
         tmp.replace(self.state_path)
 
     def update_state(self, lang: str, change: Callable[[dict[str, Any]], None]) -> None:
@@ -130,8 +150,14 @@ class LocalStore:
                 change(state)
                 self.save_state(state)
         except OSError as exc:
-            self.warn(t("history_not_saved", lang, path=_shown_path(self.state_path),
-                        detail=failure_detail(exc, lang)))
+            self.warn(
+                t(
+                    "history_not_saved",
+                    lang,
+                    path=_shown_path(self.state_path),
+                    detail=failure_detail(exc, lang),
+                )
+            )
 
 
 def failure_detail(exc: OSError, lang: str) -> str:
@@ -166,15 +192,20 @@ def record_result(course: Course, result, store: LocalStore, lang: str) -> dict[
     try:
         store.append(record)
     except OSError as exc:
-        store.warn(t("history_not_saved", lang, path=_shown_path(store.history), detail=failure_detail(exc, lang)))
+        store.warn(
+            t("history_not_saved", lang, path=_shown_path(store.history), detail=failure_detail(exc, lang))
+        )
 
     steps: dict[str, NextStep | None] = {}
     saved = {}
     for lesson_result in result.lessons:
         lesson = course.lesson(lesson_result.id)
         step = steps[lesson.id] = lesson_next_step(course, lesson, lesson_result)
-        saved[lesson.id] = {"digest": lesson_digest(lesson_dir(course, lesson)), "mode": lesson_result.mode,
-                            "step": step.to_state() if step else None}
+        saved[lesson.id] = {
+            "digest": lesson_digest(lesson_dir(course, lesson)),
+            "mode": lesson_result.mode,
+            "step": step.to_state() if step else None,
+        }
     store.update_state(lang, lambda state: state["next"].update(saved))
     return steps
 

@@ -37,8 +37,8 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from autograder.core import i18n
-from autograder.engine.feedback import redact, secrets_from_environ
 from autograder.core.results import Feedback, Text, message
+from autograder.engine.feedback import redact, secrets_from_environ
 
 DEFAULT_PORT = 8765  # .devcontainer/devcontainer.json forwards this port
 BIND_ADDRESS = "127.0.0.1"
@@ -47,16 +47,29 @@ DRAIN_LIMIT = 1 << 20  # read (and drop) at most this much of a refused body bef
 LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
 STATIC = Path(__file__).with_name("viewer_static")
 STATIC_FILES = {"viewer.js": "text/javascript; charset=utf-8", "viewer.css": "text/css; charset=utf-8"}
-CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-       "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
 
 
 # ---------------------------------------------------------------- command line
 
+
 def add_parser(subparsers) -> None:
-    viewer = subparsers.add_parser("viewer", help=message("cli.viewer.help"), description=message("cli.viewer.description"))
-    viewer.add_argument("--submission", type=Path, default=None, metavar=message("cli.metavar.dir"), help=message("cli.viewer.submission"))
-    viewer.add_argument("--port", type=_port, default=DEFAULT_PORT, help=message("cli.viewer.port", port=DEFAULT_PORT))
+    viewer = subparsers.add_parser(
+        "viewer", help=message("cli.viewer.help"), description=message("cli.viewer.description")
+    )
+    viewer.add_argument(
+        "--submission",
+        type=Path,
+        default=None,
+        metavar=message("cli.metavar.dir"),
+        help=message("cli.viewer.submission"),
+    )
+    viewer.add_argument(
+        "--port", type=_port, default=DEFAULT_PORT, help=message("cli.viewer.port", port=DEFAULT_PORT)
+    )
     viewer.add_argument("--lang", choices=i18n.LANGUAGES, default=None, help=message("cli.viewer.lang"))
     viewer.add_argument("--no-browser", action="store_true", help=message("cli.viewer.no_browser"))
 
@@ -73,8 +86,8 @@ def _port(text: str) -> int:
 
 
 def main(course, args) -> int:
-    from autograder.learner.attention_probe import ATTENTION_FILE
     from autograder.engine.grading import lesson_submission_dir
+    from autograder.learner.attention_probe import ATTENTION_FILE
 
     lang = args.lang or course.language
     lesson = attention_lesson(course)
@@ -94,8 +107,10 @@ def main(course, args) -> int:
     try:
         server = ViewerServer((BIND_ADDRESS, args.port), app)
     except OSError as exc:
-        print(i18n.translate("viewer.port_busy", lang, port=args.port, reason=exc.strerror or str(exc)),
-              file=sys.stderr)
+        print(
+            i18n.translate("viewer.port_busy", lang, port=args.port, reason=exc.strerror or str(exc)),
+            file=sys.stderr,
+        )
         return 2
     url = f"http://{BIND_ADDRESS}:{server.server_address[1]}/"
     print(i18n.translate("viewer.serving", lang, url=url, folder=str(folder)), flush=True)
@@ -132,6 +147,7 @@ def attention_lesson(course):
 
 
 # ---------------------------------------------------------------- the application
+
 
 class Refused(Exception):
     """A request answered with `status` and a catalog message, without running anything."""
@@ -181,23 +197,32 @@ class ViewerApp:
 
     def describe(self, result) -> dict:
         """A measurement as the page's JSON (NaN weights become null)."""
-        from autograder.render.attention_png import token_label
         from autograder.learner.attention_probe import parity_text
+        from autograder.render.attention_png import token_label
 
         out: dict[str, Any] = {
-            "status": result.status, "mode": result.mode, "tokens": result.tokens,
+            "status": result.status,
+            "mode": result.mode,
+            "tokens": result.tokens,
             "labels": [token_label(t) for t in result.tokens],
-            "messages": self.parts(result.problems), "weights": None, "leaks": None, "fused": None,
+            "messages": self.parts(result.problems),
+            "weights": None,
+            "leaks": None,
+            "fused": None,
         }
         if result.weights is not None:
             w = result.weights
             # 6 significant digits keep a tiny leak non-zero; JSON has no NaN or inf: null.
-            out["weights"] = [[[float(f"{v:.6g}") if math.isfinite(v) else None for v in row] for row in head]
-                              for head in w]
+            out["weights"] = [
+                [[float(f"{v:.6g}") if math.isfinite(v) else None for v in row] for row in head] for head in w
+            ]
             out["leaks"] = result.leaks.astype(int).tolist()
         if result.fused is not None:
-            out["fused"] = {"sdpa_called": result.fused.sdpa_called, "sdpa_causal": result.fused.sdpa_causal,
-                            "parity": self.text(parity_text(result.fused))}
+            out["fused"] = {
+                "sdpa_called": result.fused.sdpa_called,
+                "sdpa_causal": result.fused.sdpa_causal,
+                "parity": self.text(parity_text(result.fused)),
+            }
         return out
 
     def png(self, query: dict[str, list[str]]) -> bytes:
@@ -208,24 +233,38 @@ class ViewerApp:
         result = self.measure(text, mode)
         if result.weights is None:
             raise Refused(HTTPStatus.UNPROCESSABLE_ENTITY, message("viewer.nothing_to_draw"))
-        title = i18n.translate("viewer.png_title", self.lang, text=text, mode=self.text(message(f"viewer.mode_{mode}")))
+        title = i18n.translate(
+            "viewer.png_title", self.lang, text=text, mode=self.text(message(f"viewer.mode_{mode}"))
+        )
         return attention_png(result.weights, result.tokens, result.leaks, lang=self.lang, title=title)
 
     def page(self) -> bytes:
-        from autograder.render import attention_png
         from autograder.learner import attention_probe
+        from autograder.render import attention_png
 
         settings = {
             "lang": self.lang,
-            "strings": {key: value for key, value in _catalog(self.lang).items() if key.startswith("viewer.")},
-            "maxTokens": attention_probe.BLOCK_SIZE, "heads": attention_probe.N_HEAD,
+            "strings": {
+                key: value for key, value in _catalog(self.lang).items() if key.startswith("viewer.")
+            },
+            "maxTokens": attention_probe.BLOCK_SIZE,
+            "heads": attention_probe.N_HEAD,
             # The numbers the page's explanations quote, so the prose follows the code.
-            "facts": {"max": attention_probe.BLOCK_SIZE, "heads": attention_probe.N_HEAD,
-                      "char_dims": attention_probe.CHAR_DIMS, "n_embd": attention_probe.N_EMBD,
-                      "hs": attention_probe.HS, "seed": attention_probe.WEIGHT_SEED},
-            "colors": {"stops": attention_png.COLOR_STOPS, "masked": attention_png.MASKED_COLOR,
-                       "leak": attention_png.LEAK_COLOR, "nan": attention_png.NAN_COLOR,
-                       "border": attention_png.BORDER_COLOR},
+            "facts": {
+                "max": attention_probe.BLOCK_SIZE,
+                "heads": attention_probe.N_HEAD,
+                "char_dims": attention_probe.CHAR_DIMS,
+                "n_embd": attention_probe.N_EMBD,
+                "hs": attention_probe.HS,
+                "seed": attention_probe.WEIGHT_SEED,
+            },
+            "colors": {
+                "stops": attention_png.COLOR_STOPS,
+                "masked": attention_png.MASKED_COLOR,
+                "leak": attention_png.LEAK_COLOR,
+                "nan": attention_png.NAN_COLOR,
+                "border": attention_png.BORDER_COLOR,
+            },
         }
         # Inside <script type="application/json">: "</" must not end the element early.
         blob = json.dumps(settings, ensure_ascii=False).replace("</", "<\\/")
@@ -238,7 +277,10 @@ class ViewerApp:
     def parts(self, feedback: Feedback) -> list[dict]:
         # As `autograder grade` does: a learner's message never echoes a secret of this process.
         secrets = secrets_from_environ(os.environ)
-        return [{"kind": kind, "text": redact(text, secrets)} for kind, text in i18n.render_parts(feedback, self.lang)]
+        return [
+            {"kind": kind, "text": redact(text, secrets)}
+            for kind, text in i18n.render_parts(feedback, self.lang)
+        ]
 
 
 def _catalog(lang: str) -> dict[str, str]:
@@ -246,6 +288,7 @@ def _catalog(lang: str) -> dict[str, str]:
 
 
 # ---------------------------------------------------------------- HTTP
+
 
 class ViewerServer(ThreadingHTTPServer):
     daemon_threads = True
@@ -321,8 +364,10 @@ class ViewerHandler(BaseHTTPRequestHandler):
             raise Refused(HTTPStatus.BAD_REQUEST, message("viewer.bad_request")) from None
         if length > MAX_BODY_BYTES:
             self._drain(length)
-            raise Refused(HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
-                          message("viewer.body_too_large", size=length, max=MAX_BODY_BYTES))
+            raise Refused(
+                HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
+                message("viewer.body_too_large", size=length, max=MAX_BODY_BYTES),
+            )
         content_type = self.headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
         body = self.rfile.read(length) if length > 0 else b""
         if content_type != "application/json":
@@ -379,8 +424,8 @@ class ViewerHandler(BaseHTTPRequestHandler):
         app = self.server.app
         if url.path == "/":
             self._send(HTTPStatus.OK, app.page(), "text/html; charset=utf-8")
-        elif url.path.startswith("/static/") and url.path[len("/static/"):] in STATIC_FILES:
-            name = url.path[len("/static/"):]
+        elif url.path.startswith("/static/") and url.path[len("/static/") :] in STATIC_FILES:
+            name = url.path[len("/static/") :]
             self._send(HTTPStatus.OK, (STATIC / name).read_bytes(), STATIC_FILES[name])
         elif url.path == "/favicon.ico":
             self._send(HTTPStatus.NO_CONTENT, b"", "image/x-icon")

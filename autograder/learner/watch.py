@@ -64,8 +64,13 @@ POLL_DELAY_MS = 300
 WAKE_MS = 1000
 
 
-def iter_changes(paths: Iterable[Path], *, force_polling: bool | None,
-                 on_fallback: Callable[[Exception], None], timeout_ms: int | None = None) -> Iterator[set[Path]]:
+def iter_changes(
+    paths: Iterable[Path],
+    *,
+    force_polling: bool | None,
+    on_fallback: Callable[[Exception], None],
+    timeout_ms: int | None = None,
+) -> Iterator[set[Path]]:
     """Sets of changed paths under `paths`, one set per debounced burst of changes.
 
     With `timeout_ms`, an empty set is yielded after that long without changes (so a caller can
@@ -75,7 +80,12 @@ def iter_changes(paths: Iterable[Path], *, force_polling: bool | None,
     import watchfiles
 
     paths = [str(path) for path in paths]
-    options = {"debounce": DEBOUNCE_MS, "step": QUIET_MS, "poll_delay_ms": POLL_DELAY_MS, "raise_interrupt": True}
+    options = {
+        "debounce": DEBOUNCE_MS,
+        "step": QUIET_MS,
+        "poll_delay_ms": POLL_DELAY_MS,
+        "raise_interrupt": True,
+    }
     if timeout_ms is not None:
         options.update(rust_timeout=timeout_ms, yield_on_timeout=True)
     try:
@@ -131,8 +141,9 @@ def read_inputs(course: Course, lesson: Lesson) -> dict[str, str]:
     return texts
 
 
-def edited_todos(lesson: Lesson, before: dict[str, str], after: dict[str, str],
-                 stubs: Path | None) -> list[str]:
+def edited_todos(
+    lesson: Lesson, before: dict[str, str], after: dict[str, str], stubs: Path | None
+) -> list[str]:
     """The TODOs holding a line that changed from `before` to `after` ({name: text}), in file
     order: the new lines in the saved file, the old ones (a deletion) in the previous one, each
     placed by blame.todo_at against the stub in `stubs`; "quiz" first when the quiz changed."""
@@ -187,9 +198,9 @@ def render_unit(lesson: Lesson, unit: Unit, checks: list, lang: str, *, color: b
     message."""
     from rich.text import Text as RichText
 
+    from autograder.core.results import Status
     from autograder.render.labels import score_number
     from autograder.render.output import make_console, print_feedback, printed
-    from autograder.core.results import Status
 
     console, buffer = make_console(color, width)
     counted = [c for c in checks if c.status is not Status.SKIPPED]
@@ -200,12 +211,20 @@ def render_unit(lesson: Lesson, unit: Unit, checks: list, lang: str, *, color: b
     else:
         label = f"TODO [{unit.todo}] {i18n.localize(lesson.todo(unit.todo).title, lang)}"
     counts = t("watch_checks", lang, passed=passed, total=len(counted))
-    console.print(RichText(f"  {'✘' if failing else '✔'} {label} · {counts}",
-                           style="bold red" if failing else "bold green"), soft_wrap=True)
+    console.print(
+        RichText(
+            f"  {'✘' if failing else '✔'} {label} · {counts}", style="bold red" if failing else "bold green"
+        ),
+        soft_wrap=True,
+    )
     if failing is not None:
         status = i18n.translate(f"render.status.{failing.status.value}", lang)
-        console.print(RichText(f"    ✘ {failing.id}  {score_number(failing.score)}/{score_number(failing.max_score)}  {status}",
-                               style="red"))
+        console.print(
+            RichText(
+                f"    ✘ {failing.id}  {score_number(failing.score)}/{score_number(failing.max_score)}  {status}",
+                style="red",
+            )
+        )
         print_feedback(console, failing.feedback, lang)
     return printed(buffer)
 
@@ -213,32 +232,52 @@ def render_unit(lesson: Lesson, unit: Unit, checks: list, lang: str, *, color: b
 # --- one lesson's summary ----------------------------------------------------------------------
 
 
-def render_lesson(result, step: NextStep | None, next_after: NextStep, previous: float | None, lang: str,
-                  *, color: bool, width: int, earned_before: bool = False, shown: Iterable[str] = ()) -> str:
+def render_lesson(
+    result,
+    step: NextStep | None,
+    next_after: NextStep,
+    previous: float | None,
+    lang: str,
+    *,
+    color: bool,
+    width: int,
+    earned_before: bool = False,
+    shown: Iterable[str] = (),
+) -> str:
     """The lesson after a grading: header with a bar, the change in points, the first failing
     check with its message, and the next step (`next_after` once the lesson is completed).
     `earned_before`: its XP was earned in an earlier grading (kept; "+50 XP" is not said again).
     `shown`: checks whose message is already on screen (render_unit): not said again."""
     from rich.text import Text as RichText
 
+    from autograder.core.results import Status
     from autograder.render.labels import score_number
     from autograder.render.output import make_console, points_text, print_feedback, printed
-    from autograder.core.results import Status
 
     console, buffer = make_console(color, width)
     counted = result.counted_checks
     passed = sum(c.status is Status.PASSED for c in counted)
     fraction = result.score / result.max_score if result.max_score else 0.0
     style = "green" if result.completed else "yellow"
-    header = RichText(i18n.translate("render.lesson", lang, id=result.id, title=i18n.localize(result.title, lang)),
-                      style="bold")
+    header = RichText(
+        i18n.translate("render.lesson", lang, id=result.id, title=i18n.localize(result.title, lang)),
+        style="bold",
+    )
     console.print(header)
     line = RichText("  ")
     line.append(bar(fraction), style=style)
-    line.append("  " + " · ".join([
-        points_text(result, lang),
-        t("watch_checks", lang, passed=passed, total=len(counted)),
-        i18n.translate("render.xp", lang, xp=result.xp_max if earned_before else result.xp, xp_max=result.xp_max)]))
+    line.append(
+        "  "
+        + " · ".join(
+            [
+                points_text(result, lang),
+                t("watch_checks", lang, passed=passed, total=len(counted)),
+                i18n.translate(
+                    "render.xp", lang, xp=result.xp_max if earned_before else result.xp, xp_max=result.xp_max
+                ),
+            ]
+        )
+    )
     if earned_before and not result.completed:
         line.append(" · " + i18n.translate("render.earned_failing_now", lang), style="yellow")
     if result.mode == "practice":
@@ -246,19 +285,27 @@ def render_lesson(result, step: NextStep | None, next_after: NextStep, previous:
     console.print(line)
     if previous is not None and abs(result.score - previous) > 1e-9:
         delta = result.score - previous
-        console.print(RichText("  " + t("watch_delta", lang, delta=f"{delta:+g}"),
-                               style="green" if delta > 0 else "red"))
+        console.print(
+            RichText(
+                "  " + t("watch_delta", lang, delta=f"{delta:+g}"), style="green" if delta > 0 else "red"
+            )
+        )
     if result.completed:
         if not earned_before:
-            console.print(RichText(t("lesson_done", lang, id=result.id, xp=result.xp_max), style="bold green"))
+            console.print(
+                RichText(t("lesson_done", lang, id=result.id, xp=result.xp_max), style="bold green")
+            )
         step = next_after
     elif step is not None and step.check is not None:
         check = next((c for c in result.checks if c.id == step.check), None)
         shown = set(shown)
         # Already on screen: this check, or a failing check of the TODO the step names (the
         # same error, when this check only waits on that TODO).
-        above = check is not None and (check.id in shown or step.todo is not None and any(
-            c.id in shown and c.todo == step.todo for c in result.checks))
+        above = check is not None and (
+            check.id in shown
+            or step.todo is not None
+            and any(c.id in shown and c.todo == step.todo for c in result.checks)
+        )
         if above:
             label = f"TODO [{step.todo}]" if step.todo else check.id
             console.print(RichText("  " + t("watch_first_failure_above", lang, label=label), style="dim"))
@@ -266,8 +313,12 @@ def render_lesson(result, step: NextStep | None, next_after: NextStep, previous:
             console.print(RichText("  " + t("watch_first_failure", lang), style="dim"))
             label = check.id + (f" · TODO [{check.todo}]" if check.todo else "")
             status = i18n.translate(f"render.status.{check.status.value}", lang)
-            console.print(RichText(f"  ✘ {label}  {score_number(check.score)}/{score_number(check.max_score)}  {status}",
-                                   style="red"))
+            console.print(
+                RichText(
+                    f"  ✘ {label}  {score_number(check.score)}/{score_number(check.max_score)}  {status}",
+                    style="red",
+                )
+            )
             print_feedback(console, check.feedback, lang)
     if step is not None:
         lines = describe_step(step, lang)
@@ -336,8 +387,15 @@ class WatchSession:
         for lesson_id, names in groups.items():
             lesson = self.course.lesson(lesson_id)
             self.say("")
-            self.say(t("watch_saved", self.lang, time=time.strftime("%H:%M:%S"),
-                       files=", ".join(f"{lesson.folder}/{name}" for name in names)), "dim")
+            self.say(
+                t(
+                    "watch_saved",
+                    self.lang,
+                    time=time.strftime("%H:%M:%S"),
+                    files=", ".join(f"{lesson.folder}/{name}" for name in names),
+                ),
+                "dim",
+            )
             if not self.named and lesson.id in self.completed:
                 self.say(t("watch_skip_complete", self.lang, id=lesson.id), "dim")
                 continue
@@ -367,9 +425,15 @@ class WatchSession:
         live = LiveVerdicts(self, lesson, self.first_units(lesson))
         with Spinner(sys.stderr.isatty()) as status:
             live.status = status
-            result = grade_lessons(self.course, [lesson], self.lang, status=status,
-                                   first={lesson.id: live.first}, on_check=live.on_check,
-                                   on_worker=live.on_worker)
+            result = grade_lessons(
+                self.course,
+                [lesson],
+                self.lang,
+                status=status,
+                first={lesson.id: live.first},
+                on_check=live.on_check,
+                on_worker=live.on_worker,
+            )
         steps = record_result(self.course, result, self.store, self.lang)
         graded = result.lessons[0]
         if graded.completed:
@@ -380,9 +444,17 @@ class WatchSession:
         earned_before = lesson.id in self.earned
         if graded.completed:
             self.earned.add(lesson.id)
-        text = render_lesson(graded, step, self._after(lesson), self.scores.get(lesson.id), self.lang,
-                             color=self.color, width=terminal_width(self.out), earned_before=earned_before,
-                             shown=live.shown)
+        text = render_lesson(
+            graded,
+            step,
+            self._after(lesson),
+            self.scores.get(lesson.id),
+            self.lang,
+            color=self.color,
+            width=terminal_width(self.out),
+            earned_before=earned_before,
+            shown=live.shown,
+        )
         self.scores[lesson.id] = graded.score
         self.steps[lesson.id] = step
         self.out.write(text.rstrip("\n") + "\n")
@@ -427,8 +499,9 @@ class LiveVerdicts:
     def show(self, unit: Unit) -> None:
         session = self.session
         checks = [self.results[c] for c in unit.checks]
-        text = render_unit(self.lesson, unit, checks, session.lang, color=session.color,
-                           width=terminal_width(session.out))
+        text = render_unit(
+            self.lesson, unit, checks, session.lang, color=session.color, width=terminal_width(session.out)
+        )
         failing = first_failing(checks)
         if failing is not None:
             self.shown.add(failing.id)
@@ -446,11 +519,16 @@ class LiveVerdicts:
         from autograder.sandbox.pool import zygote_pid
 
         now = time.monotonic()
-        entry = {"lesson": self.lesson.id, "first": [unit.todo or "quiz" for unit in self.units],
-                 "shown_first": [todo or "quiz" for todo in self.early], "order": self.order,
-                 "zygote": zygote_pid(), "workers": self.workers,
-                 "first_verdict_s": None if self.first_verdict is None else round(self.first_verdict - started, 3),
-                 "lesson_s": round(now - started, 3)}
+        entry = {
+            "lesson": self.lesson.id,
+            "first": [unit.todo or "quiz" for unit in self.units],
+            "shown_first": [todo or "quiz" for todo in self.early],
+            "order": self.order,
+            "zygote": zygote_pid(),
+            "workers": self.workers,
+            "first_verdict_s": None if self.first_verdict is None else round(self.first_verdict - started, 3),
+            "lesson_s": round(now - started, 3),
+        }
         try:
             with open(path, "a", encoding="utf-8") as fh:
                 fh.write(json.dumps(entry) + "\n")
@@ -464,8 +542,12 @@ class LiveVerdicts:
 def add_parser(sub) -> None:
     from autograder.core.results import message  # help texts are catalog messages (messages/<lang>/cli.yml)
 
-    parser = sub.add_parser("watch", help=message("cli.watch.help"), description=message("cli.watch.description"))
-    parser.add_argument("lessons", nargs="*", metavar=message("cli.metavar.lesson"), help=message("cli.watch.lessons"))
+    parser = sub.add_parser(
+        "watch", help=message("cli.watch.help"), description=message("cli.watch.description")
+    )
+    parser.add_argument(
+        "lessons", nargs="*", metavar=message("cli.metavar.lesson"), help=message("cli.watch.lessons")
+    )
     parser.add_argument("--poll", action="store_true", help=message("cli.watch.poll"))
     parser.add_argument("--lang", choices=i18n.LANGUAGES, default=None, help=message("cli.lang"))
 
@@ -490,8 +572,9 @@ def main(course: Course, args) -> int:
         session.say(t("watch_start", lang, folders=shown), "bold")
         if args.poll:
             session.say(t("watch_polling", lang, ms=POLL_DELAY_MS), "dim")
-        changes = iter_changes(folders, force_polling=True if args.poll else None, on_fallback=fallback,
-                               timeout_ms=WAKE_MS)
+        changes = iter_changes(
+            folders, force_polling=True if args.poll else None, on_fallback=fallback, timeout_ms=WAKE_MS
+        )
         # The watcher is set up before the first grading, so a save made during it is not lost.
         early = next(changes)
         session.start()

@@ -49,8 +49,15 @@ def token_label(token: str) -> str:
     return token
 
 
-def attention_png(weights: Any, tokens: Sequence[str] | None = None, leaks: Any = None, *,
-                  lang: str = i18n.DEFAULT_LANGUAGE, title: str | None = None, kind: str = "weights") -> bytes:
+def attention_png(
+    weights: Any,
+    tokens: Sequence[str] | None = None,
+    leaks: Any = None,
+    *,
+    lang: str = i18n.DEFAULT_LANGUAGE,
+    title: str | None = None,
+    kind: str = "weights",
+) -> bytes:
     """PNG bytes of `weights`, (T, T) or (heads, T, T), labelled with `tokens` (T strings; None:
     the positions 0..T-1). `leaks` (same shape as weights, or (T, T) for every head) marks the
     cells to outline; None computes them with feedback.leaking_cells, head by head (`head_leaks`).
@@ -66,8 +73,15 @@ def attention_png(weights: Any, tokens: Sequence[str] | None = None, leaks: Any 
     return out.getvalue()
 
 
-def attention_figure(weights: Any, tokens: Sequence[str] | None = None, leaks: Any = None, *,
-                     lang: str = i18n.DEFAULT_LANGUAGE, title: str | None = None, kind: str = "weights"):
+def attention_figure(
+    weights: Any,
+    tokens: Sequence[str] | None = None,
+    leaks: Any = None,
+    *,
+    lang: str = i18n.DEFAULT_LANGUAGE,
+    title: str | None = None,
+    kind: str = "weights",
+):
     """The matplotlib Figure that attention_png saves (drawing it lays it out): every text fits
     the canvas, a long title or legend wrapped to the figure's width."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -99,15 +113,19 @@ def attention_figure(weights: Any, tokens: Sequence[str] | None = None, leaks: A
         wh = w[h]
         nan = np.isnan(wh)
         empty = future & (wh == 0)
-        image = ax.imshow(np.ma.masked_where(empty | nan, wh), cmap=cmap, vmin=0.0, vmax=1.0,
-                          interpolation="nearest")
+        image = ax.imshow(
+            np.ma.masked_where(empty | nan, wh), cmap=cmap, vmin=0.0, vmax=1.0, interpolation="nearest"
+        )
         if nan.any():
             ax.imshow(np.ma.masked_where(~nan, np.zeros_like(wh)), cmap=nan_cmap, interpolation="nearest")
         ax.plot(*_diagonal_border(T), color=BORDER_COLOR, linewidth=0.8)
         cells = [Rectangle((j - 0.5, i - 0.5), 1, 1) for i, j in np.argwhere(marks[h])]
         if cells:
-            ax.add_collection(PatchCollection(cells, facecolor="none", edgecolor=LEAK_COLOR,
-                                              linewidth=1.6 if T <= 32 else 1.0))
+            ax.add_collection(
+                PatchCollection(
+                    cells, facecolor="none", edgecolor=LEAK_COLOR, linewidth=1.6 if T <= 32 else 1.0
+                )
+            )
         ax.set_xticks(range(T), labels, fontsize=font)
         ax.set_yticks(range(T), labels, fontsize=font)
         ax.tick_params(length=0)
@@ -118,8 +136,9 @@ def attention_figure(weights: Any, tokens: Sequence[str] | None = None, leaks: A
             ax.set_title(i18n.translate("viewer.head", lang, head=h), fontsize=10)
             ax.set_xlabel(i18n.translate("viewer.keys", lang), fontsize=8)
         if h == 0:
-            ax.set_ylabel(i18n.translate("render.figure_outputs" if influence else "viewer.queries", lang),
-                          fontsize=8)
+            ax.set_ylabel(
+                i18n.translate("render.figure_outputs" if influence else "viewer.queries", lang), fontsize=8
+            )
     bar = i18n.translate("render.figure_influence_bar" if influence else "viewer.weight", lang)
     fig.colorbar(image, ax=list(axes), shrink=0.8, label=bar)
     legend = i18n.translate("render.figure_influence_legend" if influence else "viewer.png_legend", lang)

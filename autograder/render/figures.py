@@ -26,7 +26,9 @@ from autograder.core.manifest import _shown
 from autograder.core.results import CourseResult, Feedback, Figure, Text, message
 
 # The graders' titles of influence maps (output i against input x_j), not attention weights.
-INFLUENCE_TITLES = frozenset({"lesson03.figure_influence", "lesson03.figure_grad", "lesson04.figure_influence"})
+INFLUENCE_TITLES = frozenset(
+    {"lesson03.figure_influence", "lesson03.figure_grad", "lesson04.figure_influence"}
+)
 
 
 def figure_kind(figure: Figure) -> str:
@@ -45,15 +47,19 @@ def write_figures(result: CourseResult, folder: Path, lang: str) -> list[Path]:
         for check in lesson.checks:
             pending, check.figures = check.figures, []
             for n, figure in enumerate(pending, start=1):
-                from autograder.render.attention_png import attention_png  # matplotlib: only when there is a picture
+                from autograder.render.attention_png import (
+                    attention_png,  # matplotlib: only when there is a picture
+                )
 
                 folder.mkdir(parents=True, exist_ok=True)
                 suffix = f"-{n}" if len(pending) > 1 else ""
                 path = folder / f"{lesson.id}-{check.id}{suffix}.png"
                 title = i18n.localize(figure.title, lang) if figure.title is not None else None
-                path.write_bytes(attention_png(figure.weights, leaks=figure.leaks, lang=lang, title=title,
-                                               kind=figure_kind(figure)))
+                path.write_bytes(
+                    attention_png(
+                        figure.weights, leaks=figure.leaks, lang=lang, title=title, kind=figure_kind(figure)
+                    )
+                )
                 check.feedback = check.feedback + Feedback.of(message("render.figure", path=_shown(path)))
                 written.append(path)
     return written
-

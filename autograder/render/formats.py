@@ -39,6 +39,7 @@ from typing import Any
 from autograder.core import i18n
 from autograder.core.i18n import translate as _t
 from autograder.core.results import CheckResult, CourseResult, LessonResult, Status
+
 # The same score, language and label conventions as every other rendering.
 from autograder.render.labels import check_label, check_language, points_text, score_number
 

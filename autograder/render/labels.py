@@ -31,8 +31,12 @@ def points_text(result: Any, lang: str) -> str:
     tests could run (each worth 1), so "0/8" is never read as points out of a lesson's 100."""
     lessons = result.lessons if isinstance(result, CourseResult) else [result]
     practice = bool(lessons) and all(lesson.mode == "practice" for lesson in lessons)
-    return _t("render.points_practice" if practice else "render.points", lang,
-              score=score_number(result.score), max_score=score_number(result.max_score))
+    return _t(
+        "render.points_practice" if practice else "render.points",
+        lang,
+        score=score_number(result.score),
+        max_score=score_number(result.max_score),
+    )
 
 
 def lesson_title(lesson: LessonResult, lang: str) -> str:

@@ -10,11 +10,17 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from autograder.core import i18n
-from autograder.core import neutral
+from autograder.core import i18n, neutral
 from autograder.core.i18n import translate as _t
 from autograder.core.results import CheckResult, CourseResult, Status
-from autograder.render.labels import check_language, isolation_note, lesson_state, lesson_title, points_text, score_number
+from autograder.render.labels import (
+    check_language,
+    isolation_note,
+    lesson_state,
+    lesson_title,
+    points_text,
+    score_number,
+)
 
 # A check message longer than this many lines is folded into <details> in Markdown.
 MARKDOWN_FOLD_LINES = 15
@@ -51,8 +57,14 @@ def _md_message(check: CheckResult, lang: str) -> str:
     return body
 
 
-def render_markdown(result: CourseResult, lang: str, *, progress: Any = None, run_url: str | None = None,
-                    compact: bool = False) -> str:
+def render_markdown(
+    result: CourseResult,
+    lang: str,
+    *,
+    progress: Any = None,
+    run_url: str | None = None,
+    compact: bool = False,
+) -> str:
     """A job summary: totals, a table of lessons, then what to fix in each unfinished lesson.
 
     With `progress` (autograder.core.history.Progress: the learner's history including this run)
@@ -64,8 +76,11 @@ def render_markdown(result: CourseResult, lang: str, *, progress: Any = None, ru
     points = points_text(result, lang)
     earned = {lp.id: lp for lp in progress.lessons} if progress is not None else {}
     if progress is not None:
-        headline = [f"**{_t('render.xp', lang, xp=progress.xp, xp_max=progress.xp_max)}**",
-                    _streak_label(progress.streak, lang), points]
+        headline = [
+            f"**{_t('render.xp', lang, xp=progress.xp, xp_max=progress.xp_max)}**",
+            _streak_label(progress.streak, lang),
+            points,
+        ]
     else:
         headline = [f"**{_t('render.xp', lang, xp=result.xp, xp_max=result.xp_max)}**", points]
     out = [f"# {_md_cell(result.course)}", "", " · ".join(headline), ""]
@@ -98,7 +113,10 @@ def render_markdown(result: CourseResult, lang: str, *, progress: Any = None, ru
     for lesson in result.lessons:
         if lesson.completed:
             continue
-        out += ["", f"## {_md_cell(_t('render.lesson', lang, id=lesson.id, title=lesson_title(lesson, lang)))}"]
+        out += [
+            "",
+            f"## {_md_cell(_t('render.lesson', lang, id=lesson.id, title=lesson_title(lesson, lang)))}",
+        ]
         skipped = []
         shown = 0
         unpassed = [c for c in lesson.checks if c.status not in (Status.PASSED, Status.SKIPPED)]

@@ -15,9 +15,27 @@ from __future__ import annotations
 from autograder.render.labels import isolation_note, points_text
 from autograder.render.markdown import MARKDOWN_FOLD_LINES, render_markdown
 from autograder.render.results_json import from_json_dict, render_json, to_json_dict
-from autograder.render.terminal import make_console, print_feedback, printed, render_text, use_color, wants_color
+from autograder.render.terminal import (
+    make_console,
+    print_feedback,
+    printed,
+    render_text,
+    use_color,
+    wants_color,
+)
 
 __all__ = [
-    "MARKDOWN_FOLD_LINES", "from_json_dict", "isolation_note", "make_console", "points_text", "print_feedback",
-    "printed", "render_json", "render_markdown", "render_text", "to_json_dict", "use_color", "wants_color",
+    "MARKDOWN_FOLD_LINES",
+    "from_json_dict",
+    "isolation_note",
+    "make_console",
+    "points_text",
+    "print_feedback",
+    "printed",
+    "render_json",
+    "render_markdown",
+    "render_text",
+    "to_json_dict",
+    "use_color",
+    "wants_color",
 ]

@@ -12,7 +12,16 @@ import json
 from typing import Any
 
 from autograder.core import i18n
-from autograder.core.results import Block, CheckResult, CourseResult, Feedback, LessonResult, RaisedIn, Status, Text
+from autograder.core.results import (
+    Block,
+    CheckResult,
+    CourseResult,
+    Feedback,
+    LessonResult,
+    RaisedIn,
+    Status,
+    Text,
+)
 from autograder.render.labels import check_language, lesson_title, score_number
 
 
@@ -63,14 +72,23 @@ def to_json_dict(result: CourseResult, lang: str) -> dict[str, Any]:
                         "max_score": score_number(check.max_score),
                         "informational": bool(check.informational),
                         # Where the learner's code raised, and the other TODO this check waits on.
-                        "raised_in": ({"todo": check.raised_in.todo, "file": check.raised_in.file,
-                                       "line": check.raised_in.line} if check.raised_in else None),
+                        "raised_in": (
+                            {
+                                "todo": check.raised_in.todo,
+                                "file": check.raised_in.file,
+                                "line": check.raised_in.line,
+                            }
+                            if check.raised_in
+                            else None
+                        ),
                         "waits_on": check.waits_on,
                         "message": i18n.feedback_text(check.feedback, lang),
                         # The same message in parts, so that a renderer reading this file
                         # (the workflow's report step) can fence heatmaps and tracebacks.
-                        "feedback": [{"kind": kind, "text": text}
-                                     for kind, text in i18n.render_parts(check.feedback, lang)],
+                        "feedback": [
+                            {"kind": kind, "text": text}
+                            for kind, text in i18n.render_parts(check.feedback, lang)
+                        ],
                     }
                     for check in lesson.checks
                 ],
@@ -111,21 +129,45 @@ def from_json_dict(data: dict[str, Any]) -> CourseResult:
                 parts = check.get("feedback")
                 if parts is None:  # an older results.json: the message as one paragraph
                     parts = [{"kind": "text", "text": check["message"]}] if check["message"] else []
-                feedback = Feedback(tuple(_recovered(str(p["text"]), data["language"]) if p["kind"] == "text"
-                                          else Block(str(p["text"]), str(p["kind"])) for p in parts))
+                feedback = Feedback(
+                    tuple(
+                        _recovered(str(p["text"]), data["language"])
+                        if p["kind"] == "text"
+                        else Block(str(p["text"]), str(p["kind"]))
+                        for p in parts
+                    )
+                )
                 raised = check.get("raised_in")
                 waits = check.get("waits_on")
-                checks.append(CheckResult(str(check["id"]), check["todo"], Status(check["status"]),
-                                          float(check["score"]), float(check["max_score"]), feedback,
-                                          informational=bool(check.get("informational", False)),
-                                          raised_in=RaisedIn(str(raised["todo"]), str(raised.get("file", "")),
-                                                             int(raised.get("line", 0)))
-                                          if isinstance(raised, dict) else None,
-                                          waits_on=str(waits) if isinstance(waits, str) else None))
+                checks.append(
+                    CheckResult(
+                        str(check["id"]),
+                        check["todo"],
+                        Status(check["status"]),
+                        float(check["score"]),
+                        float(check["max_score"]),
+                        feedback,
+                        informational=bool(check.get("informational", False)),
+                        raised_in=RaisedIn(
+                            str(raised["todo"]), str(raised.get("file", "")), int(raised.get("line", 0))
+                        )
+                        if isinstance(raised, dict)
+                        else None,
+                        waits_on=str(waits) if isinstance(waits, str) else None,
+                    )
+                )
             walls = lesson.get("isolation")
-            lessons.append(LessonResult(str(lesson["id"]), str(lesson["slug"]), {data["language"]: str(lesson["title"])},
-                                        int(lesson["xp_max"]), checks, mode=str(lesson.get("mode", "hidden")),
-                                        isolation=walls if isinstance(walls, dict) else None))
+            lessons.append(
+                LessonResult(
+                    str(lesson["id"]),
+                    str(lesson["slug"]),
+                    {data["language"]: str(lesson["title"])},
+                    int(lesson["xp_max"]),
+                    checks,
+                    mode=str(lesson.get("mode", "hidden")),
+                    isolation=walls if isinstance(walls, dict) else None,
+                )
+            )
         return CourseResult(str(data["course"]), str(data["language"]), int(data["seed"]), lessons)
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"not a results.json of this autograder: {type(exc).__name__}: {exc}") from None

@@ -20,12 +20,19 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text as RichText
 
-from autograder.core import i18n
-from autograder.core import neutral
+from autograder.core import i18n, neutral
 from autograder.core.i18n import translate as _t
 from autograder.core.results import CheckResult, CourseResult, Feedback, Status, Text
-from autograder.render.labels import (check_label, check_language, isolation_note, lesson_state, lesson_title,
-                                      points_text, quiz_blank, score_number)
+from autograder.render.labels import (
+    check_label,
+    check_language,
+    isolation_note,
+    lesson_state,
+    lesson_title,
+    points_text,
+    quiz_blank,
+    score_number,
+)
 
 _TEXT_SYMBOLS = {Status.PASSED: "✔", Status.FAILED: "✘", Status.ERROR: "!", Status.SKIPPED: "–"}
 _TEXT_STYLES = {Status.PASSED: "green", Status.FAILED: "red", Status.ERROR: "yellow", Status.SKIPPED: "dim"}
@@ -42,8 +49,12 @@ def wants_color(probe: Console) -> bool:
     ANSI codes (make_console) and written as it is, so a Windows console that does not
     interpret them (rich's legacy_windows: cmd.exe in the old console host) gets plain text,
     never "←[31m" litter."""
-    return (probe.is_terminal and not probe.no_color and probe.color_system is not None
-            and not probe.legacy_windows)
+    return (
+        probe.is_terminal
+        and not probe.no_color
+        and probe.color_system is not None
+        and not probe.legacy_windows
+    )
 
 
 def make_console(color: bool | None, width: int | None = None) -> tuple[Console, io.StringIO]:
@@ -104,7 +115,9 @@ def _cause(check: CheckResult, lang: str) -> tuple | None:
 
 
 def _shared_feedback(feedback: Feedback) -> Feedback:
-    return Feedback(tuple(p for p in feedback.parts if not (isinstance(p, Text) and p.key in _PER_CHECK_PARTS)))
+    return Feedback(
+        tuple(p for p in feedback.parts if not (isinstance(p, Text) and p.key in _PER_CHECK_PARTS))
+    )
 
 
 def _group_by_cause(checks: list[CheckResult], lang: str) -> dict[int, list[CheckResult]]:
@@ -148,20 +161,39 @@ def _summaries(checks: list[CheckResult], lang: str) -> dict[int, tuple[Status, 
         title = pending[0][2].pending.params.get("title") or ""
         if len(todos) == 1 and title:  # one TODO left: say what it is, as its own message did
             named = _t("render.todo_titled", lang, todo=todos[0], title=title)
-        waiting = _t("render.waiting_one" if len(pending) == 1 else "render.waiting_many", lang, n=len(pending))
-        line = _t("render.pending_one" if len(todos) == 1 else "render.pending_many", lang, todos=named,
-                  checks=waiting, points=score_number(sum(c.max_score - c.score for _, _, c in pending)))
+        waiting = _t(
+            "render.waiting_one" if len(pending) == 1 else "render.waiting_many", lang, n=len(pending)
+        )
+        line = _t(
+            "render.pending_one" if len(todos) == 1 else "render.pending_many",
+            lang,
+            todos=named,
+            checks=waiting,
+            points=score_number(sum(c.max_score - c.score for _, _, c in pending)),
+        )
         out[pending[0][0]] = (Status.FAILED, line)
     if blank:
         numbers = ", ".join(str(n) for _, n, _ in blank)
-        line = _t("render.quiz_blank_one" if len(blank) == 1 else "render.quiz_blank_many", lang,
-                  numbers=numbers, points=score_number(sum(c.max_score - c.score for _, _, c in blank)))
+        line = _t(
+            "render.quiz_blank_one" if len(blank) == 1 else "render.quiz_blank_many",
+            lang,
+            numbers=numbers,
+            points=score_number(sum(c.max_score - c.score for _, _, c in blank)),
+        )
         out[blank[0][0]] = (Status.FAILED, line)
     return out
 
 
-def render_text(result: CourseResult, lang: str, *, color: bool | None = None, width: int = 100,
-                earned: Iterable[str] = (), verbose: bool = False, step: str | None = None) -> str:
+def render_text(
+    result: CourseResult,
+    lang: str,
+    *,
+    color: bool | None = None,
+    width: int = 100,
+    earned: Iterable[str] = (),
+    verbose: bool = False,
+    step: str | None = None,
+) -> str:
     """Terminal text: per lesson a header, one line per check, the message under those that
     did not pass, then the totals. Checks that fail for one cause (the learner's code raised at
     one line) are one block: the first check's line, the error once, and the others named;
@@ -187,15 +219,20 @@ def render_text(result: CourseResult, lang: str, *, color: bool | None = None, w
         xp = _t("render.xp", lang, xp=lesson.xp_max if kept else lesson.xp, xp_max=lesson.xp_max)
         if kept:
             label += " · " + _t("render.earned_failing_now", lang)
-        header = RichText(neutral.terminal(_t("render.lesson", lang, id=lesson.id, title=lesson_title(lesson, lang))),
-                          style="bold")
+        header = RichText(
+            neutral.terminal(_t("render.lesson", lang, id=lesson.id, title=lesson_title(lesson, lang))),
+            style="bold",
+        )
         header.append(f"  {points} · {xp} · ")
         header.append(label, style=_TEXT_STYLES[state])
         console.print(header)
 
         summaries = {} if verbose else _summaries(lesson.checks, lang)
-        summarised = set() if verbose else {
-            id(c) for c in lesson.checks if _pending_todo(c) is not None or quiz_blank(c) is not None}
+        summarised = (
+            set()
+            if verbose
+            else {id(c) for c in lesson.checks if _pending_todo(c) is not None or quiz_blank(c) is not None}
+        )
         labels = [check_label(c, lang) for c in lesson.checks]
         scores = [f"{score_number(c.score)}/{score_number(c.max_score)}" for c in lesson.checks]
         shown = [i for i, c in enumerate(lesson.checks) if id(c) not in summarised]
@@ -204,8 +241,13 @@ def render_text(result: CourseResult, lang: str, *, color: bool | None = None, w
         rest = [c for c in lesson.checks if id(c) not in summarised]
         position = {id(c): i for i, c in enumerate(lesson.checks)}
         # Grouped among the other checks, keyed by the place of the group's first check.
-        groups = {} if verbose else {position[id(rest[index])]: members
-                                     for index, members in _group_by_cause(rest, lang).items()}
+        groups = (
+            {}
+            if verbose
+            else {
+                position[id(rest[index])]: members for index, members in _group_by_cause(rest, lang).items()
+            }
+        )
         grouped = {id(c) for members in groups.values() for c in members}
         rows = list(zip(lesson.checks, labels, scores, strict=True))
         for index, (check, label, score) in enumerate(rows):
@@ -214,7 +256,9 @@ def render_text(result: CourseResult, lang: str, *, color: bool | None = None, w
                 row = Table.grid(padding=(0, 1))  # a wrapped line stays under its text
                 row.add_column(no_wrap=True)
                 row.add_column()
-                row.add_row(RichText("  " + _TEXT_SYMBOLS[status], style=_TEXT_STYLES[status]), RichText(text))
+                row.add_row(
+                    RichText("  " + _TEXT_SYMBOLS[status], style=_TEXT_STYLES[status]), RichText(text)
+                )
                 console.print(row)
                 continue
             if id(check) in summarised:
@@ -242,8 +286,21 @@ def render_text(result: CourseResult, lang: str, *, color: bool | None = None, w
             print_feedback(console, _shared_feedback(check.feedback) if own else check.feedback, lang)
             lost = sum(c.max_score - c.score for c in members)
             others = ", ".join(c.id for c in members[1:])
-            console.print(Padding(RichText(_t("render.same_cause", lang, n=len(members), points=score_number(lost),
-                                              checks=others), style="yellow"), (0, 0, 0, 6)))
+            console.print(
+                Padding(
+                    RichText(
+                        _t(
+                            "render.same_cause",
+                            lang,
+                            n=len(members),
+                            points=score_number(lost),
+                            checks=others,
+                        ),
+                        style="yellow",
+                    ),
+                    (0, 0, 0, 6),
+                )
+            )
 
     console.print()
     points = points_text(result, lang)

@@ -82,7 +82,7 @@ class SupervisedChannel(Channel):
             waiting()
             if writable:
                 try:
-                    view = view[os.write(self.req_w, view):]
+                    view = view[os.write(self.req_w, view) :]
                 except BrokenPipeError:
                     return "closed"
         return "sent"

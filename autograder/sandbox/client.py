@@ -29,20 +29,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from autograder.sandbox import cpu_clock
-from autograder.sandbox import isolation
-from autograder.sandbox import portable
-from autograder.sandbox import starters
+from autograder.core.results import Feedback, Text, message
+from autograder.sandbox import cpu_clock, isolation, portable, starters
 from autograder.sandbox.channel import CPU_POLL_S, Channel
 from autograder.sandbox.cpu_clock import CpuBudget
+
 # Callers import these from here: the submission intake (intake.py), who the worker runs as
 # (privileges.py) and how workers are started (starters.py).
 from autograder.sandbox.intake import MAX_FILE_BYTES, MAX_FILES, copy_submission, submission_files  # noqa: F401
 from autograder.sandbox.privileges import cuda_present, hand_over, limits_warning, process_limit, worker_user
-from autograder.sandbox.protocol import frame_bytes, FrameReader, Handle, ProtocolError, decode, encode
-from autograder.sandbox.starters import (PACKAGE_PARENT, STARTUP_TIMEOUT, share_warm_pool,  # noqa: F401
-                                         start_shared_zygote, start_warm_pool, supervisor_config)
-from autograder.core.results import Feedback, Text, message
+from autograder.sandbox.protocol import FrameReader, Handle, ProtocolError, decode, encode, frame_bytes
+from autograder.sandbox.starters import (  # noqa: F401
+    PACKAGE_PARENT,
+    STARTUP_TIMEOUT,
+    share_warm_pool,
+    start_shared_zygote,
+    start_warm_pool,
+    supervisor_config,
+)
 
 
 @dataclass(frozen=True)
@@ -59,8 +63,9 @@ class Limits:
 class StudentError(Exception):
     """The learner's code raised an exception (in the worker)."""
 
-    def __init__(self, type_name: str, message: str, frames: list[dict], root: str,
-                 bases: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, type_name: str, message: str, frames: list[dict], root: str, bases: tuple[str, ...] = ()
+    ) -> None:
         super().__init__(f"{type_name}: {message}")
         self.type_name, self.message, self.frames, self.root = type_name, message, frames, root
         # The exception class's MRO by name (the worker sends it), the type itself first.
@@ -98,8 +103,9 @@ class BudgetSpent(WorkerDied):
 class Sandbox:
     """One submission folder, served by at most one live worker at a time."""
 
-    def __init__(self, submission: Path, limits: Limits = Limits(), *,
-                 provided: dict[str, Path] | None = None) -> None:
+    def __init__(
+        self, submission: Path, limits: Limits = Limits(), *, provided: dict[str, Path] | None = None
+    ) -> None:
         """`provided`: {file name: path} of trusted files (earlier lessons' reference pieces)
         put next to the learner's, replacing any learner file of the same name; the names whose
         path does not exist are listed in `provided_missing`."""
@@ -109,7 +115,9 @@ class Sandbox:
         self.root = self._tmp / "submission"
         copy_submission(self.submission, self.root)
         self.provided = dict(provided or {})
-        self.provided_missing = sorted(name for name, path in self.provided.items() if not Path(path).is_file())
+        self.provided_missing = sorted(
+            name for name, path in self.provided.items() if not Path(path).is_file()
+        )
         for name, path in self.provided.items():
             if name not in self.provided_missing:
                 shutil.copyfile(path, self.root / name)
@@ -181,15 +189,22 @@ class Sandbox:
         environment, resource limits, user and walls. One builder, so the two ways cannot drift."""
         home = self._tmp / "home"
         limits = {**self._common_limits(), "processes": process_limit(self.limits.processes, self.user)}
-        return {"cwd": str(self.root), "env": starters.clean_env(home), "limits": limits,
-                "user": None if self.user is None else dict(zip(("uid", "gid"), self.user)),
-                "walls": isolation.walls(home, gpu=cuda_present())}
+        return {
+            "cwd": str(self.root),
+            "env": starters.clean_env(home),
+            "limits": limits,
+            "user": None if self.user is None else dict(zip(("uid", "gid"), self.user)),
+            "walls": isolation.walls(home, gpu=cuda_present()),
+        }
 
     def _common_limits(self) -> dict:
         """The resource limits every worker gets, on every path (no memory cap with CUDA: its
         driver maps far more address space than it uses)."""
-        return {"memory_bytes": None if cuda_present() else self.limits.memory_bytes,
-                "cpu_seconds": self.limits.cpu_seconds, "file_bytes": self.limits.file_bytes}
+        return {
+            "memory_bytes": None if cuda_present() else self.limits.memory_bytes,
+            "cpu_seconds": self.limits.cpu_seconds,
+            "file_bytes": self.limits.file_bytes,
+        }
 
     def ensure_ready(self, timeout: float = STARTUP_TIMEOUT) -> None:
         """Block until a live worker has imported torch and said hello."""
@@ -278,8 +293,13 @@ class Sandbox:
                 self.kill()
         if "error" in msg:
             err = msg["error"] if isinstance(msg["error"], dict) else {}
-            raise StudentError(str(err.get("type", "Error"))[:100], str(err.get("message", ""))[:4000],
-                               _frames(err.get("frames")), str(self.root), _names(err.get("bases")))
+            raise StudentError(
+                str(err.get("type", "Error"))[:100],
+                str(err.get("message", ""))[:4000],
+                _frames(err.get("frames")),
+                str(self.root),
+                _names(err.get("bases")),
+            )
         try:
             return decode(msg.get("ok"), bufs, self._handle)
         except ProtocolError as exc:
@@ -409,12 +429,21 @@ class Sandbox:
     def call(self, target: Handle, *args: Any, method: str | None = None, **kwargs: Any) -> Any:
         return self.request("call", target=target, method=method, args=list(args), kwargs=kwargs)
 
-    def call_traced(self, target: Handle, *args: Any, method: str | None = None,
-                    capture: tuple[str, ...] = (), spy: tuple[str, ...] = (), seed: int | None = None,
-                    no_grad: bool = False, **kwargs: Any) -> dict:
+    def call_traced(
+        self,
+        target: Handle,
+        *args: Any,
+        method: str | None = None,
+        capture: tuple[str, ...] = (),
+        spy: tuple[str, ...] = (),
+        seed: int | None = None,
+        no_grad: bool = False,
+        **kwargs: Any,
+    ) -> dict:
         options = {"capture": list(capture), "spy": list(spy), "seed": seed, "no_grad": no_grad}
-        result = self.request("call", target=target, method=method, args=list(args), kwargs=kwargs,
-                              options=options)
+        result = self.request(
+            "call", target=target, method=method, args=list(args), kwargs=kwargs, options=options
+        )
         if not capture and not spy:
             return {"value": result, "captured": [], "spied": []}
         return result
@@ -422,8 +451,16 @@ class Sandbox:
     def vjp(self, target: Handle, x: Any, cotangents: list) -> list:
         return self.request("vjp", target=target, input=x, cotangents=cotangents)
 
-    def param_vjp(self, target: Handle, args: list, cotangents: list, *, input_grad: bool = False,
-                  all_params: bool = False, **kwargs: Any) -> dict:
+    def param_vjp(
+        self,
+        target: Handle,
+        args: list,
+        cotangents: list,
+        *,
+        input_grad: bool = False,
+        all_params: bool = False,
+        **kwargs: Any,
+    ) -> dict:
         """One forward call target(*args, **kwargs) and, per cotangent (shaped like the output:
         a tensor, or a tuple with None where nothing is asked), the gradient reaching each
         parameter: {"output": ..., "grads": [{name: gradient} or None when nothing asked for
@@ -431,8 +468,9 @@ class Sandbox:
         gradient reaching args[0] (zeros where it reaches none; None where nothing was asked).
         With all_params, frozen parameters (requires_grad off) get their gradient too."""
         options = {name: True for name, on in (("input_grad", input_grad), ("all_params", all_params)) if on}
-        return self.request("param_vjp", target=target, args=list(args), kwargs=kwargs, cotangents=cotangents,
-                            **options)
+        return self.request(
+            "param_vjp", target=target, args=list(args), kwargs=kwargs, cotangents=cotangents, **options
+        )
 
 
 def _names(raw: Any) -> tuple[str, ...]:
@@ -450,9 +488,14 @@ def _frames(raw: Any) -> list[dict]:
     for f in raw[-30:]:
         if isinstance(f, dict):
             lineno = f.get("lineno")
-            frames.append({"filename": str(f.get("filename", "?"))[:500],
-                           "lineno": lineno if isinstance(lineno, int) and not isinstance(lineno, bool) else 0,
-                           "name": str(f.get("name", "?"))[:200], "line": str(f.get("line") or "")[:300]})
+            frames.append(
+                {
+                    "filename": str(f.get("filename", "?"))[:500],
+                    "lineno": lineno if isinstance(lineno, int) and not isinstance(lineno, bool) else 0,
+                    "name": str(f.get("name", "?"))[:200],
+                    "line": str(f.get("line") or "")[:300],
+                }
+            )
     return frames
 
 

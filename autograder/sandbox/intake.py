@@ -33,8 +33,13 @@ SKIPPED_NAMES = frozenset({"__pycache__", ".pytest_cache", ".git"})
 # A path below which nothing can exist: what a refused lesson folder becomes (see `refused`).
 NOWHERE = Path(os.devnull)
 _READ_CHUNK = 1 << 20
-_OPEN_FLAGS = (os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-               | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0))
+_OPEN_FLAGS = (
+    os.O_RDONLY
+    | getattr(os, "O_NOFOLLOW", 0)
+    | getattr(os, "O_NONBLOCK", 0)
+    | getattr(os, "O_BINARY", 0)
+    | getattr(os, "O_CLOEXEC", 0)
+)
 
 
 def contained(boundary: Path, path: Path) -> bool:

@@ -99,11 +99,20 @@ def host_namespaces() -> dict[str, str]:
 
 def walls(home: Path, *, gpu: bool = False) -> dict[str, Any]:
     """The worker's part of the sandbox config (see autograder/sandbox/worker/confine.py)."""
-    return {"enabled": enabled(), "runtime": list(runtime_paths()), "deny": deny_paths(), "home": str(home),
-            "package": str(PACKAGE_DIR), "gpu": gpu, "host_ns": host_namespaces(), "host_uid": os.getuid()}
+    return {
+        "enabled": enabled(),
+        "runtime": list(runtime_paths()),
+        "deny": deny_paths(),
+        "home": str(home),
+        "package": str(PACKAGE_DIR),
+        "gpu": gpu,
+        "host_ns": host_namespaces(),
+        "host_uid": os.getuid(),
+    }
 
 
 # ------------------------------------------------------------------------------ reports
+
 
 def clean_report(raw: Any) -> dict[str, Any]:
     """A worker's report reduced to known keys of known types (it is still data from another
@@ -155,6 +164,7 @@ def summary(reports: list[dict[str, Any]]) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------------ probing
 
+
 @functools.cache
 def probe() -> dict[str, Any]:
     """What a worker here would get, without starting one: a forked child of this process walls
@@ -162,7 +172,9 @@ def probe() -> dict[str, Any]:
     from autograder.sandbox import portable
 
     if portable.selected():
-        return summary([{"portable": True, "limits": portable.rlimits_available(), "disabled": not enabled()}])
+        return summary(
+            [{"portable": True, "limits": portable.rlimits_available(), "disabled": not enabled()}]
+        )
     if not (sys.platform.startswith("linux") and hasattr(os, "fork")) or not enabled():
         return summary([{"disabled": not enabled()}])
     import json
@@ -200,6 +212,7 @@ def probe() -> dict[str, Any]:
 
 
 # ------------------------------------------------------------------------------ the trusted side
+
 
 def hide_environment() -> None:
     """Linux: make this process non-dumpable, so its /proc files (environ included) belong to

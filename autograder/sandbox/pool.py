@@ -42,8 +42,12 @@ class PoolError(Exception):
 
 
 def enabled() -> bool:
-    return (sys.platform.startswith("linux") and hasattr(os, "fork") and hasattr(socket, "send_fds")
-            and os.environ.get(ENV_SWITCH, "1").strip() not in ("0", "false", "no", "off"))
+    return (
+        sys.platform.startswith("linux")
+        and hasattr(os, "fork")
+        and hasattr(socket, "send_fds")
+        and os.environ.get(ENV_SWITCH, "1").strip() not in ("0", "false", "no", "off")
+    )
 
 
 def zygote_pid() -> int | None:
@@ -85,7 +89,9 @@ class WarmPool:
                 cls._instance.close()
             cls._instance = AttachedPool(sock, pid, startup_timeout)
 
-    def __init__(self, package_parent: Path, env_for, startup_timeout: float, *, scratch: Path | None = None) -> None:
+    def __init__(
+        self, package_parent: Path, env_for, startup_timeout: float, *, scratch: Path | None = None
+    ) -> None:
         """Launch a zygote; its home (HOME and TMPDIR) is a new folder in `scratch` (default:
         the temporary folder)."""
         self.owner = os.getpid()
@@ -97,8 +103,12 @@ class WarmPool:
             # The same clean environment as any worker: the zygote's memory is every worker's.
             self.proc = subprocess.Popen(
                 [sys.executable, "-I", "-c", ZYGOTE_BOOT, str(theirs.fileno()), str(package_parent)],
-                pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                start_new_session=True, env=env_for(self.home),
+                pass_fds=[theirs.fileno()],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+                env=env_for(self.home),
             )
         finally:
             theirs.close()
@@ -205,8 +215,9 @@ class AttachedPool(WarmPool):
             return False
         poller = select.poll()
         poller.register(self.sock, select.POLLIN)
-        return not any(events & (select.POLLHUP | select.POLLERR | select.POLLNVAL)
-                       for _fd, events in poller.poll(0))
+        return not any(
+            events & (select.POLLHUP | select.POLLERR | select.POLLNVAL) for _fd, events in poller.poll(0)
+        )
 
     def close(self) -> None:
         try:

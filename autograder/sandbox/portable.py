@@ -51,12 +51,15 @@ from autograder.sandbox.protocol import frame_bytes
 
 try:
     import psutil
-except ImportError:  # a dependency (pyproject.toml); the Linux path, which imports this module, runs without it
+except (
+    ImportError
+):  # a dependency (pyproject.toml); the Linux path, which imports this module, runs without it
     psutil = None
 
 ENV_SWITCH = "AUTOGRADER_WORKER"  # auto (default) | portable
-BOOT = ("import sys; sys.path.insert(0, sys.argv[1]); "
-        "from autograder.sandbox.worker.portable import main; main()")
+BOOT = (
+    "import sys; sys.path.insert(0, sys.argv[1]); from autograder.sandbox.worker.portable import main; main()"
+)
 LOG_BYTES = 4 << 20  # the log is cut back to its last LOG_KEEP bytes past this size
 LOG_KEEP = 64 << 10
 WATCH_EVERY = 0.25  # seconds between two looks at the worker's descendants and home
@@ -89,11 +92,22 @@ class PortableWorker:
         argv = [sys.executable, "-I", "-c", BOOT, str(package_parent)]
         if os.name == "nt":
             # No console window, and no Ctrl-C from the learner's terminal: we stop it ourselves.
-            flags = {"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP | getattr(subprocess, "CREATE_NO_WINDOW", 0)}
+            flags = {
+                "creationflags": subprocess.CREATE_NEW_PROCESS_GROUP
+                | getattr(subprocess, "CREATE_NO_WINDOW", 0)
+            }
         else:
             flags = {"start_new_session": True}  # its own process group, out of the terminal's
-        self.proc = subprocess.Popen(argv, cwd=start_dir, env=start_env, stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0, **flags)
+        self.proc = subprocess.Popen(
+            argv,
+            cwd=start_dir,
+            env=start_env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            bufsize=0,
+            **flags,
+        )
         self.pid = self.proc.pid
         self.home: Path | None = None  # the sandbox's, once assigned
         self.assigned = False
@@ -111,14 +125,27 @@ class PortableWorker:
         self._log_lock = threading.Lock()
         self._early = bytearray()
         self._logged = 0  # bytes in the log since it was last cut back
-        self._threads = [threading.Thread(target=target, name=f"portable-worker-{self.pid}-{name}", daemon=True)
-                         for target, name in ((self._read_answers, "answers"), (self._drain_log, "log"),
-                                              (self._write_requests, "requests"))]
+        self._threads = [
+            threading.Thread(target=target, name=f"portable-worker-{self.pid}-{name}", daemon=True)
+            for target, name in (
+                (self._read_answers, "answers"),
+                (self._drain_log, "log"),
+                (self._write_requests, "requests"),
+            )
+        ]
         for thread in self._threads:
             thread.start()
 
-    def assign(self, cwd: Path, env: dict[str, str], log: Path, home: Path, limits: dict, *,
-               walls_enabled: bool = True) -> None:
+    def assign(
+        self,
+        cwd: Path,
+        env: dict[str, str],
+        log: Path,
+        home: Path,
+        limits: dict,
+        *,
+        walls_enabled: bool = True,
+    ) -> None:
         """Hand this worker to one sandbox: its folder, environment, home and limits, applied by
         the worker before any learner code runs (the first frame it reads). Once only."""
         if self.assigned:
@@ -395,8 +422,17 @@ def prepare(package_parent: Path, env_for) -> None:
     Spares.shared(package_parent, env_for).fill()
 
 
-def start_worker(package_parent: Path, env_for, cwd: Path, env: dict[str, str], log: Path, home: Path,
-                 limits: dict, *, walls_enabled: bool = True) -> PortableWorker:
+def start_worker(
+    package_parent: Path,
+    env_for,
+    cwd: Path,
+    env: dict[str, str],
+    log: Path,
+    home: Path,
+    limits: dict,
+    *,
+    walls_enabled: bool = True,
+) -> PortableWorker:
     """A worker for one sandbox: the spare (or a fresh one), given the sandbox's folder `cwd`,
     environment `env`, `home` and `limits`; its stderr goes to `log`."""
     worker = Spares.shared(package_parent, env_for).take()
@@ -428,7 +464,11 @@ def _orphans_of(pids: set[int], root: psutil.Process | None) -> list[psutil.Proc
         grew = False
         for process in listing:
             info = process.info
-            if process.pid not in pids and info.get("ppid") in pids and (info.get("create_time") or 0) >= born:
+            if (
+                process.pid not in pids
+                and info.get("ppid") in pids
+                and (info.get("create_time") or 0) >= born
+            ):
                 pids.add(process.pid)
                 found.append(process)
                 grew = True

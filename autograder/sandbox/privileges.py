@@ -25,8 +25,12 @@ UNPRIVILEGED_USER = "nobody"
 
 @functools.cache
 def limits_warning() -> None:
-    warnings.warn("resource limits and process groups are only enforced on Linux/macOS; "
-                  "the learner's code runs without them here", RuntimeWarning, stacklevel=3)
+    warnings.warn(
+        "resource limits and process groups are only enforced on Linux/macOS; "
+        "the learner's code runs without them here",
+        RuntimeWarning,
+        stacklevel=3,
+    )
 
 
 def _status_field(pid: int | str, name: str) -> list[str] | None:
@@ -93,8 +97,12 @@ def worker_user() -> tuple[int, int] | None:
     elif not confine.runtime_reachable(runtime) and not _can_unshare():
         problem = f"{sys.executable} is not reachable by other users and there are no mount namespaces"
     if problem is not None:
-        warnings.warn(f"the grader runs as root but the learner's code cannot be run as "
-                      f"{UNPRIVILEGED_USER} ({problem}); it runs as root", RuntimeWarning, stacklevel=2)
+        warnings.warn(
+            f"the grader runs as root but the learner's code cannot be run as "
+            f"{UNPRIVILEGED_USER} ({problem}); it runs as root",
+            RuntimeWarning,
+            stacklevel=2,
+        )
         return None
     return uid, gid
 

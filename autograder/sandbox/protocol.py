@@ -31,8 +31,16 @@ DEVICE_TYPES = ("cpu", "cuda", "meta", "mps")
 
 # The only dtypes that can cross the boundary (name -> itemsize).
 DTYPES = {
-    "float16": 2, "bfloat16": 2, "float32": 4, "float64": 8,
-    "int8": 1, "int16": 2, "int32": 4, "int64": 8, "uint8": 1, "bool": 1,
+    "float16": 2,
+    "bfloat16": 2,
+    "float32": 4,
+    "float64": 8,
+    "int8": 1,
+    "int16": 2,
+    "int32": 4,
+    "int64": 8,
+    "uint8": 1,
+    "bool": 1,
 }
 
 
@@ -51,6 +59,7 @@ class Handle:
 
 
 # ---------------------------------------------------------------- encoding
+
 
 def encode(value: Any, make_handle: Callable[[Any], dict] | None = None) -> tuple[Any, list[bytes]]:
     buffers: list[bytes] = []
@@ -139,13 +148,18 @@ def _encode_numpy(v: Any, buffers: list[bytes], make_handle) -> Any:
     if isinstance(v, np.generic):
         item = v.item()
         if isinstance(item, (bool, int, float)):
-            return item if not isinstance(item, float) or math.isfinite(item) else {"$t": "float", "v": repr(item)}
+            return (
+                item
+                if not isinstance(item, float) or math.isfinite(item)
+                else {"$t": "float", "v": repr(item)}
+            )
     if make_handle is None:
         raise ProtocolError(f"cannot send a {type(v).__name__}")
     return make_handle(v)
 
 
 # ---------------------------------------------------------------- decoding
+
 
 def decode(tree: Any, buffers: list[bytes], resolve_handle: Callable[[dict], Any]) -> Any:
     """Rebuild a value; `resolve_handle` turns {"$t": "handle", ...} into something local.
@@ -241,8 +255,11 @@ def _shape_and_buffer(v: dict, buffers: list[bytes]) -> tuple[str, list[int], by
     dtype, shape, index = v.get("dtype"), v.get("shape"), v.get("buf")
     if dtype not in DTYPES:
         raise ProtocolError(f"unsupported dtype {dtype!r}")
-    if (not isinstance(shape, list) or len(shape) > 64
-            or not all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s < 2**48 for s in shape)):
+    if (
+        not isinstance(shape, list)
+        or len(shape) > 64
+        or not all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s < 2**48 for s in shape)
+    ):
         raise ProtocolError("malformed shape")
     if index is None:
         return dtype, shape, None
@@ -281,10 +298,12 @@ def _decode_ndarray(v: dict, buffers: list[bytes]) -> Any:
 
 # ---------------------------------------------------------------- framing
 
+
 def frame_bytes(msg: Any, buffers: list[bytes] = ()) -> bytes:
     """One whole frame: magic, header length, JSON header, buffers."""
-    header = json.dumps({"msg": msg, "buffers": [len(b) for b in buffers]},
-                        allow_nan=False, separators=(",", ":")).encode()
+    header = json.dumps(
+        {"msg": msg, "buffers": [len(b) for b in buffers]}, allow_nan=False, separators=(",", ":")
+    ).encode()
     return b"".join([MAGIC, struct.pack(">I", len(header)), header, *buffers])
 
 
@@ -316,12 +335,13 @@ class FrameReader:
         if len(self._buf) < 8 + hlen:
             return None
         try:
-            header = json.loads(bytes(self._buf[8:8 + hlen]))
+            header = json.loads(bytes(self._buf[8 : 8 + hlen]))
         except (ValueError, RecursionError) as exc:  # RecursionError: "[[[[..." nested too deep
             raise ProtocolError(f"bad header: {str(exc)[:200]}") from None
         sizes = header.get("buffers") if isinstance(header, dict) else None
-        if not isinstance(sizes, list) or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0
-                                                  for s in sizes):
+        if not isinstance(sizes, list) or not all(
+            isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in sizes
+        ):
             raise ProtocolError("bad buffer list")
         if sum(sizes) > MAX_BUFFERS:
             raise ProtocolError("buffers too large")
@@ -330,7 +350,7 @@ class FrameReader:
             return None
         buffers, pos = [], 8 + hlen
         for size in sizes:
-            buffers.append(bytes(self._buf[pos:pos + size]))
+            buffers.append(bytes(self._buf[pos : pos + size]))
             pos += size
         del self._buf[:end]
         return header.get("msg"), buffers

@@ -19,8 +19,7 @@ import sys
 from pathlib import Path
 
 import autograder
-from autograder.sandbox import isolation
-from autograder.sandbox import portable
+from autograder.sandbox import isolation, portable
 from autograder.sandbox.channel import PortableChannel, SupervisedChannel
 from autograder.sandbox.pool import AttachedPool, ForkedSupervisor, PoolError, WarmPool
 from autograder.sandbox.pool import enabled as pool_enabled
@@ -28,24 +27,38 @@ from autograder.sandbox.pool import enabled as pool_enabled
 PACKAGE_PARENT = Path(autograder.__file__).resolve().parent.parent
 SUPERVISOR = Path(__file__).with_name("worker") / "supervisor.py"
 WORKER_BOOT = (
-    "import sys; sys.path.insert(0, sys.argv.pop(3)); "
-    "from autograder.sandbox.worker.main import main; main()"
+    "import sys; sys.path.insert(0, sys.argv.pop(3)); from autograder.sandbox.worker.main import main; main()"
 )
 # Variables a worker may inherit: none of them can carry a secret.
-INHERITED_ENV = ("CUDA_VISIBLE_DEVICES", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "SYSTEMROOT",
-                 "LD_LIBRARY_PATH")
+INHERITED_ENV = (
+    "CUDA_VISIBLE_DEVICES",
+    "OPENBLAS_CORETYPE",
+    "OPENBLAS_L2_SIZE",
+    "SYSTEMROOT",
+    "LD_LIBRARY_PATH",
+)
 STARTUP_TIMEOUT = 120.0
 
 
 def clean_env(home: Path) -> dict[str, str]:
     env = {k: os.environ[k] for k in INHERITED_ENV if k in os.environ}
-    env.update({
-        "PATH": os.defpath if os.name != "nt" else os.environ.get("PATH", ""),
-        "HOME": str(home), "TMPDIR": str(home), "TMP": str(home), "TEMP": str(home),
-        "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONHASHSEED": "0",
-        "PYTHONDONTWRITEBYTECODE": "1", "PYTHONIOENCODING": "utf-8",
-        "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
-    })
+    env.update(
+        {
+            "PATH": os.defpath if os.name != "nt" else os.environ.get("PATH", ""),
+            "HOME": str(home),
+            "TMPDIR": str(home),
+            "TMP": str(home),
+            "TEMP": str(home),
+            "LANG": "C.UTF-8",
+            "LC_ALL": "C.UTF-8",
+            "PYTHONHASHSEED": "0",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "PYTHONIOENCODING": "utf-8",
+            "OMP_NUM_THREADS": "1",
+            "MKL_NUM_THREADS": "1",
+            "OPENBLAS_NUM_THREADS": "1",
+        }
+    )
     return env
 
 
@@ -99,13 +112,28 @@ def supervisor_config(config: dict, req_r: int, resp_w: int, log_fd: int) -> dic
     """A worker's `config` (Sandbox.worker_config) as an executed supervisor reads it
     (autograder/sandbox/worker/supervisor.py): plus the worker's command line, the engine's
     package to import from, and the fds to hand on, which a forked one gets from the zygote."""
-    argv = [sys.executable, "-I", "-c", WORKER_BOOT, str(req_r), str(resp_w), str(PACKAGE_PARENT),
-            json.dumps(config["walls"])]
-    return {**config, "argv": argv, "package": str(PACKAGE_PARENT), "pass_fds": [req_r, resp_w],
-            "log_fd": log_fd}
+    argv = [
+        sys.executable,
+        "-I",
+        "-c",
+        WORKER_BOOT,
+        str(req_r),
+        str(resp_w),
+        str(PACKAGE_PARENT),
+        json.dumps(config["walls"]),
+    ]
+    return {
+        **config,
+        "argv": argv,
+        "package": str(PACKAGE_PARENT),
+        "pass_fds": [req_r, resp_w],
+        "log_fd": log_fd,
+    }
 
 
-def _fork_from_pool(pool: WarmPool, config: dict, req_r: int, resp_w: int, log_fd: int) -> ForkedSupervisor | None:
+def _fork_from_pool(
+    pool: WarmPool, config: dict, req_r: int, resp_w: int, log_fd: int
+) -> ForkedSupervisor | None:
     """A supervisor and worker forked by the warm pool's zygote, or None (then the caller
     executes a fresh one: a pool problem must never cost a learner their grade)."""
     control_r, control_w = os.pipe()
@@ -132,10 +160,19 @@ def start_supervised(config: dict, log: Path, pool: WarmPool | None) -> Supervis
         # The supervisor gets the clean environment too: the worker can read its parent's
         # /proc/PID/environ, so this process's secrets must not be there either.
         proc = subprocess.Popen(
-            [sys.executable, "-I", "-S", str(SUPERVISOR),
-             json.dumps(supervisor_config(config, req_r, resp_w, log_fd))],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-            pass_fds=[req_r, resp_w, log_fd], start_new_session=True, env=config["env"],
+            [
+                sys.executable,
+                "-I",
+                "-S",
+                str(SUPERVISOR),
+                json.dumps(supervisor_config(config, req_r, resp_w, log_fd)),
+            ],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            pass_fds=[req_r, resp_w, log_fd],
+            start_new_session=True,
+            env=config["env"],
         )
     for fd in (req_r, resp_w, log_fd):
         os.close(fd)
@@ -145,6 +182,7 @@ def start_supervised(config: dict, log: Path, pool: WarmPool | None) -> Supervis
 def start_portable(root: Path, home: Path, log: Path, limits: dict) -> PortableChannel:
     """A worker on the portable path (autograder/sandbox/portable.py): the spare already
     importing torch, or done, takes this sandbox's folder, environment and limits."""
-    worker = portable.start_worker(PACKAGE_PARENT, clean_env, root, clean_env(home), log, home, limits,
-                                   walls_enabled=isolation.enabled())
+    worker = portable.start_worker(
+        PACKAGE_PARENT, clean_env, root, clean_env(home), log, home, limits, walls_enabled=isolation.enabled()
+    )
     return PortableChannel(worker)

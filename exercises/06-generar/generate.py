@@ -30,7 +30,6 @@ sys.path.append(str(_LESSONS / "04-bloque-transformer"))
 sys.path.append(str(_LESSONS / "03-atencion-causal"))
 from model import GPT, GPTConfig  # noqa: E402
 
-
 # ------------------------------------------------------------------ muestreo
 
 

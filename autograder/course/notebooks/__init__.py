@@ -41,35 +41,56 @@ __all__ = ["add_parser", "main"]
 def add_parser(subparsers) -> None:
     from autograder.core.results import message  # help texts are catalog messages (messages/<lang>/cli.yml)
 
-    parser = subparsers.add_parser("notebooks", help=message("cli.notebooks.help"),
-                                   description=message("cli.notebooks.description"))
-    parser.add_argument("lessons", nargs="*", metavar=message("cli.metavar.lesson"), help=message("cli.lessons"))
-    parser.add_argument("--out", type=Path, required=True, metavar=message("cli.metavar.dir"), help=message("cli.notebooks.out"))
+    parser = subparsers.add_parser(
+        "notebooks", help=message("cli.notebooks.help"), description=message("cli.notebooks.description")
+    )
+    parser.add_argument(
+        "lessons", nargs="*", metavar=message("cli.metavar.lesson"), help=message("cli.lessons")
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        metavar=message("cli.metavar.dir"),
+        help=message("cli.notebooks.out"),
+    )
     parser.add_argument("--lang", choices=("es", "en"), default=None, help=message("cli.notebooks.lang"))
     parser.add_argument("--force", action="store_true", help=message("cli.notebooks.force"))
 
 
 def main(course, args: argparse.Namespace) -> int:
     from autograder.core.manifest import find_course_file
-    from autograder.course.stubs import StubError
     from autograder.course.notebooks.build import NotebookBuildError, build_course_dir
+    from autograder.course.stubs import StubError
 
     lessons = [course.lesson(key) for key in args.lessons] if args.lessons else list(course.lessons)
     course_file = Path(args.course) if getattr(args, "course", None) else find_course_file()
     try:
-        report = build_course_dir(course, lessons, args.out, course_file=course_file,
-                                  lang=args.lang or course.language, force=args.force)
+        report = build_course_dir(
+            course,
+            lessons,
+            args.out,
+            course_file=course_file,
+            lang=args.lang or course.language,
+            force=args.force,
+        )
     except (NotebookBuildError, StubError, ValueError) as exc:
         # A lesson's sources are incomplete or DIR holds an earlier build: nothing was written.
         print(f"autograder notebooks: {exc}", file=sys.stderr)
         if not args.lessons and isinstance(exc, (StubError, ValueError)):
-            print("autograder notebooks: nothing was written; to build only some lessons, name them "
-                  "(e.g. `autograder notebooks --out DIR 01 02 03`)", file=sys.stderr)
+            print(
+                "autograder notebooks: nothing was written; to build only some lessons, name them "
+                "(e.g. `autograder notebooks --out DIR 01 02 03`)",
+                file=sys.stderr,
+            )
         return 2
-    print(f"nbgrader course directory written to {report.out}: {len(report.assignments)} assignment(s) "
-          f"({', '.join(report.assignments)}); {len(report.written)} file(s) written, "
-          f"{len(report.unchanged)} unchanged, {len(report.removed)} removed")
+    print(
+        f"nbgrader course directory written to {report.out}: {len(report.assignments)} assignment(s) "
+        f"({', '.join(report.assignments)}); {len(report.written)} file(s) written, "
+        f"{len(report.unchanged)} unchanged, {len(report.removed)} removed"
+    )
     example = report.assignments[0]
-    print(f"next, from {report.out}:\n  nbgrader generate_assignment {example}\n"
-          f"  nbgrader autograde {example}")
+    print(
+        f"next, from {report.out}:\n  nbgrader generate_assignment {example}\n  nbgrader autograde {example}"
+    )
     return 0

@@ -40,14 +40,21 @@ from pathlib import Path
 import nbformat
 
 from autograder.core import i18n, regions
-from autograder.core.manifest import Course, Lesson
 from autograder.core.files import walk_files
-from autograder.course.stubs import generate_lesson, lesson_files, parse_regions
+from autograder.core.manifest import Course, Lesson
 from autograder.course.notebooks.kernel import grading_budget
 from autograder.course.notebooks.sources import header_line, split_module
+from autograder.course.stubs import generate_lesson, lesson_files, parse_regions
 
-__all__ = ["BuildReport", "NotebookBuildError", "build_course_dir", "course_files", "lesson_notebook",
-           "notebook_text", "skip_checks"]
+__all__ = [
+    "BuildReport",
+    "NotebookBuildError",
+    "build_course_dir",
+    "course_files",
+    "lesson_notebook",
+    "notebook_text",
+    "skip_checks",
+]
 
 README = "README.md"
 # README sections that describe the repository edition (its folders and commands), not the
@@ -93,8 +100,9 @@ class BuildReport:
 # --- the course directory -------------------------------------------------------------------
 
 
-def build_course_dir(course: Course, lessons: list[Lesson], out: Path, *, course_file: Path,
-                     lang: str, force: bool = False) -> BuildReport:
+def build_course_dir(
+    course: Course, lessons: list[Lesson], out: Path, *, course_file: Path, lang: str, force: bool = False
+) -> BuildReport:
     """Write the course directory for `lessons` into `out`.
 
     Everything is built in memory first, so a lesson with incomplete sources writes nothing.
@@ -108,8 +116,12 @@ def build_course_dir(course: Course, lessons: list[Lesson], out: Path, *, course
     planned = course_files(course, lessons, course_file=course_file, lang=lang)
     blocked = [rel for rel in planned if (out / rel).exists() and not (out / rel).is_file()]
     if blocked:
-        raise NotebookBuildError(f"{out}: these must be files but are not: {', '.join(blocked)}; nothing was written")
-    changed = [rel for rel, data in planned.items() if (out / rel).is_file() and (out / rel).read_bytes() != data]
+        raise NotebookBuildError(
+            f"{out}: these must be files but are not: {', '.join(blocked)}; nothing was written"
+        )
+    changed = [
+        rel for rel, data in planned.items() if (out / rel).is_file() and (out / rel).read_bytes() != data
+    ]
     stale = []
     for lesson in lessons:
         folder = out / SOURCE_FOLDER / lesson.folder
@@ -117,9 +129,11 @@ def build_course_dir(course: Course, lessons: list[Lesson], out: Path, *, course
     if (changed or stale) and not force:
         listing = "\n".join(f"  {rel} (would change)" for rel in changed)
         listing += "".join(f"\n  {rel} (not part of this build)" for rel in stale)
-        raise NotebookBuildError(f"{out} holds files of an earlier build that this one would replace or "
-                                 f"remove:\n{listing.strip(chr(10))}\nnothing was written; pass --force to "
-                                 "replace them (gradebook, submissions and releases are never touched)")
+        raise NotebookBuildError(
+            f"{out} holds files of an earlier build that this one would replace or "
+            f"remove:\n{listing.strip(chr(10))}\nnothing was written; pass --force to "
+            "replace them (gradebook, submissions and releases are never touched)"
+        )
     report = BuildReport(out, [lesson.folder for lesson in lessons])
     for rel, data in planned.items():
         path = out / rel
@@ -139,8 +153,10 @@ def build_course_dir(course: Course, lessons: list[Lesson], out: Path, *, course
 
 def course_files(course: Course, lessons: list[Lesson], *, course_file: Path, lang: str) -> dict[str, bytes]:
     """Every file of the course directory: its path under DIR (posix) -> its bytes."""
-    files = {CONFIG_FILE: nbgrader_config(course).encode("utf-8"),
-             COURSE_COPY: Path(course_file).read_bytes()}
+    files = {
+        CONFIG_FILE: nbgrader_config(course).encode("utf-8"),
+        COURSE_COPY: Path(course_file).read_bytes(),
+    }
     for lesson in lessons:
         base = f"{SOURCE_FOLDER}/{lesson.folder}"
         notebook = lesson_notebook(course, lesson, lang)
@@ -161,8 +177,13 @@ def course_id(course: Course) -> str:
 def nbgrader_config(course: Course) -> str:
     # The same for any selection of lessons, so building more lessons later never changes it.
     timeout = max(grading_budget(lesson) for lesson in course.lessons) + CELL_TIMEOUT_MARGIN
-    return _CONFIG_TEMPLATE.format(course=course.name, course_id=course_id(course), timeout=timeout,
-                                   source=SOURCE_FOLDER, course_copy=COURSE_COPY)
+    return _CONFIG_TEMPLATE.format(
+        course=course.name,
+        course_id=course_id(course),
+        timeout=timeout,
+        source=SOURCE_FOLDER,
+        course_copy=COURSE_COPY,
+    )
 
 
 _CONFIG_TEMPLATE = '''\
@@ -230,8 +251,10 @@ def data_files(course: Course, lesson: Lesson) -> dict[str, bytes]:
 def _walk(folder: Path, prefix: str) -> list[str]:
     """Files under `folder` as sorted `prefix/relative/path`, without caches, hidden entries
     (.ipynb_checkpoints) or a write this build left half done (.tmp)."""
-    return [f"{prefix}/{rel}" if prefix else rel
-            for rel in walk_files(folder, skip_suffixes=(".tmp",), hidden=False)]
+    return [
+        f"{prefix}/{rel}" if prefix else rel
+        for rel in walk_files(folder, skip_suffixes=(".tmp",), hidden=False)
+    ]
 
 
 # --- one lesson's notebook --------------------------------------------------------------------
@@ -250,8 +273,10 @@ def lesson_notebook(course: Course, lesson: Lesson, lang: str) -> nbformat.Noteb
     if IDEA_SECTION not in headings:
         raise NotebookBuildError(f"{readme}: no '## {IDEA_SECTION}' section; the notebook is built around it")
     if lesson.quiz and QUIZ_SECTION not in headings:
-        raise NotebookBuildError(f"{readme}: no '## {QUIZ_SECTION}' section, but course.yml gives lesson "
-                                 f"{lesson.folder} a quiz ({lesson.quiz}) whose questions it should hold")
+        raise NotebookBuildError(
+            f"{readme}: no '## {QUIZ_SECTION}' section, but course.yml gives lesson "
+            f"{lesson.folder} a quiz ({lesson.quiz}) whose questions it should hold"
+        )
 
     t = functools.partial(_text, lang)
     cells = [_markdown("text-title", title)]
@@ -266,13 +291,20 @@ def lesson_notebook(course: Course, lesson: Lesson, lang: str) -> nbformat.Noteb
             text = _demo_cells(notebook_text(body, course.language), lesson, course.language)
             cells.append(_markdown(f"text-{index}", text))
     texts = {name: (source / name).read_text(encoding="utf-8") for name in lesson.files}
-    code_cells = {name: _file_cells(name, notebook_text(texts[name], course.language)) for name in lesson.files}
+    code_cells = {
+        name: _file_cells(name, notebook_text(texts[name], course.language)) for name in lesson.files
+    }
     example = code_cells[lesson.files[0]][0].source.partition("\n")[0]
     cells.append(_markdown("howto", _howto(course, lesson, example, t, lang)))
     if any("__file__" in text for text in texts.values()):
         # A notebook has no file of its own; the lesson's code may look for its data beside it.
-        setup = "\n".join([t("setup_comment"), "from pathlib import Path",
-                           f"__file__ = str(Path.cwd() / {json.dumps(lesson.files[0])})"])
+        setup = "\n".join(
+            [
+                t("setup_comment"),
+                "from pathlib import Path",
+                f"__file__ = str(Path.cwd() / {json.dumps(lesson.files[0])})",
+            ]
+        )
         cells.append(_code("setup", setup, locked=True))
     for name in lesson.files:
         cells.append(_markdown(f"file-{_slug(name)}", t("file_heading", file=name)))
@@ -294,15 +326,20 @@ def lesson_notebook(course: Course, lesson: Lesson, lang: str) -> nbformat.Noteb
         # Read by hooks.py: the lesson and the notebook's language, and for TodoStubs the
         # messages of the stubs' NotImplementedError, in Spanish as in exercises/ (the engine
         # recognises "TODO [id] pendiente" in any language).
-        METADATA_KEY: {"lesson": lesson.id, "lang": lang,
-                       "todo_titles": {todo.id: todo.title["es"] for todo in lesson.todos}},
+        METADATA_KEY: {
+            "lesson": lesson.id,
+            "lang": lang,
+            "todo_titles": {todo.id: todo.title["es"] for todo in lesson.todos},
+        },
     }
     # nbgrader needs each grade_id once; a test cell's is its check's id (`_check_cell`).
     grade_ids = [cell.metadata["nbgrader"]["grade_id"] for cell in cells]
     clashes = sorted({grade_id for grade_id in grade_ids if grade_ids.count(grade_id) > 1})
     if clashes:
-        raise NotebookBuildError(f"lesson {lesson.folder}: check id(s) {', '.join(clashes)} are also the name of "
-                                 "another cell of its notebook; rename the check(s) in course.yml")
+        raise NotebookBuildError(
+            f"lesson {lesson.folder}: check id(s) {', '.join(clashes)} are also the name of "
+            "another cell of its notebook; rename the check(s) in course.yml"
+        )
     nbformat.validate(notebook)
     return notebook
 
@@ -323,8 +360,11 @@ def skip_checks(notebook: nbformat.NotebookNode, course: Course, skipped: dict[s
         if cell.cell_type == "code" and check is not None and check.id in skipped:
             notebook.cells[index] = _check_cell(lesson, check, t, lang, skipped=skipped[check.id])
             changed.append(check.id)
-    total = sum(cell.metadata["nbgrader"]["points"] for cell in notebook.cells
-                if cell.metadata.get("nbgrader", {}).get("grade"))
+    total = sum(
+        cell.metadata["nbgrader"]["points"]
+        for cell in notebook.cells
+        if cell.metadata.get("nbgrader", {}).get("grade")
+    )
     for index, cell in enumerate(notebook.cells):
         if cell.id == CHECKS_CELL:
             notebook.cells[index] = _markdown(CHECKS_CELL, _checks_text(total, t))
@@ -365,11 +405,15 @@ def _lesson_text(markdown: str, language: str) -> str:
 
 
 def _demo_cells(markdown: str, lesson: Lesson, language: str) -> str:
-    """"`python data.py`" (a lesson file's own demo, its `if __name__ == "__main__":` block) as
+    """ "`python data.py`" (a lesson file's own demo, its `if __name__ == "__main__":` block) as
     the notebook has it: that file's last cell, which runs the demo in the kernel."""
+
     def cell(match: re.Match) -> str:
         name = match["file"]
-        return i18n.translate("notebooks.demo_cell", language, file=name) if name in lesson.files else match[0]
+        return (
+            i18n.translate("notebooks.demo_cell", language, file=name) if name in lesson.files else match[0]
+        )
+
     return PYTHON_COMMAND.sub(cell, markdown)
 
 
@@ -415,24 +459,36 @@ def _practice_cells(course: Course, lesson: Lesson, t, lang: str) -> list[nbform
     first_todo = lesson.todos[0].id if lesson.todos else "..."
     cells = [_markdown("practice", t("practice_title") + "\n\n" + t("practice_intro", todo=first_todo))]
     for path in tests:
-        text = _practice_docstring(path.read_text(encoding="utf-8"), t("practice_tests_doc", lesson=lesson.id))
+        text = _practice_docstring(
+            path.read_text(encoding="utf-8"), t("practice_tests_doc", lesson=lesson.id)
+        )
         # Written to a file, never run in the kernel: it imports the lesson's files from disk.
-        cells.append(_code(f"practice-{_slug(path.name)}", f"%%writefile {path.name}\n" + text.strip("\n"),
-                           locked=True, collapsed=True))
+        cells.append(
+            _code(
+                f"practice-{_slug(path.name)}",
+                f"%%writefile {path.name}\n" + text.strip("\n"),
+                locked=True,
+                collapsed=True,
+            )
+        )
     # What comprobar() prints, in the notebook's language (the learner's kernel has no catalog).
     keys = sorted(key for key in i18n.catalog(lang) if key.startswith(PRACTICE_TEXTS))
     texts = {key.removeprefix(PRACTICE_TEXTS): i18n.catalog(lang)[key] for key in keys}
     uses = [(used.id, used.folder) for used in (course.lesson(u) for u in lesson.uses)]
-    call = ("comprobar = PracticeTests(\n"
-            f"    {json.dumps(lesson.id)},\n"
-            f"    files={json.dumps(list(lesson.files))},\n"
-            f"    tests={json.dumps([path.name for path in tests])},\n"
-            f"    uses={json.dumps(uses)},\n"
-            f"    todos={json.dumps([todo.id for todo in lesson.todos])},\n"
-            f"    pending={json.dumps(regions.PENDING_PATTERN)},\n"
-            "    texts={\n"
-            + "".join(f"        {json.dumps(k)}: {json.dumps(v, ensure_ascii=False)},\n" for k, v in texts.items())
-            + "    },\n)")
+    call = (
+        "comprobar = PracticeTests(\n"
+        f"    {json.dumps(lesson.id)},\n"
+        f"    files={json.dumps(list(lesson.files))},\n"
+        f"    tests={json.dumps([path.name for path in tests])},\n"
+        f"    uses={json.dumps(uses)},\n"
+        f"    todos={json.dumps([todo.id for todo in lesson.todos])},\n"
+        f"    pending={json.dumps(regions.PENDING_PATTERN)},\n"
+        "    texts={\n"
+        + "".join(
+            f"        {json.dumps(k)}: {json.dumps(v, ensure_ascii=False)},\n" for k, v in texts.items()
+        )
+        + "    },\n)"
+    )
     runner = "\n".join([t("practice_runner_comment"), _practice_source(), "", call])
     cells.append(_code("practice-runner", runner, locked=True, collapsed=True))
     cells.append(_code("practice-run", t("practice_run_comment") + "\ncomprobar()", locked=True))
@@ -444,16 +500,20 @@ def _practice_source() -> str:
     """practice.py's code, without its module docstring (written for maintainers)."""
     text = PRACTICE_RUNNER.read_text(encoding="utf-8")
     docstring = ast.parse(text).body[0]
-    return "\n".join(text.split("\n")[docstring.end_lineno:]).strip("\n")
+    return "\n".join(text.split("\n")[docstring.end_lineno :]).strip("\n")
 
 
 def _practice_docstring(text: str, docstring: str) -> str:
     """A practice test file with the notebook's docstring in place of its own (which tells how
     to run it from the repository)."""
     body = ast.parse(text).body
-    if body and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant) \
-            and isinstance(body[0].value.value, str):
-        text = "\n".join(text.split("\n")[body[0].end_lineno:])
+    if (
+        body
+        and isinstance(body[0], ast.Expr)
+        and isinstance(getattr(body[0], "value", None), ast.Constant)
+        and isinstance(body[0].value.value, str)
+    ):
+        text = "\n".join(text.split("\n")[body[0].end_lineno :])
     return f'"""{docstring}\n"""\n\n' + text.lstrip("\n")
 
 
@@ -479,9 +539,14 @@ def _check_cell(lesson: Lesson, check, t, lang: str, skipped: str | None = None)
     elif check.informational:
         comment, points = t("check_comment_informational", check=check.id), check.points
     else:
-        comment, points = t("check_comment", check=check.id, todo=todo, points=_points(check.points)), check.points
-    call = (f"autograder.course.notebooks.kernel.run_check({json.dumps(lesson.id)}, {json.dumps(check.id)}, "
-            f"lang={json.dumps(lang)})")
+        comment, points = (
+            t("check_comment", check=check.id, todo=todo, points=_points(check.points)),
+            check.points,
+        )
+    call = (
+        f"autograder.course.notebooks.kernel.run_check({json.dumps(lesson.id)}, {json.dumps(check.id)}, "
+        f"lang={json.dumps(lang)})"
+    )
     code = f"{comment}\n### BEGIN HIDDEN TESTS\nimport autograder.course.notebooks.kernel\n{call}\n### END HIDDEN TESTS"
     return _code(f"check-{check.id}", code, grade=True, locked=True, points=points, grade_id=check.id)
 
@@ -521,21 +586,45 @@ def _markdown(cell_id: str, text: str) -> nbformat.NotebookNode:
     return cell
 
 
-def _code(cell_id: str, source: str, *, solution: bool = False, grade: bool = False, locked: bool = False,
-          points: float | None = None, collapsed: bool = False, grade_id: str | None = None) -> nbformat.NotebookNode:
+def _code(
+    cell_id: str,
+    source: str,
+    *,
+    solution: bool = False,
+    grade: bool = False,
+    locked: bool = False,
+    points: float | None = None,
+    collapsed: bool = False,
+    grade_id: str | None = None,
+) -> nbformat.NotebookNode:
     cell = nbformat.v4.new_code_cell(source)
     cell.id = cell_id  # fixed ids: the same sources always build the same notebook
-    cell.metadata = {"nbgrader": _nbgrader(grade_id or cell_id, solution=solution, grade=grade, locked=locked,
-                                           points=points)}
+    cell.metadata = {
+        "nbgrader": _nbgrader(
+            grade_id or cell_id, solution=solution, grade=grade, locked=locked, points=points
+        )
+    }
     if collapsed:
         cell.metadata["jupyter"] = {"source_hidden": True}  # long and not to edit: shown on a click
     return cell
 
 
-def _nbgrader(grade_id: str, *, solution: bool = False, grade: bool = False, locked: bool = False,
-              points: float | None = None) -> dict:
-    meta = {"grade": grade, "grade_id": grade_id, "locked": locked, "schema_version": 3,
-            "solution": solution, "task": False}
+def _nbgrader(
+    grade_id: str,
+    *,
+    solution: bool = False,
+    grade: bool = False,
+    locked: bool = False,
+    points: float | None = None,
+) -> dict:
+    meta = {
+        "grade": grade,
+        "grade_id": grade_id,
+        "locked": locked,
+        "schema_version": 3,
+        "solution": solution,
+        "task": False,
+    }
     if grade:
         meta["points"] = _points(points)
     return meta
@@ -548,4 +637,3 @@ def _points(points: float) -> int | float:
 def _slug(name: str) -> str:
     """A file name as part of an nbgrader cell id (letters, digits, _ and - only)."""
     return re.sub(r"[^A-Za-z0-9_-]", "_", Path(name).stem)
-

@@ -46,9 +46,9 @@ from nbgrader.converters import Autograde, GenerateAssignment, GenerateFeedback
 from nbgrader.preprocessors import ClearHiddenTests, ClearSolutions, OverwriteCells
 
 from autograder.core import i18n
-from autograder.course.stubs import make_stub, parse_regions, strip_markers
 from autograder.course.notebooks.build import METADATA_KEY
 from autograder.course.notebooks.sources import NotebookFile, files_from_notebook, parse_header
+from autograder.course.stubs import make_stub, parse_regions, strip_markers
 
 __all__ = [
     "ChecksSkippedHere",
@@ -92,18 +92,29 @@ class ChecksSkippedHere(Preprocessor):
         course = load_course(course_file)
         lesson = course.lesson(meta["lesson"])
         names = list(lesson.handed_in)
-        files = {name: NotebookFile(name, strip_markers(file.text, name))
-                 for name, file in files_from_notebook(nb, names).items()}
+        files = {
+            name: NotebookFile(name, strip_markers(file.text, name))
+            for name, file in files_from_notebook(nb, names).items()
+        }
         try:
             result = grade_files(course_file, course.root, lesson, files, meta.get("lang", course.language))
         except CheckFailed as exc:
-            self.log.warning("lesson %s: its solution could not be graded here, so no check is taken out of the "
-                             "maximum: %s", lesson.id, exc)
+            self.log.warning(
+                "lesson %s: its solution could not be graded here, so no check is taken out of the "
+                "maximum: %s",
+                lesson.id,
+                exc,
+            )
             return nb, resources
-        skipped = {check["id"]: check["message"] for check in result["checks"] if check["status"] == "skipped"}
+        skipped = {
+            check["id"]: check["message"] for check in result["checks"] if check["status"] == "skipped"
+        }
         for check_id in skip_checks(nb, course, skipped):
-            self.log.info("check %s cannot run on this machine (%s): worth 0 of 0 points in this assignment",
-                          check_id, skipped[check_id])
+            self.log.info(
+                "check %s cannot run on this machine (%s): worth 0 of 0 points in this assignment",
+                check_id,
+                skipped[check_id],
+            )
         return nb, resources
 
 
@@ -195,8 +206,13 @@ class LearnerFeedback(Preprocessor):
             # A test cell's value is nbgrader's partial credit, already in its score.
             cell.outputs = [out for out in cell.get("outputs", []) if out.output_type != "execute_result"]
         catalog = i18n.catalog(lang)
-        resources[METADATA_KEY] = {"texts": {key.removeprefix(FEEDBACK_TEXTS): text for key, text in catalog.items()
-                                             if key.startswith(FEEDBACK_TEXTS)}}
+        resources[METADATA_KEY] = {
+            "texts": {
+                key.removeprefix(FEEDBACK_TEXTS): text
+                for key, text in catalog.items()
+                if key.startswith(FEEDBACK_TEXTS)
+            }
+        }
         resources.setdefault("inlining", {}).setdefault("css", []).append(WRAP_CSS)
         return nb, resources
 
@@ -215,8 +231,9 @@ def generate_feedback_preprocessors() -> list[type]:
     """nbgrader's list for generate_feedback, then ClearHiddenTests and LearnerFeedback."""
     default = GenerateFeedback.class_traits()["preprocessors"].default()
     if CSSHTMLHeaderPreprocessor not in default:
-        raise RuntimeError("this nbgrader's generate_feedback has no CSSHTMLHeaderPreprocessor to add the page's "
-                           "style to")
+        raise RuntimeError(
+            "this nbgrader's generate_feedback has no CSSHTMLHeaderPreprocessor to add the page's style to"
+        )
     return [*default, ClearHiddenTests, LearnerFeedback]
 
 

@@ -92,7 +92,9 @@ def run_check(lesson_id: str, check_id: str, lang: str | None = None) -> float |
         result = _graded(course_file, course.root, lesson, files, lang)
         checks = {check["id"]: check for check in result["checks"]}
         if check_id not in checks:
-            raise CheckFailed(i18n.translate("notebooks.check_unknown", lang, lesson=lesson.id, check=check_id))
+            raise CheckFailed(
+                i18n.translate("notebooks.check_unknown", lang, lesson=lesson.id, check=check_id)
+            )
         check = checks[check_id]
         notebooks = {other.id: f"{other.folder}.ipynb" for other in course.lessons}
         text = _for_notebooks(_describe(check, result, files, names, lang), notebooks, lang)
@@ -134,7 +136,9 @@ def _graded(course_file: Path, root: Path, lesson: Lesson, files: dict[str, Note
     return _results[key]
 
 
-def grade_files(course_file: Path, root: Path, lesson: Lesson, files: dict[str, NotebookFile], lang: str) -> dict:
+def grade_files(
+    course_file: Path, root: Path, lesson: Lesson, files: dict[str, NotebookFile], lang: str
+) -> dict:
     """Run `autograder grade` on the files in a new process; the lesson's part of its JSON.
     Raises CheckFailed if that process fails or runs out of time."""
     budget = grading_budget(lesson)
@@ -150,17 +154,41 @@ def grade_files(course_file: Path, root: Path, lesson: Lesson, files: dict[str, 
         for name, file in files.items():
             (folder / name).write_text(file.text, encoding="utf-8")
         output = Path(tmp) / "results.json"
-        command = [sys.executable, "-I", "-m", "autograder", "--course", str(course_file), "grade", lesson.id,
-                   "--submission", str(folder), "--format", "json", "--output", str(output), "--lang", lang]
+        command = [
+            sys.executable,
+            "-I",
+            "-m",
+            "autograder",
+            "--course",
+            str(course_file),
+            "grade",
+            lesson.id,
+            "--submission",
+            str(folder),
+            "--format",
+            "json",
+            "--output",
+            str(output),
+            "--lang",
+            lang,
+        ]
         try:
-            done = subprocess.run(command, cwd=tmp, env=_grading_environment(), stdin=subprocess.DEVNULL,
-                                  capture_output=True, timeout=budget, check=False)
+            done = subprocess.run(
+                command,
+                cwd=tmp,
+                env=_grading_environment(),
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=budget,
+                check=False,
+            )
         except subprocess.TimeoutExpired:
             raise CheckFailed(i18n.translate("notebooks.grading_timeout", lang, seconds=budget)) from None
         if done.returncode != 0 or not output.is_file():
             detail = (done.stderr or done.stdout).decode("utf-8", errors="replace")[-_STDERR_TAIL:]
-            raise CheckFailed(i18n.translate("notebooks.grading_failed", lang, code=done.returncode,
-                                             detail=detail.strip()))
+            raise CheckFailed(
+                i18n.translate("notebooks.grading_failed", lang, code=done.returncode, detail=detail.strip())
+            )
         data = json.loads(output.read_text(encoding="utf-8"))
     lesson_result = data["lessons"][0]
     lesson_result["seed"] = data["seed"]
@@ -177,7 +205,9 @@ def _grading_environment() -> dict[str, str]:
 def _describe(check: dict, result: dict, files: dict[str, NotebookFile], names: list[str], lang: str) -> str:
     """ "✘ scaling · TODO [scaling]  0/6  fallida" and, unless it passed, its feedback."""
     symbol = {"passed": "✔", "failed": "✘", "error": "!", "skipped": "–"}[check["status"]]
-    label = check["id"] + (" · " + i18n.translate("render.todo", lang, todo=check["todo"]) if check["todo"] else "")
+    label = check["id"] + (
+        " · " + i18n.translate("render.todo", lang, todo=check["todo"]) if check["todo"] else ""
+    )
     if check["informational"]:
         label += " · " + i18n.translate("render.informational", lang)
     line = f"{symbol} {label}  {_number(check['score'])}/{_number(check['max_score'])}"
@@ -204,12 +234,15 @@ def _for_notebooks(text: str, notebooks: dict[str, str], lang: str) -> str:
     where the repository edition names its command (`autograder grade 03`), and this notebook's
     text where it names the README ("Repasa en el README" -> "Repasa en el texto de este
     cuaderno"; another lesson's README, "su README", is that lesson's notebook)."""
+
     def notebook(match: re.Match) -> str:
         name = notebooks.get(match["lesson"])
         return f"`{name}`" if name else match[0]
+
     text = _GRADE_COMMAND.sub(notebook, text)
-    text = text.replace(i18n.translate("notebooks.other_readme", lang),
-                        i18n.translate("notebooks.other_notebook", lang))
+    text = text.replace(
+        i18n.translate("notebooks.other_readme", lang), i18n.translate("notebooks.other_notebook", lang)
+    )
     return _README.sub(lambda _: i18n.translate("notebooks.readme_reference", lang), text)
 
 

@@ -29,7 +29,7 @@ class PracticeTests:
     # The first line of a cell that holds a piece of a lesson file (sources.header_line).
     PY_HEADER = r"^#\s*(?P<file>[\w.\-]+\.py)\s*\[\s*(?P<part>\d+)\s*/\s*(?P<parts>\d+)\s*\]\s*$"
     # Run in the fresh process: pytest with a plugin that keeps each test's TODO and outcome.
-    RUNNER = r'''
+    RUNNER = r"""
 import json, os, sys
 import pytest
 
@@ -81,7 +81,7 @@ args = ["-q", "--color=no", "-p", "no:cacheprovider", "-c", os.devnull, "--rootd
 code = pytest.main([*job["tests"], *args], plugins=[collector])
 with open(sys.argv[1], "w", encoding="utf-8") as out:
     json.dump({"code": int(code), "rows": list(collector.rows.values())}, out)
-'''
+"""
 
     def __init__(self, lesson, files, tests, texts, uses=(), todos=(), pending=r"(?!)"):
         self.lesson, self.files, self.tests, self.texts = lesson, list(files), list(tests), dict(texts)
@@ -98,8 +98,11 @@ with open(sys.argv[1], "w", encoding="utf-8") as out:
             return
         unknown = [todo for todo in todos if todo not in self.todos]
         if unknown:
-            print(self.texts["unknown_todo"].format(
-                todos=", ".join(f"[{t}]" for t in unknown), known=", ".join(self.todos)))
+            print(
+                self.texts["unknown_todo"].format(
+                    todos=", ".join(f"[{t}]" for t in unknown), known=", ".join(self.todos)
+                )
+            )
             return
         if not self._save_files():
             return
@@ -165,13 +168,20 @@ with open(sys.argv[1], "w", encoding="utf-8") as out:
             job = json.dumps({"tests": self.tests, "todos": list(todos)})
             command = [sys.executable, "-c", self.RUNNER, out, job]
             try:
-                done = subprocess.run(command, env=env, stdin=subprocess.DEVNULL, capture_output=True,
-                                      text=True, timeout=self.TIMEOUT, check=False)
+                done = subprocess.run(
+                    command,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    capture_output=True,
+                    text=True,
+                    timeout=self.TIMEOUT,
+                    check=False,
+                )
             except subprocess.TimeoutExpired:
                 print(self.texts["timeout"].format(seconds=self.TIMEOUT))
                 return None
             if not os.path.isfile(out):
-                detail = (done.stderr or done.stdout).strip()[-self.MAX_CHARS:]
+                detail = (done.stderr or done.stdout).strip()[-self.MAX_CHARS :]
                 key = "no_pytest" if "No module named pytest" in detail else "crashed"
                 print(self.texts[key].format(code=done.returncode, detail=detail))
                 return None
@@ -225,5 +235,7 @@ with open(sys.argv[1], "w", encoding="utf-8") as out:
 
     def _short(self, message):
         lines = str(message).strip().split("\n")
-        text = "\n".join(lines[:self.MAX_LINES])
-        return text[:self.MAX_CHARS] + ("…" if len(text) > self.MAX_CHARS or len(lines) > self.MAX_LINES else "")
+        text = "\n".join(lines[: self.MAX_LINES])
+        return text[: self.MAX_CHARS] + (
+            "…" if len(text) > self.MAX_CHARS or len(lines) > self.MAX_LINES else ""
+        )

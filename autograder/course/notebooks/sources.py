@@ -120,7 +120,7 @@ def fill_cells(notebook, files: dict[str, str]) -> None:
             pieces = split_module(files[header.file], header.file)
             if len(pieces) < header.parts:
                 raise ValueError(f"{header.file}: {len(pieces)} top-level pieces for {header.parts} cells")
-            pieces[header.parts - 1:] = [_JOIN.join(pieces[header.parts - 1:])]
+            pieces[header.parts - 1 :] = [_JOIN.join(pieces[header.parts - 1 :])]
             body = pieces[header.part - 1]
         else:
             body = files[header.file].strip("\n")

@@ -7,12 +7,12 @@ import contextlib
 
 import torch
 
+from autograder.core.results import message
 from autograder.engine.checks import fail
 from autograder.engine.feedback import truncate
 from autograder.engine.grader_helpers import hinted, worker_generator
-from autograder.sandbox.protocol import Handle
-from autograder.core.results import message
 from autograder.sandbox.client import Sandbox, StudentError
+from autograder.sandbox.protocol import Handle
 
 from . import reference as ref
 
@@ -41,6 +41,7 @@ def type_name(value) -> str:
 
 # ---------------------------------------------------------------- the tokenizer
 
+
 def construct(sub: Sandbox, text: str) -> Handle:
     """The learner's CharTokenizer(text)."""
     return sub.call(function(sub, "CharTokenizer"), text)
@@ -61,9 +62,12 @@ def with_vocabulary(sub: Sandbox, text: str) -> Handle:
     encode and decode are judged on their own: a bug in TODO [vocab] has checks of its own."""
     tok = construct(sub, text)
     chars = ref.vocabulary(text)
-    for name, value in (("chars", chars), ("vocab_size", len(chars)),
-                        ("stoi", {ch: i for i, ch in enumerate(chars)}),
-                        ("itos", {i: ch for i, ch in enumerate(chars)})):
+    for name, value in (
+        ("chars", chars),
+        ("vocab_size", len(chars)),
+        ("stoi", {ch: i for i, ch in enumerate(chars)}),
+        ("itos", {i: ch for i, ch in enumerate(chars)}),
+    ):
         sub.request("setattr", target=tok, name=name, value=value)
     return tok
 
@@ -74,13 +78,18 @@ def text_call(text: str) -> str:
 
 # ---------------------------------------------------------------- batches
 
+
 def batch_call(n: int, block_size: int, batch_size: int, seed) -> dict:
     """What get_batch was called with, in both languages (a message parameter)."""
     return {
-        "es": (f"get_batch(data, block_size={block_size}, batch_size={batch_size}, generator) con data un "
-               f"tensor int64 de {n} valores distintos y generator un torch.Generator con semilla {seed}"),
-        "en": (f"get_batch(data, block_size={block_size}, batch_size={batch_size}, generator) with data an "
-               f"int64 tensor of {n} distinct values and generator a torch.Generator seeded with {seed}"),
+        "es": (
+            f"get_batch(data, block_size={block_size}, batch_size={batch_size}, generator) con data un "
+            f"tensor int64 de {n} valores distintos y generator un torch.Generator con semilla {seed}"
+        ),
+        "en": (
+            f"get_batch(data, block_size={block_size}, batch_size={batch_size}, generator) with data an "
+            f"int64 tensor of {n} distinct values and generator a torch.Generator seeded with {seed}"
+        ),
     }
 
 
@@ -88,7 +97,9 @@ def short_rows(err: StudentError) -> bool:
     """Whether a learner's error from get_batch is a row of another length than the others (a
     start past the end, or a slice of the wrong length at the edge of data)."""
     text = err.message
-    return err.todo_pending is None and ("stack expects each tensor to be equal size" in text or "out of bounds" in text)
+    return err.todo_pending is None and (
+        "stack expects each tensor to be equal size" in text or "out of bounds" in text
+    )
 
 
 def batch_hints(n: int, block_size: int):
@@ -105,8 +116,16 @@ def batch_hints(n: int, block_size: int):
     return hinted(hint_of)
 
 
-def get_batch(sub: Sandbox, data: torch.Tensor, block_size: int, batch_size: int, seed: int,
-              *, global_seed: int | None = None, hints: bool = True):
+def get_batch(
+    sub: Sandbox,
+    data: torch.Tensor,
+    block_size: int,
+    batch_size: int,
+    seed: int,
+    *,
+    global_seed: int | None = None,
+    hints: bool = True,
+):
     """(called, x, y): what was called (a message) and the learner's get_batch result, with a
     fresh worker generator seeded with `seed`; `global_seed` also reseeds torch's global
     generator first (to catch code that draws from it). hints=False lets the learner's
@@ -114,8 +133,9 @@ def get_batch(sub: Sandbox, data: torch.Tensor, block_size: int, batch_size: int
     called = message("lesson01.called", call=batch_call(len(data), block_size, batch_size, seed))
     generator = worker_generator(sub, seed)
     with batch_hints(len(data), block_size) if hints else contextlib.nullcontext():
-        result = sub.call_traced(function(sub, "get_batch"), data, block_size, batch_size, generator,
-                                 seed=global_seed)["value"]
+        result = sub.call_traced(
+            function(sub, "get_batch"), data, block_size, batch_size, generator, seed=global_seed
+        )["value"]
     if not (isinstance(result, (tuple, list)) and len(result) == 2):
         fail(called, message("lesson01.batch_not_pair", got=type_name(result)))
     for name, value in zip("xy", result):
@@ -131,23 +151,38 @@ RETRIES = 8
 RETRY_SEED_STEP = 7919  # the seed of try k is seed + k * RETRY_SEED_STEP
 
 
-def get_batch_whole(sub: Sandbox, data: torch.Tensor, block_size: int, batch_size: int, seed: int,
-                    *, global_seed: int | None = None):
+def get_batch_whole(
+    sub: Sandbox,
+    data: torch.Tensor,
+    block_size: int,
+    batch_size: int,
+    seed: int,
+    *,
+    global_seed: int | None = None,
+):
     """get_batch, retried with other seeds while it breaks with rows of different lengths, or
     (B = 1, where nothing breaks) returns a row cut short by the end of data: the first batch
     that comes out whole. The last try reports what it gets, with hints."""
     for k in range(RETRIES - 1):
         try:
-            called, x, y = get_batch(sub, data, block_size, batch_size, seed + RETRY_SEED_STEP * k,
-                                     global_seed=global_seed, hints=False)
+            called, x, y = get_batch(
+                sub,
+                data,
+                block_size,
+                batch_size,
+                seed + RETRY_SEED_STEP * k,
+                global_seed=global_seed,
+                hints=False,
+            )
         except StudentError as err:
             if not short_rows(err):
                 raise
             continue
         if past_end_start(x, data, block_size) is None:
             return called, x, y
-    return get_batch(sub, data, block_size, batch_size, seed + RETRY_SEED_STEP * (RETRIES - 1),
-                     global_seed=global_seed)
+    return get_batch(
+        sub, data, block_size, batch_size, seed + RETRY_SEED_STEP * (RETRIES - 1), global_seed=global_seed
+    )
 
 
 def past_end_start(x: torch.Tensor, data: torch.Tensor, block_size: int) -> int | None:
@@ -159,7 +194,7 @@ def past_end_start(x: torch.Tensor, data: torch.Tensor, block_size: int) -> int 
     only if it is block_size long."""
     if not has_values(x) or x.ndim != 2 or not 0 < x.shape[1] < block_size:
         return None
-    tail = data[len(data) - x.shape[1]:]
+    tail = data[len(data) - x.shape[1] :]
     if any(torch.equal(row.to(tail.dtype), tail) for row in x):
         return len(data) - x.shape[1]
     return None

@@ -72,4 +72,4 @@ def window_start(row: torch.Tensor, data: torch.Tensor, positions: dict[int, int
     start = positions.get(int(values[0]))
     if start is None or start + len(values) > len(data):
         return None
-    return start if torch.equal(data[start:start + len(values)], values) else None
+    return start if torch.equal(data[start : start + len(values)], values) else None

@@ -12,14 +12,26 @@ from __future__ import annotations
 import pytest
 import torch
 
+from autograder.core.results import message
 from autograder.engine.checks import describe_student_error, fail
 from autograder.engine.grader_helpers import generator, worker_generator
-from autograder.core.results import message
 from autograder.sandbox.client import StudentError
 
 from . import reference as ref
-from .harness import (RETRIES, RETRY_SEED_STEP, as_rows, batch_call, function, get_batch, get_batch_whole,
-                      past_end_start, positions, short_rows, show, type_name)
+from .harness import (
+    RETRIES,
+    RETRY_SEED_STEP,
+    as_rows,
+    batch_call,
+    function,
+    get_batch,
+    get_batch_whole,
+    past_end_start,
+    positions,
+    short_rows,
+    show,
+    type_name,
+)
 
 # ---------------------------------------------------------------- TODO [batch-offsets]
 
@@ -97,8 +109,11 @@ class _Draws:
         n = len(self.data)
         # A y of the right length at one start only (one token too long elsewhere) says nothing.
         if self.seen_whole >= set(range(last + 1)) or (len(self.seen_whole) >= 2 and self.shift_right):
-            fail(self.broke_called, describe_student_error(self.broke, None, {}),
-                 message("lesson01.starts_break_rows", n=n, T=self.T, last=last, high=n - self.T))
+            fail(
+                self.broke_called,
+                describe_student_error(self.broke, None, {}),
+                message("lesson01.starts_break_rows", n=n, T=self.T, last=last, high=n - self.T),
+            )
         raise self.broke
 
 
@@ -132,9 +147,13 @@ def test_batch_range(submission, check_seed):
         elif len(seen) == 1:
             hint = message("lesson01.starts_constant", start=next(iter(seen)))
         seeds = f"{seed}..{seed + RANGE_CALLS - 1}"
-        fail(message("lesson01.called_many", call=batch_call(n, T, B, seeds), calls=RANGE_CALLS),
-             message("lesson01.starts_missing", missing=show(missing), seen=show(sorted(seen)), last=last, n=n, T=T),
-             hint)
+        fail(
+            message("lesson01.called_many", call=batch_call(n, T, B, seeds), calls=RANGE_CALLS),
+            message(
+                "lesson01.starts_missing", missing=show(missing), seen=show(sorted(seen)), last=last, n=n, T=T
+            ),
+            hint,
+        )
     # The tightest case: len(data) = block_size + 1 leaves exactly one window, at 0.
     T, B = 5, 3
     tight = _Draws(submission, ref.distinct_data(T + 1, gen), T)
@@ -167,12 +186,16 @@ def test_batch_generator(submission, check_seed):
                 raise
             seed += RETRY_SEED_STEP
     if not (torch.equal(x1, x2) and torch.equal(y1, y2)):
-        fail(message("lesson01.called_twice", call=batch_call(n, T, B, seed)),
-             message("lesson01.not_reproducible", x1=show(x1[:2]), x2=show(x2[:2])))
+        fail(
+            message("lesson01.called_twice", call=batch_call(n, T, B, seed)),
+            message("lesson01.not_reproducible", x1=show(x1[:2]), x2=show(x2[:2])),
+        )
     # Another seed must give another batch (5 starts out of 292 coinciding is ~1e-12).
     if torch.equal(x1, x3) and torch.equal(y1, y3):
-        fail(message("lesson01.called_other_seed", call=batch_call(n, T, B, seed), other=seed + 1),
-             message("lesson01.ignores_generator", x=show(x1[:2])))
+        fail(
+            message("lesson01.called_other_seed", call=batch_call(n, T, B, seed), other=seed + 1),
+            message("lesson01.ignores_generator", x=show(x1[:2])),
+        )
 
 
 # ---------------------------------------------------------------- TODO [targets-shift]
@@ -191,7 +214,10 @@ def test_batch_shapes(submission, check_seed):
                 hint = message("lesson01.shape_transposed") if tuple(t.shape) == (T, B) else None
                 fail(called, message("lesson01.shape_wrong", name=name, got=tuple(t.shape), B=B, T=T), hint)
             if t.dtype != torch.int64:
-                fail(called, message("lesson01.dtype_wrong", name=name, got=str(t.dtype).removeprefix("torch.")))
+                fail(
+                    called,
+                    message("lesson01.dtype_wrong", name=name, got=str(t.dtype).removeprefix("torch.")),
+                )
         where = positions(data)
         for b in range(B):
             if ref.window_start(x[b], data, where) is None:
@@ -213,16 +239,21 @@ def _expect_batch_on_data_device(submission, check_seed: int) -> None:
     for k in range(RETRIES):
         called = message("lesson01.called_meta", call=batch_call(n, T, B, seed))
         try:
-            result = submission.call_traced(function(submission, "get_batch"), data, T, B,
-                                            worker_generator(submission, seed))["value"]
+            result = submission.call_traced(
+                function(submission, "get_batch"), data, T, B, worker_generator(submission, seed)
+            )["value"]
             break
         except StudentError as err:
             if err.todo_pending is not None:
                 raise
             if short_rows(err):
                 if k == RETRIES - 1:
-                    fail(called, describe_student_error(err, None, {}),
-                         message("lesson01.hint_short_row", n=n, T=T, last=n - T - 1), waits_on="batch-offsets")
+                    fail(
+                        called,
+                        describe_student_error(err, None, {}),
+                        message("lesson01.hint_short_row", n=n, T=T, last=n - T - 1),
+                        waits_on="batch-offsets",
+                    )
                 seed += RETRY_SEED_STEP
                 continue
             fail(called, describe_student_error(err, None, {}), message("lesson01.batch_device_error"))
@@ -251,11 +282,13 @@ def test_targets_shift(submission, check_seed):
             sx = ref.window_start(rows_x[b], data, where)
             if sx is None:
                 fail(called, message("lesson01.row_not_window", name="x", b=b, row=show(rows_x[b]), T=T))
-            expected = data[sx + 1:sx + 1 + T]
+            expected = data[sx + 1 : sx + 1 + T]
             row = rows_y[b]
             if len(expected) == T and torch.equal(row.to(torch.int64), expected):
                 continue
-            got = message("lesson01.targets_wrong", b=b, x=show(rows_x[b]), y=show(row), expected=show(expected))
+            got = message(
+                "lesson01.targets_wrong", b=b, x=show(rows_x[b]), y=show(row), expected=show(expected)
+            )
             sy = ref.window_start(row, data, where)
             if sy is None:
                 hint = message("lesson01.targets_not_window", b=b)

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from autograder.core.results import message
 from autograder.engine.checks import fail
 from autograder.engine.grader_helpers import generator
-from autograder.core.results import message
 
 from . import reference as ref
 from .harness import function, has_values, show, type_name
@@ -23,9 +23,13 @@ SIZE_CASES = ((1000, None), (40, 0.25), (7, 0.5), (200, 0.05), (37, 0.3), (9, 0.
 def _split(submission, data: torch.Tensor, fraction):
     args = (data,) if fraction is None else (data, fraction)
     shown = "split(data)" if fraction is None else f"split(data, {fraction})"
-    called = message("lesson01.called", call={
-        "es": f"{shown} con data un tensor int64 de {len(data)} valores distintos",
-        "en": f"{shown} with data an int64 tensor of {len(data)} distinct values"})
+    called = message(
+        "lesson01.called",
+        call={
+            "es": f"{shown} con data un tensor int64 de {len(data)} valores distintos",
+            "en": f"{shown} with data an int64 tensor of {len(data)} distinct values",
+        },
+    )
     result = submission.call(function(submission, "split"), *args)
     if not (isinstance(result, (tuple, list)) and len(result) == 2):
         fail(called, message("lesson01.split_not_pair", got=type_name(result)))
@@ -84,8 +88,19 @@ def test_split_fraction(submission, check_seed):
             hint = message("lesson01.split_ignores_fraction", f=f)
         elif fraction is None:
             hint = message("lesson01.split_default")
-        fail(called, message("lesson01.split_sizes", train=n_train, val=n_val, n=n, f=f,
-                             exact=f"{n * f:g}", expected=expected), hint)
+        fail(
+            called,
+            message(
+                "lesson01.split_sizes",
+                train=n_train,
+                val=n_val,
+                n=n,
+                f=f,
+                exact=f"{n * f:g}",
+                expected=expected,
+            ),
+            hint,
+        )
 
 
 def _length(part, called, name: str) -> int:

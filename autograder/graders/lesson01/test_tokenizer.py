@@ -9,9 +9,9 @@ import re
 
 import pytest
 
+from autograder.core.results import message
 from autograder.engine.checks import fail
 from autograder.engine.feedback import truncate
-from autograder.core.results import message
 from autograder.sandbox.client import StudentError
 
 from . import reference as ref
@@ -36,6 +36,7 @@ def _called_attr(text: str, name: str):
 
 # ---------------------------------------------------------------- TODO [vocab]
 
+
 @pytest.mark.check("vocab")
 def test_vocab(submission, check_seed):
     for text in _texts(check_seed):
@@ -44,13 +45,19 @@ def test_vocab(submission, check_seed):
         chars = attribute(submission, tok, "chars", called)
         expected = ref.vocabulary(text)
         if chars != expected:
-            fail(called, message("lesson01.chars_wrong", got=show(chars), expected=show(expected)),
-                 *_diagnose_chars(chars, text))
+            fail(
+                called,
+                message("lesson01.chars_wrong", got=show(chars), expected=show(expected)),
+                *_diagnose_chars(chars, text),
+            )
         size = attribute(submission, tok, "vocab_size", _called_attr(text, "vocab_size"))
         if isinstance(size, bool) or not isinstance(size, int) or size != len(expected):
-            fail(_called_attr(text, "vocab_size"),
-                 message("lesson01.vocab_size_wrong", got=show(size), expected=len(expected),
-                         length=len(text)))
+            fail(
+                _called_attr(text, "vocab_size"),
+                message(
+                    "lesson01.vocab_size_wrong", got=show(size), expected=len(expected), length=len(text)
+                ),
+            )
 
 
 def _diagnose_chars(chars, text: str) -> list:
@@ -64,8 +71,15 @@ def _diagnose_chars(chars, text: str) -> list:
         return [message("lesson01.chars_duplicates", count=len(chars) - len(set(chars)))]
     missing = sorted(set(expected) - set(chars))
     extra = sorted(set(chars) - set(expected))
-    if missing and all(ch.lower() in chars for ch in missing) and set(extra) <= {ch.lower() for ch in missing}:
-        return [message("lesson01.chars_missing", chars=show("".join(missing))), message("lesson01.chars_lowercased")]
+    if (
+        missing
+        and all(ch.lower() in chars for ch in missing)
+        and set(extra) <= {ch.lower() for ch in missing}
+    ):
+        return [
+            message("lesson01.chars_missing", chars=show("".join(missing))),
+            message("lesson01.chars_lowercased"),
+        ]
     parts = []
     if missing:
         parts.append(message("lesson01.chars_missing", chars=show("".join(missing))))
@@ -83,8 +97,12 @@ def test_vocab_maps(submission, check_seed):
     for text in _texts(check_seed)[1:]:
         tok = construct(submission, text)
         chars = attribute(submission, tok, "chars", _called_attr(text, "chars"))
-        if not (isinstance(chars, list) and all(isinstance(ch, str) for ch in chars)
-                and len(set(chars)) == len(chars) and set(chars) == set(text)):
+        if not (
+            isinstance(chars, list)
+            and all(isinstance(ch, str) for ch in chars)
+            and len(set(chars)) == len(chars)
+            and set(chars) == set(text)
+        ):
             fail(_called_attr(text, "chars"), message("lesson01.maps_need_chars", got=show(chars)))
         called = _called_attr(text, "stoi")
         stoi = attribute(submission, tok, "stoi", called)
@@ -92,8 +110,14 @@ def test_vocab_maps(submission, check_seed):
             fail(called, message("lesson01.stoi_not_dict", got=type_name(stoi)))
         if set(stoi) != set(chars):
             missing = "".join(sorted(set(chars) - set(stoi), key=str))
-            fail(called, message("lesson01.stoi_keys", missing=show(missing),
-                                 extra=show(sorted(set(stoi) - set(chars), key=str))))
+            fail(
+                called,
+                message(
+                    "lesson01.stoi_keys",
+                    missing=show(missing),
+                    extra=show(sorted(set(stoi) - set(chars), key=str)),
+                ),
+            )
         for i, ch in enumerate(chars):
             if stoi[ch] != i or isinstance(stoi[ch], bool):
                 fail(called, message("lesson01.stoi_wrong", ch=show(ch), got=show(stoi[ch]), i=i))
@@ -106,16 +130,28 @@ def test_vocab_maps(submission, check_seed):
         else:
             fail(called, message("lesson01.itos_not_dict", got=type_name(itos)))
         if ids != set(range(len(chars))):
-            hint = message("lesson01.itos_keys_are_chars") if ids and all(isinstance(k, str) for k in ids) else None
-            fail(called, message("lesson01.itos_keys", got=show(sorted(ids, key=str)), last=len(chars) - 1), hint)
+            hint = (
+                message("lesson01.itos_keys_are_chars")
+                if ids and all(isinstance(k, str) for k in ids)
+                else None
+            )
+            fail(
+                called,
+                message("lesson01.itos_keys", got=show(sorted(ids, key=str)), last=len(chars) - 1),
+                hint,
+            )
         for i, ch in enumerate(chars):
             if itos[i] != ch:
                 back = stoi.get(itos[i]) if isinstance(itos[i], str) else None
-                fail(called, message("lesson01.itos_wrong", i=i, got=show(itos[i]), ch=show(ch)),
-                     message("lesson01.maps_not_inverse", i=i, back=show(back)) if back is not None else None)
+                fail(
+                    called,
+                    message("lesson01.itos_wrong", i=i, got=show(itos[i]), ch=show(ch)),
+                    message("lesson01.maps_not_inverse", i=i, back=show(back)) if back is not None else None,
+                )
 
 
 # ---------------------------------------------------------------- TODO [encode-decode]
+
 
 def _corpus_or_own(submission, seed: int) -> str:
     """The lesson's corpus as the learner has it (read here, never through their code), or a
@@ -123,7 +159,7 @@ def _corpus_or_own(submission, seed: int) -> str:
     raw = submission.read_file(ref.CORPUS_FILE, ref.CORPUS_MAX_BYTES)
     if raw:
         try:
-            text = raw[:ref.CORPUS_MAX_BYTES].decode("utf-8")
+            text = raw[: ref.CORPUS_MAX_BYTES].decode("utf-8")
             if text:
                 return text
         except UnicodeDecodeError:
@@ -156,10 +192,17 @@ def test_encode(submission, check_seed):
             if not isinstance(ids, list):
                 fail(called, message("lesson01.encode_not_list", got=type_name(ids)))
             if ids != expected or any(isinstance(i, bool) or not isinstance(i, int) for i in ids):
-                hint = (message("lesson01.encode_length", got=len(ids), expected=len(s))
-                        if len(ids) != len(s) else None)
-                fail(called, message("lesson01.vocabulary_given"),
-                     message("lesson01.encode_wrong", got=show(ids), expected=show(expected)), hint)
+                hint = (
+                    message("lesson01.encode_length", got=len(ids), expected=len(s))
+                    if len(ids) != len(s)
+                    else None
+                )
+                fail(
+                    called,
+                    message("lesson01.vocabulary_given"),
+                    message("lesson01.encode_wrong", got=show(ids), expected=show(expected)),
+                    hint,
+                )
 
 
 @pytest.mark.check("decode")
@@ -184,15 +227,30 @@ def _expect_decoded(got, expected: str, called) -> None:
         return
     if not isinstance(got, str):
         hint = message("lesson01.decode_list") if isinstance(got, list) else None
-        fail(called, message("lesson01.vocabulary_given"), message("lesson01.decode_not_str", got=type_name(got)), hint)
+        fail(
+            called,
+            message("lesson01.vocabulary_given"),
+            message("lesson01.decode_not_str", got=type_name(got)),
+            hint,
+        )
     at = next((k for k, (a, b) in enumerate(zip(got, expected)) if a != b), min(len(got), len(expected)))
     hint = None
     for sep in (" ", ",", ", ", "\n"):
         if len(expected) > 1 and got == sep.join(expected):
             hint = message("lesson01.decode_separator", sep=repr(sep))
-    fail(called, message("lesson01.vocabulary_given"),
-         message("lesson01.decode_wrong", got=show(got), expected=show(expected), at=at,
-                 got_len=len(got), expected_len=len(expected)), hint)
+    fail(
+        called,
+        message("lesson01.vocabulary_given"),
+        message(
+            "lesson01.decode_wrong",
+            got=show(got),
+            expected=show(expected),
+            at=at,
+            got_len=len(got),
+            expected_len=len(expected),
+        ),
+        hint,
+    )
 
 
 def _unknown_cases(seed: int) -> list[tuple[str, int, str]]:
@@ -203,7 +261,11 @@ def _unknown_cases(seed: int) -> list[tuple[str, int, str]]:
     for _ in range(2):
         position = rng.randrange(2, 25)
         ch = rng.choice(ref.UNKNOWN)
-        s = "".join(rng.choice(known) for _ in range(position)) + ch + "".join(rng.choice(known) for _ in range(4))
+        s = (
+            "".join(rng.choice(known) for _ in range(position))
+            + ch
+            + "".join(rng.choice(known) for _ in range(4))
+        )
         cases.append((s, position, ch))
     return cases
 
@@ -225,12 +287,16 @@ def test_unknown_char(submission, check_seed):
             hint = message("lesson01.unknown_skipped")
         elif isinstance(ids, list) and len(ids) == len(s):
             hint = message("lesson01.unknown_mapped", got=show(ids[position]))
-        fail(called, message("lesson01.unknown_no_error", got=show(ids), ch=show(ch), position=position), hint)
+        fail(
+            called, message("lesson01.unknown_no_error", got=show(ids), ch=show(ch), position=position), hint
+        )
 
 
 def _judge_error(err: StudentError, called, position: int, ch: str) -> None:
     text = err.message
-    raised = message("lesson01.unknown_raised", type=err.type_name, message=truncate(text.strip(), SHOWN_CHARS))
+    raised = message(
+        "lesson01.unknown_raised", type=err.type_name, message=truncate(text.strip(), SHOWN_CHARS)
+    )
     # Judged like isinstance: a ValueError of the learner's own (a subclass) is a ValueError.
     if not err.is_a("ValueError"):
         hint = "lesson01.unknown_keyerror" if err.is_a("KeyError") else "lesson01.unknown_type"

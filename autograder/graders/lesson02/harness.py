@@ -8,9 +8,9 @@ import re
 
 import torch
 
+from autograder.core.results import message
 from autograder.engine.checks import fail
 from autograder.engine.grader_helpers import first_hint, hinted, load_weights, worker_generator
-from autograder.core.results import message
 from autograder.sandbox.client import Sandbox, StudentError
 
 FILE = "bigram"
@@ -52,8 +52,14 @@ class LearnerBigram:
             return message("lesson02.called_bigram", call=self.call_text, shape=tuple(idx.shape))
         return message("lesson02.called_bigram_targets", call=self.call_text, shape=tuple(idx.shape))
 
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None, *, with_targets: bool = True,
-                pair: bool = True):
+    def forward(
+        self,
+        idx: torch.Tensor,
+        targets: torch.Tensor | None = None,
+        *,
+        with_targets: bool = True,
+        pair: bool = True,
+    ):
         """(logits, loss) as the learner's forward returns them; fails unless it is a pair.
 
         With pair=False a bare tensor is taken as the logits (loss None): returning only the
@@ -66,12 +72,22 @@ class LearnerBigram:
         if not pair and isinstance(result, torch.Tensor):
             return result, None
         if not (isinstance(result, tuple) and len(result) == 2):
-            got = type(result).__name__ if not isinstance(result, torch.Tensor) else f"Tensor{tuple(result.shape)}"
+            got = (
+                type(result).__name__
+                if not isinstance(result, torch.Tensor)
+                else f"Tensor{tuple(result.shape)}"
+            )
             fail(self.called(idx, targets), message("lesson02.not_a_pair", got=got))
         return result
 
-    def logits(self, idx: torch.Tensor, targets: torch.Tensor | None = None, *, with_targets: bool = True,
-               pair: bool = True):
+    def logits(
+        self,
+        idx: torch.Tensor,
+        targets: torch.Tensor | None = None,
+        *,
+        with_targets: bool = True,
+        pair: bool = True,
+    ):
         logits, loss = self.forward(idx, targets, with_targets=with_targets, pair=pair)
         expect_tensor(logits, self.called(idx, targets), "lesson02.what_logits")
         return logits, loss
@@ -81,7 +97,9 @@ class LearnerBigram:
         None where what the cotangent asks for carries no gradient to any parameter."""
         args = [idx] if targets is None else [idx, targets]
         with loss_hints(idx.shape, self.V):
-            return parameter_grads(self.sub, self.handle, args, cotangents, TABLE, self.called_grad(idx, targets))
+            return parameter_grads(
+                self.sub, self.handle, args, cotangents, TABLE, self.called_grad(idx, targets)
+            )
 
     def called_grad(self, idx: torch.Tensor, targets: torch.Tensor | None = None):
         key = "lesson02.called_grad" if targets is None else "lesson02.called_grad_targets"
@@ -96,12 +114,18 @@ def parameter_grads(sub: Sandbox, handle, args: list, cotangents: list, name: st
     grads = result.get("grads") if isinstance(result, dict) else None
     if not (isinstance(grads, list) and len(grads) == len(cotangents)):
         fail(called, message("lesson02.grads_unreadable"))
-    return [g.get(name) if isinstance(g, dict) and isinstance(g.get(name), torch.Tensor) else None for g in grads]
+    return [
+        g.get(name) if isinstance(g, dict) and isinstance(g.get(name), torch.Tensor) else None for g in grads
+    ]
 
 
 def expect_tensor(value, called, what_key: str) -> None:
     if not isinstance(value, torch.Tensor) or value.device.type == "meta" or value.is_complex():
-        got = type(value).__name__ if not isinstance(value, torch.Tensor) else f"Tensor(device={value.device.type})"
+        got = (
+            type(value).__name__
+            if not isinstance(value, torch.Tensor)
+            else f"Tensor(device={value.device.type})"
+        )
         fail(called, message("lesson02.not_a_tensor", what=message(what_key), got=got))
 
 
@@ -114,8 +138,9 @@ class LearnerEmbedding:
         self.tok = torch.randn(V, C, generator=gen)
         self.pos = torch.randn(bs, C, generator=gen)
         self.handle = sub.call(function(sub, "TokenPositionEmbedding"), V, C, bs)
-        load_or_fail(sub, self.handle, {"token_embedding_table.weight": self.tok,
-                                        POSITIONS: self.pos}, self.call_text)
+        load_or_fail(
+            sub, self.handle, {"token_embedding_table.weight": self.tok, POSITIONS: self.pos}, self.call_text
+        )
         sub.call(self.handle, method="eval")
 
     @property
@@ -137,8 +162,12 @@ class LearnerEmbedding:
 
     def forward(self, idx: torch.Tensor, handle=None, *, capture: bool = False) -> dict:
         with position_hints(idx.shape[1], self.cfg):
-            return self.sub.call_traced(handle or self.handle, idx, capture=("position_embedding_table",) if capture else (),
-                                        no_grad=True)
+            return self.sub.call_traced(
+                handle or self.handle,
+                idx,
+                capture=("position_embedding_table",) if capture else (),
+                no_grad=True,
+            )
 
 
 # ---------------------------------------------------------------- a model for generate
@@ -163,10 +192,19 @@ class TableModel:
         torch_h = sub.library("torch")
         nn = sub.getattr(torch_h, "nn")
         emb = sub.call(sub.getattr(nn, "Embedding"), self.V, self.V)
-        rnn = sub.call(sub.getattr(nn, "RNN"), self.V, self.V, nonlinearity="relu", bias=False, batch_first=True)
+        rnn = sub.call(
+            sub.getattr(nn, "RNN"), self.V, self.V, nonlinearity="relu", bias=False, batch_first=True
+        )
         self.handle = sub.call(sub.getattr(nn, "Sequential"), emb, rnn)
-        sub.call(self.handle, {"0.weight": self.table, "1.weight_ih_l0": torch.eye(self.V),
-                               "1.weight_hh_l0": torch.zeros(self.V, self.V)}, method="load_state_dict")
+        sub.call(
+            self.handle,
+            {
+                "0.weight": self.table,
+                "1.weight_ih_l0": torch.eye(self.V),
+                "1.weight_hh_l0": torch.zeros(self.V, self.V),
+            },
+            method="load_state_dict",
+        )
         sub.call(self.handle, method="eval")
 
 
@@ -186,10 +224,21 @@ class Generate:
 
     def called(self, idx: torch.Tensor, steps: int, seed: int, global_seed: int | None = None):
         key = "lesson02.called_generate" if global_seed is None else "lesson02.called_generate_global"
-        return message(key, shape=tuple(idx.shape), steps=steps, V=self.model.V, seed=seed, global_seed=global_seed)
+        return message(
+            key, shape=tuple(idx.shape), steps=steps, V=self.model.V, seed=seed, global_seed=global_seed
+        )
 
-    def run(self, idx: torch.Tensor, steps: int, seed: int, *, global_seed: int = 0, spy: bool = False,
-            judging: str = "sampling", rows_fine: bool = False) -> dict:
+    def run(
+        self,
+        idx: torch.Tensor,
+        steps: int,
+        seed: int,
+        *,
+        global_seed: int = 0,
+        spy: bool = False,
+        judging: str = "sampling",
+        rows_fine: bool = False,
+    ) -> dict:
         """{"value": the output, "spied": torch.multinomial's calls} with torch's global seed
         set to `global_seed` first (so that a learner who ignores `generator` is
         reproducible too, and can be told apart).
@@ -199,10 +248,19 @@ class Generate:
         sampling code cannot be judged on them; "last-step": only the hints that name TODO
         [last-step] are given, and any other error goes through as the learner raised it."""
         gen = worker_generator(self.sub, seed)
-        with generate_hints(idx.shape, self.model.V, only_last_step=judging == "last-step", rows_fine=rows_fine):
+        with generate_hints(
+            idx.shape, self.model.V, only_last_step=judging == "last-step", rows_fine=rows_fine
+        ):
             try:
-                return self.sub.call_traced(self.fn, self.model.handle, idx, steps, generator=gen,
-                                            spy=(MULTINOMIAL,) if spy else (), seed=global_seed)
+                return self.sub.call_traced(
+                    self.fn,
+                    self.model.handle,
+                    idx,
+                    steps,
+                    generator=gen,
+                    spy=(MULTINOMIAL,) if spy else (),
+                    seed=global_seed,
+                )
             except StudentError as err:
                 if judging == "sampling" and last_step_broke(err, *idx.shape):
                     raise CannotJudge from None
@@ -256,34 +314,55 @@ def expect_generated(out, idx: torch.Tensor, steps: int, called) -> torch.Tensor
 def _hinted(patterns):
     """The first of `patterns` found in the learner's error message or in the lines of its
     traceback gives the hint."""
-    return hinted(lambda err: first_hint(err.message + "\n" + "\n".join(str(f.get("line", "")) for f in err.frames),
-                                         patterns))
+    return hinted(
+        lambda err: first_hint(
+            err.message + "\n" + "\n".join(str(f.get("line", "")) for f in err.frames), patterns
+        )
+    )
 
 
 def loss_hints(shape, V: int):
     B, T = shape
-    return _hinted((
-        # F.cross_entropy on (B, T, V) logits: the classes are dim 1, so it wants targets (B, V).
-        (r"Expected target size \[\d+, \d+\], got \[\d+, \d+\]",
-         lambda m: message("lesson02.hint_ce_unflattened", T=T, V=V)),
-        (r"Expected input batch_size \((\d+)\) to match target batch_size \((\d+)\)",
-         lambda m: message("lesson02.hint_ce_batch", got_in=m[1], got_t=m[2], N=B * T)),
-        (r"one_hot", lambda m: message("lesson02.hint_one_hot", V=V)),
-        (r"'NoneType' object has no attribute|NoneType", lambda m: message("lesson02.hint_targets_none")),
-        (r"local variable 'loss'|cannot access local variable 'loss'|name 'loss' is not defined",
-         lambda m: message("lesson02.hint_loss_undefined")),
-    ))
+    return _hinted(
+        (
+            # F.cross_entropy on (B, T, V) logits: the classes are dim 1, so it wants targets (B, V).
+            (
+                r"Expected target size \[\d+, \d+\], got \[\d+, \d+\]",
+                lambda m: message("lesson02.hint_ce_unflattened", T=T, V=V),
+            ),
+            (
+                r"Expected input batch_size \((\d+)\) to match target batch_size \((\d+)\)",
+                lambda m: message("lesson02.hint_ce_batch", got_in=m[1], got_t=m[2], N=B * T),
+            ),
+            (r"one_hot", lambda m: message("lesson02.hint_one_hot", V=V)),
+            (r"'NoneType' object has no attribute|NoneType", lambda m: message("lesson02.hint_targets_none")),
+            (
+                r"local variable 'loss'|cannot access local variable 'loss'|name 'loss' is not defined",
+                lambda m: message("lesson02.hint_loss_undefined"),
+            ),
+        )
+    )
 
 
 def position_hints(T: int, cfg: dict):
     bs = cfg["block_size"]
-    return _hinted((
-        (r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)|"
-         r"broadcast a dimension of length (\d+)",
-         lambda m: message("lesson02.hint_positions_block_size", T=T, bs=bs) if T != bs else None),
-        (r"index out of range", lambda m: message("lesson02.hint_positions_index", bs=bs, top=cfg["V"] - 1)),
-        (r"Expected all tensors to be on the same device|on device|device type", lambda m: message("lesson02.hint_positions_device")),
-    ))
+    return _hinted(
+        (
+            (
+                r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)|"
+                r"broadcast a dimension of length (\d+)",
+                lambda m: message("lesson02.hint_positions_block_size", T=T, bs=bs) if T != bs else None,
+            ),
+            (
+                r"index out of range",
+                lambda m: message("lesson02.hint_positions_index", bs=bs, top=cfg["V"] - 1),
+            ),
+            (
+                r"Expected all tensors to be on the same device|on device|device type",
+                lambda m: message("lesson02.hint_positions_device"),
+            ),
+        )
+    )
 
 
 def generate_hints(shape, V: int, *, only_last_step: bool = False, rows_fine: bool = False):
@@ -294,18 +373,35 @@ def generate_hints(shape, V: int, *, only_last_step: bool = False, rows_fine: bo
     B, T = shape
     last_step = (
         (r"prob_dist must be 1 or 2 dim", lambda m: message("lesson02.hint_probs_3d")),
-        (r"Tensors must have same number of dimensions",
-         lambda m: message("lesson02.hint_last_step_squeezed", V=V) if rows_fine and B == 1 else None),
-        (r"Sizes of tensors must match except in dimension 1\D+(\d+)\D+(\d+)",
-         lambda m: message("lesson02.hint_cat_sizes", B=B) if not only_last_step or last_step_rows(int(m[2]), B, T) else None),
+        (
+            r"Tensors must have same number of dimensions",
+            lambda m: message("lesson02.hint_last_step_squeezed", V=V) if rows_fine and B == 1 else None,
+        ),
+        (
+            r"Sizes of tensors must match except in dimension 1\D+(\d+)\D+(\d+)",
+            lambda m: (
+                message("lesson02.hint_cat_sizes", B=B)
+                if not only_last_step or last_step_rows(int(m[2]), B, T)
+                else None
+            ),
+        ),
     )
     if only_last_step:
         return _hinted(last_step)
-    return _hinted(last_step + (
-        (r"Sizes of tensors must match except in dimension 1", lambda m: message("lesson02.hint_cat_sizes", B=B)),
-        (r"invalid multinomial distribution|probability tensor contains", lambda m: message("lesson02.hint_probs_negative")),
-        (r"Tensors must have same number of dimensions", lambda m: message("lesson02.hint_cat_dims")),
-    ))
+    return _hinted(
+        last_step
+        + (
+            (
+                r"Sizes of tensors must match except in dimension 1",
+                lambda m: message("lesson02.hint_cat_sizes", B=B),
+            ),
+            (
+                r"invalid multinomial distribution|probability tensor contains",
+                lambda m: message("lesson02.hint_probs_negative"),
+            ),
+            (r"Tensors must have same number of dimensions", lambda m: message("lesson02.hint_cat_dims")),
+        )
+    )
 
 
 def last_step_rows(rows: int, B: int, T: int) -> bool:

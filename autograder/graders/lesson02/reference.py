@@ -43,8 +43,14 @@ def bigram_logits(W: torch.Tensor, idx: torch.Tensor, lookup: str = "rows") -> t
     return torch.nn.functional.one_hot(idx, table.shape[0]).double() @ table
 
 
-def cross_entropy(logits: torch.Tensor, targets: torch.Tensor, *, pairing: str = "same",
-                  reduction: str = "mean", log_probs: bool = True) -> torch.Tensor:
+def cross_entropy(
+    logits: torch.Tensor,
+    targets: torch.Tensor,
+    *,
+    pairing: str = "same",
+    reduction: str = "mean",
+    log_probs: bool = True,
+) -> torch.Tensor:
     """Mean over the B*T positions of -log softmax(logits[b, t])[targets[b, t]], in float64.
 
     pairing: "same" (right), "targets_transposed" (targets flattened time-major while the
@@ -68,7 +74,9 @@ def cross_entropy(logits: torch.Tensor, targets: torch.Tensor, *, pairing: str =
 # ---------------------------------------------------------------- token + position
 
 
-def token_position(tok: torch.Tensor, pos: torch.Tensor, idx: torch.Tensor, positions: str = "arange") -> torch.Tensor:
+def token_position(
+    tok: torch.Tensor, pos: torch.Tensor, idx: torch.Tensor, positions: str = "arange"
+) -> torch.Tensor:
     """(B, T, C) float64: tok[idx] + pos[0..T-1] ("none": no positions; "reversed": T-1..0)."""
     T = idx.shape[1]
     x = bigram_logits(tok, idx)
@@ -90,8 +98,16 @@ def select(logits: torch.Tensor, position: str) -> torch.Tensor:
     return logits.mean(dim=1)  # "mean"
 
 
-def replay(table: torch.Tensor, idx: torch.Tensor, steps: int, seed: int | None, *,
-           position: str = "last", mode: str = "softmax", replacement: bool = False) -> torch.Tensor:
+def replay(
+    table: torch.Tensor,
+    idx: torch.Tensor,
+    steps: int,
+    seed: int | None,
+    *,
+    position: str = "last",
+    mode: str = "softmax",
+    replacement: bool = False,
+) -> torch.Tensor:
     """What generate returns for a position-wise bigram model whose logits at a token are its
     row of `table` (float32), drawing with torch.multinomial from a generator seeded `seed`.
 
@@ -105,9 +121,11 @@ def replay(table: torch.Tensor, idx: torch.Tensor, steps: int, seed: int | None,
         if mode == "argmax":
             nxt = logits.argmax(dim=-1, keepdim=True)
         else:
-            probs = {"softmax": lambda: torch.softmax(logits, dim=-1),
-                     "softmax_batch": lambda: torch.softmax(logits, dim=0),
-                     "logits": lambda: logits}[mode]()
+            probs = {
+                "softmax": lambda: torch.softmax(logits, dim=-1),
+                "softmax_batch": lambda: torch.softmax(logits, dim=0),
+                "logits": lambda: logits,
+            }[mode]()
             nxt = torch.multinomial(probs, num_samples=1, replacement=replacement, generator=g)
         out = torch.cat((out, nxt), dim=1)
     return out

@@ -12,10 +12,10 @@ import math
 import pytest
 import torch
 
+from autograder.core.results import message
 from autograder.engine.checks import fail
 from autograder.engine.feedback import compare
 from autograder.engine.grader_helpers import generator, tokens
-from autograder.core.results import message
 
 from . import reference as ref
 from .harness import ATOL, BIGRAM, RTOL, LearnerBigram
@@ -26,8 +26,11 @@ def _model(submission, gen, V=BIGRAM["V"]):
 
 
 def _matches(actual: torch.Tensor, expected: torch.Tensor) -> bool:
-    return (isinstance(actual, torch.Tensor) and tuple(actual.shape) == tuple(expected.shape)
-            and bool(torch.allclose(actual.double(), expected.double(), atol=1e-5, rtol=1e-5)))
+    return (
+        isinstance(actual, torch.Tensor)
+        and tuple(actual.shape) == tuple(expected.shape)
+        and bool(torch.allclose(actual.double(), expected.double(), atol=1e-5, rtol=1e-5))
+    )
 
 
 def _lookup_diagnoses(logits, W, idx):
@@ -58,6 +61,7 @@ def _unflatten_if_loss_did_it(logits, B, T, V):
 
 # ---------------------------------------------------------------- TODO [embedding-lookup]
 
+
 @pytest.mark.check("logits-shape")
 def test_logits_shape(submission, check_seed):
     gen = generator(check_seed)
@@ -71,8 +75,12 @@ def test_logits_shape(submission, check_seed):
         called = model.called(idx)
         shaped = _unflatten_if_loss_did_it(logits, B, T, V)
         if tuple(shaped.shape) != (B, T, V):
-            fail(called, message("lesson02.logits_shape", got=tuple(logits.shape), expected=(B, T, V)),
-                 *_lookup_diagnoses(logits, model.table, idx), message("lesson02.lookup_hint"))
+            fail(
+                called,
+                message("lesson02.logits_shape", got=tuple(logits.shape), expected=(B, T, V)),
+                *_lookup_diagnoses(logits, model.table, idx),
+                message("lesson02.lookup_hint"),
+            )
         if logits.dtype != torch.float32:
             fail(called, message("lesson02.logits_dtype", got=str(logits.dtype)))
 
@@ -87,12 +95,20 @@ def test_logits_lookup(submission, check_seed):
     expected = ref.bigram_logits(model.table, idx)
     shaped = _unflatten_if_loss_did_it(logits, B, T, V)
     if tuple(shaped.shape) != (B, T, V):
-        fail(model.called(idx), message("lesson02.logits_shape", got=tuple(logits.shape), expected=(B, T, V)),
-             *_lookup_diagnoses(logits, model.table, idx), message("lesson02.lookup_hint"))
-    problem = compare(shaped, expected.float(),
-                      what=message("lesson02.what_logits"), atol=ATOL, rtol=RTOL)
+        fail(
+            model.called(idx),
+            message("lesson02.logits_shape", got=tuple(logits.shape), expected=(B, T, V)),
+            *_lookup_diagnoses(logits, model.table, idx),
+            message("lesson02.lookup_hint"),
+        )
+    problem = compare(shaped, expected.float(), what=message("lesson02.what_logits"), atol=ATOL, rtol=RTOL)
     if problem:
-        fail(model.called(idx), problem, *_lookup_diagnoses(logits, model.table, idx), message("lesson02.lookup_hint"))
+        fail(
+            model.called(idx),
+            problem,
+            *_lookup_diagnoses(logits, model.table, idx),
+            message("lesson02.lookup_hint"),
+        )
     _expect_lookup_gradient(model, idx, logits, gen)
 
 
@@ -104,7 +120,9 @@ def _expect_lookup_gradient(model: LearnerBigram, idx: torch.Tensor, logits: tor
     v = torch.randn(logits.shape, generator=gen)
     # forward(idx) may return (logits, None) or, wrongly (loss-none's business), logits alone.
     got = next((g for g in model.table_grads(idx, None, [(v, None), v]) if g is not None), None)
-    expected = torch.zeros(V, V, dtype=torch.float64).index_add_(0, idx.reshape(-1), v.double().reshape(-1, V))
+    expected = torch.zeros(V, V, dtype=torch.float64).index_add_(
+        0, idx.reshape(-1), v.double().reshape(-1, V)
+    )
     called = model.called_grad(idx)
     if got is None or not bool(got.abs().sum() > 0):
         fail(called, message("lesson02.logits_no_gradient"), message("lesson02.lookup_hint"))
@@ -115,6 +133,7 @@ def _expect_lookup_gradient(model: LearnerBigram, idx: torch.Tensor, logits: tor
 
 # ---------------------------------------------------------------- TODO [loss-reshape]
 
+
 def _expect_unflattened_logits(logits, B, T, V, called, with_targets: bool) -> None:
     """forward returns (B, T, V) logits with or without targets; flattened ones are the loss
     code's doing. Any other shape is embedding-lookup's business: the loss cannot be judged."""
@@ -123,8 +142,11 @@ def _expect_unflattened_logits(logits, B, T, V, called, with_targets: bool) -> N
     if tuple(logits.shape) == (B * T, V):
         fail(called, message("lesson02.logits_flattened", got=tuple(logits.shape), expected=(B, T, V)))
     if with_targets:
-        fail(called, message("lesson02.logits_shape", got=tuple(logits.shape), expected=(B, T, V)),
-             message("lesson02.loss_waits_for_lookup"))
+        fail(
+            called,
+            message("lesson02.logits_shape", got=tuple(logits.shape), expected=(B, T, V)),
+            message("lesson02.loss_waits_for_lookup"),
+        )
 
 
 def _expect_scalar_loss(loss, called, B: int, T: int) -> None:
@@ -132,10 +154,16 @@ def _expect_scalar_loss(loss, called, B: int, T: int) -> None:
         fail(called, message("lesson02.loss_none_with_targets"))
     if not isinstance(loss, torch.Tensor):
         hint = "lesson02.loss_is_number" if isinstance(loss, (int, float)) else None
-        fail(called, message("lesson02.not_a_tensor", what=message("lesson02.what_loss"), got=type(loss).__name__),
-             message(hint) if hint else None)
+        fail(
+            called,
+            message("lesson02.not_a_tensor", what=message("lesson02.what_loss"), got=type(loss).__name__),
+            message(hint) if hint else None,
+        )
     if loss.device.type == "meta":
-        fail(called, message("lesson02.not_a_tensor", what=message("lesson02.what_loss"), got="Tensor(device=meta)"))
+        fail(
+            called,
+            message("lesson02.not_a_tensor", what=message("lesson02.what_loss"), got="Tensor(device=meta)"),
+        )
     if loss.dim() != 0:
         hint = "lesson02.loss_not_reduced" if loss.numel() in (B * T, B) else None
         fail(called, message("lesson02.loss_shape", got=tuple(loss.shape)), message(hint) if hint else None)
@@ -172,8 +200,11 @@ def _loss_check(submission, gen, V: int, B: int, T: int) -> None:
         # Flattened in place and returned so: loss-none reports it; the value is judged here.
         logits = logits.reshape(B, T, V)
     elif logits.dim() != 3 or logits.shape[0] * logits.shape[1] != B * T:
-        fail(called, message("lesson02.logits_shape", got=tuple(logits.shape), expected=(B, T, V)),
-             message("lesson02.loss_waits_for_lookup"))
+        fail(
+            called,
+            message("lesson02.logits_shape", got=tuple(logits.shape), expected=(B, T, V)),
+            message("lesson02.loss_waits_for_lookup"),
+        )
     # Judged on the learner's own logits: only how the loss is formed counts here.
     expected = ref.cross_entropy(logits, targets)
     # In the logits' own dtype: float64 logits (logits-shape's business) give a float64 loss.
@@ -182,18 +213,30 @@ def _loss_check(submission, gen, V: int, B: int, T: int) -> None:
     if problem is None:
         _expect_loss_gradient(model, idx, targets, logits, returned_shape)
         return
-    variants = [(ref.cross_entropy(logits, targets, pairing="targets_transposed"), "lesson02.diag_loss_targets_transposed"),
-                (_time_major_logits(logits, targets), "lesson02.diag_loss_logits_transposed"),
-                (ref.cross_entropy(logits, targets, reduction="sum"), "lesson02.diag_loss_sum"),
-                (ref.cross_entropy(logits, targets, log_probs=False), "lesson02.diag_loss_no_log_softmax")]
+    variants = [
+        (
+            ref.cross_entropy(logits, targets, pairing="targets_transposed"),
+            "lesson02.diag_loss_targets_transposed",
+        ),
+        (_time_major_logits(logits, targets), "lesson02.diag_loss_logits_transposed"),
+        (ref.cross_entropy(logits, targets, reduction="sum"), "lesson02.diag_loss_sum"),
+        (ref.cross_entropy(logits, targets, log_probs=False), "lesson02.diag_loss_no_log_softmax"),
+    ]
     if T == logits.shape[2]:
-        variants.insert(0, (ref.cross_entropy(logits, targets, pairing="classes_T"), "lesson02.diag_loss_classes_T"))
-    diagnoses = [message(key, T=T, V=V, B=B) for value, key in variants
-                 if math.isclose(float(loss), float(value), rel_tol=1e-5, abs_tol=1e-6)]
+        variants.insert(
+            0, (ref.cross_entropy(logits, targets, pairing="classes_T"), "lesson02.diag_loss_classes_T")
+        )
+    diagnoses = [
+        message(key, T=T, V=V, B=B)
+        for value, key in variants
+        if math.isclose(float(loss), float(value), rel_tol=1e-5, abs_tol=1e-6)
+    ]
     fail(called, problem, *diagnoses[:1], message("lesson02.loss_hint", N=B * T, V=V))
 
 
-def _expect_loss_gradient(model: LearnerBigram, idx, targets, logits: torch.Tensor, returned_shape: tuple) -> None:
+def _expect_loss_gradient(
+    model: LearnerBigram, idx, targets, logits: torch.Tensor, returned_shape: tuple
+) -> None:
     """The loss must carry the gradient training needs: what reaches the table from the loss
     is what reaches it from the learner's own logits with the cross-entropy's gradient
     (softmax - one-hot) / N as their cotangent. A loss rebuilt from a number (.item(),
@@ -202,7 +245,9 @@ def _expect_loss_gradient(model: LearnerBigram, idx, targets, logits: torch.Tens
     probe = logits.detach().double().requires_grad_(True)
     ref.cross_entropy(probe, targets).backward()
     through_logits = probe.grad.reshape(returned_shape).float()
-    via_logits, via_loss = model.table_grads(idx, targets, [(through_logits, None), (None, torch.tensor(1.0))])
+    via_logits, via_loss = model.table_grads(
+        idx, targets, [(through_logits, None), (None, torch.tensor(1.0))]
+    )
     if via_logits is None or not bool(via_logits.abs().sum() > 0):
         return
     called = model.called_grad(idx, targets)
@@ -242,12 +287,18 @@ def test_loss_none(submission, check_seed):
     model = _model(submission, gen)
     idx = _loss_tokens(B, T, V, gen)
     for with_targets in (False, True):  # forward(idx), then forward(idx, None)
-        called = model.called(idx) if not with_targets else message("lesson02.called_bigram_none",
-                                                                    call=model.call_text, shape=(B, T))
+        called = (
+            model.called(idx)
+            if not with_targets
+            else message("lesson02.called_bigram_none", call=model.call_text, shape=(B, T))
+        )
         logits, loss = model.logits(idx, None, with_targets=with_targets)
         if loss is not None:
-            shown = f"{float(loss):.4g}" if isinstance(loss, torch.Tensor) and loss.numel() == 1 \
-                and loss.device.type != "meta" else type(loss).__name__
+            shown = (
+                f"{float(loss):.4g}"
+                if isinstance(loss, torch.Tensor) and loss.numel() == 1 and loss.device.type != "meta"
+                else type(loss).__name__
+            )
             fail(called, message("lesson02.loss_without_targets", got=shown))
         _expect_unflattened_logits(logits, B, T, V, called, with_targets=False)
     if tuple(logits.shape) != (B, T, V):

@@ -14,9 +14,9 @@ import functools
 import pytest
 import torch
 
+from autograder.core.results import Block, message
 from autograder.engine.checks import CheckFailure, fail
 from autograder.engine.grader_helpers import generator, tokens
-from autograder.core.results import Block, message
 from autograder.sandbox.client import StudentError
 
 from . import reference as ref
@@ -49,6 +49,7 @@ def _spied_probs_shapes(spied: list) -> list[tuple]:
 
 # ---------------------------------------------------------------- TODO [last-step]
 
+
 @pytest.mark.check("last-position")
 def test_last_position(submission, check_seed):
     """With a table where every token has one certain successor, generate must follow the
@@ -78,7 +79,11 @@ def _judge_last_position(learner, model, gen, B: int, T: int, V: int, steps: int
     run = learner.run(idx, steps, seed, spy=True, judging="last-step", rows_fine=rows_fine)
     wrong = [shape for shape in _spied_probs_shapes(run["spied"]) if shape != (B, V)]
     if wrong:
-        fail(called, message("lesson02.probs_shape", got=wrong[0], expected=(B, V)), message("lesson02.last_step_hint"))
+        fail(
+            called,
+            message("lesson02.probs_shape", got=wrong[0], expected=(B, V)),
+            message("lesson02.last_step_hint"),
+        )
     if not _grown(run["value"], idx, steps):
         return  # the right (B, V) draws, but the output is malformed: the sampling checks say how
     out = run["value"]
@@ -86,15 +91,27 @@ def _judge_last_position(learner, model, gen, B: int, T: int, V: int, steps: int
     if not _grown(run_other, other, steps):
         return
     chain = ref.replay(model.table, idx, steps, None, mode="argmax")
-    if torch.equal(out, chain) and torch.equal(run_other, ref.replay(model.table, other, steps, None, mode="argmax")):
+    if torch.equal(out, chain) and torch.equal(
+        run_other, ref.replay(model.table, other, steps, None, mode="argmax")
+    ):
         return
     shown = [message("lesson02.chain_legend"), _rows(idx, out, chain)]
     if torch.equal(out, ref.replay(model.table, idx, steps, None, position="first", mode="argmax")):
-        fail(called, message("lesson02.chain_not_followed"), *shown, message("lesson02.diag_first_position"),
-             message("lesson02.last_step_hint"))
+        fail(
+            called,
+            message("lesson02.chain_not_followed"),
+            *shown,
+            message("lesson02.diag_first_position"),
+            message("lesson02.last_step_hint"),
+        )
     if not torch.equal(out[:, T:], run_other[:, T:]):
-        fail(called, message("lesson02.chain_not_followed"), *shown, message("lesson02.depends_on_earlier"),
-             message("lesson02.last_step_hint"))
+        fail(
+            called,
+            message("lesson02.chain_not_followed"),
+            *shown,
+            message("lesson02.depends_on_earlier"),
+            message("lesson02.last_step_hint"),
+        )
     # Only the last token matters, but the draws are not its successors: the sampling's business.
 
 
@@ -102,24 +119,32 @@ def _grown(out, idx: torch.Tensor, steps: int) -> bool:
     """Whether generate's output is what the sampling code should make of it: an int64 tensor
     (B, T + steps) starting with idx (anything else is reported by the sampling checks)."""
     B, T = idx.shape
-    return (isinstance(out, torch.Tensor) and out.device.type != "meta" and out.dtype == torch.int64
-            and tuple(out.shape) == (B, T + steps) and torch.equal(out[:, :T], idx))
+    return (
+        isinstance(out, torch.Tensor)
+        and out.device.type != "meta"
+        and out.dtype == torch.int64
+        and tuple(out.shape) == (B, T + steps)
+        and torch.equal(out[:, :T], idx)
+    )
 
 
 def _unless_last_step_broke(check):
     """A sampling check that cannot judge the sampling code when the logits TODO [last-step]
     keeps are not (B, V): it fails saying it waits on last-step (which last-position explains),
     never blaming the sampling code."""
+
     @functools.wraps(check)
     def judged(*args, **kwargs):
         try:
             return check(*args, **kwargs)
         except CannotJudge:
             fail(message("lesson02.sampling_waits_for_last_step"), waits_on="last-step")
+
     return judged
 
 
 # ---------------------------------------------------------------- TODO [sampling]
+
 
 @pytest.mark.check("sampling-reference")
 @_unless_last_step_broke
@@ -131,13 +156,17 @@ def test_sampling_reference(submission, check_seed):
     idx = tokens(B, T, V, gen)
     seed, global_seed = _seed(gen), _seed(gen)
     called = learner.called(idx, steps, seed, global_seed)
-    out = expect_generated(learner.run(idx, steps, seed, global_seed=global_seed)["value"], idx, steps, called)
+    out = expect_generated(
+        learner.run(idx, steps, seed, global_seed=global_seed)["value"], idx, steps, called
+    )
     expected = ref.replay(model.table, idx, steps, seed)
     if torch.equal(out, expected):
         return
     # The same draw from another position's logits is last-step's business (its check says
     # so); with replacement=True the draw is just as right.
-    if any(torch.equal(out, ref.replay(model.table, idx, steps, seed, position=p)) for p in ("first", "mean")):
+    if any(
+        torch.equal(out, ref.replay(model.table, idx, steps, seed, position=p)) for p in ("first", "mean")
+    ):
         return
     if torch.equal(out, ref.replay(model.table, idx, steps, seed, replacement=True)):
         return
@@ -151,11 +180,19 @@ def test_sampling_reference(submission, check_seed):
     ]
     found = [message(key) for candidate, key in diagnoses if torch.equal(out, candidate)]
     first = int((out != expected).any(dim=0).nonzero()[0]) - T
-    fail(called, message("lesson02.samples_differ", step=first), message("lesson02.samples_legend"),
-         _rows(idx, out, expected), *found[:1], message("lesson02.sampling_hint"))
+    fail(
+        called,
+        message("lesson02.samples_differ", step=first),
+        message("lesson02.samples_legend"),
+        _rows(idx, out, expected),
+        *found[:1],
+        message("lesson02.sampling_hint"),
+    )
 
 
-def _right_on_flat_positions(learner, submission, gen, V: int, idx, steps: int, seed: int, global_seed: int) -> bool:
+def _right_on_flat_positions(
+    learner, submission, gen, V: int, idx, steps: int, seed: int, global_seed: int
+) -> bool:
     """Whether generate draws right with a model whose logits are the same at every position
     (one row repeated in the table): whichever position TODO [last-step] keeps, the sampling
     code then gets the right (B, V) logits, so a mismatch above was the position's."""
@@ -169,7 +206,9 @@ def _right_on_flat_positions(learner, submission, gen, V: int, idx, steps: int, 
     if not isinstance(out, torch.Tensor) or tuple(out.shape) != (idx.shape[0], idx.shape[1] + steps):
         return False
     expected = ref.replay(flat.table, idx, steps, seed)
-    return torch.equal(out.cpu(), expected) or torch.equal(out.cpu(), ref.replay(flat.table, idx, steps, seed, replacement=True))
+    return torch.equal(out.cpu(), expected) or torch.equal(
+        out.cpu(), ref.replay(flat.table, idx, steps, seed, replacement=True)
+    )
 
 
 @pytest.mark.check("sampling-generator")
@@ -185,13 +224,18 @@ def test_sampling_generator(submission, check_seed):
     seed, other_seed = _seed(gen), _seed(gen)
     runs = {}
     for key, s, g in (("a", seed, 1), ("b", seed, 2), ("c", other_seed, 1)):
-        runs[key] = expect_generated(learner.run(idx, steps, s, global_seed=g)["value"], idx, steps,
-                                     learner.called(idx, steps, s, g))
+        runs[key] = expect_generated(
+            learner.run(idx, steps, s, global_seed=g)["value"], idx, steps, learner.called(idx, steps, s, g)
+        )
     if not torch.equal(runs["a"], runs["b"]):
         fail(learner.called(idx, steps, seed, 1), message("lesson02.not_reproducible", seed=seed))
     if torch.equal(runs["a"], runs["c"]):
-        fail(learner.called(idx, steps, seed, 1), message("lesson02.not_random", seed=seed, other=other_seed,
-                                                          tokens=str(runs["a"][0, T:].tolist())))
+        fail(
+            learner.called(idx, steps, seed, 1),
+            message(
+                "lesson02.not_random", seed=seed, other=other_seed, tokens=str(runs["a"][0, T:].tolist())
+            ),
+        )
 
 
 @pytest.mark.check("generate-output")
@@ -206,16 +250,32 @@ def test_generate_output(submission, check_seed):
     called = learner.called(idx, steps, seed)
     value, after = learner.run_keeping_input(idx, steps, seed)
     out = expect_generated(value, idx, steps, called)
-    if not torch.equal(out[:, :idx.shape[1]], idx):
-        fail(called, message("lesson02.prefix_changed", got=str(out[0, :idx.shape[1]].tolist()), expected=str(idx[0].tolist())))
+    if not torch.equal(out[:, : idx.shape[1]], idx):
+        fail(
+            called,
+            message(
+                "lesson02.prefix_changed",
+                got=str(out[0, : idx.shape[1]].tolist()),
+                expected=str(idx[0].tolist()),
+            ),
+        )
     if bool(((out < 0) | (out >= V)).any()):
         fail(called, message("lesson02.tokens_out_of_range", V=V, got=str(out[0].tolist())))
     if after is not None and not (after.shape == idx.shape and torch.equal(after, idx)):
-        fail(called, message("lesson02.input_mutated", got=str(tuple(after.shape)), expected=str(tuple(idx.shape))))
+        fail(
+            called,
+            message("lesson02.input_mutated", got=str(tuple(after.shape)), expected=str(tuple(idx.shape))),
+        )
     # A one-token context, and no new tokens at all.
     for context, n in ((tokens(3, 1, V, gen), 4), (idx, 0)):
         called = learner.called(context, n, seed)
         out = expect_generated(learner.run(context, n, seed)["value"], context, n, called)
-        if not torch.equal(out[:, :context.shape[1]], context):
-            fail(called, message("lesson02.prefix_changed", got=str(out[0, :context.shape[1]].tolist()),
-                                 expected=str(context[0].tolist())))
+        if not torch.equal(out[:, : context.shape[1]], context):
+            fail(
+                called,
+                message(
+                    "lesson02.prefix_changed",
+                    got=str(out[0, : context.shape[1]].tolist()),
+                    expected=str(context[0].tolist()),
+                ),
+            )

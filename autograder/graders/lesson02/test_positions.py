@@ -11,10 +11,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from autograder.core.results import message
 from autograder.engine.checks import fail
 from autograder.engine.feedback import compare
 from autograder.engine.grader_helpers import generator, tokens
-from autograder.core.results import message
 
 from . import reference as ref
 from .harness import ATOL, EMBED, RTOL, LearnerEmbedding, expect_tensor
@@ -33,11 +33,17 @@ def _diagnoses(x, emb: LearnerEmbedding, idx: torch.Tensor) -> list:
         return [message("lesson02.diag_positions_concat", C=C, twoC=2 * C)]
     if tuple(x.shape) != (B, T, C):
         return []
-    candidates = [(ref.token_position(emb.tok, emb.pos, idx, positions="none"), "lesson02.diag_positions_missing"),
-                  (ref.token_position(emb.tok, emb.pos, idx, positions="reversed"), "lesson02.diag_positions_reversed")]
+    candidates = [
+        (ref.token_position(emb.tok, emb.pos, idx, positions="none"), "lesson02.diag_positions_missing"),
+        (ref.token_position(emb.tok, emb.pos, idx, positions="reversed"), "lesson02.diag_positions_reversed"),
+    ]
     if int(idx.max()) < emb.cfg["block_size"]:
-        candidates.append((ref.bigram_logits(emb.tok, idx) + ref.bigram_logits(emb.pos, idx),
-                           "lesson02.diag_positions_from_tokens"))
+        candidates.append(
+            (
+                ref.bigram_logits(emb.tok, idx) + ref.bigram_logits(emb.pos, idx),
+                "lesson02.diag_positions_from_tokens",
+            )
+        )
     for expected, key in candidates:
         if torch.allclose(x.double(), expected, atol=1e-5, rtol=1e-5):
             return [message(key)]
@@ -59,8 +65,12 @@ def test_positions_shape(submission, check_seed):
             hint = None
             if tuple(x.shape) == (B, cfg["block_size"], cfg["C"]) and T != cfg["block_size"]:
                 hint = message("lesson02.hint_positions_block_size", T=T, bs=cfg["block_size"])
-            fail(called, message("lesson02.x_shape", got=tuple(x.shape), expected=expected),
-                 hint, *([] if hint else _diagnoses(x, emb, idx)))
+            fail(
+                called,
+                message("lesson02.x_shape", got=tuple(x.shape), expected=expected),
+                hint,
+                *([] if hint else _diagnoses(x, emb, idx)),
+            )
         if x.dtype != torch.float32:
             fail(called, message("lesson02.x_dtype", got=str(x.dtype)))
 
@@ -95,7 +105,9 @@ def _expect_position_gradient(emb: LearnerEmbedding, idx: torch.Tensor, gen) -> 
         fail(called, message("lesson02.positions_no_gradient"))
     expected = torch.zeros(emb.cfg["block_size"], emb.cfg["C"], dtype=torch.float64)
     expected[:T] = v.double().sum(dim=0)
-    problem = compare(got, expected.float(), what=message("lesson02.what_position_grad"), atol=ATOL, rtol=RTOL)
+    problem = compare(
+        got, expected.float(), what=message("lesson02.what_position_grad"), atol=ATOL, rtol=RTOL
+    )
     if problem:
         fail(called, problem)
 
@@ -119,7 +131,10 @@ def test_positions_device(submission, check_seed):
         traced = emb.forward(idx, moved, capture=True)
         x = traced["value"]
         if not isinstance(x, torch.Tensor):
-            fail(called, message("lesson02.not_a_tensor", what=message("lesson02.what_x"), got=type(x).__name__))
+            fail(
+                called,
+                message("lesson02.not_a_tensor", what=message("lesson02.what_x"), got=type(x).__name__),
+            )
         # What entered the position table: positions made on another device than idx.
         for seen in traced["captured"]:
             if seen.device.type != device:
@@ -129,6 +144,8 @@ def test_positions_device(submission, check_seed):
         if tuple(x.shape) != (B, T, cfg["C"]):
             fail(called, message("lesson02.x_shape", got=tuple(x.shape), expected=(B, T, cfg["C"])))
         if reference is not None:
-            problem = compare(x.cpu(), reference.float(), what=message("lesson02.what_x"), atol=ATOL, rtol=RTOL)
+            problem = compare(
+                x.cpu(), reference.float(), what=message("lesson02.what_x"), atol=ATOL, rtol=RTOL
+            )
             if problem:
                 fail(called, problem)

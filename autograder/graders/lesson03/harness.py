@@ -11,10 +11,10 @@ from types import SimpleNamespace
 import numpy as np
 import torch
 
+from autograder.core.results import Block, Figure, message
 from autograder.engine.checks import CheckFailure, fail
 from autograder.engine.feedback import compare
 from autograder.engine.grader_helpers import config_text, hinted, load_weights
-from autograder.core.results import Block, Figure, message
 from autograder.sandbox.client import Sandbox, StudentError
 
 from . import reference as ref
@@ -33,7 +33,12 @@ def captured_weights(captured: list, n_head: int) -> torch.Tensor | None:
     if not tensors:
         return None
     first = tensors[0]
-    if first.dim() == 3 and n_head > 1 and len(tensors) >= n_head and all(c.shape == first.shape for c in tensors[:n_head]):
+    if (
+        first.dim() == 3
+        and n_head > 1
+        and len(tensors) >= n_head
+        and all(c.shape == first.shape for c in tensors[:n_head])
+    ):
         return torch.stack(tensors[:n_head], dim=1)
     return first
 
@@ -46,6 +51,7 @@ def looks_like_weights(w: torch.Tensor, B: int, n_head: int, T: int) -> bool:
     finite = w[torch.isfinite(w)]
     return not bool(torch.isinf(w).any()) and not bool((finite < 0).any())
 
+
 # Heads smaller than their number (hs = 2 < nh = 6), and a single head (hs = C): for the
 # checks of the whole output.
 NARROW = {"n_embd": 12, "n_head": 6, "block_size": 9, "dropout": 0.0}
@@ -56,6 +62,8 @@ def exact(cfg: dict, T: int) -> dict:
     """`cfg` with block_size = T: the checks of other TODOs than [mask] run at T = block_size,
     where a mask that is not cropped to T (TODO [mask]) cannot break their forward."""
     return {**cfg, "block_size": T}
+
+
 ATOL = RTOL = 1e-5
 SDPA = "torch.nn.functional.scaled_dot_product_attention"
 
@@ -67,8 +75,16 @@ def describe_call(cfg: dict, fused: bool) -> str:
 class LearnerAttention:
     """A learner's CausalSelfAttention in the worker, holding weights drawn by the grader."""
 
-    def __init__(self, sub: Sandbox, cfg: dict, gen: torch.Generator, *, fused: bool = False,
-                 train: bool = False, weights: dict | None = None) -> None:
+    def __init__(
+        self,
+        sub: Sandbox,
+        cfg: dict,
+        gen: torch.Generator,
+        *,
+        fused: bool = False,
+        train: bool = False,
+        weights: dict | None = None,
+    ) -> None:
         self.sub, self.cfg, self.fused = sub, cfg, fused
         cls = sub.getattr(sub.module("attention"), "CausalSelfAttention")
         self.handle = sub.call(cls, SimpleNamespace(**cfg), fused=fused)
@@ -84,28 +100,43 @@ class LearnerAttention:
         return describe_call(self.cfg, self.fused)
 
     def called(self, x: torch.Tensor, *, train: bool = False):
-        return message("lesson03.called_train" if train else "lesson03.called", call=self.call_text,
-                       shape=tuple(x.shape))
+        return message(
+            "lesson03.called_train" if train else "lesson03.called", call=self.call_text, shape=tuple(x.shape)
+        )
 
     def forward(self, x: torch.Tensor, seed: int | None = None) -> torch.Tensor:
         y = self.traced(x, seed=seed)["value"]
         return y
 
-    def traced(self, x: torch.Tensor, *, seed: int | None = None, spy: bool = False,
-               capture: tuple[str, ...] = ("attn_drop",)) -> dict:
+    def traced(
+        self,
+        x: torch.Tensor,
+        *,
+        seed: int | None = None,
+        spy: bool = False,
+        capture: tuple[str, ...] = ("attn_drop",),
+    ) -> dict:
         """forward(x), with the attention weights captured where they enter attn_drop."""
         with mask_crop_hint(self.cfg, x.shape[1]):
-            result = self.sub.call_traced(self.handle, x, capture=capture,
-                                          spy=(SDPA,) if spy else (), seed=seed, no_grad=True)
+            result = self.sub.call_traced(
+                self.handle, x, capture=capture, spy=(SDPA,) if spy else (), seed=seed, no_grad=True
+            )
         if not isinstance(result.get("value"), torch.Tensor):
             fail(self.called(x), message("lesson03.not_a_tensor", got=type(result.get("value")).__name__))
         if result["value"].device.type == "meta" or result["value"].is_complex():
             # A tensor without values (or of a kind attention never produces) cannot be judged.
-            fail(self.called(x), message("lesson03.not_a_tensor",
-                                         got=f"Tensor(device={result['value'].device.type}, dtype={result['value'].dtype})"))
+            fail(
+                self.called(x),
+                message(
+                    "lesson03.not_a_tensor",
+                    got=f"Tensor(device={result['value'].device.type}, dtype={result['value'].dtype})",
+                ),
+            )
         return result
 
-    def weights(self, x: torch.Tensor, traced: dict | None = None, *, required: bool = True) -> torch.Tensor | None:
+    def weights(
+        self, x: torch.Tensor, traced: dict | None = None, *, required: bool = True
+    ) -> torch.Tensor | None:
         """The attention weights (B, nh, T, T) of forward(x): as they entered attn_drop (the
         first time: passing through it more than once is dropout-modes' business), stacked when
         the heads went through it one by one (a loop over heads, (B, T, T) each); or, when what
@@ -146,16 +177,23 @@ class LearnerAttention:
         try:
             merged = torch.linalg.solve(W, (y - b).transpose(-1, -2)).transpose(-1, -2)  # (B, T, C)
             v = ref.values(x, self.sd, self.n_head)
-            w = torch.stack([merged[..., h * hs:(h + 1) * hs] @ torch.linalg.pinv(v[h])
-                             for h in range(self.n_head)], dim=1)  # (B, nh, T, T)
+            w = torch.stack(
+                [merged[..., h * hs : (h + 1) * hs] @ torch.linalg.pinv(v[h]) for h in range(self.n_head)],
+                dim=1,
+            )  # (B, nh, T, T)
         except RuntimeError:  # a singular system: nothing to say
             return None
         return torch.where(w.abs() < 1e-9, torch.zeros_like(w), w).float()
 
     def expect_output(self, x: torch.Tensor, expected: torch.Tensor, what, *diagnoses) -> torch.Tensor:
         y = self.forward(x)
-        problem = compare(y, expected.to(y.dtype) if isinstance(y, torch.Tensor) else expected,
-                          what=what, atol=ATOL, rtol=RTOL)
+        problem = compare(
+            y,
+            expected.to(y.dtype) if isinstance(y, torch.Tensor) else expected,
+            what=what,
+            atol=ATOL,
+            rtol=RTOL,
+        )
         if problem:
             fail(self.called(x), problem, *diagnose(y, diagnoses))
         return y
@@ -165,8 +203,10 @@ class LearnerAttention:
 # tensor a (11) must match the size of tensor b (7) at non-singleton dimension 3", or with T = 1
 # (where masked_fill broadcasts) "Expected size for first two dimensions of batch2 tensor to be:
 # [6, 11] but got: [6, 1]."
-_SIZE_MISMATCH = (re.compile(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)"),
-                  re.compile(r"batch2 tensor to be: \[\d+, (\d+)\] but got: \[\d+, (\d+)\]"))
+_SIZE_MISMATCH = (
+    re.compile(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)"),
+    re.compile(r"batch2 tensor to be: \[\d+, (\d+)\] but got: \[\d+, (\d+)\]"),
+)
 
 
 def mask_crop_hint(cfg: dict, T: int):
@@ -200,8 +240,12 @@ class ScoreFit:
     @property
     def fits(self) -> bool:
         # Weights that ignore the scores (divisor inf) or flee them (< 0) explain nothing.
-        return (self.pairs >= self.MIN_PAIRS and self.spread >= self.MIN_SPREAD
-                and self.residual <= self.FITS * self.spread and 0 < self.divisor < math.inf)
+        return (
+            self.pairs >= self.MIN_PAIRS
+            and self.spread >= self.MIN_SPREAD
+            and self.residual <= self.FITS * self.spread
+            and 0 < self.divisor < math.inf
+        )
 
 
 def fit_scores(weights: torch.Tensor, raw: torch.Tensor) -> ScoreFit:
@@ -241,15 +285,20 @@ def fit_scores(weights: torch.Tensor, raw: torch.Tensor) -> ScoreFit:
     return ScoreFit(1.0 / a if a else math.inf, residual, spread, n)
 
 
-def explain_weights(weights: torch.Tensor, x: torch.Tensor, sd: dict, n_head: int) -> tuple[str, ScoreFit] | None:
+def explain_weights(
+    weights: torch.Tensor, x: torch.Tensor, sd: dict, n_head: int
+) -> tuple[str, ScoreFit] | None:
     """The first split of ref.SPLITS under which the weights are a row softmax of q k^T / d;
     failing that, a softmax over the queries (dim=-2: a slip outside the TODOs, judged by
     reference-parity), so that how q and k are formed and the scale can still be judged."""
     for transposed in (False, True):
         for split in ref.SPLITS:
             raw = ref.raw_scores(x, sd, n_head, split)
-            fit = (fit_scores(weights.transpose(-1, -2), raw.transpose(-1, -2)) if transposed
-                   else fit_scores(weights, raw))
+            fit = (
+                fit_scores(weights.transpose(-1, -2), raw.transpose(-1, -2))
+                if transposed
+                else fit_scores(weights, raw)
+            )
             if fit.fits:
                 return split, fit
     return None
@@ -302,8 +351,11 @@ def diagnose(actual, candidates) -> list:
     """Messages for every (expected_variant, message) pair that `actual` matches."""
     found = []
     for expected, text in candidates:
-        if isinstance(actual, torch.Tensor) and actual.shape == expected.shape and torch.allclose(
-                actual.double(), expected.double(), atol=1e-4, rtol=1e-4):
+        if (
+            isinstance(actual, torch.Tensor)
+            and actual.shape == expected.shape
+            and torch.allclose(actual.double(), expected.double(), atol=1e-4, rtol=1e-4)
+        ):
             found.append(text)
             break
     return found
@@ -322,7 +374,11 @@ def attention_heatmap(weights, title_key: str = "lesson03.heatmap_title"):
     while heads.ndim > 3:
         heads = heads[0]
     w = heads[0] if heads.ndim == 3 else heads
-    return [message(title_key), heatmap(w, leaks=leaking_cells(w)), Figure(heads, title=message("lesson03.figure_weights"))]
+    return [
+        message(title_key),
+        heatmap(w, leaks=leaking_cells(w)),
+        Figure(heads, title=message("lesson03.figure_weights")),
+    ]
 
 
 def mask_grid(mask: np.ndarray) -> Block:

@@ -15,6 +15,7 @@ import torch
 
 # ---------------------------------------------------------------- NumPy warm-up
 
+
 def np_softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
     shifted = x - x.max(axis=axis, keepdims=True)
     e = np.exp(shifted)
@@ -24,8 +25,12 @@ def np_softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
 def np_attention(X, W_Q, W_K, W_V, *, scale: str = "sqrt_dk", causal: bool = True, axis: int = -1):
     Q, K, V = X @ W_Q, X @ W_K, X @ W_V
     T, d_k = Q.shape
-    divisor = {"sqrt_dk": math.sqrt(d_k), "none": 1.0, "dk": float(d_k),
-               "sqrt_dmodel": math.sqrt(X.shape[1])}[scale]
+    divisor = {
+        "sqrt_dk": math.sqrt(d_k),
+        "none": 1.0,
+        "dk": float(d_k),
+        "sqrt_dmodel": math.sqrt(X.shape[1]),
+    }[scale]
     scores = Q @ K.T / divisor
     if causal:
         scores = np.where(np.tri(T, dtype=bool), scores, -np.inf)
@@ -49,28 +54,50 @@ PART_ORDER = {"qk_swapped": (1, 0, 2), "kv_swapped": (0, 2, 1), "qv_swapped": (2
 
 def divisor(scale: str, hs: int, C: int) -> float:
     """What the scores are divided by under each SCALES entry."""
-    return {"sqrt_hs": math.sqrt(hs), "sqrt_C": math.sqrt(C), "none": 1.0, "hs": float(hs),
-            "times_sqrt_hs": 1.0 / math.sqrt(hs)}[scale]
+    return {
+        "sqrt_hs": math.sqrt(hs),
+        "sqrt_C": math.sqrt(C),
+        "none": 1.0,
+        "hs": float(hs),
+        "times_sqrt_hs": 1.0 / math.sqrt(hs),
+    }[scale]
 
 
 def random_weights(C: int, generator: torch.Generator, std: float = 0.35) -> dict[str, torch.Tensor]:
     """Weights for CausalSelfAttention's state_dict; std large enough that softmax is not flat."""
+
     def normal(*shape):
         return torch.randn(*shape, generator=generator) * std
 
-    return {"qkv.weight": normal(3 * C, C), "qkv.bias": normal(3 * C) * 0.3,
-            "proj.weight": normal(C, C), "proj.bias": normal(C) * 0.3}
+    return {
+        "qkv.weight": normal(3 * C, C),
+        "qkv.bias": normal(3 * C) * 0.3,
+        "proj.weight": normal(C, C),
+        "proj.bias": normal(C) * 0.3,
+    }
 
 
 def _allowed(T: int, mask: str) -> torch.Tensor:
     i = torch.arange(T).view(T, 1)
     j = torch.arange(T).view(1, T)
-    return {"causal": j <= i, "none": torch.ones(T, T, dtype=torch.bool),
-            "inverted": j >= i, "strict": j < i}[mask]
+    return {
+        "causal": j <= i,
+        "none": torch.ones(T, T, dtype=torch.bool),
+        "inverted": j >= i,
+        "strict": j < i,
+    }[mask]
 
 
-def attention_weights(x: torch.Tensor, sd: dict, n_head: int, *, scale: str = "sqrt_hs",
-                      mask: str = "causal", split: str = "contiguous", softmax_dim: int = -1) -> torch.Tensor:
+def attention_weights(
+    x: torch.Tensor,
+    sd: dict,
+    n_head: int,
+    *,
+    scale: str = "sqrt_hs",
+    mask: str = "causal",
+    split: str = "contiguous",
+    softmax_dim: int = -1,
+) -> torch.Tensor:
     """The attention matrix (B, nh, T, T) the reference computes, head by head (normalised
     over the queries, a bug, when softmax_dim is -2)."""
     _, T, C = x.shape
@@ -83,8 +110,9 @@ def values(x: torch.Tensor, sd: dict, n_head: int, split: str = "contiguous") ->
     return _project(x, sd, n_head, split)[2]
 
 
-def merge_and_project(weights: torch.Tensor, v_heads: list[torch.Tensor], sd: dict,
-                      merge: str = "concat", proj: bool = True) -> torch.Tensor:
+def merge_and_project(
+    weights: torch.Tensor, v_heads: list[torch.Tensor], sd: dict, merge: str = "concat", proj: bool = True
+) -> torch.Tensor:
     """Given attention weights (B, nh, T, T) and per-head values, the module's output (B, T, C)
     (without the output projection when `proj` is False: a bug)."""
     B, nh, T, _ = weights.shape
@@ -105,7 +133,9 @@ def attention_forward(x: torch.Tensor, sd: dict, n_head: int, **variant) -> torc
     """The module's output in float64 (dropout off)."""
     merge, proj = variant.pop("merge", "concat"), variant.pop("proj", True)
     weights = attention_weights(x, sd, n_head, **variant)
-    return merge_and_project(weights, values(x, sd, n_head, variant.get("split", "contiguous")), sd, merge, proj)
+    return merge_and_project(
+        weights, values(x, sd, n_head, variant.get("split", "contiguous")), sd, merge, proj
+    )
 
 
 def _project(x: torch.Tensor, sd: dict, n_head: int, split: str):
@@ -115,11 +145,11 @@ def _project(x: torch.Tensor, sd: dict, n_head: int, split: str):
     B, T, C = x.shape
     hs = C // n_head
     qkv = x @ W.T + b  # (B, T, 3C)
-    parts = [qkv[..., i * C:(i + 1) * C] for i in range(3)]
+    parts = [qkv[..., i * C : (i + 1) * C] for i in range(3)]
     if split in PART_ORDER:  # e.g. k, q, v = qkv.split(C, dim=2)
         parts = [parts[i] for i in PART_ORDER[split]]
     if split in ("contiguous", *PART_ORDER):  # head h owns channels [h*hs, (h+1)*hs)
-        return [[p[..., h * hs:(h + 1) * hs] for h in range(n_head)] for p in parts]
+        return [[p[..., h * hs : (h + 1) * hs] for h in range(n_head)] for p in parts]
     if split == "interleaved":  # a view(B, T, hs, nh) bug: head h gets channels h, h+nh, ...
         return [[p[..., h::n_head] for h in range(n_head)] for p in parts]
     if split == "no_transpose":  # (B, T, C) reshaped straight to (B, nh, T, hs): tokens mixed
@@ -144,7 +174,9 @@ def forward_detached(x: torch.Tensor, sd: dict, n_head: int, detach: tuple[str, 
             cut[name] = [t.detach() for t in cut[name]]
     T = x.shape[1]
     hs = x.shape[2] // n_head
-    scores = torch.stack([torch.einsum("btd,bsd->bts", cut["q"][h], cut["k"][h]) for h in range(n_head)], dim=1)
+    scores = torch.stack(
+        [torch.einsum("btd,bsd->bts", cut["q"][h], cut["k"][h]) for h in range(n_head)], dim=1
+    )
     scores = (scores / math.sqrt(hs)).masked_fill(~_allowed(T, "causal"), float("-inf"))
     weights = torch.softmax(scores, dim=-1)
     if "weights" in detach:
@@ -152,14 +184,17 @@ def forward_detached(x: torch.Tensor, sd: dict, n_head: int, detach: tuple[str, 
     return merge_and_project(weights, cut["v"], sd)
 
 
-def input_vjp(x: torch.Tensor, sd: dict, n_head: int, cotangents: list[torch.Tensor],
-              detach: tuple[str, ...] = ()) -> list[torch.Tensor]:
+def input_vjp(
+    x: torch.Tensor, sd: dict, n_head: int, cotangents: list[torch.Tensor], detach: tuple[str, ...] = ()
+) -> list[torch.Tensor]:
     """d <forward(x), c> / dx for each cotangent c, in float64."""
     xg = x.detach().double().requires_grad_(True)
     y = forward_detached(xg, sd, n_head, detach)
     if not y.requires_grad:  # every path cut
         return [torch.zeros_like(xg) for _ in cotangents]
     # <y, c> differentiated rather than c given as grad_outputs, which imports sympy (~0.7 s).
-    grads = [torch.autograd.grad((y * c.double()).sum(), xg, retain_graph=True, allow_unused=True)[0]
-             for c in cotangents]
+    grads = [
+        torch.autograd.grad((y * c.double()).sum(), xg, retain_graph=True, allow_unused=True)[0]
+        for c in cotangents
+    ]
     return [torch.zeros_like(xg) if g is None else g for g in grads]

@@ -7,10 +7,10 @@ import math
 import pytest
 import torch
 
+from autograder.core.results import Feedback, message
 from autograder.engine.checks import CheckFailure, expect, fail
 from autograder.engine.feedback import compare, heatmap, leaking_cells
 from autograder.engine.grader_helpers import generator, hinted, learner_frames, scaled_heatmap
-from autograder.core.results import Feedback, message
 from autograder.sandbox.client import StudentError
 
 from . import reference as ref
@@ -25,16 +25,16 @@ from .harness import (
     LearnerAttention,
     attention_heatmap,
     captured_weights,
-    looks_like_weights,
+    columns_sum_to_one,
     diagnose,
+    exact,
     expect_finite,
     expect_some_finite_weights,
     explain_weights,
+    looks_like_weights,
     mask_crop_hint,
-    random_input,
-    columns_sum_to_one,
-    exact,
     mask_explains,
+    random_input,
     rows_sum_to_one,
 )
 
@@ -53,12 +53,14 @@ def _leak_is_the_masks(attn: LearnerAttention, x: torch.Tensor) -> bool:
 
 # ---------------------------------------------------------------- TODO [mask]
 
+
 @pytest.mark.check("mask-buffer")
 def test_mask_buffer(submission, check_seed):
     attn = LearnerAttention(submission, MAIN, generator(check_seed))
     bs = MAIN["block_size"]
-    buffers = dict(submission.request("call", target=attn.handle, method="named_buffers",
-                                      options={"materialize": True}))
+    buffers = dict(
+        submission.request("call", target=attn.handle, method="named_buffers", options={"materialize": True})
+    )
     if "mask" not in buffers:
         fail(message("lesson03.mask_not_buffer", names=", ".join(buffers) or "—"))
     mask = buffers["mask"]
@@ -71,15 +73,19 @@ def test_mask_buffer(submission, check_seed):
     if not torch.equal(keep, lower):
         # 1 where j > i (LLMs-from-scratch's mask marks what to hide): the course's marks what is seen.
         marks_future = torch.equal(keep, ~lower)
-        fail(message("lesson03.mask_pattern"), heatmap(keep.double().numpy()[:8, :8]),
-             message("lesson03.mask_pattern_legend"),
-             message("lesson03.mask_marks_future") if marks_future else None)
+        fail(
+            message("lesson03.mask_pattern"),
+            heatmap(keep.double().numpy()[:8, :8]),
+            message("lesson03.mask_pattern_legend"),
+            message("lesson03.mask_marks_future") if marks_future else None,
+        )
     state = submission.call(attn.handle, method="state_dict")
     if any(key == "mask" or key.endswith(".mask") for key in state):
         fail(message("lesson03.mask_persistent"))
     moved = submission.call(attn.handle, "meta", method="to")
-    buffers = dict(submission.request("call", target=moved, method="named_buffers",
-                                      options={"materialize": True}))
+    buffers = dict(
+        submission.request("call", target=moved, method="named_buffers", options={"materialize": True})
+    )
     if "mask" not in buffers or buffers["mask"].device.type != "meta":
         fail(message("lesson03.mask_not_moved"))
 
@@ -92,8 +98,9 @@ def _raised_at(err: StudentError, *, function: str | None = None, mentions: str 
     if not frames:
         return False
     last = frames[-1]
-    return ((function is not None and last.get("name") == function)
-            or (mentions is not None and mentions in str(last.get("line", ""))))
+    return (function is not None and last.get("name") == function) or (
+        mentions is not None and mentions in str(last.get("line", ""))
+    )
 
 
 def _expect_forward_on_meta(submission, moved, attn: LearnerAttention) -> None:
@@ -105,8 +112,11 @@ def _expect_forward_on_meta(submission, moved, attn: LearnerAttention) -> None:
     called = message("lesson03.called_meta", call=attn.call_text, shape=tuple(x.shape))
 
     def device_hint(err: StudentError):
-        here = (_raised_at(err, function="_fused_attention") if attn.fused
-                else _raised_at(err, mentions="mask") and not _raised_at(err, function="_fused_attention"))
+        here = (
+            _raised_at(err, function="_fused_attention")
+            if attn.fused
+            else _raised_at(err, mentions="mask") and not _raised_at(err, function="_fused_attention")
+        )
         return message("lesson03.meta_forward") if "device" in err.message and here else None
 
     with hinted(device_hint, called), mask_crop_hint(MAIN, MAIN_T):
@@ -124,8 +134,11 @@ def _influence(attn: LearnerAttention, x: torch.Tensor, gen: torch.Generator) ->
     for j in range(T):
         batch[j + 1, j] += torch.randn(x.shape[-1], generator=gen)
     y = attn.forward(batch)
-    expect(y.shape == batch.shape, attn.called(batch),
-           message("lesson03.shape_wrong", got=tuple(y.shape), expected=tuple(batch.shape)))
+    expect(
+        y.shape == batch.shape,
+        attn.called(batch),
+        message("lesson03.shape_wrong", got=tuple(y.shape), expected=tuple(batch.shape)),
+    )
     expect_finite(y, attn.called(batch))
     return (y[1:] - y[:1]).abs().amax(dim=-1).T  # [i, j]: change of output i when x_j moves
 
@@ -145,11 +158,17 @@ def _expect_no_forward_leak(attn: LearnerAttention, x: torch.Tensor, gen: torch.
         if not _leak_is_the_masks(attn, x):
             return  # causal weights: the positions are mixed elsewhere (see heads-split, heads-merge)
         first = leaks.nonzero()
-        fail(attn.called(x), message("lesson03.future_leak", i=int(first[0][0]), j=int(first[1][0]),
-                                      count=int(leaks.sum())),
-             *scaled_heatmap(influence, leaks=leaks, title=message("lesson03.influence_title"),
-                             legend=message("lesson03.heatmap_legend"),
-                             figure_title=message("lesson03.figure_influence")))
+        fail(
+            attn.called(x),
+            message("lesson03.future_leak", i=int(first[0][0]), j=int(first[1][0]), count=int(leaks.sum())),
+            *scaled_heatmap(
+                influence,
+                leaks=leaks,
+                title=message("lesson03.influence_title"),
+                legend=message("lesson03.heatmap_legend"),
+                figure_title=message("lesson03.figure_influence"),
+            ),
+        )
     _expect_past_flows(influence, 1e-6, attn.called(x))
 
 
@@ -161,8 +180,11 @@ def _expect_past_flows(matrix: torch.Tensor, tol: float, called) -> None:
     T = matrix.shape[0]
     starved = [i for i in range(1, T) if not bool((matrix[i, :i] > tol).any())]
     if starved:
-        fail(called, message("lesson03.no_past_flow", i=starved[0], count=len(starved)),
-             *scaled_heatmap(matrix, legend=message("lesson03.heatmap_legend")))
+        fail(
+            called,
+            message("lesson03.no_past_flow", i=starved[0], count=len(starved)),
+            *scaled_heatmap(matrix, legend=message("lesson03.heatmap_legend")),
+        )
 
 
 def _vjp_or_none(submission, attn: LearnerAttention, x: torch.Tensor, cotangents: list):
@@ -174,8 +196,11 @@ def _vjp_or_none(submission, attn: LearnerAttention, x: torch.Tensor, cotangents
         if not err.frames_in_root() and "does not depend on the input" in err.message:
             return None
         raise
-    if not (isinstance(grads, list) and len(grads) == len(cotangents)
-            and all(isinstance(g, torch.Tensor) and g.shape == x.shape for g in grads)):
+    if not (
+        isinstance(grads, list)
+        and len(grads) == len(cotangents)
+        and all(isinstance(g, torch.Tensor) and g.shape == x.shape for g in grads)
+    ):
         fail(attn.called(x), message("lesson03.shape_wrong", got="?", expected=tuple(x.shape)))
     return grads
 
@@ -207,9 +232,17 @@ def test_future_leak_grad(submission, check_seed):
         if not _leak_is_the_masks(attn, x):
             return  # causal weights: the positions are mixed elsewhere (see heads-split, heads-merge)
         first = leaks.nonzero()
-        fail(attn.called(x), message("lesson03.grad_leak", i=int(first[0][0]), j=int(first[1][0])),
-             *scaled_heatmap(g, leaks=leaks, title=message("lesson03.grad_title"),
-                             legend=message("lesson03.heatmap_legend"), figure_title=message("lesson03.figure_grad")))
+        fail(
+            attn.called(x),
+            message("lesson03.grad_leak", i=int(first[0][0]), j=int(first[1][0])),
+            *scaled_heatmap(
+                g,
+                leaks=leaks,
+                title=message("lesson03.grad_title"),
+                legend=message("lesson03.heatmap_legend"),
+                figure_title=message("lesson03.figure_grad"),
+            ),
+        )
     _expect_past_flows(g, 0.0, attn.called(x))
 
 
@@ -220,21 +253,35 @@ def test_weights_causal(submission, check_seed):
     x = random_input(MAIN, MAIN_T, gen)
     w = _weights(attn.traced(x), attn, x)
     expected_shape = (x.shape[0], MAIN["n_head"], MAIN_T, MAIN_T)
-    expect(tuple(w.shape) == expected_shape, attn.called(x),
-           message("lesson03.weights_shape", got=tuple(w.shape), expected=expected_shape))
+    expect(
+        tuple(w.shape) == expected_shape,
+        attn.called(x),
+        message("lesson03.weights_shape", got=tuple(w.shape), expected=expected_shape),
+    )
     if not torch.isfinite(w).all():
-        fail(attn.called(x), message("lesson03.weights_nan"), *attention_heatmap(w.nan_to_num(nan=float("nan"))))
+        fail(
+            attn.called(x),
+            message("lesson03.weights_nan"),
+            *attention_heatmap(w.nan_to_num(nan=float("nan"))),
+        )
     leaks = leaking_cells(w.double().numpy())
     if leaks.any():
-        fail(attn.called(x), message("lesson03.future_weights", count=int(leaks.sum())),
-             *attention_heatmap(w), message("lesson03.heatmap_legend"))
+        fail(
+            attn.called(x),
+            message("lesson03.future_weights", count=int(leaks.sum())),
+            *attention_heatmap(w),
+            message("lesson03.heatmap_legend"),
+        )
     sums = w.double().sum(dim=-1)
     # Rows that do not sum to 1 while the columns do: a softmax over the queries, outside the
     # TODOs (reference-parity); the mask itself did its job.
     if not torch.allclose(sums, torch.ones_like(sums), atol=1e-5) and not columns_sum_to_one(w):
         worst = float((sums - 1).abs().max())
-        fail(attn.called(x), message("lesson03.rows_not_normalised", sums=f"max |suma - 1| = {worst:.3g}"),
-             message("lesson03.softmax_dim_hint"))
+        fail(
+            attn.called(x),
+            message("lesson03.rows_not_normalised", sums=f"max |suma - 1| = {worst:.3g}"),
+            message("lesson03.softmax_dim_hint"),
+        )
 
 
 @pytest.mark.check("short-sequences")
@@ -258,23 +305,35 @@ def test_short_sequences(submission, check_seed):
             xt = x[:, :T]
             traced = attn.traced(xt)
             y = traced["value"]
-            expect(tuple(y.shape) == tuple(xt.shape), attn.called(xt),
-                   message("lesson03.shape_wrong", got=tuple(y.shape), expected=tuple(xt.shape)))
+            expect(
+                tuple(y.shape) == tuple(xt.shape),
+                attn.called(xt),
+                message("lesson03.shape_wrong", got=tuple(y.shape), expected=tuple(xt.shape)),
+            )
             w = attn.weights(xt, traced, required=False)
             if w is not None and tuple(w.shape[-2:]) == (T, T):
                 if not torch.isfinite(w).all():
-                    fail(attn.called(xt), message("lesson03.weights_nan"),
-                         *attention_heatmap(w.nan_to_num(nan=float("nan"))))
+                    fail(
+                        attn.called(xt),
+                        message("lesson03.weights_nan"),
+                        *attention_heatmap(w.nan_to_num(nan=float("nan"))),
+                    )
                 leaks = leaking_cells(w.double().numpy())
                 if leaks.any():
-                    fail(attn.called(xt), message("lesson03.future_weights", count=int(leaks.sum())),
-                         *attention_heatmap(w), message("lesson03.heatmap_legend"))
+                    fail(
+                        attn.called(xt),
+                        message("lesson03.future_weights", count=int(leaks.sum())),
+                        *attention_heatmap(w),
+                        message("lesson03.heatmap_legend"),
+                    )
             expect_finite(y, attn.called(xt))
             if full is None:
                 full, full_w = y, w
                 # An output that ignores its input is trivially the same for every length.
                 other = attn.forward(random_input(cfg, bs, gen))
-                expect(not torch.allclose(other, full), attn.called(xt), message("lesson03.output_ignores_input"))
+                expect(
+                    not torch.allclose(other, full), attn.called(xt), message("lesson03.output_ignores_input")
+                )
                 continue
             problem = compare(y, full[:, :T], what=message("lesson03.what_prefix", T=T), atol=ATOL, rtol=RTOL)
             if problem and (mask_explains(w) or mask_explains(full_w)):
@@ -286,6 +345,7 @@ def test_short_sequences(submission, check_seed):
 
 # ---------------------------------------------------------------- TODO [head-reshape]
 
+
 @pytest.mark.check("shapes")
 def test_shapes(submission, check_seed):
     gen = generator(check_seed)
@@ -294,10 +354,16 @@ def test_shapes(submission, check_seed):
         attn = LearnerAttention(submission, cfg, gen)
         x = random_input(cfg, T, gen, B=B)
         y = attn.forward(x)
-        expect(tuple(y.shape) == tuple(x.shape), attn.called(x),
-               message("lesson03.shape_wrong", got=tuple(y.shape), expected=tuple(x.shape)))
-        expect(y.dtype == torch.float32, attn.called(x),
-               message("lesson03.dtype_wrong", got=str(y.dtype), expected="torch.float32"))
+        expect(
+            tuple(y.shape) == tuple(x.shape),
+            attn.called(x),
+            message("lesson03.shape_wrong", got=tuple(y.shape), expected=tuple(x.shape)),
+        )
+        expect(
+            y.dtype == torch.float32,
+            attn.called(x),
+            message("lesson03.dtype_wrong", got=str(y.dtype), expected="torch.float32"),
+        )
     submission.call(attn.handle, method="double")
     y = attn.forward(x.double())
     expect(y.dtype == torch.float64, message("lesson03.dtype_double", got=str(y.dtype)))
@@ -309,7 +375,9 @@ def _weight_variants(x, attn, masks=("causal", "none"), scales=ref.SCALES):
             yield (scale, mask), ref.attention_weights(x, attn.sd, attn.n_head, scale=scale, mask=mask)
 
 
-def _weights_at_block_size(submission, check_seed: int) -> tuple[LearnerAttention, torch.Tensor, torch.Tensor]:
+def _weights_at_block_size(
+    submission, check_seed: int
+) -> tuple[LearnerAttention, torch.Tensor, torch.Tensor]:
     """(attn, x, its weights): MAIN at T = block_size, where the mask's crop cannot break forward."""
     gen = generator(check_seed)
     attn = LearnerAttention(submission, exact(MAIN, MAIN_T), gen)
@@ -321,8 +389,11 @@ def _weights_at_block_size(submission, check_seed: int) -> tuple[LearnerAttentio
 def test_heads_split(submission, check_seed):
     attn, x, w = _weights_at_block_size(submission, check_seed)
     expected_shape = (x.shape[0], MAIN["n_head"], MAIN_T, MAIN_T)
-    expect(tuple(w.shape) == expected_shape, attn.called(x),
-           message("lesson03.weights_shape", got=tuple(w.shape), expected=expected_shape))
+    expect(
+        tuple(w.shape) == expected_shape,
+        attn.called(x),
+        message("lesson03.weights_shape", got=tuple(w.shape), expected=expected_shape),
+    )
     expect_some_finite_weights(w, attn.called(x))
     # Judge only how heads are formed: a scale or mask bug is another check's business.
     for _variant, expected in _weight_variants(x, attn):
@@ -334,13 +405,24 @@ def test_heads_split(submission, check_seed):
     correct = ref.attention_weights(x, attn.sd, attn.n_head)
     problem = compare(w, correct.float(), what=message("lesson03.what_weights"), atol=ATOL, rtol=RTOL)
     if explained:
-        fail(attn.called(x), problem, message(f"lesson03.diag_split_{explained[0]}"), message("lesson03.heads_hint"))
+        fail(
+            attn.called(x),
+            problem,
+            message(f"lesson03.diag_split_{explained[0]}"),
+            message("lesson03.heads_hint"),
+        )
     if not rows_sum_to_one(w):
-        fail(attn.called(x), problem, message("lesson03.weights_not_row_softmax"), message("lesson03.softmax_dim_hint"))
+        fail(
+            attn.called(x),
+            problem,
+            message("lesson03.weights_not_row_softmax"),
+            message("lesson03.softmax_dim_hint"),
+        )
     fail(attn.called(x), problem, message("lesson03.heads_hint"))
 
 
 # ---------------------------------------------------------------- TODO [scaling]
+
 
 @pytest.mark.check("scaling")
 def test_scaling(submission, check_seed):
@@ -357,8 +439,12 @@ def test_scaling(submission, check_seed):
     # the mask do (those are other checks' business).
     explained = explain_weights(w, x, attn.sd, attn.n_head)
     if explained is None:
-        fail(attn.called(x), problem, message("lesson03.scale_unknown"),
-             None if rows_sum_to_one(w) else message("lesson03.softmax_dim_hint"))
+        fail(
+            attn.called(x),
+            problem,
+            message("lesson03.scale_unknown"),
+            None if rows_sum_to_one(w) else message("lesson03.softmax_dim_hint"),
+        )
     d = explained[1].divisor
     if math.isclose(d, math.sqrt(hs), rel_tol=RTOL):
         return
@@ -367,11 +453,15 @@ def test_scaling(submission, check_seed):
             fail(attn.called(x), problem, message(f"lesson03.diag_scale_{scale}", hs=hs, C=C))
     if math.isclose(d, math.sqrt(MAIN_T), rel_tol=1e-4):
         fail(attn.called(x), problem, message("lesson03.diag_scale_sqrt_T", T=MAIN_T, hs=hs))
-    fail(attn.called(x), problem, message("lesson03.diag_scale_other", d=f"{d:.4g}", hs=hs,
-                                          sqrt_hs=f"{math.sqrt(hs):.4g}"))
+    fail(
+        attn.called(x),
+        problem,
+        message("lesson03.diag_scale_other", d=f"{d:.4g}", hs=hs, sqrt_hs=f"{math.sqrt(hs):.4g}"),
+    )
 
 
 # ---------------------------------------------------------------- TODO [contiguous-view]
+
 
 @pytest.mark.check("heads-merge")
 def test_heads_merge(submission, check_seed):
@@ -392,15 +482,25 @@ def test_heads_merge(submission, check_seed):
             for proj in (True, False):
                 if (split, proj) == ("contiguous", True):
                     continue
-                other = ref.merge_and_project(w.double(), ref.values(x, attn.sd, attn.n_head, split), attn.sd,
-                                              proj=proj)
+                other = ref.merge_and_project(
+                    w.double(), ref.values(x, attn.sd, attn.n_head, split), attn.sd, proj=proj
+                )
                 if compare(y, other.float(), what="", atol=1e-4, rtol=1e-4) is None:
                     return
         wrong = ref.merge_and_project(w.double(), v, attn.sd, merge="no_transpose")
         interleaved = ref.merge_and_project(w.double(), v, attn.sd, merge="interleaved")
-        fail(attn.called(x), problem, *diagnose(y, [(wrong, message("lesson03.diag_no_transpose")),
-                                                     (interleaved, message("lesson03.diag_merge_interleaved"))]),
-             message("lesson03.merge_hint"))
+        fail(
+            attn.called(x),
+            problem,
+            *diagnose(
+                y,
+                [
+                    (wrong, message("lesson03.diag_no_transpose")),
+                    (interleaved, message("lesson03.diag_merge_interleaved")),
+                ],
+            ),
+            message("lesson03.merge_hint"),
+        )
 
 
 # Paths a .detach() (or .data, torch.tensor(...)) can cut, as the gradient check names them.
@@ -410,23 +510,41 @@ GRAD_CUTS = (("q",), ("k",), ("v",), ("q", "k"), ("weights",), ("q", "k", "v"))
 @pytest.mark.check("reference-parity")
 def test_reference_parity(submission, check_seed):
     gen = generator(check_seed)
-    for cfg, T, B in ((MAIN, MAIN_T, 3), (MAIN, MAIN["block_size"], 3), (SMALL, 5, 1), (SMALL, 1, 3),
-                      (NARROW, NARROW["block_size"], 2), (ONE_HEAD, 3, 1)):
+    for cfg, T, B in (
+        (MAIN, MAIN_T, 3),
+        (MAIN, MAIN["block_size"], 3),
+        (SMALL, 5, 1),
+        (SMALL, 1, 3),
+        (NARROW, NARROW["block_size"], 2),
+        (ONE_HEAD, 3, 1),
+    ):
         attn = LearnerAttention(submission, cfg, gen)
         x = random_input(cfg, T, gen, B=B)
-        diagnoses = [(ref.attention_forward(x, attn.sd, cfg["n_head"], mask="none"), message("lesson03.diag_no_mask")),
-                     (ref.attention_forward(x, attn.sd, cfg["n_head"], scale="sqrt_C"),
-                      message("lesson03.diag_scale_sqrt_C", hs=cfg["n_embd"] // cfg["n_head"], C=cfg["n_embd"])),
-                     (ref.attention_forward(x, attn.sd, cfg["n_head"], proj=False), message("lesson03.diag_no_proj")),
-                     (ref.attention_forward(x, attn.sd, cfg["n_head"], softmax_dim=-2),
-                      message("lesson03.diag_softmax_queries"))]
+        diagnoses = [
+            (ref.attention_forward(x, attn.sd, cfg["n_head"], mask="none"), message("lesson03.diag_no_mask")),
+            (
+                ref.attention_forward(x, attn.sd, cfg["n_head"], scale="sqrt_C"),
+                message("lesson03.diag_scale_sqrt_C", hs=cfg["n_embd"] // cfg["n_head"], C=cfg["n_embd"]),
+            ),
+            (ref.attention_forward(x, attn.sd, cfg["n_head"], proj=False), message("lesson03.diag_no_proj")),
+            (
+                ref.attention_forward(x, attn.sd, cfg["n_head"], softmax_dim=-2),
+                message("lesson03.diag_softmax_queries"),
+            ),
+        ]
         try:
-            attn.expect_output(x, ref.attention_forward(x, attn.sd, cfg["n_head"]),
-                               message("lesson03.what_output"), *diagnoses)
+            attn.expect_output(
+                x,
+                ref.attention_forward(x, attn.sd, cfg["n_head"]),
+                message("lesson03.what_output"),
+                *diagnoses,
+            )
         except CheckFailure as failure:
             # This check belongs to no TODO: point at the ones whose checks say where to look.
             raise CheckFailure(failure.feedback + Feedback.of(message("lesson03.parity_hint"))) from None
-    _expect_gradient_flow(submission, LearnerAttention(submission, MAIN, gen), random_input(MAIN, MAIN_T, gen), gen)
+    _expect_gradient_flow(
+        submission, LearnerAttention(submission, MAIN, gen), random_input(MAIN, MAIN_T, gen), gen
+    )
 
 
 def _expect_gradient_flow(submission, attn: LearnerAttention, x: torch.Tensor, gen: torch.Generator) -> None:
@@ -439,8 +557,13 @@ def _expect_gradient_flow(submission, attn: LearnerAttention, x: torch.Tensor, g
     if grads is None:
         fail(called, message("lesson03.no_gradient"))
     expected = ref.input_vjp(x, attn.sd, attn.n_head, cotangents)
-    problem = compare(torch.stack(grads), torch.stack(expected).float(), what=message("lesson03.what_grad"),
-                      atol=1e-4, rtol=1e-4)
+    problem = compare(
+        torch.stack(grads),
+        torch.stack(expected).float(),
+        what=message("lesson03.what_grad"),
+        atol=1e-4,
+        rtol=1e-4,
+    )
     if problem is None:
         return
     for cut in GRAD_CUTS:
@@ -458,17 +581,28 @@ def _attn_drop_passes(captured: list, n_head: int) -> bool:
         return False
     if len(tensors) == 1:
         return True
-    return (n_head > 1 and len(tensors) == n_head and tensors[0].dim() == 3
-            and all(t.shape == tensors[0].shape for t in tensors))
+    return (
+        n_head > 1
+        and len(tensors) == n_head
+        and tensors[0].dim() == 3
+        and all(t.shape == tensors[0].shape for t in tensors)
+    )
 
 
 def _expect_attn_drop_gets_weights(captured: list, attn: LearnerAttention, x: torch.Tensor, called) -> None:
     """attn_drop gets the weights (B, nh, T, T) after the softmax, exactly once."""
-    expect(_attn_drop_passes(captured, attn.n_head), called, message("lesson03.attn_drop_calls", count=len(captured)))
+    expect(
+        _attn_drop_passes(captured, attn.n_head),
+        called,
+        message("lesson03.attn_drop_calls", count=len(captured)),
+    )
     seen = captured_weights(captured, attn.n_head)
     B, T, _ = x.shape
     if not looks_like_weights(seen, B, attn.n_head, T):
-        fail(called, message("lesson03.attn_drop_not_weights", got=tuple(seen.shape), expected=(B, attn.n_head, T, T)))
+        fail(
+            called,
+            message("lesson03.attn_drop_not_weights", got=tuple(seen.shape), expected=(B, attn.n_head, T, T)),
+        )
 
 
 # Elements of the (B, T, C) output dropped (exactly 0) in train mode by resid_drop: with p = 0.5
@@ -494,11 +628,19 @@ def test_dropout_modes(submission, check_seed):
     expect_finite(first, attn.called(x))
     reference = plain.forward(x)
     problem = compare(first, reference, what=message("lesson03.what_output_eval"))
-    same = bool(((first == second) | (first.isnan() & second.isnan())).all()) if first.shape == second.shape else False
+    same = (
+        bool(((first == second) | (first.isnan() & second.isnan())).all())
+        if first.shape == second.shape
+        else False
+    )
     if problem or not same:
         never = not attn.traced(x)["captured"]  # attn_drop never called: F.dropout, training=True by default
-        fail(attn.called(x), message("lesson03.dropout_in_eval"), problem,
-             message("lesson03.dropout_functional_hint") if never else None)
+        fail(
+            attn.called(x),
+            message("lesson03.dropout_in_eval"),
+            problem,
+            message("lesson03.dropout_functional_hint") if never else None,
+        )
     _expect_attn_drop_gets_weights(attn.traced(x)["captured"], attn, x, attn.called(x))
     submission.call(attn.handle, method="train")
     a, b = attn.forward(x, seed=1), attn.forward(x, seed=2)
@@ -506,17 +648,24 @@ def test_dropout_modes(submission, check_seed):
     expect(not torch.allclose(a, b), attn.called(x, train=True), message("lesson03.dropout_inactive"))
     traced = attn.traced(x, seed=3, capture=("attn_drop", "resid_drop"))
     y = traced["value"]
-    inputs = [c for c in traced["captured"] if isinstance(c, torch.Tensor) and tuple(c.shape) == tuple(x.shape)]
+    inputs = [
+        c for c in traced["captured"] if isinstance(c, torch.Tensor) and tuple(c.shape) == tuple(x.shape)
+    ]
     dropped = float((y == 0).double().mean()) if y.shape == x.shape else 0.0
     low, high = RESID_DROPPED
     if not low <= dropped <= high:
-        fail(attn.called(x, train=True), message("lesson03.resid_drop_inactive", p=cfg["dropout"],
-                                                  dropped=f"{dropped:.0%}"))
+        fail(
+            attn.called(x, train=True),
+            message("lesson03.resid_drop_inactive", p=cfg["dropout"], dropped=f"{dropped:.0%}"),
+        )
     if len(inputs) == 1:
         # What entered resid_drop, scaled by 1/(1-p) where it was kept: the output is its result.
         kept = y != 0
-        expect(torch.allclose(y[kept], inputs[0][kept] / (1 - cfg["dropout"]), atol=1e-5, rtol=1e-5),
-               attn.called(x, train=True), message("lesson03.resid_drop_not_output"))
+        expect(
+            torch.allclose(y[kept], inputs[0][kept] / (1 - cfg["dropout"]), atol=1e-5, rtol=1e-5),
+            attn.called(x, train=True),
+            message("lesson03.resid_drop_not_output"),
+        )
     # The weights go through attn_drop in train mode too (a path taken only in eval is no help).
     _expect_attn_drop_gets_weights(attn.traced(x, seed=4)["captured"], attn, x, attn.called(x, train=True))
 
@@ -552,14 +701,29 @@ def test_fused_parity(submission, check_seed):
         problem = compare(y, expected.to(y.dtype), what=message("lesson03.what_output"), atol=ATOL, rtol=RTOL)
         if problem is None:
             continue
-        if any(compare(y, other.to(y.dtype), what="", atol=ATOL, rtol=RTOL) is None
-               for other in _shared_code_variants(x, attn.sd, cfg["n_head"])):
+        if any(
+            compare(y, other.to(y.dtype), what="", atol=ATOL, rtol=RTOL) is None
+            for other in _shared_code_variants(x, attn.sd, cfg["n_head"])
+        ):
             continue
         hs = cfg["n_embd"] // cfg["n_head"]
-        fail(attn.called(x), problem, *diagnose(y, [
-            (ref.attention_forward(x, attn.sd, cfg["n_head"], mask="none"), message("lesson03.diag_fused_not_causal")),
-            (ref.attention_forward(x, attn.sd, cfg["n_head"], scale="hs"), message("lesson03.diag_fused_scaled_twice", hs=hs)),
-        ]))
+        fail(
+            attn.called(x),
+            problem,
+            *diagnose(
+                y,
+                [
+                    (
+                        ref.attention_forward(x, attn.sd, cfg["n_head"], mask="none"),
+                        message("lesson03.diag_fused_not_causal"),
+                    ),
+                    (
+                        ref.attention_forward(x, attn.sd, cfg["n_head"], scale="hs"),
+                        message("lesson03.diag_fused_scaled_twice", hs=hs),
+                    ),
+                ],
+            ),
+        )
 
 
 @pytest.mark.check("fused-sdpa")
@@ -594,5 +758,7 @@ def test_fused_dropout(submission, check_seed):
     if not p_train:
         fail(attn.called(x, train=True), message("lesson03.sdpa_not_called"))
     if not math.isclose(float(p_train[0] or 0.0), cfg["dropout"]):
-        fail(attn.called(x, train=True), message("lesson03.fused_dropout_train", p=p_train[0],
-                                                  expected=cfg["dropout"]))
+        fail(
+            attn.called(x, train=True),
+            message("lesson03.fused_dropout_train", p=p_train[0], expected=cfg["dropout"]),
+        )

@@ -11,10 +11,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from autograder.core.results import message
 from autograder.engine.checks import fail
 from autograder.engine.feedback import compare
 from autograder.engine.grader_helpers import generator
-from autograder.core.results import message
 
 from . import reference as ref
 from .harness import MAIN, MAIN_T, LearnerAttention, random_input
@@ -43,7 +43,12 @@ def test_gpu_parity(submission, check_seed):
                 fail(attn.called(x), message("lesson03.not_a_tensor", got=type(y).__name__))
             if y.dtype != dtype:
                 fail(attn.called(x), message("lesson03.dtype_wrong", got=str(y.dtype), expected=str(dtype)))
-            problem = compare(y.float(), expected.float(), what=message("lesson03.what_output_gpu", dtype=str(dtype)),
-                              atol=tol, rtol=tol)
+            problem = compare(
+                y.float(),
+                expected.float(),
+                what=message("lesson03.what_output_gpu", dtype=str(dtype)),
+                atol=tol,
+                rtol=tol,
+            )
             if problem:
                 fail(attn.called(x), problem)

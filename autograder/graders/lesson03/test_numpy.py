@@ -8,10 +8,10 @@ import numbers
 import numpy as np
 import pytest
 
+from autograder.core.results import Figure, message
 from autograder.engine.checks import fail
 from autograder.engine.feedback import compare, heatmap, leaking_cells
 from autograder.engine.grader_helpers import hinted
-from autograder.core.results import Figure, message
 from autograder.sandbox.client import StudentError
 
 from . import reference as ref
@@ -42,8 +42,11 @@ def is_causal_mask(mask, T: int) -> bool:
 
 def keepdims_hint():
     """A learner's broadcasting error inside softmax is almost always a missing keepdims=True."""
-    return hinted(lambda err: message("lesson03.np_softmax_keepdims") if "could not be broadcast" in err.message
-                  else None)
+    return hinted(
+        lambda err: (
+            message("lesson03.np_softmax_keepdims") if "could not be broadcast" in err.message else None
+        )
+    )
 
 
 @pytest.mark.check("np-mask")
@@ -67,7 +70,12 @@ def test_np_mask(submission):
                     hint = "lesson03.np_mask_visible"
                 fail(called, message(hint), mask_grid(mask), message("lesson03.mask_grid_legend"))
             if np.any(mask[~visible] > -1e9):
-                fail(called, message("lesson03.np_mask_future"), mask_grid(mask), message("lesson03.mask_grid_legend"))
+                fail(
+                    called,
+                    message("lesson03.np_mask_future"),
+                    mask_grid(mask),
+                    message("lesson03.mask_grid_legend"),
+                )
 
 
 @pytest.mark.check("np-softmax")
@@ -76,16 +84,21 @@ def test_np_softmax(submission, check_seed):
     rng = np.random.default_rng(check_seed)
     x = rng.normal(size=(3, 5)) * 2
     for axis in (-1, 0):
-        called = message("lesson03.called_fn",
-                         call={"es": f"softmax(x, axis={axis}) con x de forma {x.shape}",
-                               "en": f"softmax(x, axis={axis}) with x of shape {x.shape}"})
+        called = message(
+            "lesson03.called_fn",
+            call={
+                "es": f"softmax(x, axis={axis}) con x de forma {x.shape}",
+                "en": f"softmax(x, axis={axis}) with x of shape {x.shape}",
+            },
+        )
         with keepdims_hint():
             out = as_array(submission.call(softmax, x, axis=axis), called)
         problem = compare(out, ref.np_softmax(x, axis=axis), what=message("lesson03.what_softmax"))
         if problem:
             wrong_axis = ref.np_softmax(x, axis=1 if axis == 0 else 0)
-            hint = ("lesson03.np_softmax_axis" if out.shape == x.shape and np.allclose(out, wrong_axis)
-                    else None)
+            hint = (
+                "lesson03.np_softmax_axis" if out.shape == x.shape and np.allclose(out, wrong_axis) else None
+            )
             fail(called, problem, message(hint) if hint else None)
 
 
@@ -93,8 +106,10 @@ def test_np_softmax(submission, check_seed):
 def test_np_softmax_stable(submission):
     softmax = function(submission, "softmax")
     x = np.array([[1000.0, 1001.0, 1002.0], [-1000.0, 0.0, 1000.0], [0.0, 0.0, 0.0]])
-    called = message("lesson03.called_fn", call={"es": f"softmax(x) con x = {STABLE_INPUT}",
-                                                "en": f"softmax(x) with x = {STABLE_INPUT}"})
+    called = message(
+        "lesson03.called_fn",
+        call={"es": f"softmax(x) con x = {STABLE_INPUT}", "en": f"softmax(x) with x = {STABLE_INPUT}"},
+    )
     with np.errstate(all="ignore"), keepdims_hint():
         out = as_array(submission.call(softmax, x), called)
     if not np.all(np.isfinite(out)):
@@ -126,9 +141,13 @@ def _attention_inputs(seed: int):
 
 def _call_attention(submission, inputs):
     fn = function(submission, "masked_self_attention")
-    called = message("lesson03.called_fn",
-                     call={"es": "masked_self_attention(X, W_Q, W_K, W_V) con X (5, 6), W_Q y W_K (6, 4), W_V (6, 3)",
-                           "en": "masked_self_attention(X, W_Q, W_K, W_V) with X (5, 6), W_Q and W_K (6, 4), W_V (6, 3)"})
+    called = message(
+        "lesson03.called_fn",
+        call={
+            "es": "masked_self_attention(X, W_Q, W_K, W_V) con X (5, 6), W_Q y W_K (6, 4), W_V (6, 3)",
+            "en": "masked_self_attention(X, W_Q, W_K, W_V) with X (5, 6), W_Q and W_K (6, 4), W_V (6, 3)",
+        },
+    )
     result = submission.call(fn, *inputs)
     if not (isinstance(result, tuple) and len(result) == 2):
         fail(called, message("lesson03.np_attention_tuple", got=type(result).__name__))
@@ -149,11 +168,19 @@ def test_np_attention(submission, check_seed):
             expected_w = own
             expected_out = own @ (inputs[0] @ inputs[3])
         else:
-            variants = [({"scale": scale}, f"lesson03.np_scale_{scale}") for scale in ("none", "dk", "sqrt_dmodel")]
-            variants += [({"causal": False}, "lesson03.np_no_mask"), ({"axis": 0}, "lesson03.np_weights_axis")]
-            hints = [message(key) for options, key in variants
-                     if weights.shape == expected_w.shape
-                     and np.allclose(weights, ref.np_attention(*inputs, **options)[1], atol=1e-6)]
+            variants = [
+                ({"scale": scale}, f"lesson03.np_scale_{scale}") for scale in ("none", "dk", "sqrt_dmodel")
+            ]
+            variants += [
+                ({"causal": False}, "lesson03.np_no_mask"),
+                ({"axis": 0}, "lesson03.np_weights_axis"),
+            ]
+            hints = [
+                message(key)
+                for options, key in variants
+                if weights.shape == expected_w.shape
+                and np.allclose(weights, ref.np_attention(*inputs, **options)[1], atol=1e-6)
+            ]
             fail(called, problem, *hints[:1], *_blame_pieces(submission, inputs[0].shape[0]))
     problem = compare(out, expected_out, what=message("lesson03.what_output"))
     if problem:
@@ -183,17 +210,26 @@ def _with_learner_pieces(submission, inputs):
             weights = submission.call(function(submission, "softmax"), scores, axis=-1)
     except StudentError:
         return None
-    if not isinstance(weights, np.ndarray) or weights.shape != (T, T) or not np.issubdtype(weights.dtype, np.number):
+    if (
+        not isinstance(weights, np.ndarray)
+        or weights.shape != (T, T)
+        or not np.issubdtype(weights.dtype, np.number)
+    ):
         return None
     with np.errstate(all="ignore"):
-        if is_causal_mask(mask, T) and np.allclose(weights, ref.np_softmax(scores), atol=1e-9, equal_nan=True):
+        if is_causal_mask(mask, T) and np.allclose(
+            weights, ref.np_softmax(scores), atol=1e-9, equal_nan=True
+        ):
             return None
     return weights.astype(np.float64)
 
 
 def _matches(actual, expected) -> bool:
-    return (actual.shape == expected.shape and np.issubdtype(actual.dtype, np.number)
-            and bool(np.allclose(actual, expected, atol=1e-6, equal_nan=True)))
+    return (
+        actual.shape == expected.shape
+        and np.issubdtype(actual.dtype, np.number)
+        and bool(np.allclose(actual, expected, atol=1e-6, equal_nan=True))
+    )
 
 
 def _blame_pieces(submission, T: int) -> list:
@@ -203,8 +239,14 @@ def _blame_pieces(submission, T: int) -> list:
         if not is_causal_mask(submission.call(function(submission, "causal_mask"), T), T):
             hints.append(message("lesson03.np_blame_mask"))
         probe = np.random.default_rng(T).normal(size=(T, T)) * 3
-        if compare(submission.call(function(submission, "softmax"), probe, axis=-1), ref.np_softmax(probe),
-                   what="") is not None:
+        if (
+            compare(
+                submission.call(function(submission, "softmax"), probe, axis=-1),
+                ref.np_softmax(probe),
+                what="",
+            )
+            is not None
+        ):
             hints.append(message("lesson03.np_blame_softmax"))
     except StudentError:
         pass
@@ -223,13 +265,21 @@ def test_np_attention_causal(submission, check_seed):
         return  # right, given the learner's own causal_mask and softmax: their checks say what is wrong
     leaks = leaking_cells(weights)
     if leaks.any():
-        fail(called, message("lesson03.future_weights", count=int(leaks.sum())),
-             heatmap(weights, leaks=leaks), message("lesson03.heatmap_legend"), *_blame_pieces(submission, T),
-             Figure(weights, leaks=leaks, title=message("lesson03.figure_weights")))
+        fail(
+            called,
+            message("lesson03.future_weights", count=int(leaks.sum())),
+            heatmap(weights, leaks=leaks),
+            message("lesson03.heatmap_legend"),
+            *_blame_pieces(submission, T),
+            Figure(weights, leaks=leaks, title=message("lesson03.figure_weights")),
+        )
     sums = weights.sum(axis=-1)
     if not np.allclose(sums, 1.0, atol=1e-6):
-        fail(called, message("lesson03.rows_not_normalised", sums=np.array2string(sums, precision=4)),
-             *(_blame_pieces(submission, T) or [message("lesson03.np_weights_axis")]))
+        fail(
+            called,
+            message("lesson03.rows_not_normalised", sums=np.array2string(sums, precision=4)),
+            *(_blame_pieces(submission, T) or [message("lesson03.np_weights_axis")]),
+        )
 
 
 @pytest.mark.check("np-edges")
@@ -252,5 +302,8 @@ def test_np_edges(submission):
                     hint = message("lesson03.edges_not_causal")
                 elif not causal and got == T * (T + 1) // 2:
                     hint = message("lesson03.edges_ignores_causal")
-                fail(message("lesson03.called_fn", call=f"count_edges({T}, causal={causal})"),
-                     message("lesson03.edges_wrong", got=repr(got), expected=expected), hint)
+                fail(
+                    message("lesson03.called_fn", call=f"count_edges({T}, causal={causal})"),
+                    message("lesson03.edges_wrong", got=repr(got), expected=expected),
+                    hint,
+                )

@@ -14,10 +14,10 @@ from types import SimpleNamespace
 
 import torch
 
+from autograder.core.results import message
 from autograder.engine.checks import fail
 from autograder.engine.feedback import compare
 from autograder.engine.grader_helpers import config_text, load_weights
-from autograder.core.results import message
 from autograder.sandbox.client import Sandbox, StudentError
 
 FILE = "model"
@@ -36,8 +36,10 @@ ATOL = RTOL = 1e-5
 # The whole model chains 2 blocks in float32 against a float64 reference.
 MODEL_ATOL = MODEL_RTOL = 1e-4
 # load_state_dict's complaint when a learner's layer has another shape than the grader's weights.
-_SIZE_MISMATCH = re.compile(r"size mismatch for ([\w.]+): copying a param with shape torch\.Size\(\[([\d, ]*)\]\) "
-                            r"from checkpoint, the shape in current model is torch\.Size\(\[([\d, ]*)\]\)")
+_SIZE_MISMATCH = re.compile(
+    r"size mismatch for ([\w.]+): copying a param with shape torch\.Size\(\[([\d, ]*)\]\) "
+    r"from checkpoint, the shape in current model is torch\.Size\(\[([\d, ]*)\]\)"
+)
 
 
 def describe(cls: str, cfg: dict) -> str:
@@ -49,8 +51,16 @@ class Learner:
     load_state_dict); with `seed` it is built after torch.manual_seed(seed), keeping its own
     initialisation."""
 
-    def __init__(self, sub: Sandbox, cls: str, cfg: dict, weights: dict | None = None, *,
-                 seed: int | None = None, train: bool = False) -> None:
+    def __init__(
+        self,
+        sub: Sandbox,
+        cls: str,
+        cfg: dict,
+        weights: dict | None = None,
+        *,
+        seed: int | None = None,
+        train: bool = False,
+    ) -> None:
         self.sub, self.cls, self.cfg, self.weights = sub, cls, cfg, weights
         factory = sub.getattr(sub.module(FILE), cls)
         if seed is None:
@@ -67,8 +77,15 @@ class Learner:
         except StudentError as err:
             found = _SIZE_MISMATCH.search(err.message)
             if err.todo_pending is None and found:
-                fail(message("lesson04.weights_shape", call=self.call_text, name=found[1],
-                             expected=f"({found[2]})", got=f"({found[3]})"))
+                fail(
+                    message(
+                        "lesson04.weights_shape",
+                        call=self.call_text,
+                        name=found[1],
+                        expected=f"({found[2]})",
+                        got=f"({found[3]})",
+                    )
+                )
             raise
         if absent:
             fail(message("lesson04.weights_missing", keys=", ".join(absent[:6]), call=self.call_text))
@@ -88,7 +105,8 @@ class Learner:
 
     def called(self, x: torch.Tensor):
         key = {("GPT", False): "lesson04.called_gpt", ("GPT", True): "lesson04.called_gpt_train"}.get(
-            (self.cls, self.training), "lesson04.called_train" if self.training else "lesson04.called")
+            (self.cls, self.training), "lesson04.called_train" if self.training else "lesson04.called"
+        )
         how = message("lesson04.how_weights" if self.weights is not None else "lesson04.how_init")
         return message(key, call=self.call_text, how=how, shape=tuple(x.shape))
 
@@ -110,9 +128,12 @@ class Learner:
         """GPT.forward(idx, targets) as the pair (logits, loss) it must return."""
         args = (idx,) if targets is None else (idx, targets)
         result = self.sub.call_traced(self.handle, *args, seed=seed, no_grad=True)["value"]
-        called = message("lesson04.called_gpt_targets" if targets is not None else "lesson04.called_gpt",
-                         call=self.call_text, shape=tuple(idx.shape),
-                         how=message("lesson04.how_weights" if self.weights is not None else "lesson04.how_init"))
+        called = message(
+            "lesson04.called_gpt_targets" if targets is not None else "lesson04.called_gpt",
+            call=self.call_text,
+            shape=tuple(idx.shape),
+            how=message("lesson04.how_weights" if self.weights is not None else "lesson04.how_init"),
+        )
         if not (isinstance(result, tuple) and len(result) == 2):
             fail(called, message("lesson04.not_a_pair", got=type(result).__name__))
         expect_tensor(result[0], called)
@@ -128,7 +149,9 @@ class Learner:
         expect_tensor(value, self.called(x))
         return value
 
-    def grads(self, x: torch.Tensor, v: torch.Tensor, path: str = "") -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    def grads(
+        self, x: torch.Tensor, v: torch.Tensor, path: str = ""
+    ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
         """The gradient of <forward(x), v> with respect to every parameter of the submodule at
         `path` ("" the whole module) and to x: ({parameter name: gradient}, x's gradient).
 
@@ -145,12 +168,24 @@ class Learner:
         out = result.get("output") if isinstance(result, dict) else None
         expect_tensor(out, called)
         if tuple(out.shape) != tuple(v.shape):
-            fail(called, message("lesson04.shape_wrong", what=message("lesson04.what_output"), got=tuple(out.shape),
-                                 expected=tuple(v.shape)))
+            fail(
+                called,
+                message(
+                    "lesson04.shape_wrong",
+                    what=message("lesson04.what_output"),
+                    got=tuple(out.shape),
+                    expected=tuple(v.shape),
+                ),
+            )
         grads, input_grads = result.get("grads"), result.get("input_grads")
-        if not (isinstance(grads, list) and len(grads) == 1 and isinstance(input_grads, list) and len(input_grads) == 1
-                and (grads[0] is None or isinstance(grads[0], dict))
-                and (input_grads[0] is None or isinstance(input_grads[0], torch.Tensor))):
+        if not (
+            isinstance(grads, list)
+            and len(grads) == 1
+            and isinstance(input_grads, list)
+            and len(input_grads) == 1
+            and (grads[0] is None or isinstance(grads[0], dict))
+            and (input_grads[0] is None or isinstance(input_grads[0], torch.Tensor))
+        ):
             fail(called, message("lesson04.grads_unreadable"))
         found = {str(k): g for k, g in (grads[0] or {}).items() if isinstance(g, torch.Tensor)}
         # A parameter nothing reached: zero.
@@ -159,20 +194,28 @@ class Learner:
         return by_name, x_grad
 
     def called_grads(self, x: torch.Tensor):
-        return message("lesson04.called_grads", call=self.call_text, shape=tuple(x.shape),
-                       how=message("lesson04.how_weights" if self.weights is not None else "lesson04.how_init"))
+        return message(
+            "lesson04.called_grads",
+            call=self.call_text,
+            shape=tuple(x.shape),
+            how=message("lesson04.how_weights" if self.weights is not None else "lesson04.how_init"),
+        )
 
     def parameters_named(self) -> dict[str, torch.Tensor]:
         """named_parameters(): each distinct parameter once, as nn.Module lists them."""
-        pairs = self.sub.request("call", target=self.handle, method="named_parameters",
-                                 options={"materialize": True})
+        pairs = self.sub.request(
+            "call", target=self.handle, method="named_parameters", options={"materialize": True}
+        )
         return {str(name): value for name, value in pairs}
 
 
 def expect_tensor(value, called) -> None:
     if not isinstance(value, torch.Tensor) or value.device.type == "meta" or value.is_complex():
-        got = type(value).__name__ if not isinstance(value, torch.Tensor) else (
-            f"Tensor(device={value.device.type}, dtype={value.dtype})")
+        got = (
+            type(value).__name__
+            if not isinstance(value, torch.Tensor)
+            else (f"Tensor(device={value.device.type}, dtype={value.dtype})")
+        )
         fail(called, message("lesson04.not_a_tensor", got=got))
 
 
@@ -182,17 +225,29 @@ def expect_finite(value: torch.Tensor, called) -> None:
         fail(called, message("lesson04.not_finite", count=int(bad.sum()), total=value.numel()))
 
 
-def expect_shape(value: torch.Tensor, expected: tuple, called, what_key: str = "lesson04.what_output") -> None:
+def expect_shape(
+    value: torch.Tensor, expected: tuple, called, what_key: str = "lesson04.what_output"
+) -> None:
     if tuple(value.shape) != tuple(expected):
-        fail(called, message("lesson04.shape_wrong", what=message(what_key), got=tuple(value.shape),
-                             expected=tuple(expected)))
+        fail(
+            called,
+            message(
+                "lesson04.shape_wrong",
+                what=message(what_key),
+                got=tuple(value.shape),
+                expected=tuple(expected),
+            ),
+        )
 
 
 def close(actual, expected: torch.Tensor, atol: float = 1e-4, rtol: float = 1e-4) -> bool:
     """Loose equality for diagnoses (is this the variant the learner wrote?)."""
-    return (isinstance(actual, torch.Tensor) and tuple(actual.shape) == tuple(expected.shape)
-            and bool(torch.isfinite(actual).all())
-            and bool(torch.allclose(actual.double(), expected.double(), atol=atol, rtol=rtol)))
+    return (
+        isinstance(actual, torch.Tensor)
+        and tuple(actual.shape) == tuple(expected.shape)
+        and bool(torch.isfinite(actual).all())
+        and bool(torch.allclose(actual.double(), expected.double(), atol=atol, rtol=rtol))
+    )
 
 
 def first_match(actual, candidates) -> list:
@@ -203,8 +258,9 @@ def first_match(actual, candidates) -> list:
     return []
 
 
-def expect_close(actual: torch.Tensor, expected: torch.Tensor, what, called, *diagnoses, atol=ATOL, rtol=RTOL,
-                 hint=None) -> None:
+def expect_close(
+    actual: torch.Tensor, expected: torch.Tensor, what, called, *diagnoses, atol=ATOL, rtol=RTOL, hint=None
+) -> None:
     problem = compare(actual, expected.to(actual.dtype), what=what, atol=atol, rtol=rtol)
     if problem:
         fail(called, problem, *first_match(actual, diagnoses), hint)

@@ -19,8 +19,10 @@ EPS = 1e-5  # nn.LayerNorm's default
 
 # ---------------------------------------------------------------- pieces
 
-def layer_norm(x: torch.Tensor, weight: torch.Tensor | None = None, bias: torch.Tensor | None = None,
-               over: str = "C") -> torch.Tensor:
+
+def layer_norm(
+    x: torch.Tensor, weight: torch.Tensor | None = None, bias: torch.Tensor | None = None, over: str = "C"
+) -> torch.Tensor:
     """LayerNorm over the channels (`over="C"`), or over (T, C) / everything (mistakes)."""
     x = x.double()
     dims = {"C": (-1,), "TC": (-2, -1), "all": tuple(range(x.dim()))}[over]
@@ -37,7 +39,7 @@ def activation(x: torch.Tensor, kind: str = "gelu") -> torch.Tensor:
     if kind == "gelu":  # the exact GELU, x * Phi(x)
         return 0.5 * x * (1.0 + torch.erf(x / math.sqrt(2.0)))
     if kind == "gelu_tanh":
-        return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+        return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
     if kind == "relu":
         return x.clamp_min(0.0)
     if kind == "none":
@@ -55,7 +57,9 @@ def ln(x: torch.Tensor, sd: dict, name: str, over: str = "C") -> torch.Tensor:
     return layer_norm(x, sd[f"{name}.weight"], sd[f"{name}.bias"], over=over)
 
 
-def mlp(x: torch.Tensor, sd: dict, prefix: str = "", *, act: str = "gelu", order: str = "fc_act_proj") -> torch.Tensor:
+def mlp(
+    x: torch.Tensor, sd: dict, prefix: str = "", *, act: str = "gelu", order: str = "fc_act_proj"
+) -> torch.Tensor:
     """c_proj(act(c_fc(x))) in float64, dropout off. `order="fc_proj_act"`: the activation
     after c_proj (a mistake)."""
     h = linear(x, sd, f"{prefix}c_fc")
@@ -70,7 +74,7 @@ def attention(x: torch.Tensor, sd: dict, n_head: int, prefix: str = "") -> torch
     _, T, C = x.shape
     hs = C // n_head
     qkv = linear(x, sd, f"{prefix}qkv")
-    q_all, k_all, v_all = (qkv[..., i * C:(i + 1) * C] for i in range(3))
+    q_all, k_all, v_all = (qkv[..., i * C : (i + 1) * C] for i in range(3))
     allowed = torch.ones(T, T, dtype=torch.bool).tril()
     heads = []
     for h in range(n_head):
@@ -85,12 +89,23 @@ def attention(x: torch.Tensor, sd: dict, n_head: int, prefix: str = "") -> torch
 # ---------------------------------------------------------------- the block
 
 # Ways a block can be wired: right, and recognisable mistakes.
-BLOCKS = ("pre", "post", "no_norm", "swapped_norms", "no_residual_attn", "no_residual_mlp", "no_residual",
-          "residual_normed", "parallel", "attn_not_added")
+BLOCKS = (
+    "pre",
+    "post",
+    "no_norm",
+    "swapped_norms",
+    "no_residual_attn",
+    "no_residual_mlp",
+    "no_residual",
+    "residual_normed",
+    "parallel",
+    "attn_not_added",
+)
 
 
-def block(x: torch.Tensor, sd: dict, n_head: int, prefix: str = "", *, wiring: str = "pre",
-          act: str = "gelu") -> torch.Tensor:
+def block(
+    x: torch.Tensor, sd: dict, n_head: int, prefix: str = "", *, wiring: str = "pre", act: str = "gelu"
+) -> torch.Tensor:
     """A Transformer block (B, T, C) -> (B, T, C) in float64, wired as `wiring` says."""
     x = x.double()
 
@@ -140,6 +155,7 @@ def block(x: torch.Tensor, sd: dict, n_head: int, prefix: str = "", *, wiring: s
 
 # ---------------------------------------------------------------- the model
 
+
 def gpt(idx: torch.Tensor, sd: dict, cfg: dict, targets: torch.Tensor | None = None, **block_options):
     """(logits (B, T, V) float64, loss or None) of the whole model, dropout off."""
     B, T = idx.shape
@@ -167,16 +183,19 @@ def mlp_param_count(C: int) -> int:
 
 # ---------------------------------------------------------------- weights
 
+
 def _normal(gen: torch.Generator, *shape, std: float = 1.0, mean: float = 0.0) -> torch.Tensor:
     return torch.randn(*shape, generator=gen) * std + mean
 
 
 def mlp_weights(C: int, gen: torch.Generator, prefix: str = "") -> dict[str, torch.Tensor]:
     """Large enough that GELU's curve matters (inputs of order 1) and not ReLU-like."""
-    return {f"{prefix}c_fc.weight": _normal(gen, 4 * C, C, std=1.0 / math.sqrt(C)),
-            f"{prefix}c_fc.bias": _normal(gen, 4 * C, std=0.3),
-            f"{prefix}c_proj.weight": _normal(gen, C, 4 * C, std=0.8 / math.sqrt(4 * C)),
-            f"{prefix}c_proj.bias": _normal(gen, C, std=0.2)}
+    return {
+        f"{prefix}c_fc.weight": _normal(gen, 4 * C, C, std=1.0 / math.sqrt(C)),
+        f"{prefix}c_fc.bias": _normal(gen, 4 * C, std=0.3),
+        f"{prefix}c_proj.weight": _normal(gen, C, 4 * C, std=0.8 / math.sqrt(4 * C)),
+        f"{prefix}c_proj.bias": _normal(gen, C, std=0.2),
+    }
 
 
 def block_weights(C: int, gen: torch.Generator, prefix: str = "") -> dict[str, torch.Tensor]:

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 import pytest
 import torch
 
+from autograder.core.results import message
 from autograder.engine.checks import fail
 from autograder.engine.feedback import compare
 from autograder.engine.grader_helpers import generator, hinted
-from autograder.core.results import message
 from autograder.sandbox.client import StudentError
 
 from . import reference as ref
@@ -54,8 +54,13 @@ def _block(submission, gen, cfg=MAIN, *, silent_outputs: bool = False):
     sd = ref.block_weights(cfg["n_embd"], gen)
     block = Learner(submission, "Block", cfg)
     shapes = block.state_shapes()
-    mlp = {key: sd[key] if tuple(sd.get(key, torch.empty(0)).shape) == shape else torch.randn(shape, generator=gen) * 0.3
-           for key, shape in shapes.items() if key.startswith("mlp.")}
+    mlp = {
+        key: sd[key]
+        if tuple(sd.get(key, torch.empty(0)).shape) == shape
+        else torch.randn(shape, generator=gen) * 0.3
+        for key, shape in shapes.items()
+        if key.startswith("mlp.")
+    }
     sd = {**{key: value for key, value in sd.items() if not key.startswith("mlp.")}, **mlp}
     if silent_outputs:
         # Every MLP tensor at zero, whatever the learner named them: any MLP of linear layers
@@ -96,8 +101,12 @@ def _single(captured: list, name: str, block: Learner, x: torch.Tensor) -> torch
         fail(block.called(x), message("lesson04.sublayer_calls", name=name, count=len(captured)))
     value = captured[0]
     if tuple(value.shape) != tuple(x.shape):
-        fail(block.called(x), message("lesson04.sublayer_input_shape", name=name, got=tuple(value.shape),
-                                      expected=tuple(x.shape)))
+        fail(
+            block.called(x),
+            message(
+                "lesson04.sublayer_input_shape", name=name, got=tuple(value.shape), expected=tuple(x.shape)
+            ),
+        )
     return value
 
 
@@ -123,6 +132,7 @@ def _post_norm(obs: Observed, sd: dict, block: Learner) -> bool:
 
 # ---------------------------------------------------------------- TODO [pre-norm]
 
+
 def _observed(submission, gen: torch.Generator, cases):
     """Per (cfg, T, B) case: (cfg, block, sd, x, obs, attn_in), the learner's Block observed on
     a fresh input, with the one input its attention got."""
@@ -137,8 +147,11 @@ def _normalised_over_t(z: torch.Tensor, sd: dict, name: str) -> list:
     """Diagnoses for `z` normalised over (T, C) or over everything instead of each position's C:
     with the LayerNorm `name`'s affine parameters or without them."""
     over_t = message("lesson04.diag_norm_over_T")
-    return [(ref.ln(z, sd, name, over="TC"), over_t), (ref.layer_norm(z, over="TC"), over_t),
-            (ref.layer_norm(z, over="all"), over_t)]
+    return [
+        (ref.ln(z, sd, name, over="TC"), over_t),
+        (ref.layer_norm(z, over="TC"), over_t),
+        (ref.layer_norm(z, over="all"), over_t),
+    ]
 
 
 # The pre-norm checks' (cfg, T, B): T < block_size, and T = 1.
@@ -149,17 +162,29 @@ PRE_NORM_CASES = ((MAIN, MAIN_T, 2), (SMALL, 1, 2))
 def test_pre_norm_attn(submission, check_seed):
     for _cfg, block, sd, x, obs, attn_in in _observed(submission, generator(check_seed), PRE_NORM_CASES):
         expected = ref.ln(x, sd, "ln_1")
-        problem = compare(attn_in, expected.float(), what=message("lesson04.what_attn_input"), atol=ATOL, rtol=RTOL)
+        problem = compare(
+            attn_in, expected.float(), what=message("lesson04.what_attn_input"), atol=ATOL, rtol=RTOL
+        )
         if problem is None:
             continue
         if close(attn_in, x):
-            diagnosis = message("lesson04.diag_post_norm" if _post_norm(obs, sd, block) else "lesson04.diag_attn_raw")
+            diagnosis = message(
+                "lesson04.diag_post_norm" if _post_norm(obs, sd, block) else "lesson04.diag_attn_raw"
+            )
             fail(block.called(x), problem, diagnosis)
-        fail(block.called(x), problem, *first_match(attn_in, [
-            (ref.ln(x, sd, "ln_2"), message("lesson04.diag_attn_ln_2")),
-            (ref.layer_norm(x), message("lesson04.diag_norm_without_module", name="ln_1")),
-            *_normalised_over_t(x, sd, "ln_1"),
-        ]), message("lesson04.pre_norm_hint"))
+        fail(
+            block.called(x),
+            problem,
+            *first_match(
+                attn_in,
+                [
+                    (ref.ln(x, sd, "ln_2"), message("lesson04.diag_attn_ln_2")),
+                    (ref.layer_norm(x), message("lesson04.diag_norm_without_module", name="ln_1")),
+                    *_normalised_over_t(x, sd, "ln_1"),
+                ],
+            ),
+            message("lesson04.pre_norm_hint"),
+        )
 
 
 @pytest.mark.check("pre-norm-mlp")
@@ -167,8 +192,13 @@ def test_pre_norm_mlp(submission, check_seed):
     for _cfg, block, sd, x, obs, attn_in in _observed(submission, generator(check_seed), PRE_NORM_CASES):
         mlp_in = _single(obs.mlp, "mlp", block, x)
         h = x.double() + ref.attention_out(attn_in, sd, _n_head(block))  # the stream after attention
-        problem = compare(mlp_in, ref.ln(h, sd, "ln_2").float(), what=message("lesson04.what_mlp_input"),
-                          atol=ATOL, rtol=RTOL)
+        problem = compare(
+            mlp_in,
+            ref.ln(h, sd, "ln_2").float(),
+            what=message("lesson04.what_mlp_input"),
+            atol=ATOL,
+            rtol=RTOL,
+        )
         if problem is None:
             continue
         normalised_by_ln_2 = len(obs.ln_2) == 1 and close(mlp_in, ref.ln(obs.ln_2[0], sd, "ln_2"), 1e-5, 1e-5)
@@ -177,22 +207,39 @@ def test_pre_norm_mlp(submission, check_seed):
             continue  # ln_2 normalises the stream the residual code built: TODO [residual]'s checks judge it
         if normalised_by_ln_2:
             # The additions are right, so ln_2 was given the wrong tensor here.
-            fail(block.called(x), problem, *first_match(obs.ln_2[0], [
-                (x, message("lesson04.diag_mlp_sees_old_x")),
-                (h - x, message("lesson04.diag_ln_2_of_attn")),
-            ]), message("lesson04.pre_norm_mlp_hint"))
+            fail(
+                block.called(x),
+                problem,
+                *first_match(
+                    obs.ln_2[0],
+                    [
+                        (x, message("lesson04.diag_mlp_sees_old_x")),
+                        (h - x, message("lesson04.diag_ln_2_of_attn")),
+                    ],
+                ),
+                message("lesson04.pre_norm_mlp_hint"),
+            )
         if _post_norm(obs, sd, block):
             fail(block.called(x), problem, message("lesson04.diag_post_norm"))
-        fail(block.called(x), problem, *first_match(mlp_in, [
-            (h, message("lesson04.diag_mlp_raw")),
-            (ref.ln(h, sd, "ln_1"), message("lesson04.diag_mlp_ln_1")),
-            (ref.layer_norm(h), message("lesson04.diag_norm_without_module", name="ln_2")),
-            (ref.ln(x, sd, "ln_2"), message("lesson04.diag_mlp_sees_old_x")),
-            *_normalised_over_t(h, sd, "ln_2"),
-        ]), message("lesson04.pre_norm_mlp_hint"))
+        fail(
+            block.called(x),
+            problem,
+            *first_match(
+                mlp_in,
+                [
+                    (h, message("lesson04.diag_mlp_raw")),
+                    (ref.ln(h, sd, "ln_1"), message("lesson04.diag_mlp_ln_1")),
+                    (ref.layer_norm(h), message("lesson04.diag_norm_without_module", name="ln_2")),
+                    (ref.ln(x, sd, "ln_2"), message("lesson04.diag_mlp_sees_old_x")),
+                    *_normalised_over_t(h, sd, "ln_2"),
+                ],
+            ),
+            message("lesson04.pre_norm_mlp_hint"),
+        )
 
 
 # ---------------------------------------------------------------- TODO [residual]
+
 
 @pytest.mark.check("residual")
 def test_residual(submission, check_seed):
@@ -205,7 +252,9 @@ def test_residual(submission, check_seed):
         a = ref.attention_out(attn_in, sd, _n_head(block))
         m = block.sublayer("mlp", mlp_in).double()
         xd = x.double()
-        problem = compare(obs.out, (xd + a + m).float(), what=message("lesson04.what_block_output"), atol=ATOL, rtol=RTOL)
+        problem = compare(
+            obs.out, (xd + a + m).float(), what=message("lesson04.what_block_output"), atol=ATOL, rtol=RTOL
+        )
         if problem is None:
             if cfg is MAIN and x.shape[1] > 1:
                 _judge_gradient_paths(block, x, mlp_in, gen)
@@ -215,22 +264,45 @@ def test_residual(submission, check_seed):
         also_attn = len(obs.ln_2) == 1 and close(obs.ln_2[0], a)
         if _post_norm(obs, sd, block):
             fail(block.called(x), problem, message("lesson04.diag_post_norm"))
-        fail(block.called(x), problem, *first_match(obs.out, [
-            (a + m, message("lesson04.diag_no_residual_attn")),
-            (m, message("lesson04.diag_no_residual_mlp_and_attn" if also_attn else "lesson04.diag_no_residual_mlp")),
-            (xd + m, message("lesson04.diag_attn_not_added")),
-            (xd + a, message("lesson04.diag_mlp_not_added")),
-            (ref.ln(x, sd, "ln_1") + a + m, message("lesson04.diag_residual_normed")),
-        ]), message("lesson04.residual_hint"))
+        fail(
+            block.called(x),
+            problem,
+            *first_match(
+                obs.out,
+                [
+                    (a + m, message("lesson04.diag_no_residual_attn")),
+                    (
+                        m,
+                        message(
+                            "lesson04.diag_no_residual_mlp_and_attn"
+                            if also_attn
+                            else "lesson04.diag_no_residual_mlp"
+                        ),
+                    ),
+                    (xd + m, message("lesson04.diag_attn_not_added")),
+                    (xd + a, message("lesson04.diag_mlp_not_added")),
+                    (ref.ln(x, sd, "ln_1") + a + m, message("lesson04.diag_residual_normed")),
+                ],
+            ),
+            message("lesson04.residual_hint"),
+        )
 
 
 def _in_place_hint(called):
     """Fails with the in-place diagnosis when autograd refused the learner's in-place sum."""
-    return hinted(lambda err: message("lesson04.diag_in_place") if "in-place" in err.message or "inplace" in err.message
-                  else None, called)
+    return hinted(
+        lambda err: (
+            message("lesson04.diag_in_place")
+            if "in-place" in err.message or "inplace" in err.message
+            else None
+        ),
+        called,
+    )
 
 
-def _judge_gradient_paths(block: Learner, x: torch.Tensor, mlp_in: torch.Tensor, gen: torch.Generator) -> None:
+def _judge_gradient_paths(
+    block: Learner, x: torch.Tensor, mlp_in: torch.Tensor, gen: torch.Generator
+) -> None:
     """The gradient of the block's output reaches the parameters of both sublayers: a sum with
     a detached sublayer (x + a.detach()) gives the right values and never trains it. An MLP
     that stops gradients on its own is TODO [mlp]'s business (mlp-parity), so it is tried alone
@@ -244,11 +316,19 @@ def _judge_gradient_paths(block: Learner, x: torch.Tensor, mlp_in: torch.Tensor,
         return any(bool(g.abs().sum() > 0) for name, g in found.items() if name.startswith(prefix))
 
     if not reached("attn.", grads):
-        fail(called, message("lesson04.residual_no_grad", name="attn", var="a"), message("lesson04.residual_hint"))
+        fail(
+            called,
+            message("lesson04.residual_no_grad", name="attn", var="a"),
+            message("lesson04.residual_hint"),
+        )
     if not reached("mlp.", grads):
         alone, _ = block.grads(mlp_in, torch.randn(mlp_in.shape, generator=gen), path="mlp")
         if reached("", alone):
-            fail(called, message("lesson04.residual_no_grad", name="mlp", var="m"), message("lesson04.residual_hint"))
+            fail(
+                called,
+                message("lesson04.residual_no_grad", name="mlp", var="m"),
+                message("lesson04.residual_hint"),
+            )
 
 
 @pytest.mark.check("residual-identity")
@@ -267,12 +347,21 @@ def test_residual_identity(submission, check_seed):
         attn_in = _inputs(block, x, "attn")
         if len(attn_in) == 1 and close(attn_in[0], x) and close(out, ref.ln(ln_1, sd, "ln_2")):
             return  # a post-norm block, ln_2(ln_1(x)) here: the pre-norm checks report it
-        fail(block.called(x), message("lesson04.identity_intro"), problem, *first_match(out, [
-            (torch.zeros_like(x), message("lesson04.diag_identity_zero")),
-            (ref.ln(ln_1, sd, "ln_2"), message("lesson04.diag_identity_normalised")),
-            (ref.ln(x, sd, "ln_2"), message("lesson04.diag_identity_normalised")),
-            (ln_1, message("lesson04.diag_identity_normalised")),
-        ]), message("lesson04.residual_hint"))
+        fail(
+            block.called(x),
+            message("lesson04.identity_intro"),
+            problem,
+            *first_match(
+                out,
+                [
+                    (torch.zeros_like(x), message("lesson04.diag_identity_zero")),
+                    (ref.ln(ln_1, sd, "ln_2"), message("lesson04.diag_identity_normalised")),
+                    (ref.ln(x, sd, "ln_2"), message("lesson04.diag_identity_normalised")),
+                    (ln_1, message("lesson04.diag_identity_normalised")),
+                ],
+            ),
+            message("lesson04.residual_hint"),
+        )
     # The same path carries the gradient back: d<out, v>/dx must be v itself. Autograd also
     # finds an in-place sum (x += a), which training's backward pass would reject.
     v = torch.randn(x.shape, generator=gen)
@@ -280,5 +369,9 @@ def test_residual_identity(submission, check_seed):
         (grad,) = submission.vjp(block.handle, x, [v])
     problem = compare(grad, v, what=message("lesson04.what_input_grad"), atol=ATOL, rtol=RTOL)
     if problem is not None:
-        fail(message("lesson04.called_vjp", call=block.call_text, shape=tuple(x.shape)),
-             message("lesson04.identity_grad_intro"), problem, message("lesson04.residual_hint"))
+        fail(
+            message("lesson04.called_vjp", call=block.call_text, shape=tuple(x.shape)),
+            message("lesson04.identity_grad_intro"),
+            problem,
+            message("lesson04.residual_hint"),
+        )

@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from autograder.core.results import Feedback, Figure, message
 from autograder.engine.checks import CheckFailure, describe_student_error, fail
 from autograder.engine.feedback import compare, heatmap, leaking_cells
 from autograder.engine.grader_helpers import generator, tokens
-from autograder.core.results import Feedback, Figure, message
 from autograder.sandbox.client import StudentError
 
 from . import reference as ref
@@ -51,12 +51,21 @@ def _shared_through(submission, model: Learner, gen) -> list:
         _write(submission, model, source, value)
         seen = _read(submission, model, target)
         if not (isinstance(seen, torch.Tensor) and seen.shape == value.shape and torch.equal(seen, value)):
-            broken.append((source, target, isinstance(seen, torch.Tensor) and isinstance(before, torch.Tensor)
-                           and seen.shape == before.shape and torch.equal(seen, before)))
+            broken.append(
+                (
+                    source,
+                    target,
+                    isinstance(seen, torch.Tensor)
+                    and isinstance(before, torch.Tensor)
+                    and seen.shape == before.shape
+                    and torch.equal(seen, before),
+                )
+            )
     return broken
 
 
 # ---------------------------------------------------------------- TODO [weight-tying]
+
 
 @pytest.mark.check("tying-shared")
 def test_tying_shared(submission, check_seed):
@@ -66,9 +75,11 @@ def test_tying_shared(submission, check_seed):
     broken = _shared_through(submission, model, gen)
     if broken:
         source, target, unchanged = broken[0]
-        fail(message("lesson04.tying_not_shared", source=source, target=target),
-             message("lesson04.diag_tying_copy" if unchanged else "lesson04.diag_tying_other", target=target),
-             message("lesson04.tying_hint"))
+        fail(
+            message("lesson04.tying_not_shared", source=source, target=target),
+            message("lesson04.diag_tying_copy" if unchanged else "lesson04.diag_tying_other", target=target),
+            message("lesson04.tying_hint"),
+        )
 
 
 @pytest.mark.check("tying-once")
@@ -84,13 +95,22 @@ def test_tying_once(submission, check_seed):
         return
     if len(listed) == 2:
         shares_memory = not _shared_through(submission, model, gen)
-        fail(message("lesson04.tying_twice", V=V, C=C),
-             message("lesson04.diag_tying_data" if shares_memory else "lesson04.diag_tying_copy", target="transformer.wte"),
-             message("lesson04.tying_hint"))
-    fail(message("lesson04.tying_listed", names=", ".join(same_shape) or "—", V=V, C=C), message("lesson04.tying_hint"))
+        fail(
+            message("lesson04.tying_twice", V=V, C=C),
+            message(
+                "lesson04.diag_tying_data" if shares_memory else "lesson04.diag_tying_copy",
+                target="transformer.wte",
+            ),
+            message("lesson04.tying_hint"),
+        )
+    fail(
+        message("lesson04.tying_listed", names=", ".join(same_shape) or "—", V=V, C=C),
+        message("lesson04.tying_hint"),
+    )
 
 
 # ---------------------------------------------------------------- the whole model
+
 
 @pytest.mark.check("num-params")
 def test_num_params(submission, check_seed):
@@ -110,8 +130,12 @@ def test_num_params(submission, check_seed):
             hint = message("lesson04.diag_params_mlp", got=mlp, expected=ref.mlp_param_count(C), C=C)
         else:
             hint = message("lesson04.params_breakdown")
-        fail(message("lesson04.called_num_params", call=model.call_text),
-             message("lesson04.params_wrong", got=count, expected=expected), formula, hint)
+        fail(
+            message("lesson04.called_num_params", call=model.call_text),
+            message("lesson04.params_wrong", got=count, expected=expected),
+            formula,
+            hint,
+        )
 
 
 # Recognisable wirings of the whole model, and what to say when the logits match one.
@@ -138,20 +162,50 @@ def test_model_parity(submission, check_seed):
         idx, targets = tokens(B, T, cfg["vocab_size"], gen), tokens(B, T, cfg["vocab_size"], gen)
         try:
             logits, loss = model.logits_loss(idx, targets)
-            called = message("lesson04.called_gpt_targets", call=model.call_text, shape=tuple(idx.shape),
-                             how=message("lesson04.how_weights"))
+            called = message(
+                "lesson04.called_gpt_targets",
+                call=model.call_text,
+                shape=tuple(idx.shape),
+                how=message("lesson04.how_weights"),
+            )
             expect_shape(logits, (B, T, cfg["vocab_size"]), called, "lesson04.what_logits")
             expected, expected_loss = ref.gpt(idx, sd, cfg, targets)
-            problem = compare(logits, expected.float(), what=message("lesson04.what_logits"),
-                              atol=MODEL_ATOL, rtol=MODEL_RTOL)
+            problem = compare(
+                logits,
+                expected.float(),
+                what=message("lesson04.what_logits"),
+                atol=MODEL_ATOL,
+                rtol=MODEL_RTOL,
+            )
             if problem:
-                fail(called, problem, *first_match(logits, [
-                    (ref.gpt(idx, sd, cfg, **options)[0], message(key)) for options, key in _MODEL_VARIANTS]))
+                fail(
+                    called,
+                    problem,
+                    *first_match(
+                        logits,
+                        [
+                            (ref.gpt(idx, sd, cfg, **options)[0], message(key))
+                            for options, key in _MODEL_VARIANTS
+                        ],
+                    ),
+                )
             if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
-                fail(called, message("lesson04.loss_not_scalar", got=type(loss).__name__ if not isinstance(
-                    loss, torch.Tensor) else f"Tensor{tuple(loss.shape)}"))
-            problem = compare(loss, expected_loss.float(), what=message("lesson04.what_loss"),
-                              atol=MODEL_ATOL, rtol=MODEL_RTOL)
+                fail(
+                    called,
+                    message(
+                        "lesson04.loss_not_scalar",
+                        got=type(loss).__name__
+                        if not isinstance(loss, torch.Tensor)
+                        else f"Tensor{tuple(loss.shape)}",
+                    ),
+                )
+            problem = compare(
+                loss,
+                expected_loss.float(),
+                what=message("lesson04.what_loss"),
+                atol=MODEL_ATOL,
+                rtol=MODEL_RTOL,
+            )
             if problem:
                 fail(called, problem)
             _, no_loss = model.logits_loss(idx)
@@ -189,8 +243,15 @@ def _judge_device(submission, check_seed) -> None:
     if logits.device.type != "meta":
         fail(called, message("lesson04.logits_wrong_device", got=logits.device.type, device="meta"))
     if tuple(logits.shape) != (B, T, cfg["vocab_size"]):
-        fail(called, message("lesson04.shape_wrong", what=message("lesson04.what_logits"), got=tuple(logits.shape),
-                             expected=(B, T, cfg["vocab_size"])))
+        fail(
+            called,
+            message(
+                "lesson04.shape_wrong",
+                what=message("lesson04.what_logits"),
+                got=tuple(logits.shape),
+                expected=(B, T, cfg["vocab_size"]),
+            ),
+        )
 
 
 @pytest.mark.check("future-leak")
@@ -213,11 +274,21 @@ def test_future_leak(submission, check_seed):
     leaks = leaking_cells(influence.numpy(), tol=1e-5)
     if leaks.any():
         first = leaks.nonzero()
-        fail(model.called(batch), message("lesson04.future_leak", i=int(first[0][0]), j=int(first[1][0]),
-                                          count=int(leaks.sum())),
-             message("lesson04.influence_title"), heatmap(shown, leaks=leaks), message("lesson04.heatmap_legend"),
-             message("lesson04.leak_hint"), Figure(shown, leaks=leaks, title=message("lesson04.figure_influence")))
+        fail(
+            model.called(batch),
+            message("lesson04.future_leak", i=int(first[0][0]), j=int(first[1][0]), count=int(leaks.sum())),
+            message("lesson04.influence_title"),
+            heatmap(shown, leaks=leaks),
+            message("lesson04.heatmap_legend"),
+            message("lesson04.leak_hint"),
+            Figure(shown, leaks=leaks, title=message("lesson04.figure_influence")),
+        )
     starved = [i for i in range(1, T) if not bool((influence[i, :i] > 1e-5).any())]
     if starved:
-        fail(model.called(batch), message("lesson04.no_past_flow", i=starved[0], count=len(starved)),
-             message("lesson04.influence_title"), heatmap(shown), message("lesson04.heatmap_legend"))
+        fail(
+            model.called(batch),
+            message("lesson04.no_past_flow", i=starved[0], count=len(starved)),
+            message("lesson04.influence_title"),
+            heatmap(shown),
+            message("lesson04.heatmap_legend"),
+        )

@@ -12,9 +12,9 @@ import math
 import pytest
 import torch
 
+from autograder.core.results import Block, message
 from autograder.engine.checks import fail
 from autograder.engine.grader_helpers import generator, tokens
-from autograder.core.results import Block, message
 
 from . import reference as ref
 from .harness import INIT, INIT_SEED, Learner, expect_finite
@@ -74,17 +74,24 @@ def test_init_std(submission):
                 diagnosis = diagnosis or _std_diagnosis(p, std)
         elif kind == "bias" and bool((d != 0).any()):
             wrong.append(f"{name}: {int((d != 0).sum())}/{d.numel()} ≠ 0")
-            diagnosis = diagnosis or message("lesson04.diag_init_bias_default" if _near(
-                d.std().item(), ref.default_linear_std(_bias_fan_in(name, params))) else "lesson04.diag_init_bias")
+            diagnosis = diagnosis or message(
+                "lesson04.diag_init_bias_default"
+                if _near(d.std().item(), ref.default_linear_std(_bias_fan_in(name, params)))
+                else "lesson04.diag_init_bias"
+            )
         elif kind == "norm":
             want = 1.0 if name.endswith("weight") else 0.0
             if not bool((d == want).all()):
                 wrong.append(f"{name}: {int((d != want).sum())}/{d.numel()} ≠ {want:g}")
                 diagnosis = diagnosis or message("lesson04.diag_init_layernorm")
     if wrong:
-        fail(message("lesson04.called_init", call=model.call_text, seed=INIT_SEED),
-             message("lesson04.init_wrong", count=len(wrong)), Block("\n".join(wrong[:6]), kind="table"),
-             diagnosis, message("lesson04.init_hint"))
+        fail(
+            message("lesson04.called_init", call=model.call_text, seed=INIT_SEED),
+            message("lesson04.init_wrong", count=len(wrong)),
+            Block("\n".join(wrong[:6]), kind="table"),
+            diagnosis,
+            message("lesson04.init_hint"),
+        )
 
 
 def _bias_fan_in(name: str, params: dict) -> int:
@@ -109,8 +116,11 @@ def test_init_residual(submission):
         return
     lines = [_line(name, params[name], target) for name in wrong]
     std = next(iter(wrong.values()))
-    fixed = {suffix for suffix in RESIDUAL if any(name.endswith(suffix) for name in found)
-             and not any(name.endswith(suffix) for name in wrong)}
+    fixed = {
+        suffix
+        for suffix in RESIDUAL
+        if any(name.endswith(suffix) for name in found) and not any(name.endswith(suffix) for name in wrong)
+    }
     candidates = (
         (ref.INIT_STD, "lesson04.diag_residual_not_rescaled"),
         (ref.INIT_STD / math.sqrt(L), "lesson04.diag_residual_no_two"),
@@ -119,15 +129,22 @@ def test_init_residual(submission):
         (ref.INIT_STD * math.sqrt(2 * L), "lesson04.diag_residual_multiplied"),
     )
     if fixed:
-        diagnosis = message("lesson04.diag_residual_only", done=" y ".join(sorted(fixed)),
-                            missing=" y ".join(s for s in RESIDUAL if s not in fixed))
+        diagnosis = message(
+            "lesson04.diag_residual_only",
+            done=" y ".join(sorted(fixed)),
+            missing=" y ".join(s for s in RESIDUAL if s not in fixed),
+        )
     else:
         diagnosis = next((message(key, L=L) for value, key in candidates if _near(std, value, 0.05)), None)
         if diagnosis is None and _near(std, ref.default_linear_std(_fan_in(params[next(iter(wrong))]))):
             diagnosis = message("lesson04.diag_init_default_linear")
-    fail(message("lesson04.called_init", call=model.call_text, seed=INIT_SEED),
-         message("lesson04.init_residual_wrong", count=len(wrong), total=len(found)), Block("\n".join(lines[:6]), kind="table"),
-         diagnosis, message("lesson04.init_residual_hint", L=L))
+    fail(
+        message("lesson04.called_init", call=model.call_text, seed=INIT_SEED),
+        message("lesson04.init_residual_wrong", count=len(wrong), total=len(found)),
+        Block("\n".join(lines[:6]), kind="table"),
+        diagnosis,
+        message("lesson04.init_residual_hint", L=L),
+    )
 
 
 @pytest.mark.check("initial-loss")
@@ -139,7 +156,9 @@ def test_initial_loss(submission, check_seed):
     V = INIT["vocab_size"]
     idx, targets = tokens(16, INIT["block_size"], V, gen), tokens(16, INIT["block_size"], V, gen)
     logits, loss = model.logits_loss(idx, targets)
-    called = message("lesson04.called_init_loss", call=model.call_text, seed=INIT_SEED, shape=tuple(idx.shape))
+    called = message(
+        "lesson04.called_init_loss", call=model.call_text, seed=INIT_SEED, shape=tuple(idx.shape)
+    )
     if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
         fail(called, message("lesson04.loss_not_scalar", got=type(loss).__name__))
     expect_finite(loss, called)
@@ -147,6 +166,13 @@ def test_initial_loss(submission, check_seed):
     if abs(value - ln_v) <= 0.06:
         return
     spread = float(logits.double().std())
-    fail(called, message("lesson04.initial_loss_far", loss=f"{value:.4f}", ln_v=f"{ln_v:.4f}", V=V),
-         message("lesson04.initial_logits", std=f"{spread:.3g}", expected=f"{ref.INIT_STD * math.sqrt(INIT['n_embd']):.2g}"),
-         message("lesson04.init_hint"))
+    fail(
+        called,
+        message("lesson04.initial_loss_far", loss=f"{value:.4f}", ln_v=f"{ln_v:.4f}", V=V),
+        message(
+            "lesson04.initial_logits",
+            std=f"{spread:.3g}",
+            expected=f"{ref.INIT_STD * math.sqrt(INIT['n_embd']):.2g}",
+        ),
+        message("lesson04.init_hint"),
+    )

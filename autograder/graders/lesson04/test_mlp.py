@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from autograder.core.results import message
 from autograder.engine.checks import fail
 from autograder.engine.feedback import compare
 from autograder.engine.grader_helpers import generator
-from autograder.core.results import message
 
 from . import reference as ref
 from .harness import (
@@ -42,7 +42,12 @@ def test_mlp_structure(submission, check_seed):
     if missing:
         fail(message("lesson04.mlp_missing", names=", ".join(missing), found=found))
     sd = submission.call(mlp.handle, method="state_dict")
-    expected = {"c_fc.weight": (4 * C, C), "c_fc.bias": (4 * C,), "c_proj.weight": (C, 4 * C), "c_proj.bias": (C,)}
+    expected = {
+        "c_fc.weight": (4 * C, C),
+        "c_fc.bias": (4 * C,),
+        "c_proj.weight": (C, 4 * C),
+        "c_proj.bias": (C,),
+    }
     for key, shape in expected.items():
         got = tuple(sd[key].shape) if key in sd else None
         if got == shape:
@@ -53,8 +58,10 @@ def test_mlp_structure(submission, check_seed):
                 hint = message("lesson04.diag_linear_reversed", name=key.split(".")[0])
             elif C in got and 4 * C not in got:
                 hint = message("lesson04.diag_no_widening", C=C)
-        fail(message("lesson04.mlp_shape", name=key, got=got if got is not None else "—", expected=shape,
-                     C=C), hint)
+        fail(
+            message("lesson04.mlp_shape", name=key, got=got if got is not None else "—", expected=shape, C=C),
+            hint,
+        )
     for name, kind in LAYERS.items():
         if children[name].type != kind:
             fail(message("lesson04.mlp_layer_type", name=name, got=children[name].type, expected=kind))
@@ -67,10 +74,12 @@ def test_mlp_structure(submission, check_seed):
 
 
 def _mlp_diagnoses(x, sd):
-    return [(ref.mlp(x, sd, act="relu"), message("lesson04.diag_relu")),
-            (ref.mlp(x, sd, act="gelu_tanh"), message("lesson04.diag_gelu_tanh")),
-            (ref.mlp(x, sd, act="none"), message("lesson04.diag_no_activation")),
-            (ref.mlp(x, sd, order="fc_proj_act"), message("lesson04.diag_gelu_after_proj"))]
+    return [
+        (ref.mlp(x, sd, act="relu"), message("lesson04.diag_relu")),
+        (ref.mlp(x, sd, act="gelu_tanh"), message("lesson04.diag_gelu_tanh")),
+        (ref.mlp(x, sd, act="none"), message("lesson04.diag_no_activation")),
+        (ref.mlp(x, sd, order="fc_proj_act"), message("lesson04.diag_gelu_after_proj")),
+    ]
 
 
 @pytest.mark.check("mlp-parity")
@@ -83,8 +92,14 @@ def test_mlp_parity(submission, check_seed):
         x = torch.randn(3, T, C, generator=gen)
         y = mlp.forward(x)
         expect_shape(y, x.shape, mlp.called(x))
-        expect_close(y, ref.mlp(x, sd), message("lesson04.what_output"), mlp.called(x), *_mlp_diagnoses(x, sd),
-                     hint=message("lesson04.mlp_hint"))
+        expect_close(
+            y,
+            ref.mlp(x, sd),
+            message("lesson04.what_output"),
+            mlp.called(x),
+            *_mlp_diagnoses(x, sd),
+            hint=message("lesson04.mlp_hint"),
+        )
         if cfg is MAIN:
             _judge_grads(mlp, x, sd, gen)
 
@@ -108,12 +123,18 @@ def _judge_grads(mlp: Learner, x: torch.Tensor, sd: dict, gen: torch.Generator) 
         got = grads.get(name)
         if got is None:
             continue  # a layer under another name: mlp-structure says which
-        problem = compare(got, value.grad.float(), what=message("lesson04.what_param_grad", name=name),
-                          atol=GRAD_ATOL, rtol=GRAD_RTOL)
+        problem = compare(
+            got,
+            value.grad.float(),
+            what=message("lesson04.what_param_grad", name=name),
+            atol=GRAD_ATOL,
+            rtol=GRAD_RTOL,
+        )
         if problem:
             fail(called, problem, message("lesson04.mlp_grad_hint"))
-    problem = compare(x_grad, xd.grad.float(), what=message("lesson04.what_input_grad"), atol=GRAD_ATOL,
-                      rtol=GRAD_RTOL)
+    problem = compare(
+        x_grad, xd.grad.float(), what=message("lesson04.what_input_grad"), atol=GRAD_ATOL, rtol=GRAD_RTOL
+    )
     if problem:
         fail(called, problem, message("lesson04.mlp_grad_hint"))
 
@@ -146,9 +167,13 @@ def test_mlp_dropout(submission, check_seed):
     kept = a != 0
     zeros = 1.0 - float(kept.double().mean())
     scaled_right = tuple(a.shape) == tuple(plain.shape) and torch.allclose(
-        a[kept].double(), plain[kept].double() / (1 - p), atol=1e-4, rtol=1e-4)
+        a[kept].double(), plain[kept].double() / (1 - p), atol=1e-4, rtol=1e-4
+    )
     if scaled_right and 0.3 <= zeros <= 0.7:
         return
     before_proj = [t for t in mlp.inputs_of(x, "dropout") if t.shape[-1] == 4 * C]
-    fail(mlp.called(x), message("lesson04.dropout_pattern", p=p, zeros=f"{zeros:.2f}"),
-         message("lesson04.diag_dropout_before_proj") if before_proj else message("lesson04.dropout_hint"))
+    fail(
+        mlp.called(x),
+        message("lesson04.dropout_pattern", p=p, zeros=f"{zeros:.2f}"),
+        message("lesson04.diag_dropout_before_proj") if before_proj else message("lesson04.dropout_hint"),
+    )

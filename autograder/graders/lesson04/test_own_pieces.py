@@ -10,12 +10,13 @@ model.py. Either way the check is worth 0 points and never keeps the lesson from
 from __future__ import annotations
 
 import math
+
 import pytest
 import torch
 
+from autograder.core.results import Feedback, message
 from autograder.engine.checks import CheckFailure, describe_student_error, fail
 from autograder.engine.grader_helpers import generator, innermost_learner_file, tokens
-from autograder.core.results import Feedback, message
 from autograder.sandbox.client import StudentError
 
 from .harness import Learner
@@ -26,7 +27,9 @@ LESSON03_FILES = ("attention.py", "attention_numpy.py")
 LOSS_MARGIN = 0.3  # generous: the init checks are the strict ones
 
 
-def _probe(sub, seed: int, idx: torch.Tensor, changed: torch.Tensor, targets: torch.Tensor) -> Feedback | None:
+def _probe(
+    sub, seed: int, idx: torch.Tensor, changed: torch.Tensor, targets: torch.Tensor
+) -> Feedback | None:
     """None when the pieces in `sub` fit; otherwise what went wrong. A learner's exception is
     left to the caller."""
     V = OWN["vocab_size"]
@@ -34,7 +37,9 @@ def _probe(sub, seed: int, idx: torch.Tensor, changed: torch.Tensor, targets: to
         model = Learner(sub, "GPT", OWN, seed=seed)
         logits, loss = model.logits_loss(idx, targets)
         if tuple(logits.shape) != (*idx.shape, V):
-            return Feedback.of(message("lesson04.own_shape", got=tuple(logits.shape), expected=(*idx.shape, V)))
+            return Feedback.of(
+                message("lesson04.own_shape", got=tuple(logits.shape), expected=(*idx.shape, V))
+            )
         if not bool(torch.isfinite(logits).all()):
             return Feedback.of(message("lesson04.own_not_finite"))
         other, _ = model.logits_loss(changed)
@@ -45,8 +50,9 @@ def _probe(sub, seed: int, idx: torch.Tensor, changed: torch.Tensor, targets: to
         if not isinstance(loss, torch.Tensor) or loss.numel() != 1 or not bool(torch.isfinite(loss).all()):
             return Feedback.of(message("lesson04.own_loss_bad"))
         if abs(float(loss) - math.log(V)) > LOSS_MARGIN:
-            return Feedback.of(message("lesson04.own_loss_far", loss=f"{float(loss):.3f}", ln_v=f"{math.log(V):.3f}",
-                                       V=V))
+            return Feedback.of(
+                message("lesson04.own_loss_far", loss=f"{float(loss):.3f}", ln_v=f"{math.log(V):.3f}", V=V)
+            )
         return None
     except CheckFailure as failure:
         return failure.feedback
@@ -54,7 +60,9 @@ def _probe(sub, seed: int, idx: torch.Tensor, changed: torch.Tensor, targets: to
 
 def _blamed_file(err: StudentError) -> str:
     """The learner's innermost file in the traceback (model.py when none is)."""
-    return innermost_learner_file(err) or next((name for name in LESSON03_FILES if name in err.message), "model.py")
+    return innermost_learner_file(err) or next(
+        (name for name in LESSON03_FILES if name in err.message), "model.py"
+    )
 
 
 def _crash(err: StudentError) -> list:

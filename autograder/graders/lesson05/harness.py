@@ -13,11 +13,11 @@ from types import SimpleNamespace
 
 import torch
 
+from autograder.core.results import message
 from autograder.engine.checks import fail
 from autograder.engine.grader_helpers import config_text
-from autograder.sandbox.protocol import Handle
-from autograder.core.results import message
 from autograder.sandbox.client import Sandbox, StudentError
+from autograder.sandbox.protocol import Handle
 
 from . import reference as ref
 
@@ -72,8 +72,9 @@ class Trainer:
             target = self.sub.getattr(target, name)
         return target
 
-    def gpt(self, cfg: dict, state: dict, *, double: bool = True, train: bool = True,
-            inference: bool = False) -> Handle:
+    def gpt(
+        self, cfg: dict, state: dict, *, double: bool = True, train: bool = True, inference: bool = False
+    ) -> Handle:
         """Lesson 04's reference GPT with `state` loaded, in train or eval mode.
 
         `inference`: built and loaded inside torch.inference_mode, so that its parameters are
@@ -155,6 +156,7 @@ class Trainer:
 
 
 # ---------------------------------------------------------------- a step, seen from outside
+
 
 class Step:
     """One train_step of the learner's on lesson 04's reference GPT (float64, random weights)

@@ -22,6 +22,7 @@ CLIP_EPS = 1e-6
 
 # ---------------------------------------------------------------- the model
 
+
 def one_thread(fn):
     """Run `fn` with torch on one thread. These models are tiny: on a busy machine, torch's
     thread pool waiting for a free core costs far more (tens of ms per operation) than it
@@ -132,8 +133,12 @@ def clipped(grads: dict, names: list[str], max_norm: float, how: str = "global")
     if how == "value":
         return g.clamp(-max_norm, max_norm)
     if how == "per_parameter":
-        return torch.cat([grads[n].double().reshape(-1) * min(1.0, max_norm / (float(grads[n].norm()) + CLIP_EPS))
-                          for n in names])
+        return torch.cat(
+            [
+                grads[n].double().reshape(-1) * min(1.0, max_norm / (float(grads[n].norm()) + CLIP_EPS))
+                for n in names
+            ]
+        )
     if how == "always":
         return g * (max_norm / (total + CLIP_EPS))
     if how == "to_zero":
@@ -157,12 +162,25 @@ def close(u: torch.Tensor, v: torch.Tensor, rtol: float = 1e-5) -> bool:
 
 # ---------------------------------------------------------------- learning-rate schedule
 
-LR_BUGS = ("warmup_no_plus_one", "warmup_over_warmup_plus_one", "warmup_from_min", "warmup_inclusive",
-           "no_half", "linear", "no_min_lr", "ratio_from_zero", "quarter_cosine",
-           "continues_after_max", "zero_after_max", "max_after_max")
+LR_BUGS = (
+    "warmup_no_plus_one",
+    "warmup_over_warmup_plus_one",
+    "warmup_from_min",
+    "warmup_inclusive",
+    "no_half",
+    "linear",
+    "no_min_lr",
+    "ratio_from_zero",
+    "quarter_cosine",
+    "continues_after_max",
+    "zero_after_max",
+    "max_after_max",
+)
 
 
-def lr_at(step: int, max_lr: float, min_lr: float, warmup: int, max_steps: int, bug: str | None = None) -> float:
+def lr_at(
+    step: int, max_lr: float, min_lr: float, warmup: int, max_steps: int, bug: str | None = None
+) -> float:
     """The learning rate of `step`: linear warmup, cosine decay, min_lr after max_steps (or one
     of LR_BUGS). Written with a branch per phase, independently of the lesson's code."""
     if bug == "warmup_inclusive" and step <= warmup:

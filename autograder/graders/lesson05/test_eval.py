@@ -6,13 +6,13 @@ from __future__ import annotations
 import pytest
 import torch
 
+from autograder.core.results import message
 from autograder.engine.checks import fail
 from autograder.engine.grader_helpers import generator
-from autograder.core.results import message
 from autograder.sandbox.client import StudentError
 
 from . import reference as ref
-from .harness import B, CFG, DROPOUT_CFG, MODE_PATHS, T, Trainer, cfg_text, expect_float, fmt, relative_gap
+from .harness import CFG, DROPOUT_CFG, MODE_PATHS, B, T, Trainer, cfg_text, expect_float, fmt, relative_gap
 
 N_BATCHES = 3
 INFERENCE_ERROR = "Inference tensors cannot be saved for backward"
@@ -27,8 +27,13 @@ def _setup(submission, check_seed: int, cfg: dict):
 
 
 def _called(cfg: dict, train: bool, xs: torch.Tensor):
-    return message("lesson05.called_estimate", cfg=cfg_text(cfg), count=xs.shape[0], shape=tuple(xs.shape[1:]),
-                   mode="train" if train else "eval")
+    return message(
+        "lesson05.called_estimate",
+        cfg=cfg_text(cfg),
+        count=xs.shape[0],
+        shape=tuple(xs.shape[1:]),
+        mode="train" if train else "eval",
+    )
 
 
 def _estimate(trainer: Trainer, model, xs: torch.Tensor, ys: torch.Tensor, called, seed: int | None = None):
@@ -67,16 +72,31 @@ def test_eval_loss(submission, check_seed):
     expected = sum(each) / N_BATCHES
     if relative_gap(got, expected) <= 1e-7:
         return
-    parts = [called, message("lesson05.estimate_wrong", got=fmt(got), expected=fmt(expected),
-                             losses=", ".join(fmt(v) for v in each))]
-    for value, key in ((sum(each), "lesson05.diag_estimate_sum"), (each[-1], "lesson05.diag_estimate_last"),
-                       (each[0], "lesson05.diag_estimate_first")):
+    parts = [
+        called,
+        message(
+            "lesson05.estimate_wrong",
+            got=fmt(got),
+            expected=fmt(expected),
+            losses=", ".join(fmt(v) for v in each),
+        ),
+    ]
+    for value, key in (
+        (sum(each), "lesson05.diag_estimate_sum"),
+        (each[-1], "lesson05.diag_estimate_last"),
+        (each[0], "lesson05.diag_estimate_first"),
+    ):
         if relative_gap(got, value) <= 1e-7:
             fail(*parts, message(key))
     trainer.sub.call(model, method="train")
     again = _estimate(trainer, model, xs, ys, called, seed=2)
     if again != got:
-        fail(*parts, message("lesson05.diag_estimate_dropout", other=fmt(again) if isinstance(again, float) else again))
+        fail(
+            *parts,
+            message(
+                "lesson05.diag_estimate_dropout", other=fmt(again) if isinstance(again, float) else again
+            ),
+        )
     fail(*parts)
 
 
@@ -118,5 +138,12 @@ def test_eval_restores_mode(submission, check_seed):
             continue
         listing = ", ".join(f"{path or 'model'}.training = {modes[path]}" for path in MODE_PATHS)
         if len(wrong) < len(MODE_PATHS):
-            fail(called, message("lesson05.mode_partly", modes=listing), message("lesson05.diag_mode_attribute"))
-        fail(called, message("lesson05.mode_left_eval" if train else "lesson05.mode_forced_train", modes=listing))
+            fail(
+                called,
+                message("lesson05.mode_partly", modes=listing),
+                message("lesson05.diag_mode_attribute"),
+            )
+        fail(
+            called,
+            message("lesson05.mode_left_eval" if train else "lesson05.mode_forced_train", modes=listing),
+        )

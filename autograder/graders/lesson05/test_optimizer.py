@@ -11,11 +11,11 @@ import math
 import pytest
 import torch
 
+from autograder.core.results import message
 from autograder.engine.checks import fail
 from autograder.engine.grader_helpers import generator
-from autograder.sandbox.protocol import Handle
-from autograder.core.results import message
 from autograder.sandbox.client import StudentError
+from autograder.sandbox.protocol import Handle
 
 from . import reference as ref
 from .harness import CFG, Trainer, cfg_text
@@ -36,17 +36,26 @@ class Groups:
             self.trainer.freeze(model, path)
         self.frozen = {name for name in self.dims if any(name.startswith(path + ".") for path in frozen)}
         self.trainable = [name for name in self.dims if name not in self.frozen]
-        self.called = message("lesson05.called_optimizer", cfg=cfg_text(CFG), wd=WD, lr=LR, betas=BETAS,
-                              frozen=message("lesson05.frozen_note", paths=", ".join(frozen)) if frozen else "")
-        self.optimizer = self.trainer.call("configure_optimizer", model, weight_decay=WD, learning_rate=LR,
-                                           betas=BETAS)
+        self.called = message(
+            "lesson05.called_optimizer",
+            cfg=cfg_text(CFG),
+            wd=WD,
+            lr=LR,
+            betas=BETAS,
+            frozen=message("lesson05.frozen_note", paths=", ".join(frozen)) if frozen else "",
+        )
+        self.optimizer = self.trainer.call(
+            "configure_optimizer", model, weight_decay=WD, learning_rate=LR, betas=BETAS
+        )
         if not isinstance(self.optimizer, Handle):  # data (None, a list of groups...), not an object
             fail(self.called, message("lesson05.not_an_optimizer", got=type(self.optimizer).__name__))
         try:
             raw = self.trainer.sub.getattr(self.optimizer, "param_groups")
         except StudentError:
             fail(self.called, message("lesson05.not_an_optimizer", got=self.optimizer.type))
-        if not isinstance(raw, list) or not all(isinstance(g, dict) and isinstance(g.get("params"), list) for g in raw):
+        if not isinstance(raw, list) or not all(
+            isinstance(g, dict) and isinstance(g.get("params"), list) for g in raw
+        ):
             fail(self.called, message("lesson05.param_groups_unreadable"))
         self.raw = raw
         self.names = [[self._identify(t) for t in group["params"]] for group in raw]
@@ -62,8 +71,11 @@ class Groups:
 
     def expect_two(self) -> None:
         if len(self.raw) != 2:
-            fail(self.called, message("lesson05.group_count", count=len(self.raw)),
-                 message("lesson05.group_count_one") if len(self.raw) == 1 else None)
+            fail(
+                self.called,
+                message("lesson05.group_count", count=len(self.raw)),
+                message("lesson05.group_count_one") if len(self.raw) == 1 else None,
+            )
 
     def expect_each_once(self, names: list[str], *, frozen_hint: bool = False) -> None:
         """Every name in `names` in exactly one group, once; nothing else in any group."""
@@ -73,16 +85,27 @@ class Groups:
             fail(self.called, message("lesson05.not_parameters", count=strangers))
         twice = sorted({name for name in seen if seen.count(name) > 1})
         if twice:
-            fail(self.called, message("lesson05.param_twice", names=", ".join(twice)),
-                 message("lesson05.tied_twice") if TIED in twice else None)
+            fail(
+                self.called,
+                message("lesson05.param_twice", names=", ".join(twice)),
+                message("lesson05.tied_twice") if TIED in twice else None,
+            )
         outsiders = sorted(self.frozen & set(seen))
         if outsiders:
             fail(self.called, message("lesson05.frozen_included", names=", ".join(outsiders)))
         missing = [name for name in names if name not in seen]
         if missing:
             hint = message("lesson05.frozen_hint") if frozen_hint else None
-            fail(self.called, message("lesson05.param_missing", count=len(missing), total=len(names),
-                                      names=", ".join(missing[:5]) + (" …" if len(missing) > 5 else "")), hint)
+            fail(
+                self.called,
+                message(
+                    "lesson05.param_missing",
+                    count=len(missing),
+                    total=len(names),
+                    names=", ".join(missing[:5]) + (" …" if len(missing) > 5 else ""),
+                ),
+                hint,
+            )
 
 
 @pytest.mark.check("param-groups")
@@ -96,7 +119,10 @@ def test_param_groups(submission, check_seed):
 def test_decay_by_dim(submission, check_seed):
     groups = Groups(submission, check_seed)
     groups.expect_two()
-    wanted = [{n for n in groups.trainable if groups.dims[n] >= 2}, {n for n in groups.trainable if groups.dims[n] < 2}]
+    wanted = [
+        {n for n in groups.trainable if groups.dims[n] >= 2},
+        {n for n in groups.trainable if groups.dims[n] < 2},
+    ]
     got = [set(filter(None, names)) for names in groups.names]
     if got == wanted[::-1]:
         fail(groups.called, message("lesson05.groups_swapped"))
@@ -118,9 +144,15 @@ def test_decay_by_dim(submission, check_seed):
     decays = [group.get("weight_decay") for group in groups.raw]
     for index, expected in enumerate((WD, 0.0)):
         value = decays[index]
-        if not isinstance(value, (int, float)) or not math.isclose(value, expected, rel_tol=1e-9, abs_tol=1e-12):
+        if not isinstance(value, (int, float)) or not math.isclose(
+            value, expected, rel_tol=1e-9, abs_tol=1e-12
+        ):
             hint = message("lesson05.diag_default_decay") if index == 1 and value == 0.01 else None
-            fail(groups.called, message("lesson05.group_decay", index=index, got=value, expected=expected), hint)
+            fail(
+                groups.called,
+                message("lesson05.group_decay", index=index, got=value, expected=expected),
+                hint,
+            )
 
 
 @pytest.mark.check("frozen-params")
@@ -135,8 +167,11 @@ def test_optimizer_settings(submission, check_seed):
     groups = Groups(submission, check_seed)
     kind = groups.optimizer.type
     if kind != "AdamW":
-        fail(groups.called, message("lesson05.not_adamw", got=kind),
-             message("lesson05.adam_is_l2") if kind == "Adam" else None)
+        fail(
+            groups.called,
+            message("lesson05.not_adamw", got=kind),
+            message("lesson05.adam_is_l2") if kind == "Adam" else None,
+        )
     for index, group in enumerate(groups.raw):
         lr, betas = group.get("lr"), group.get("betas")
         if not isinstance(lr, (int, float)) or not math.isclose(lr, LR, rel_tol=1e-9):

@@ -8,9 +8,9 @@ import math
 
 import pytest
 
+from autograder.core.results import message
 from autograder.engine.checks import describe_student_error, fail
 from autograder.engine.grader_helpers import generator, innermost_learner_file
-from autograder.core.results import message
 from autograder.sandbox.client import StudentError
 
 from . import reference as ref
@@ -34,7 +34,9 @@ def _train(box, x, y, seed: int) -> list:
     losses = []
     for _ in range(STEPS):
         loss = trainer.call("train_step", model, optimizer, x, y)
-        losses.append(float(loss) if isinstance(loss, (int, float)) and not isinstance(loss, bool) else math.nan)
+        losses.append(
+            float(loss) if isinstance(loss, (int, float)) and not isinstance(loss, bool) else math.nan
+        )
     return losses
 
 
@@ -62,15 +64,27 @@ def test_own_pieces(own_submission, submission, check_seed):
     except StudentError as err:
         name = _innermost_file(err)
         if err.todo_pending is not None:
-            fail(message("lesson05.own_pending", file=name, lesson=LESSON_OF[name], todo=err.todo_pending),
-                 informational)
+            fail(
+                message("lesson05.own_pending", file=name, lesson=LESSON_OF[name], todo=err.todo_pending),
+                informational,
+            )
         error = describe_student_error(err, None, {})
         if name != "train.py":
-            fail(called, message("lesson05.own_raised", file=name, lesson=LESSON_OF[name]), error, informational)
+            fail(
+                called,
+                message("lesson05.own_raised", file=name, lesson=LESSON_OF[name]),
+                error,
+                informational,
+            )
         # Raised in train.py: its fault, unless it trains the reference GPT without trouble.
         if _reference_learns(submission, x, y, check_seed):
-            fail(called, message("lesson05.own_raised_pieces"), error, message("lesson05.own_pieces_at_fault"),
-                 informational)
+            fail(
+                called,
+                message("lesson05.own_raised_pieces"),
+                error,
+                message("lesson05.own_pieces_at_fault"),
+                informational,
+            )
         fail(called, message("lesson05.own_raised", file=name, lesson=LESSON_OF[name]), error, informational)
     if _learns(losses):
         return
@@ -78,6 +92,8 @@ def test_own_pieces(own_submission, submission, check_seed):
     if _reference_learns(submission, x, y, check_seed):
         init = None
         if math.isfinite(losses[0]) and abs(losses[0] - math.log(CFG["vocab_size"])) > 1.0:
-            init = message("lesson05.own_init_far", first=fmt(losses[0]), ln_v=fmt(math.log(CFG["vocab_size"])))
+            init = message(
+                "lesson05.own_init_far", first=fmt(losses[0]), ln_v=fmt(math.log(CFG["vocab_size"]))
+            )
         fail(called, summary, message("lesson05.own_pieces_at_fault"), init, informational)
     fail(called, summary, message("lesson05.own_train_at_fault"), informational)

@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-from autograder.engine.checks import fail
 from autograder.core.results import Block, message
+from autograder.engine.checks import fail
 
 from . import reference as ref
 from .harness import Trainer, expect_float, fmt
@@ -20,13 +20,19 @@ def _schedule(seed: int) -> dict:
     rng = random.Random(seed)
     max_lr = rng.choice((6e-4, 1e-3, 3e-3, 5e-3))
     warmup = rng.randint(5, 12)
-    return {"max_lr": max_lr, "min_lr": round(max_lr * rng.choice((0.05, 0.1, 0.2)), 12),
-            "warmup_steps": warmup, "max_steps": warmup + 2 * rng.randint(12, 20)}
+    return {
+        "max_lr": max_lr,
+        "min_lr": round(max_lr * rng.choice((0.05, 0.1, 0.2)), 12),
+        "warmup_steps": warmup,
+        "max_steps": warmup + 2 * rng.randint(12, 20),
+    }
 
 
 def _call_text(step: int, s: dict) -> str:
-    return (f"get_lr({step}, max_lr={fmt(s['max_lr'])}, min_lr={fmt(s['min_lr'])}, "
-            f"warmup_steps={s['warmup_steps']}, max_steps={s['max_steps']})")
+    return (
+        f"get_lr({step}, max_lr={fmt(s['max_lr'])}, min_lr={fmt(s['min_lr'])}, "
+        f"warmup_steps={s['warmup_steps']}, max_steps={s['max_steps']})"
+    )
 
 
 def _expected(step: int, s: dict, bug: str | None = None) -> float:
@@ -37,47 +43,82 @@ def _judge(submission, s: dict, steps: list[int], bugs: tuple[str, ...], what_ke
     trainer = Trainer(submission)
     got = {}
     for step in steps:
-        value = trainer.call("get_lr", step, max_lr=s["max_lr"], min_lr=s["min_lr"],
-                             warmup_steps=s["warmup_steps"], max_steps=s["max_steps"])
-        got[step] = expect_float(value, message("lesson05.called_fn", call=_call_text(step, s)),
-                                 message("lesson05.what_lr"))
-    wrong = [step for step in steps if abs(got[step] - _expected(step, s)) > RTOL * abs(_expected(step, s)) + 1e-15]
+        value = trainer.call(
+            "get_lr",
+            step,
+            max_lr=s["max_lr"],
+            min_lr=s["min_lr"],
+            warmup_steps=s["warmup_steps"],
+            max_steps=s["max_steps"],
+        )
+        got[step] = expect_float(
+            value, message("lesson05.called_fn", call=_call_text(step, s)), message("lesson05.what_lr")
+        )
+    wrong = [
+        step for step in steps if abs(got[step] - _expected(step, s)) > RTOL * abs(_expected(step, s)) + 1e-15
+    ]
     if not wrong:
         return
     first = wrong[0]
     rows = sorted(set(wrong[:4]) | {steps[0], steps[-1]})
-    table = "\n".join(f"{step:6d}  {fmt(got[step]):>12}  {fmt(_expected(step, s)):>12}"
-                      + ("  <-" if step in wrong else "") for step in rows)
+    table = "\n".join(
+        f"{step:6d}  {fmt(got[step]):>12}  {fmt(_expected(step, s)):>12}" + ("  <-" if step in wrong else "")
+        for step in rows
+    )
     diagnosis = None
     for bug in bugs:
-        if all(abs(got[step] - _expected(step, s, bug)) <= RTOL * abs(_expected(step, s, bug)) + 1e-15
-               for step in steps):
+        if all(
+            abs(got[step] - _expected(step, s, bug)) <= RTOL * abs(_expected(step, s, bug)) + 1e-15
+            for step in steps
+        ):
             diagnosis = message(f"lesson05.diag_lr_{bug}", warmup=s["warmup_steps"], max_steps=s["max_steps"])
             break
-    fail(message(what_key, wrong=len(wrong), total=len(steps)),
-         message("lesson05.lr_first_wrong", call=_call_text(first, s), got=fmt(got[first]),
-                 expected=fmt(_expected(first, s))),
-         message("lesson05.lr_table_title"), Block(table + "\n"), diagnosis)
+    fail(
+        message(what_key, wrong=len(wrong), total=len(steps)),
+        message(
+            "lesson05.lr_first_wrong",
+            call=_call_text(first, s),
+            got=fmt(got[first]),
+            expected=fmt(_expected(first, s)),
+        ),
+        message("lesson05.lr_table_title"),
+        Block(table + "\n"),
+        diagnosis,
+    )
 
 
 @pytest.mark.check("lr-warmup")
 def test_lr_warmup(submission, check_seed):
     s = _schedule(check_seed)
-    _judge(submission, s, list(range(s["warmup_steps"])),
-           ("warmup_no_plus_one", "warmup_over_warmup_plus_one", "warmup_from_min"), "lesson05.lr_warmup_wrong")
+    _judge(
+        submission,
+        s,
+        list(range(s["warmup_steps"])),
+        ("warmup_no_plus_one", "warmup_over_warmup_plus_one", "warmup_from_min"),
+        "lesson05.lr_warmup_wrong",
+    )
 
 
 @pytest.mark.check("lr-cosine")
 def test_lr_cosine(submission, check_seed):
     s = _schedule(check_seed)
-    _judge(submission, s, list(range(s["warmup_steps"], s["max_steps"])),
-           ("warmup_inclusive", "no_half", "linear", "no_min_lr", "ratio_from_zero", "quarter_cosine"),
-           "lesson05.lr_cosine_wrong")
+    _judge(
+        submission,
+        s,
+        list(range(s["warmup_steps"], s["max_steps"])),
+        ("warmup_inclusive", "no_half", "linear", "no_min_lr", "ratio_from_zero", "quarter_cosine"),
+        "lesson05.lr_cosine_wrong",
+    )
 
 
 @pytest.mark.check("lr-after-max")
 def test_lr_after_max(submission, check_seed):
     s = _schedule(check_seed)
     end = s["max_steps"]
-    _judge(submission, s, [end, end + 1, end + 5, 2 * end],
-           ("continues_after_max", "zero_after_max", "max_after_max"), "lesson05.lr_after_wrong")
+    _judge(
+        submission,
+        s,
+        [end, end + 1, end + 5, 2 * end],
+        ("continues_after_max", "zero_after_max", "max_after_max"),
+        "lesson05.lr_after_wrong",
+    )

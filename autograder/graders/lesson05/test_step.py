@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import pytest
 
+from autograder.core.results import message
 from autograder.engine.checks import fail
 from autograder.engine.grader_helpers import generator
-from autograder.core.results import message
 
 from . import reference as ref
-from .harness import B, CFG, T, Step, Trainer, expect_finite_update, expect_float, fmt, relative_gap
+from .harness import CFG, B, Step, T, Trainer, expect_finite_update, expect_float, fmt, relative_gap
 
 
 def _setup(submission, check_seed: int):
@@ -24,6 +24,7 @@ def _setup(submission, check_seed: int):
 
 
 # ---------------------------------------------------------------- TODO [zero-grad]
+
 
 @pytest.mark.check("zero-grad")
 def test_zero_grad(submission, check_seed):
@@ -61,6 +62,7 @@ def test_zero_grad(submission, check_seed):
 
 # ---------------------------------------------------------------- TODO [grad-clip]
 
+
 def _clip_case(submission, check_seed: int, factor: float):
     """One train_step with grad_clip = factor * (the gradient's norm) (for factor < 1, at most
     half the largest component); returns what the check needs to judge the update."""
@@ -87,8 +89,16 @@ def _judge_clip(called, update, grads, names, clip, total, suspects):
     expected = ref.clipped(grads, names, clip, "global" if clip > 0 else "none")
     if ref.close(update, expected):
         return
-    parts = [called, message("lesson05.clip_norms", got=fmt(ref.norm(update)), expected=fmt(ref.norm(expected)),
-                             total=fmt(total), clip=fmt(clip))]
+    parts = [
+        called,
+        message(
+            "lesson05.clip_norms",
+            got=fmt(ref.norm(update)),
+            expected=fmt(ref.norm(expected)),
+            total=fmt(total),
+            clip=fmt(clip),
+        ),
+    ]
     if ref.norm(update) == 0 and clip > 0:
         fail(*parts, message("lesson05.no_update"))
     for how in suspects:
@@ -119,6 +129,7 @@ def test_grad_clip_off(submission, check_seed):
 
 
 # ---------------------------------------------------------------- what it returns
+
 
 @pytest.mark.check("step-loss")
 def test_step_loss(submission, check_seed):

@@ -10,16 +10,24 @@ import math
 import pytest
 import torch
 
+from autograder.core.results import message
 from autograder.engine.checks import fail
 from autograder.engine.grader_helpers import config_text, generator
-from autograder.core.results import message
 
 from . import reference as ref
 from .harness import CFG, Trainer, cfg_text, fmt
 
 STEPS = 60
-SETTINGS = {"steps": STEPS, "learning_rate": 1e-2, "min_lr": 1e-3, "warmup_steps": 5, "weight_decay": 0.1,
-            "grad_clip": 1.0, "eval_every": 20, "eval_batches": 2}
+SETTINGS = {
+    "steps": STEPS,
+    "learning_rate": 1e-2,
+    "min_lr": 1e-3,
+    "warmup_steps": 5,
+    "weight_decay": 0.1,
+    "grad_clip": 1.0,
+    "eval_every": 20,
+    "eval_batches": 2,
+}
 BOUND = 1.2  # the last loss must be below this and below half the first
 
 
@@ -37,8 +45,9 @@ def test_overfit(submission, check_seed):
     x, y = ref.random_batch(CFG, 4, CFG["block_size"], gen)
     model = trainer.gpt(CFG, initial_state(CFG, check_seed), double=False)
     batches = trainer.batch_source((x, y), (x, y))
-    called = message("lesson05.called_train", cfg=cfg_text(CFG), shape=tuple(x.shape),
-                     settings=config_text(SETTINGS))
+    called = message(
+        "lesson05.called_train", cfg=cfg_text(CFG), shape=tuple(x.shape), settings=config_text(SETTINGS)
+    )
     losses = trainer.call("train", model, batches, seed=check_seed, **SETTINGS)
     if not isinstance(losses, (list, tuple)) or len(losses) != STEPS:
         got = len(losses) if isinstance(losses, (list, tuple)) else type(losses).__name__
@@ -49,5 +58,8 @@ def test_overfit(submission, check_seed):
     if last < BOUND and last < 0.5 * first:
         return
     marks = ", ".join(f"{i}: {fmt(losses[i])}" for i in (0, 10, 20, 30, 40, 50, STEPS - 1))
-    fail(called, message("lesson05.no_overfit", first=fmt(first), last=fmt(last), bound=BOUND, losses=marks),
-         message("lesson05.overfit_hint"))
+    fail(
+        called,
+        message("lesson05.no_overfit", first=fmt(first), last=fmt(last), bound=BOUND, losses=marks),
+        message("lesson05.overfit_hint"),
+    )

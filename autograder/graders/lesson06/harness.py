@@ -9,11 +9,18 @@ from types import SimpleNamespace
 
 import torch
 
+from autograder.core.results import Block, message
 from autograder.engine import blame, references
 from autograder.engine.checks import fail
-from autograder.engine.grader_helpers import config_text, first_hint, generator, load_weights, tokens, worker_generator
+from autograder.engine.grader_helpers import (
+    config_text,
+    first_hint,
+    generator,
+    load_weights,
+    tokens,
+    worker_generator,
+)
 from autograder.engine.grader_helpers import hinted as shared_hinted
-from autograder.core.results import Block, message
 from autograder.sandbox.client import Sandbox, StudentError
 
 from . import reference as ref
@@ -44,8 +51,16 @@ class WorkerGPT:
     learner's) holding weights drawn by the grader, in eval mode; `trusted` is its float64 twin
     here (lesson 04's reference code, never the learner's)."""
 
-    def __init__(self, sub: Sandbox, gen: torch.Generator, cfg: dict | None = None, *,
-                 train: bool = False, blind: tuple[int, ...] = (), why: str = "lesson06.model_blind") -> None:
+    def __init__(
+        self,
+        sub: Sandbox,
+        gen: torch.Generator,
+        cfg: dict | None = None,
+        *,
+        train: bool = False,
+        blind: tuple[int, ...] = (),
+        why: str = "lesson06.model_blind",
+    ) -> None:
         self.sub, self.cfg = sub, dict(cfg or GPT_CFG)
         mod = sub.module("model")
         config = sub.call(sub.getattr(mod, "GPTConfig"), **self.cfg)
@@ -55,7 +70,7 @@ class WorkerGPT:
         C = self.cfg["n_embd"]
         for layer in self.blind:  # values 0: the layer's attention output is its bias, whatever the mask
             for name in ("weight", "bias"):
-                self.state[f"transformer.h.{layer}.attn.qkv.{name}"][2 * C:] = 0.0
+                self.state[f"transformer.h.{layer}.attn.qkv.{name}"][2 * C :] = 0.0
         absent = load_weights(sub, self.handle, self.state)
         if absent:
             fail(message("lesson06.gpt_weights_missing", keys=", ".join(absent[:6])))
@@ -126,28 +141,41 @@ def expect_tokens(out, shape: tuple, called, *, what: str = "lesson06.what_token
         hint = None
         if tuple(out.shape) == tuple(shape[:1]):
             hint = message("lesson06.hint_keepdim", B=shape[0])
-        fail(called, message("lesson06.shape_wrong", what=message(what), got=tuple(out.shape),
-                             expected=tuple(shape)), hint)
+        fail(
+            called,
+            message("lesson06.shape_wrong", what=message(what), got=tuple(out.shape), expected=tuple(shape)),
+            hint,
+        )
     if out.dtype != torch.int64:
         fail(called, message("lesson06.dtype_wrong", what=message(what), got=str(out.dtype)))
     return out
 
 
 def expect_logits(out, shape: tuple, called, what: str = "lesson06.what_logits") -> torch.Tensor:
-    if not isinstance(out, torch.Tensor) or out.device.type == "meta" or out.is_complex() or not out.is_floating_point():
+    if (
+        not isinstance(out, torch.Tensor)
+        or out.device.type == "meta"
+        or out.is_complex()
+        or not out.is_floating_point()
+    ):
         got = type(out).__name__ if not isinstance(out, torch.Tensor) else f"Tensor(dtype={out.dtype})"
         if isinstance(out, tuple):
             got = f"tuple[{len(out)}]"
         fail(called, message("lesson06.not_a_tensor", what=message(what), got=got))
     if tuple(out.shape) != tuple(shape):
-        fail(called, message("lesson06.shape_wrong", what=message(what), got=tuple(out.shape), expected=tuple(shape)))
+        fail(
+            called,
+            message("lesson06.shape_wrong", what=message(what), got=tuple(out.shape), expected=tuple(shape)),
+        )
     return out
 
 
 def rows(context: torch.Tensor, got: torch.Tensor, expected: torch.Tensor, limit: int = 2) -> Block:
     """Rows as context -> learner's continuation ≠ expected continuation, those that differ first."""
     T = context.shape[1]
-    differ = (got != expected).any(dim=1).tolist() if got.shape == expected.shape else [True] * context.shape[0]
+    differ = (
+        (got != expected).any(dim=1).tolist() if got.shape == expected.shape else [True] * context.shape[0]
+    )
     order = sorted(range(context.shape[0]), key=lambda b: not differ[b])
     lines = []
     for b in order[:limit]:
@@ -163,15 +191,26 @@ def rows(context: torch.Tensor, got: torch.Tensor, expected: torch.Tensor, limit
 SAMPLED_TEMPERATURE = 1.0
 
 
-def judge_sampled(model: WorkerGPT, idx: torch.Tensor, out: torch.Tensor, seed: int, called, *, extra=(),
-                  window: torch.Tensor | None = None) -> None:
+def judge_sampled(
+    model: WorkerGPT,
+    idx: torch.Tensor,
+    out: torch.Tensor,
+    seed: int,
+    called,
+    *,
+    extra=(),
+    window: torch.Tensor | None = None,
+) -> None:
     """Replay the draws on the learner's own prefix, seen through the last block_size tokens:
     one torch.multinomial per step on the eval-mode distribution, from a generator seeded
     `seed`, as sample_next draws at temperature 1. With `window`, the model saw that instead
     of the prompt (the learner's own crop of it), followed by the new tokens."""
     T, bs = idx.shape[1], model.cfg["block_size"]
     if not torch.equal(out[:, :T], idx):
-        fail(called, message("lesson06.prefix_changed", got=str(out[0, :T].tolist()), expected=str(idx[0].tolist())))
+        fail(
+            called,
+            message("lesson06.prefix_changed", got=str(out[0, :T].tolist()), expected=str(idx[0].tolist())),
+        )
     V = model.cfg["vocab_size"]
     if bool(((out < 0) | (out >= V)).any()):
         fail(called, message("lesson06.tokens_out_of_range", V=V, got=str(out[0].tolist())))
@@ -185,28 +224,63 @@ def judge_sampled(model: WorkerGPT, idx: torch.Tensor, out: torch.Tensor, seed: 
         probs = torch.softmax(steps[t - T].float() / SAMPLED_TEMPERATURE, dim=-1)
         expected[:, t] = torch.multinomial(probs, num_samples=1, generator=g).view(-1)
         if not torch.equal(out[:, t], expected[:, t]):
-            fail(called, message("lesson06.sampled_wrong", step=t - T), message("lesson06.rows_legend"),
-                 rows(idx, out[:, :t + 1], expected[:, :t + 1]), *extra)
+            fail(
+                called,
+                message("lesson06.sampled_wrong", step=t - T),
+                message("lesson06.rows_legend"),
+                rows(idx, out[:, : t + 1], expected[:, : t + 1]),
+                *extra,
+            )
 
 
-def generate_sampled(submission, model: WorkerGPT, idx: torch.Tensor, steps: int, use_cache: bool, seed: int,
-                     hints=None, mode: str = "eval", own: str | None = None, fed: list | None = None):
+def generate_sampled(
+    submission,
+    model: WorkerGPT,
+    idx: torch.Tensor,
+    steps: int,
+    use_cache: bool,
+    seed: int,
+    hints=None,
+    mode: str = "eval",
+    own: str | None = None,
+    fed: list | None = None,
+):
     """The learner's generate at temperature 1 with a worker generator seeded `seed`:
     (tokens (B, T + steps), the call's description for feedback). With `fed` (a list), the
     token counts that reached the token embedding, one per forward pass, are appended to it."""
-    called = message("lesson06.called_generate_sampled", model=model.text, shape=tuple(idx.shape), steps=steps,
-                     options=f"temperature={SAMPLED_TEMPERATURE}, use_cache={use_cache}", seed=seed, mode=mode)
-    options = dict(temperature=SAMPLED_TEMPERATURE, generator=worker_generator(submission, seed), use_cache=use_cache)
+    called = message(
+        "lesson06.called_generate_sampled",
+        model=model.text,
+        shape=tuple(idx.shape),
+        steps=steps,
+        options=f"temperature={SAMPLED_TEMPERATURE}, use_cache={use_cache}",
+        seed=seed,
+        mode=mode,
+    )
+    options = dict(
+        temperature=SAMPLED_TEMPERATURE, generator=worker_generator(submission, seed), use_cache=use_cache
+    )
     with hinted(*FROM_SAMPLE_NEXT, *(hints if hints is not None else CROP_HINTS), own=own, called=called):
         if fed is None:
             out = submission.call(function(submission, "generate"), model.handle, idx, steps, **options)
         else:
-            traced = submission.call_traced(model.handle, model.handle, idx, steps, method=model.attach("generate"),
-                                            capture=("transformer.wte",), **options)
+            traced = submission.call_traced(
+                model.handle,
+                model.handle,
+                idx,
+                steps,
+                method=model.attach("generate"),
+                capture=("transformer.wte",),
+                **options,
+            )
             out = traced["value"]
-            fed += [int(t.shape[-1]) if isinstance(t, torch.Tensor) and t.dim() >= 1 else -1
-                    for t in traced["captured"]]
-    return expect_tokens(out, (idx.shape[0], idx.shape[1] + steps), called, what="lesson06.what_generated"), called
+            fed += [
+                int(t.shape[-1]) if isinstance(t, torch.Tensor) and t.dim() >= 1 else -1
+                for t in traced["captured"]
+            ]
+    return expect_tokens(
+        out, (idx.shape[0], idx.shape[1] + steps), called, what="lesson06.what_generated"
+    ), called
 
 
 def cache_feeds(T: int, steps: int, block_size: int) -> list[int]:
@@ -234,7 +308,11 @@ def generator_untouched(sub: Sandbox, gen_handle, seed: int) -> bool:
     """Whether the worker generator `gen_handle`, seeded `seed`, has drawn nothing since."""
     state = sub.call(gen_handle, method="get_state")
     fresh = generator(seed).get_state()
-    return isinstance(state, torch.Tensor) and state.shape == fresh.shape and bool(torch.equal(state.cpu(), fresh))
+    return (
+        isinstance(state, torch.Tensor)
+        and state.shape == fresh.shape
+        and bool(torch.equal(state.cpu(), fresh))
+    )
 
 
 def crop_agrees(sub: Sandbox, B: int, lengths, block_size: int, V: int, gen: torch.Generator) -> bool:
@@ -246,8 +324,12 @@ def crop_agrees(sub: Sandbox, B: int, lengths, block_size: int, V: int, gen: tor
         idx = tokens(B, T, V, gen)
         out = sub.call(fn, idx, block_size)
         expected = ref.crop(idx, block_size)
-        if not (isinstance(out, torch.Tensor) and out.device.type == "cpu" and tuple(out.shape) == tuple(expected.shape)
-                and torch.equal(out, expected)):
+        if not (
+            isinstance(out, torch.Tensor)
+            and out.device.type == "cpu"
+            and tuple(out.shape) == tuple(expected.shape)
+            and torch.equal(out, expected)
+        ):
             return False
     return True
 
@@ -257,17 +339,29 @@ def learner_crop(sub: Sandbox, idx: torch.Tensor, block_size: int) -> torch.Tens
     ((B, L) int64 on the CPU, 1 <= L <= min(T, block_size)), else None."""
     out = sub.call(function(sub, "crop_context"), idx, block_size)  # an error: as in crop_agrees
     B, T = idx.shape
-    if not (isinstance(out, torch.Tensor) and out.device.type == "cpu" and out.dtype == torch.int64
-            and out.dim() == 2 and out.shape[0] == B and 1 <= out.shape[1] <= min(T, block_size)):
+    if not (
+        isinstance(out, torch.Tensor)
+        and out.device.type == "cpu"
+        and out.dtype == torch.int64
+        and out.dim() == 2
+        and out.shape[0] == B
+        and 1 <= out.shape[1] <= min(T, block_size)
+    ):
         return None
     return out
 
 
-def given_kv(state: dict, n_head: int, x: torch.Tensor, result, prefix: str = "", align: str = "bottom_right"):
+def given_kv(
+    state: dict, n_head: int, x: torch.Tensor, result, prefix: str = "", align: str = "bottom_right"
+):
     """The output cached_attention should give for x with the keys and values IT returned, over
     the `align` mask (float64), or None when the result cannot be judged that way (not three
     tensors, or keys and values not (B, nh, S, hs) with S >= T)."""
-    if not (isinstance(result, (tuple, list)) and len(result) == 3 and all(isinstance(t, torch.Tensor) for t in result)):
+    if not (
+        isinstance(result, (tuple, list))
+        and len(result) == 3
+        and all(isinstance(t, torch.Tensor) for t in result)
+    ):
         return None
     _, k, v = result
     B, T, C = x.shape
@@ -282,8 +376,13 @@ def given_kv(state: dict, n_head: int, x: torch.Tensor, result, prefix: str = ""
 
 
 def close(a, b) -> bool:
-    return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and tuple(a.shape) == tuple(b.shape)
-            and a.device.type == "cpu" and bool(torch.allclose(a.double(), b.double(), atol=1e-4, rtol=1e-4)))
+    return (
+        isinstance(a, torch.Tensor)
+        and isinstance(b, torch.Tensor)
+        and tuple(a.shape) == tuple(b.shape)
+        and a.device.type == "cpu"
+        and bool(torch.allclose(a.double(), b.double(), atol=1e-4, rtol=1e-4))
+    )
 
 
 def alignment_agrees(sub: Sandbox, gen: torch.Generator) -> bool:
@@ -323,8 +422,13 @@ def raised_in(err: StudentError) -> str | None:
 
 def _error_text(err: StudentError) -> str:
     """What the hint patterns search: "Type: message", then "@function: line" per frame."""
-    return err.type_name + ": " + err.message + "\n" + "\n".join(
-        f"@{f.get('name', '')}: {f.get('line', '')}" for f in err.frames)
+    return (
+        err.type_name
+        + ": "
+        + err.message
+        + "\n"
+        + "\n".join(f"@{f.get('name', '')}: {f.get('line', '')}" for f in err.frames)
+    )
 
 
 def hinted(*patterns, own: str | None = None, called=None):
@@ -342,33 +446,49 @@ def hinted(*patterns, own: str | None = None, called=None):
 
 
 SAMPLING_HINTS = (
-    (r"probability tensor contains either|invalid multinomial distribution",
-     lambda m: message("lesson06.hint_probs_invalid")),
-    (r"selected index k out of range|k \(\d+\) is too big|out of range.*topk|topk.*out of range",
-     lambda m: message("lesson06.hint_topk_too_big")),
-    (r"must be int, not NoneType|'NoneType' object cannot be interpreted",
-     lambda m: message("lesson06.hint_topk_none")),
+    (
+        r"probability tensor contains either|invalid multinomial distribution",
+        lambda m: message("lesson06.hint_probs_invalid"),
+    ),
+    (
+        r"selected index k out of range|k \(\d+\) is too big|out of range.*topk|topk.*out of range",
+        lambda m: message("lesson06.hint_topk_too_big"),
+    ),
+    (
+        r"must be int, not NoneType|'NoneType' object cannot be interpreted",
+        lambda m: message("lesson06.hint_topk_none"),
+    ),
     (r"ZeroDivisionError|division by zero", lambda m: message("lesson06.hint_probs_invalid")),
 )
 
 # An error inside sample_next while generate runs: the sampling checks say more.
-FROM_SAMPLE_NEXT = ((r"@sample_next:", lambda m: message("lesson06.hint_from_sample_next")),
-                    (r"Tensors must have same number of dimensions", lambda m: message("lesson06.hint_next_shape")))
+FROM_SAMPLE_NEXT = (
+    (r"@sample_next:", lambda m: message("lesson06.hint_from_sample_next")),
+    (r"Tensors must have same number of dimensions", lambda m: message("lesson06.hint_next_shape")),
+)
 
 CACHE_HINTS = (
     (r"no caben en block_size", lambda m: message("lesson06.hint_cache_full")),
     (r"IndexError: index out of range in self", lambda m: message("lesson06.hint_positions_range")),
     (r"Sizes of tensors must match except in dimension (\d+)", lambda m: message("lesson06.hint_cat_dim")),
-    (r"must match the size of tensor b \(\d+\) at non-singleton dimension 3",
-     lambda m: message("lesson06.hint_mask_shape")),
-    (r"must match the size of tensor b \(\d+\) at non-singleton dimension 1",
-     lambda m: message("lesson06.hint_cat_dim")),
+    (
+        r"must match the size of tensor b \(\d+\) at non-singleton dimension 3",
+        lambda m: message("lesson06.hint_mask_shape"),
+    ),
+    (
+        r"must match the size of tensor b \(\d+\) at non-singleton dimension 1",
+        lambda m: message("lesson06.hint_cat_dim"),
+    ),
     (r"\A[^\n]*attn_mask", lambda m: message("lesson06.hint_mask_shape")),
 )
 
 # A tensor born on the CPU meeting the meta device's (or a GPU's).
-DEVICE_HINTS = ((r"is not on the expected device|Expected all tensors to be on the same device",
-                 lambda m: message("lesson06.hint_device")),)
+DEVICE_HINTS = (
+    (
+        r"is not on the expected device|Expected all tensors to be on the same device",
+        lambda m: message("lesson06.hint_device"),
+    ),
+)
 
 CROP_HINTS = (
     (r"AssertionError: .*block_size|Cannot forward sequence", lambda m: message("lesson06.hint_not_cropped")),

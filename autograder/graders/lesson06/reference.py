@@ -24,8 +24,9 @@ from autograder.engine import references
 # ---------------------------------------------------------------- sampling
 
 
-def sample_replay(logits: torch.Tensor, seed: int | None, *, temperature: float = 1.0,
-                  top_k: int | None = None) -> torch.Tensor:
+def sample_replay(
+    logits: torch.Tensor, seed: int | None, *, temperature: float = 1.0, top_k: int | None = None
+) -> torch.Tensor:
     """(B, 1) tokens: argmax when temperature is 0, else one torch.multinomial draw from
     softmax(logits / temperature) restricted to the top_k largest logits of each row."""
     if temperature == 0:
@@ -35,7 +36,9 @@ def sample_replay(logits: torch.Tensor, seed: int | None, *, temperature: float 
     return torch.multinomial(probs.float(), num_samples=1, generator=g)
 
 
-def probabilities(logits: torch.Tensor, *, temperature: float = 1.0, top_k: int | None = None) -> torch.Tensor:
+def probabilities(
+    logits: torch.Tensor, *, temperature: float = 1.0, top_k: int | None = None
+) -> torch.Tensor:
     """softmax(logits / temperature) over the top_k largest logits of each row (the others 0)."""
     z = logits.double() / temperature
     if top_k is not None:
@@ -57,7 +60,7 @@ def ranks(logits: torch.Tensor) -> torch.Tensor:
 
 def crop(idx: torch.Tensor, block_size: int) -> torch.Tensor:
     T = idx.shape[1]
-    return idx[:, max(0, T - block_size):]
+    return idx[:, max(0, T - block_size) :]
 
 
 # ---------------------------------------------------------------- the models
@@ -121,7 +124,7 @@ def random_state(module: torch.nn.Module, gen: torch.Generator) -> dict[str, tor
 def heads(t: torch.Tensor, n_head: int) -> torch.Tensor:
     """(B, T, C) -> (B, nh, T, hs), head h holding channels [h*hs, (h+1)*hs)."""
     B, T, C = t.shape
-    return torch.stack([t[..., h * (C // n_head):(h + 1) * (C // n_head)] for h in range(n_head)], dim=1)
+    return torch.stack([t[..., h * (C // n_head) : (h + 1) * (C // n_head)] for h in range(n_head)], dim=1)
 
 
 def project(sd: dict, x: torch.Tensor, n_head: int, prefix: str = "") -> tuple:
@@ -129,24 +132,43 @@ def project(sd: dict, x: torch.Tensor, n_head: int, prefix: str = "") -> tuple:
     W, b = sd[prefix + "qkv.weight"].double(), sd[prefix + "qkv.bias"].double()
     C = x.shape[-1]
     qkv = x.double() @ W.T + b
-    return tuple(heads(qkv[..., i * C:(i + 1) * C], n_head) for i in range(3))
+    return tuple(heads(qkv[..., i * C : (i + 1) * C], n_head) for i in range(3))
 
 
-def attend(sd: dict, x: torch.Tensor, past_k, past_v, n_head: int, *, align: str = "bottom_right",
-           order: str = "past_first", prefix: str = "") -> tuple:
+def attend(
+    sd: dict,
+    x: torch.Tensor,
+    past_k,
+    past_v,
+    n_head: int,
+    *,
+    align: str = "bottom_right",
+    order: str = "past_first",
+    prefix: str = "",
+) -> tuple:
     """(y (B, T, C), k, v (B, nh, S, hs)) in float64: the cached attention of x's T new tokens
     over the S = T_past + T keys. order "new_first" appends the past after the new keys (a bug);
     "no_past" ignores the past (another)."""
     q, k, v = project(sd, x, n_head, prefix)
     if past_k is not None and order != "no_past":
         pk, pv = past_k.double(), past_v.double()
-        k, v = ((torch.cat((pk, k), dim=2), torch.cat((pv, v), dim=2)) if order == "past_first"
-                else (torch.cat((k, pk), dim=2), torch.cat((v, pv), dim=2)))
+        k, v = (
+            (torch.cat((pk, k), dim=2), torch.cat((pv, v), dim=2))
+            if order == "past_first"
+            else (torch.cat((k, pk), dim=2), torch.cat((v, pv), dim=2))
+        )
     return attend_over(sd, q, k, v, align=align, prefix=prefix), k, v
 
 
-def attend_over(sd: dict, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, align: str = "bottom_right",
-                prefix: str = "") -> torch.Tensor:
+def attend_over(
+    sd: dict,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    *,
+    align: str = "bottom_right",
+    prefix: str = "",
+) -> torch.Tensor:
     """y (B, T, C) in float64: the T queries q (B, nh, T, hs) attending to the S keys and values
     k, v (B, nh, S, hs), whatever they are, through the `align` mask, then the projection."""
     q, k, v = q.double(), k.double(), v.double()
@@ -163,8 +185,15 @@ def attend_over(sd: dict, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, 
     return y @ W.T + b
 
 
-def walk(model: torch.nn.Module, idx: torch.Tensor, chunks: list[int], *, align: str = "bottom_right",
-         positions: str = "offset", order: str = "past_first") -> tuple[list[torch.Tensor], list, list]:
+def walk(
+    model: torch.nn.Module,
+    idx: torch.Tensor,
+    chunks: list[int],
+    *,
+    align: str = "bottom_right",
+    positions: str = "offset",
+    order: str = "past_first",
+) -> tuple[list[torch.Tensor], list, list]:
     """Feed idx to a float64 reference GPT chunk by chunk (sizes `chunks`) with a KV cache.
 
     Returns (logits per chunk (B, T_chunk, V), keys per layer, values per layer). positions
@@ -176,13 +205,21 @@ def walk(model: torch.nn.Module, idx: torch.Tensor, chunks: list[int], *, align:
     keys, values = [None] * n_layer, [None] * n_layer
     start, outs = 0, []
     for size in chunks:
-        new = idx[:, start:start + size]
+        new = idx[:, start : start + size]
         first = start if positions == "offset" else 0
         pos = torch.arange(first, first + size)
         x = tr.wte(new) + tr.wpe(pos)
         for i, block in enumerate(tr.h):
-            a, keys[i], values[i] = attend(sd, block.ln_1(x), keys[i], values[i], n_head, align=align,
-                                           order=order, prefix=f"transformer.h.{i}.attn.")
+            a, keys[i], values[i] = attend(
+                sd,
+                block.ln_1(x),
+                keys[i],
+                values[i],
+                n_head,
+                align=align,
+                order=order,
+                prefix=f"transformer.h.{i}.attn.",
+            )
             x = x + a
             x = x + block.mlp(block.ln_2(x))
         outs.append(model.lm_head(tr.ln_f(x)))
@@ -199,11 +236,11 @@ def next_logits(model: torch.nn.Module, seq: torch.Tensor, start: int, block_siz
     with torch.no_grad():
         inside = [t for t in range(start, total) if t <= block_size]
         if inside:
-            logits = model(seq[:, :max(inside)])[0]  # (B, t, V)
+            logits = model(seq[:, : max(inside)])[0]  # (B, t, V)
             out += [logits[:, t - 1] for t in inside]
         sliding = [t for t in range(start, total) if t > block_size]
         if sliding:
-            windows = torch.cat([seq[:, t - block_size:t] for t in sliding])  # (n * B, bs)
+            windows = torch.cat([seq[:, t - block_size : t] for t in sliding])  # (n * B, bs)
             last = model(windows)[0][:, -1].view(len(sliding), B, -1)
             out += list(last)
     return torch.stack(out)

@@ -24,10 +24,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from autograder.core.results import Block, message
 from autograder.engine.checks import fail
 from autograder.engine.feedback import compare, heatmap
 from autograder.engine.grader_helpers import config_text, generator, tokens
-from autograder.core.results import Block, message
 from autograder.sandbox.client import StudentError
 
 from . import reference as ref
@@ -73,46 +73,79 @@ def _diagnose(actual: torch.Tensor, candidates) -> list:
 
 
 def _attention_called(attn: WorkerAttention, x: torch.Tensor, past: int, device: str = "cpu"):
-    called = message("lesson06.called_cached_attention", cfg=config_text(attn.cfg),
-                     shape=tuple(x.shape), past=past, past_shape=(x.shape[0], attn.n_head, past,
-                                                                 attn.cfg["n_embd"] // attn.n_head))
+    called = message(
+        "lesson06.called_cached_attention",
+        cfg=config_text(attn.cfg),
+        shape=tuple(x.shape),
+        past=past,
+        past_shape=(x.shape[0], attn.n_head, past, attn.cfg["n_embd"] // attn.n_head),
+    )
     return called if device == "cpu" else message("lesson06.called_on_device", called=called, device=device)
 
 
-def cached(submission, attn: WorkerAttention, x, past_k, past_v, own: str, hints=CACHE_HINTS, device: str = "cpu"):
+def cached(
+    submission, attn: WorkerAttention, x, past_k, past_v, own: str, hints=CACHE_HINTS, device: str = "cpu"
+):
     """The learner's cached_attention(attn, x, past_k, past_v) as (y, k, v), checked to be three tensors."""
     past = 0 if past_k is None else past_k.shape[2]
     called = _attention_called(attn, x, past, device)
     with hinted(*hints, own=own, called=called):
         result = submission.call(function(submission, "cached_attention"), attn.handle, x, past_k, past_v)
-    if not (isinstance(result, (tuple, list)) and len(result) == 3 and all(isinstance(t, torch.Tensor) for t in result)):
+    if not (
+        isinstance(result, (tuple, list))
+        and len(result) == 3
+        and all(isinstance(t, torch.Tensor) for t in result)
+    ):
         got = type(result).__name__ + (f"[{len(result)}]" if isinstance(result, (tuple, list)) else "")
         fail(called, message("lesson06.not_a_triple", got=got))
     return tuple(result), called
 
 
-def _expect_kv(got: torch.Tensor, expected: torch.Tensor, which: str, called, x, past_k, past_v, attn) -> None:
+def _expect_kv(
+    got: torch.Tensor, expected: torch.Tensor, which: str, called, x, past_k, past_v, attn
+) -> None:
     S, new = expected.shape[2], x.shape[1]
     if got.device.type != "cpu":
-        fail(called, message("lesson06.not_a_tensor", what=message("lesson06.what_kv", which=which),
-                             got=f"Tensor(device={got.device.type})"))
+        fail(
+            called,
+            message(
+                "lesson06.not_a_tensor",
+                what=message("lesson06.what_kv", which=which),
+                got=f"Tensor(device={got.device.type})",
+            ),
+        )
     if tuple(got.shape) != tuple(expected.shape):
         hint = None
         if tuple(got.shape) == (*expected.shape[:2], new, expected.shape[3]):
             hint = message("lesson06.diag_cache_not_grown")
-        elif got.dim() == 4 and tuple(got.shape[2:]) == (new, expected.shape[3]) and got.shape[1] != expected.shape[1]:
+        elif (
+            got.dim() == 4
+            and tuple(got.shape[2:]) == (new, expected.shape[3])
+            and got.shape[1] != expected.shape[1]
+        ):
             hint = message("lesson06.hint_cat_dim")
-        fail(called, message("lesson06.kv_shape", which=which, got=tuple(got.shape), expected=tuple(expected.shape),
-                             S=S), hint)
-    problem = compare(got, expected.float(), what=message("lesson06.what_kv", which=which), atol=ATOL, rtol=RTOL)
+        fail(
+            called,
+            message(
+                "lesson06.kv_shape", which=which, got=tuple(got.shape), expected=tuple(expected.shape), S=S
+            ),
+            hint,
+        )
+    problem = compare(
+        got, expected.float(), what=message("lesson06.what_kv", which=which), atol=ATOL, rtol=RTOL
+    )
     if problem:
         diagnoses = []
         if past_k is not None:
             _, k_rev, v_rev = attn.expected(x, past_k, past_v, order="new_first")
             other = past_v if which == "k" else past_k
-            diagnoses = [(k_rev if which == "k" else v_rev, "lesson06.diag_cache_order"),
-                         (torch.cat((other, attn.expected(x, None, None)[1 if which == "k" else 2].float()), dim=2),
-                          "lesson06.diag_cache_swapped")]
+            diagnoses = [
+                (k_rev if which == "k" else v_rev, "lesson06.diag_cache_order"),
+                (
+                    torch.cat((other, attn.expected(x, None, None)[1 if which == "k" else 2].float()), dim=2),
+                    "lesson06.diag_cache_swapped",
+                ),
+            ]
         fail(called, problem, *_diagnose(got, diagnoses))
 
 
@@ -154,8 +187,12 @@ class Cached:
 
 
 def _feed_called(model: WorkerGPT, idx: torch.Tensor, chunks: list[int]):
-    return message("lesson06.called_forward_cached", model=model.text, shape=tuple(idx.shape),
-                   chunks=" + ".join(str(c) for c in chunks))
+    return message(
+        "lesson06.called_forward_cached",
+        model=model.text,
+        shape=tuple(idx.shape),
+        chunks=" + ".join(str(c) for c in chunks),
+    )
 
 
 def _cache_on_meta(submission, gen) -> None:
@@ -170,8 +207,9 @@ def _cache_on_meta(submission, gen) -> None:
         called = message("lesson06.called_forward_cached_meta", model=model.text, T=T)
         try:
             with hinted(*DEVICE_HINTS, *CACHE_HINTS, own="kv-cache", called=called):
-                traced = submission.call_traced(model.handle, model.handle, idx, cache, method=method,
-                                                capture=("transformer.wpe",))
+                traced = submission.call_traced(
+                    model.handle, model.handle, idx, cache, method=method, capture=("transformer.wpe",)
+                )
         except StudentError as err:
             if raised_in(err) == "cache-alignment":
                 return  # the mask is not made on x's device: TODO [cache-alignment]'s checks say so
@@ -184,8 +222,15 @@ def _cache_on_meta(submission, gen) -> None:
             got = f"Tensor(device={out.device.type})" if isinstance(out, torch.Tensor) else type(out).__name__
             fail(called, message("lesson06.not_a_tensor", what=message("lesson06.what_logits_meta"), got=got))
         if tuple(out.shape) != (1, T, model.cfg["vocab_size"]):
-            fail(called, message("lesson06.shape_wrong", what=message("lesson06.what_logits"), got=tuple(out.shape),
-                                 expected=(1, T, model.cfg["vocab_size"])))
+            fail(
+                called,
+                message(
+                    "lesson06.shape_wrong",
+                    what=message("lesson06.what_logits"),
+                    got=tuple(out.shape),
+                    expected=(1, T, model.cfg["vocab_size"]),
+                ),
+            )
 
 
 @pytest.mark.check("cache-state")
@@ -202,37 +247,62 @@ def test_cache_state(submission, check_seed):
     called = _feed_called(model, idx, chunks)
     cache = Cached(submission, model)
     for t in range(4):
-        cache.feed(idx[:, t:t + 1], called)
+        cache.feed(idx[:, t : t + 1], called)
     length = submission.getattr(cache.handle, "length")
     if length != 4:
         fail(called, message("lesson06.cache_length", got=repr(length), expected=4))
     _, exp_keys, exp_values = ref.walk(model.trusted, idx, chunks)
     _, rev_keys, rev_values = ref.walk(model.trusted, idx, chunks, order="new_first")
     _, zero_keys, zero_values = ref.walk(model.trusted, idx, chunks, positions="zero")
-    for name, expected, reversed_, zero in (("keys", exp_keys, rev_keys, zero_keys),
-                                            ("values", exp_values, rev_values, zero_values)):
+    for name, expected, reversed_, zero in (
+        ("keys", exp_keys, rev_keys, zero_keys),
+        ("values", exp_values, rev_values, zero_values),
+    ):
         got = submission.getattr(cache.handle, name)
         if not isinstance(got, list) or len(got) != len(expected):
-            fail(called, message("lesson06.cache_layers", name=name, n_layer=len(expected),
-                                 got=type(got).__name__ + (f"[{len(got)}]" if isinstance(got, (list, tuple)) else "")))
+            fail(
+                called,
+                message(
+                    "lesson06.cache_layers",
+                    name=name,
+                    n_layer=len(expected),
+                    got=type(got).__name__ + (f"[{len(got)}]" if isinstance(got, (list, tuple)) else ""),
+                ),
+            )
         for layer, (g, e, r, z) in enumerate(zip(got, expected, reversed_, zero)):
             what = message("lesson06.what_cache_entry", name=name, layer=layer)
             if not isinstance(g, torch.Tensor) or g.device.type != "cpu":
-                got_text = f"Tensor(device={g.device.type})" if isinstance(g, torch.Tensor) else type(g).__name__
+                got_text = (
+                    f"Tensor(device={g.device.type})" if isinstance(g, torch.Tensor) else type(g).__name__
+                )
                 fail(called, message("lesson06.not_a_tensor", what=what, got=got_text))
             if tuple(g.shape) == (*e.shape[:2], 1, e.shape[3]):
-                fail(called, message("lesson06.kv_shape", which=f"cache.{name}[{layer}]", got=tuple(g.shape),
-                                     expected=tuple(e.shape), S=4), message("lesson06.diag_cache_not_grown"))
+                fail(
+                    called,
+                    message(
+                        "lesson06.kv_shape",
+                        which=f"cache.{name}[{layer}]",
+                        got=tuple(g.shape),
+                        expected=tuple(e.shape),
+                        S=4,
+                    ),
+                    message("lesson06.diag_cache_not_grown"),
+                )
             problem = compare(g, e.float(), what=what, atol=ATOL, rtol=RTOL)
             if problem:
-                fail(called, problem, *_diagnose(g, [(r, "lesson06.diag_cache_order"),
-                                                     (z, "lesson06.diag_positions_zero")]))
+                fail(
+                    called,
+                    problem,
+                    *_diagnose(g, [(r, "lesson06.diag_cache_order"), (z, "lesson06.diag_positions_zero")]),
+                )
     _cache_on_meta(submission, gen)
 
 
 def _variant(model: WorkerGPT, idx, chunks, index: int, **options):
     """A callable for _diagnose: chunk `index`'s logits under a recognisable bug."""
-    return lambda: ref.walk(model.trusted, idx[:, :sum(chunks[:index + 1])], chunks[:index + 1], **options)[0][index]
+    return lambda: ref.walk(
+        model.trusted, idx[:, : sum(chunks[: index + 1])], chunks[: index + 1], **options
+    )[0][index]
 
 
 def _cache_model(submission, gen) -> WorkerGPT:
@@ -254,14 +324,30 @@ def test_cache_one_token(submission, check_seed):
     full = model.full_logits(idx)
     cache = Cached(submission, model)
     for t in range(bs):
-        logits = cache.feed(idx[:, t:t + 1], called)
-        problem = compare(logits, full[:, t:t + 1].float(), what=message("lesson06.what_step_logits", t=t),
-                          atol=ATOL, rtol=RTOL)
+        logits = cache.feed(idx[:, t : t + 1], called)
+        problem = compare(
+            logits,
+            full[:, t : t + 1].float(),
+            what=message("lesson06.what_step_logits", t=t),
+            atol=ATOL,
+            rtol=RTOL,
+        )
         if problem:
-            fail(called, message("lesson06.one_token_wrong", t=t), problem,
-                 *_diagnose(logits, [(_variant(model, idx, chunks, t, **options), key) for key, options in (
-                     ("lesson06.diag_positions_zero", {"positions": "zero"}),
-                     ("lesson06.diag_ignores_past", {"order": "no_past"}))]))
+            fail(
+                called,
+                message("lesson06.one_token_wrong", t=t),
+                problem,
+                *_diagnose(
+                    logits,
+                    [
+                        (_variant(model, idx, chunks, t, **options), key)
+                        for key, options in (
+                            ("lesson06.diag_positions_zero", {"positions": "zero"}),
+                            ("lesson06.diag_ignores_past", {"order": "no_past"}),
+                        )
+                    ],
+                ),
+            )
 
 
 @pytest.mark.check("cache-generate")
@@ -285,16 +371,36 @@ def test_cache_generate(submission, check_seed):
                 continue
         seed = draw_seed(gen)
         fed: list[int] = []
-        out, called = generate_sampled(submission, model, idx, steps, use_cache=True, seed=seed,
-                                       hints=CACHE_HINTS + CROP_HINTS, own="kv-cache", fed=fed)
-        judge_sampled(model, idx, out, seed, called, extra=(message("lesson06.cache_generate_hint", bs=bs),),
-                      window=window)
+        out, called = generate_sampled(
+            submission,
+            model,
+            idx,
+            steps,
+            use_cache=True,
+            seed=seed,
+            hints=CACHE_HINTS + CROP_HINTS,
+            own="kv-cache",
+            fed=fed,
+        )
+        judge_sampled(
+            model,
+            idx,
+            out,
+            seed,
+            called,
+            extra=(message("lesson06.cache_generate_hint", bs=bs),),
+            window=window,
+        )
         expected = cache_feeds(T if window is None else window.shape[1], steps, bs)
         if fed != expected:
             growing = [min(T + s, bs) for s in range(steps)]
             diagnosis = message("lesson06.diag_cache_rebuilt") if fed == growing else None
-            fail(called, message("lesson06.cache_not_reused", got=str(fed), expected=str(expected), bs=bs), diagnosis,
-                 message("lesson06.cache_generate_hint", bs=bs))
+            fail(
+                called,
+                message("lesson06.cache_not_reused", got=str(fed), expected=str(expected), bs=bs),
+                diagnosis,
+                message("lesson06.cache_generate_hint", bs=bs),
+            )
 
 
 # ---------------------------------------------------------------- TODO [cache-alignment]
@@ -332,17 +438,32 @@ def _judge_attention(y, expected, state, n_head, x, result, prefix: str = ""):
     """The compare() problem of y against `expected` (the reference over the learner's own keys
     and values) with the diagnoses of a recognisable mask, or None when y is right."""
     if y.device.type != "cpu" or tuple(y.shape) != tuple(expected.shape):
-        return [message("lesson06.shape_wrong", what=message("lesson06.what_attention_out"), got=tuple(y.shape),
-                        expected=tuple(expected.shape))]
+        return [
+            message(
+                "lesson06.shape_wrong",
+                what=message("lesson06.what_attention_out"),
+                got=tuple(y.shape),
+                expected=tuple(expected.shape),
+            )
+        ]
     problem = compare(y, expected.float(), what=message("lesson06.what_attention_out"), atol=ATOL, rtol=RTOL)
     if not problem:
         return None
-    diagnoses = _diagnose(y, [(lambda: given_kv(state, n_head, x, result, prefix, align="top_left"), "lesson06.diag_top_left"),
-                              (lambda: given_kv(state, n_head, x, result, prefix, align="none"), "lesson06.diag_no_mask"),
-                              (lambda: given_kv(state, n_head, x, result, prefix, align="no_self"),
-                               "lesson06.diag_mask_hides_self"),
-                              (lambda: given_kv(state, n_head, x, result, prefix, align="one_ahead"),
-                               "lesson06.diag_mask_one_ahead")])
+    diagnoses = _diagnose(
+        y,
+        [
+            (lambda: given_kv(state, n_head, x, result, prefix, align="top_left"), "lesson06.diag_top_left"),
+            (lambda: given_kv(state, n_head, x, result, prefix, align="none"), "lesson06.diag_no_mask"),
+            (
+                lambda: given_kv(state, n_head, x, result, prefix, align="no_self"),
+                "lesson06.diag_mask_hides_self",
+            ),
+            (
+                lambda: given_kv(state, n_head, x, result, prefix, align="one_ahead"),
+                "lesson06.diag_mask_one_ahead",
+            ),
+        ],
+    )
     return [problem, *diagnoses]
 
 
@@ -378,10 +499,13 @@ def test_chunk_attention(submission, check_seed):
             moved = influence > 1e-5
             leaks = moved & ~see
             blind = ~moved & see
-            parts += [message("lesson06.influence_title"),
-                      heatmap((influence / influence.max().clamp_min(1e-12)).numpy(), leaks=leaks.numpy()),
-                      message("lesson06.influence_legend", leaks=int(leaks.sum()), blind=int(blind.sum())),
-                      message("lesson06.visible_title", last=P - 1), _visibility_block(see)]
+            parts += [
+                message("lesson06.influence_title"),
+                heatmap((influence / influence.max().clamp_min(1e-12)).numpy(), leaks=leaks.numpy()),
+                message("lesson06.influence_legend", leaks=int(leaks.sum()), blind=int(blind.sum())),
+                message("lesson06.visible_title", last=P - 1),
+                _visibility_block(see),
+            ]
         fail(*parts)
     # The meta device: a mask made without device= is born on the CPU and cannot meet q, k, v.
     meta = WorkerAttention(submission, gen)
@@ -389,10 +513,18 @@ def test_chunk_attention(submission, check_seed):
     P, T, hs = 5, 3, C // nh
     x = torch.empty(B, T, C, device="meta")
     past = torch.empty(B, nh, P, hs, device="meta")
-    (y, _, _), called = cached(submission, meta, x, past, past, own="cache-alignment", hints=ALIGN_HINTS, device="meta")
+    (y, _, _), called = cached(
+        submission, meta, x, past, past, own="cache-alignment", hints=ALIGN_HINTS, device="meta"
+    )
     if y.device.type != "meta" or tuple(y.shape) != (B, T, C):
-        fail(called, message("lesson06.meta_output_wrong", got=f"Tensor(shape={tuple(y.shape)}, device={y.device.type})",
-                             expected=f"Tensor(shape={(B, T, C)}, device=meta)"))
+        fail(
+            called,
+            message(
+                "lesson06.meta_output_wrong",
+                got=f"Tensor(shape={tuple(y.shape)}, device={y.device.type})",
+                expected=f"Tensor(shape={(B, T, C)}, device=meta)",
+            ),
+        )
 
 
 @pytest.mark.check("chunk-logits")
@@ -412,25 +544,43 @@ def test_chunk_logits(submission, check_seed):
     start = 0
     with torch.no_grad():
         for size in chunks:
-            x = tr.wte(idx[:, start:start + size]) + tr.wpe(torch.arange(start, start + size))
+            x = tr.wte(idx[:, start : start + size]) + tr.wpe(torch.arange(start, start + size))
             for i, block in enumerate(tr.h):
                 prefix = f"transformer.h.{i}.attn."
                 h = block.ln_1(x).float()
-                called = message("lesson06.called_chunk_layer", model=model.text, layer=i, first=start,
-                                 last=start + size - 1, P=start)
+                called = message(
+                    "lesson06.called_chunk_layer",
+                    model=model.text,
+                    layer=i,
+                    first=start,
+                    last=start + size - 1,
+                    P=start,
+                )
                 past_k = None if keys[i] is None else keys[i].float()
                 past_v = None if values[i] is None else values[i].float()
                 with hinted(*ALIGN_HINTS, own="cache-alignment", called=called):
-                    result = submission.call(function(submission, "cached_attention"), handles[i], h, past_k, past_v)
+                    result = submission.call(
+                        function(submission, "cached_attention"), handles[i], h, past_k, past_v
+                    )
                 expected = given_kv(model.state, nh, h, result, prefix)
                 if expected is not None:
                     problems = _judge_attention(result[0], expected, model.state, nh, h, result, prefix)
                     if problems is not None:
-                        head = (message("lesson06.prefill_wrong") if start == 0 else
-                                message("lesson06.chunk_layer_wrong", layer=i, first=start, last=start + size - 1,
-                                        P=start))
+                        head = (
+                            message("lesson06.prefill_wrong")
+                            if start == 0
+                            else message(
+                                "lesson06.chunk_layer_wrong",
+                                layer=i,
+                                first=start,
+                                last=start + size - 1,
+                                P=start,
+                            )
+                        )
                         fail(called, head, *problems)
-                a, keys[i], values[i] = ref.attend(model.state, h.double(), keys[i], values[i], nh, prefix=prefix)
+                a, keys[i], values[i] = ref.attend(
+                    model.state, h.double(), keys[i], values[i], nh, prefix=prefix
+                )
                 x = x + a
                 x = x + block.mlp(block.ln_2(x))
             start += size

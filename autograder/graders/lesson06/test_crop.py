@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from autograder.core.results import message
 from autograder.engine.checks import fail
 from autograder.engine.grader_helpers import generator, tokens
-from autograder.core.results import message
 
 from . import reference as ref
 from .harness import GPT_CFG, WorkerGPT, draw_seed, function, generate_sampled, judge_sampled
@@ -19,14 +19,16 @@ from .harness import GPT_CFG, WorkerGPT, draw_seed, function, generate_sampled, 
 
 def _crop_diagnosis(out: torch.Tensor, idx: torch.Tensor, bs: int):
     T = idx.shape[1]
-    candidates = [(idx[:, :bs], "lesson06.diag_crop_first"),
-                  (idx[-bs:], "lesson06.diag_crop_batch"),
-                  (idx[:, -(bs - 1):] if bs > 1 else idx[:, :0], "lesson06.diag_crop_one_less"),
-                  (idx[:, -(bs + 1):], "lesson06.diag_crop_one_more"),
-                  (idx[:, -1:], "lesson06.diag_crop_last_only"),
-                  (idx[:, -bs:-1], "lesson06.diag_crop_drops_last")]
+    candidates = [
+        (idx[:, :bs], "lesson06.diag_crop_first"),
+        (idx[-bs:], "lesson06.diag_crop_batch"),
+        (idx[:, -(bs - 1) :] if bs > 1 else idx[:, :0], "lesson06.diag_crop_one_less"),
+        (idx[:, -(bs + 1) :], "lesson06.diag_crop_one_more"),
+        (idx[:, -1:], "lesson06.diag_crop_last_only"),
+        (idx[:, -bs:-1], "lesson06.diag_crop_drops_last"),
+    ]
     if T < bs:
-        candidates.append((idx[:, T - bs:], "lesson06.diag_crop_negative_start"))
+        candidates.append((idx[:, T - bs :], "lesson06.diag_crop_negative_start"))
     for candidate, key in candidates:
         if tuple(out.shape) == tuple(candidate.shape) and torch.equal(out, candidate):
             return message(key, bs=bs, T=T)
@@ -48,9 +50,18 @@ def test_crop_context(submission, check_seed):
             fail(called, message("lesson06.not_a_tensor", what=message("lesson06.what_cropped"), got=got))
         if tuple(out.shape) == tuple(expected.shape) and torch.equal(out, expected):
             continue
-        fail(called, message("lesson06.crop_wrong", got_shape=tuple(out.shape), expected_shape=tuple(expected.shape),
-                             got=str(out[0].tolist()), expected=str(expected[0].tolist())),
-             _crop_diagnosis(out, idx, bs), message("lesson06.crop_hint"))
+        fail(
+            called,
+            message(
+                "lesson06.crop_wrong",
+                got_shape=tuple(out.shape),
+                expected_shape=tuple(expected.shape),
+                got=str(out[0].tolist()),
+                expected=str(expected[0].tolist()),
+            ),
+            _crop_diagnosis(out, idx, bs),
+            message("lesson06.crop_hint"),
+        )
 
 
 @pytest.mark.check("crop-generate")
@@ -63,5 +74,7 @@ def test_crop_generate(submission, check_seed):
     for batch, T, steps in ((2, bs + 4, 4), (2, bs, 3), (1, 1, bs + 1)):
         idx = tokens(batch, T, GPT_CFG["vocab_size"], gen)
         seed = draw_seed(gen)
-        out, called = generate_sampled(submission, model, idx, steps, use_cache=False, seed=seed, own="crop-context")
+        out, called = generate_sampled(
+            submission, model, idx, steps, use_cache=False, seed=seed, own="crop-context"
+        )
         judge_sampled(model, idx, out, seed, called, extra=(message("lesson06.crop_generate_hint", bs=bs),))

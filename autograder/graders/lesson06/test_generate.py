@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from autograder.core.results import message
 from autograder.engine.checks import fail
 from autograder.engine.grader_helpers import generator, tokens
-from autograder.core.results import message
 
 from .harness import CACHE_HINTS, CROP_HINTS, GPT_CFG, WorkerGPT, draw_seed, generate_sampled, judge_sampled
 
@@ -24,10 +24,24 @@ def test_eval_mode(submission, check_seed):
         submission.call(model.handle, method="train" if train else "eval")
         idx = tokens(2, 4, GPT_CFG["vocab_size"], gen)
         seed = draw_seed(gen)
-        out, called = generate_sampled(submission, model, idx, steps, use_cache, seed,
-                                       hints=CACHE_HINTS + CROP_HINTS, mode="train" if train else "eval")
+        out, called = generate_sampled(
+            submission,
+            model,
+            idx,
+            steps,
+            use_cache,
+            seed,
+            hints=CACHE_HINTS + CROP_HINTS,
+            mode="train" if train else "eval",
+        )
         judge_sampled(model, idx, out, seed, called, extra=(message("lesson06.eval_mode_hint"),))
         training = submission.getattr(model.handle, "training")
         if training is not train:
-            fail(called, message("lesson06.mode_not_restored", before="train" if train else "eval",
-                                 after="train" if training else "eval"))
+            fail(
+                called,
+                message(
+                    "lesson06.mode_not_restored",
+                    before="train" if train else "eval",
+                    after="train" if training else "eval",
+                ),
+            )

@@ -11,14 +11,14 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from autograder.core.results import message
 from autograder.engine.checks import describe_student_error, fail
 from autograder.engine.feedback import compare
 from autograder.engine.grader_helpers import generator, innermost_learner_file, load_weights, tokens
-from autograder.core.results import message
 from autograder.sandbox.client import StudentError
 
 from . import reference as ref
-from .harness import ATOL, ATTN_CFG, GPT_CFG, RTOL, TIE, trusted_skeleton, function
+from .harness import ATOL, ATTN_CFG, GPT_CFG, RTOL, TIE, function, trusted_skeleton
 
 LESSON_OF_FILE = {"attention.py": "03", "model.py": "04", "generate.py": "06"}
 
@@ -35,10 +35,15 @@ def _run(what, fn):
     except StudentError as err:
         lesson = _blame(err)
         if err.todo_pending is not None:
-            fail(message("lesson06.own_pending", what=message(what), todo=err.todo_pending, lesson=lesson),
-                 message("lesson06.own_not_counted"))
-        fail(message("lesson06.own_raised", what=message(what), lesson=lesson),
-             describe_student_error(err, None, {}), message("lesson06.own_not_counted"))
+            fail(
+                message("lesson06.own_pending", what=message(what), todo=err.todo_pending, lesson=lesson),
+                message("lesson06.own_not_counted"),
+            )
+        fail(
+            message("lesson06.own_raised", what=message(what), lesson=lesson),
+            describe_student_error(err, None, {}),
+            message("lesson06.own_not_counted"),
+        )
 
 
 def _their_attention_is_right(own, gen) -> bool:
@@ -72,7 +77,10 @@ def test_own_pieces(own_submission, check_seed):
     state = ref.random_state(trusted_skeleton(cfg), gen)
     absent = _run("lesson06.own_what_build", lambda: load_weights(own, handle, state))
     if absent:
-        fail(message("lesson06.own_weights_missing", keys=", ".join(absent[:6])), message("lesson06.own_not_counted"))
+        fail(
+            message("lesson06.own_weights_missing", keys=", ".join(absent[:6])),
+            message("lesson06.own_not_counted"),
+        )
     own.call(handle, method="eval")
     trusted = ref.gpt(cfg, state)
 
@@ -85,19 +93,25 @@ def test_own_pieces(own_submission, check_seed):
     problem = compare(logits, full.float(), what=message("lesson06.what_logits"), atol=ATOL, rtol=RTOL)
     if problem:
         lesson = "04" if _their_attention_is_right(own, gen) else "03"
-        fail(message("lesson06.own_model_differs", lesson=lesson), problem, message("lesson06.own_not_counted"))
+        fail(
+            message("lesson06.own_model_differs", lesson=lesson), problem, message("lesson06.own_not_counted")
+        )
 
     # 2. Their forward_cached on their model, one token at a time and then a chunk.
     def feed():
         cache = own.call(function(own, "KVCache"), cfg["n_layer"])
-        outs = [own.call(function(own, "forward_cached"), handle, idx[:, t:t + 1], cache) for t in range(4)]
+        outs = [own.call(function(own, "forward_cached"), handle, idx[:, t : t + 1], cache) for t in range(4)]
         outs.append(own.call(function(own, "forward_cached"), handle, idx[:, 4:], cache))
         return outs
 
     outs = _run("lesson06.own_what_cached", feed)
-    if not all(isinstance(o, torch.Tensor) for o in outs) or tuple(torch.cat(outs, dim=1).shape) != tuple(full.shape):
+    if not all(isinstance(o, torch.Tensor) for o in outs) or tuple(torch.cat(outs, dim=1).shape) != tuple(
+        full.shape
+    ):
         fail(message("lesson06.own_cached_differs"), message("lesson06.own_not_counted"))
-    problem = compare(torch.cat(outs, dim=1), full.float(), what=message("lesson06.what_logits"), atol=ATOL, rtol=RTOL)
+    problem = compare(
+        torch.cat(outs, dim=1), full.float(), what=message("lesson06.what_logits"), atol=ATOL, rtol=RTOL
+    )
     if problem:
         fail(message("lesson06.own_cached_differs"), problem, message("lesson06.own_not_counted"))
 
@@ -108,9 +122,15 @@ def test_own_pieces(own_submission, check_seed):
     def run(use_cache):
         return own.call(function(own, "generate"), handle, prompt, steps, temperature=0, use_cache=use_cache)
 
-    without, with_cache = _run("lesson06.own_what_generate", lambda: run(False)), _run("lesson06.own_what_generate", lambda: run(True))
-    if not (isinstance(without, torch.Tensor) and isinstance(with_cache, torch.Tensor)
-            and without.shape == with_cache.shape == (2, 3 + steps)):
+    without, with_cache = (
+        _run("lesson06.own_what_generate", lambda: run(False)),
+        _run("lesson06.own_what_generate", lambda: run(True)),
+    )
+    if not (
+        isinstance(without, torch.Tensor)
+        and isinstance(with_cache, torch.Tensor)
+        and without.shape == with_cache.shape == (2, 3 + steps)
+    ):
         fail(message("lesson06.own_generate_differs", step="?"), message("lesson06.own_not_counted"))
     differ = (without != with_cache).any(dim=0).nonzero().view(-1)
     if len(differ):
@@ -118,6 +138,8 @@ def test_own_pieces(own_submission, check_seed):
         # A near-tie may be broken differently by the two float32 paths: not a mistake.
         with torch.no_grad():
             logits_t = trusted(ref.crop(with_cache[:, :t], bs))[0][:, -1, :]
-        if bool((ref.greedy_margin(logits_t, with_cache[:, t]) > TIE).any() or
-                (ref.greedy_margin(logits_t, without[:, t]) > TIE).any()):
+        if bool(
+            (ref.greedy_margin(logits_t, with_cache[:, t]) > TIE).any()
+            or (ref.greedy_margin(logits_t, without[:, t]) > TIE).any()
+        ):
             fail(message("lesson06.own_generate_differs", step=t - 3), message("lesson06.own_not_counted"))

@@ -13,9 +13,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from autograder.core.results import Block, message
 from autograder.engine.checks import fail
 from autograder.engine.grader_helpers import generator, worker_generator
-from autograder.core.results import Block, message
 
 from . import reference as ref
 from .harness import (
@@ -29,18 +29,27 @@ from .harness import (
 
 V = 19
 GREEDY_HINTS = (
-    (r"probability tensor contains either|invalid multinomial distribution|ZeroDivisionError",
-     lambda m: message("lesson06.hint_temperature_zero")),
+    (
+        r"probability tensor contains either|invalid multinomial distribution|ZeroDivisionError",
+        lambda m: message("lesson06.hint_temperature_zero"),
+    ),
     *SAMPLING_HINTS,
 )
 
 
 def _called(shape, temperature, top_k, seed):
-    return message("lesson06.called_sample", shape=tuple(shape), temperature=temperature,
-                   top_k="None" if top_k is None else top_k, seed=seed)
+    return message(
+        "lesson06.called_sample",
+        shape=tuple(shape),
+        temperature=temperature,
+        top_k="None" if top_k is None else top_k,
+        seed=seed,
+    )
 
 
-def _sample(submission, logits, temperature, top_k, seed, hints=SAMPLING_HINTS, own=None, drew: list | None = None):
+def _sample(
+    submission, logits, temperature, top_k, seed, hints=SAMPLING_HINTS, own=None, drew: list | None = None
+):
     """(tokens (B, 1), the call described) from the learner's sample_next; with `drew` (a list),
     whether the generator was used is appended to it."""
     called = _called(logits.shape, temperature, top_k, seed)
@@ -65,6 +74,7 @@ def _diagnosis(out: torch.Tensor, candidates) -> list:
 
 # ---------------------------------------------------------------- TODO [temperature]
 
+
 @pytest.mark.check("greedy")
 def test_greedy(submission, check_seed):
     """temperature 0 (int and float, B = 6 and B = 1): the argmax of each row, (B, 1) int64,
@@ -74,13 +84,24 @@ def test_greedy(submission, check_seed):
         logits = torch.randn(B, V, generator=gen) * 2
         seed = draw_seed(gen)
         drew: list[bool] = []
-        out, called = _sample(submission, logits, temperature, None, seed, GREEDY_HINTS, own="temperature", drew=drew)
+        out, called = _sample(
+            submission, logits, temperature, None, seed, GREEDY_HINTS, own="temperature", drew=drew
+        )
         expected = logits.argmax(dim=-1, keepdim=True)
         if not torch.equal(out, expected):
-            diagnoses = [(logits.argmin(dim=-1, keepdim=True), "lesson06.diag_argmin"),
-                         (ref.sample_replay(logits, seed), "lesson06.diag_greedy_sampled")]
-            fail(called, message("lesson06.greedy_wrong", got=str(out.view(-1).tolist()),
-                                 expected=str(expected.view(-1).tolist())), *_diagnosis(out, diagnoses))
+            diagnoses = [
+                (logits.argmin(dim=-1, keepdim=True), "lesson06.diag_argmin"),
+                (ref.sample_replay(logits, seed), "lesson06.diag_greedy_sampled"),
+            ]
+            fail(
+                called,
+                message(
+                    "lesson06.greedy_wrong",
+                    got=str(out.view(-1).tolist()),
+                    expected=str(expected.view(-1).tolist()),
+                ),
+                *_diagnosis(out, diagnoses),
+            )
         if drew[0]:
             fail(called, message("lesson06.greedy_drew"), message("lesson06.temperature_hint"))
 
@@ -101,20 +122,43 @@ def test_temperature(submission, check_seed):
         if not drew[0]:
             # The generator it was given never drew: argmax, or a draw from another generator.
             greedy = torch.equal(out, logits.argmax(dim=-1, keepdim=True))
-            diagnoses = [message("lesson06.diag_always_greedy" if greedy else "lesson06.diag_generator_unused")]
+            diagnoses = [
+                message("lesson06.diag_always_greedy" if greedy else "lesson06.diag_generator_unused")
+            ]
         else:
-            diagnoses = _diagnosis(out, [
-                (ref.sample_replay(logits, seed), "lesson06.diag_temperature_ignored"),
-                (ref.sample_replay(logits, seed, temperature=1 / temperature), "lesson06.diag_temperature_multiplied"),
-                (ref.sample_replay(logits, seed, temperature=temperature ** 2), "lesson06.diag_temperature_twice"),
-            ] if temperature != 1.0 else [])
+            diagnoses = _diagnosis(
+                out,
+                [
+                    (ref.sample_replay(logits, seed), "lesson06.diag_temperature_ignored"),
+                    (
+                        ref.sample_replay(logits, seed, temperature=1 / temperature),
+                        "lesson06.diag_temperature_multiplied",
+                    ),
+                    (
+                        ref.sample_replay(logits, seed, temperature=temperature**2),
+                        "lesson06.diag_temperature_twice",
+                    ),
+                ]
+                if temperature != 1.0
+                else [],
+            )
         count = int((out != expected).sum())
-        fail(called, message("lesson06.samples_differ", count=count, B=B, expected=message(
-            "lesson06.expected_temperature", temperature=temperature)),
-            _differing_rows(out, expected), *diagnoses, message("lesson06.temperature_hint"))
+        fail(
+            called,
+            message(
+                "lesson06.samples_differ",
+                count=count,
+                B=B,
+                expected=message("lesson06.expected_temperature", temperature=temperature),
+            ),
+            _differing_rows(out, expected),
+            *diagnoses,
+            message("lesson06.temperature_hint"),
+        )
 
 
 # ---------------------------------------------------------------- TODO [top-k]
+
 
 @pytest.mark.check("top-k-support")
 def test_top_k_support(submission, check_seed):
@@ -132,14 +176,34 @@ def test_top_k_support(submission, check_seed):
         if outside.any():
             b = int(outside.nonzero()[0])
             worst = int(rank.max()) + 1
-            hint = message("lesson06.diag_topk_one_more", k=k) if worst == k + 1 else message("lesson06.diag_topk_no_filter")
-            fail(called, message("lesson06.topk_outside", count=int(outside.sum()), B=B, k=k, row=b,
-                                 token=int(out[b, 0]), rank=int(rank[b, 0]) + 1), hint, message("lesson06.topk_hint"))
+            hint = (
+                message("lesson06.diag_topk_one_more", k=k)
+                if worst == k + 1
+                else message("lesson06.diag_topk_no_filter")
+            )
+            fail(
+                called,
+                message(
+                    "lesson06.topk_outside",
+                    count=int(outside.sum()),
+                    B=B,
+                    k=k,
+                    row=b,
+                    token=int(out[b, 0]),
+                    rank=int(rank[b, 0]) + 1,
+                ),
+                hint,
+                message("lesson06.topk_hint"),
+            )
         seen = set(rank.view(-1).tolist())
         never = [r + 1 for r in range(k) if r not in seen]
         if never:
-            fail(called, message("lesson06.topk_rank_never", k=k, B=B, ranks=str(never)),
-                 message("lesson06.diag_topk_one_less", k=k) if never == [k] else None, message("lesson06.topk_hint"))
+            fail(
+                called,
+                message("lesson06.topk_rank_never", k=k, B=B, ranks=str(never)),
+                message("lesson06.diag_topk_one_less", k=k) if never == [k] else None,
+                message("lesson06.topk_hint"),
+            )
 
 
 @pytest.mark.check("top-k-sampling")
@@ -157,10 +221,18 @@ def test_top_k_sampling(submission, check_seed):
             continue
         diagnoses = []
         if k < V:
-            diagnoses = [(ref.sample_replay(logits, seed), "lesson06.diag_topk_no_filter"),
-                         (ref.sample_replay(logits, seed, top_k=k - 1), "lesson06.diag_topk_one_less_short"),
-                         (ref.sample_replay(logits, seed, top_k=k + 1), "lesson06.diag_topk_one_more_short")]
+            diagnoses = [
+                (ref.sample_replay(logits, seed), "lesson06.diag_topk_no_filter"),
+                (ref.sample_replay(logits, seed, top_k=k - 1), "lesson06.diag_topk_one_less_short"),
+                (ref.sample_replay(logits, seed, top_k=k + 1), "lesson06.diag_topk_one_more_short"),
+            ]
         count = int((out != expected).sum())
-        fail(called, message("lesson06.samples_differ", count=count, B=B,
-                             expected=message("lesson06.expected_topk", k=k)),
-             _differing_rows(out, expected), *_diagnosis(out, diagnoses), message("lesson06.topk_hint"))
+        fail(
+            called,
+            message(
+                "lesson06.samples_differ", count=count, B=B, expected=message("lesson06.expected_topk", k=k)
+            ),
+            _differing_rows(out, expected),
+            *_diagnosis(out, diagnoses),
+            message("lesson06.topk_hint"),
+        )

@@ -43,13 +43,25 @@ MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
 
 # Outside the runtime, what CPython, numpy and torch open at run time.
 SYSTEM_LIBRARIES = ("/lib", "/lib32", "/lib64", "/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/local/lib")
-ETC_FILES = ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/localtime",
-             "/usr/share/zoneinfo", "/etc/nsswitch.conf")
+ETC_FILES = (
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/localtime",
+    "/usr/share/zoneinfo",
+    "/etc/nsswitch.conf",
+)
 DEVICES_READ = ("/dev/urandom", "/dev/random", "/dev/zero")
 CPU_INFO = ("/sys/devices/system/cpu", "/sys/fs/cgroup/cpu.max", "/proc/cpuinfo")
 GPU_DEVICES = ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset")
-GPU_READ = ("/proc/driver/nvidia", "/sys/bus/pci", "/sys/devices", "/proc/self/maps", "/usr/share/nvidia",
-            "/etc/nvidia")
+GPU_READ = (
+    "/proc/driver/nvidia",
+    "/sys/bus/pci",
+    "/sys/devices",
+    "/proc/self/maps",
+    "/usr/share/nvidia",
+    "/etc/nvidia",
+)
 
 
 def _libc():
@@ -63,9 +75,13 @@ def _check(result: int, what: str) -> None:
 
 
 def _mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
-    enc = (lambda s: None if s is None else s.encode())
-    _check(_libc().mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)),
-           f"mount {target}")
+    def enc(s: str | None) -> bytes | None:
+        return None if s is None else s.encode()
+
+    _check(
+        _libc().mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags), enc(data)),
+        f"mount {target}",
+    )
 
 
 def _unshare(flags: int) -> None:
@@ -73,6 +89,7 @@ def _unshare(flags: int) -> None:
 
 
 # ------------------------------------------------------------------------------ root only
+
 
 def enter_pid_namespace() -> bool:
     """In a root supervisor, before it forks the worker: the worker becomes PID 1 of a namespace
@@ -85,6 +102,7 @@ def enter_pid_namespace() -> bool:
 
 
 # ------------------------------------------------------------------------------ without root
+
 
 def _write(path: str, text: str) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
@@ -205,8 +223,10 @@ def enter_namespaces(config: dict, user: dict) -> dict:
     if not config.get("enabled", True):
         _unshare(CLONE_NEWNS)
         _mount(None, "/", None, MS_REC | MS_PRIVATE)
-        return {"namespaces": ["mount"],
-                "exposed": _expose([*config.get("runtime", []), config.get("package", "")])}
+        return {
+            "namespaces": ["mount"],
+            "exposed": _expose([*config.get("runtime", []), config.get("package", "")]),
+        }
     _unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC)
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     done = {"namespaces": ["mount", "network", "ipc"]}
@@ -226,6 +246,7 @@ def runtime_reachable(runtime: list[str]) -> bool:
 
 
 # ------------------------------------------------------------------------------ every path
+
 
 def _threads() -> int:
     try:
@@ -285,8 +306,14 @@ def _own_namespaces(host: dict) -> list[str]:
 def confine(config: dict) -> dict:
     """Wall this process in (module docstring); what was enforced. Nothing is raised: what the
     kernel refuses is reported as missing, and grading goes on."""
-    report: dict = {"landlock": 0, "filesystem": False, "network": False, "signals": False,
-                    "processes": False, "ipc": False}
+    report: dict = {
+        "landlock": 0,
+        "filesystem": False,
+        "network": False,
+        "signals": False,
+        "processes": False,
+        "ipc": False,
+    }
     if not sys.platform.startswith("linux"):
         return report
     version = landlock.abi()

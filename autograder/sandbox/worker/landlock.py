@@ -39,13 +39,26 @@ SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1
 
 READ = READ_FILE | READ_DIR
 READ_EXEC = READ | EXECUTE
-WRITE = (WRITE_FILE | READ_FILE | READ_DIR | REMOVE_DIR | REMOVE_FILE | MAKE_DIR | MAKE_REG | MAKE_SYM
-         | REFER | TRUNCATE)
+WRITE = (
+    WRITE_FILE
+    | READ_FILE
+    | READ_DIR
+    | REMOVE_DIR
+    | REMOVE_FILE
+    | MAKE_DIR
+    | MAKE_REG
+    | MAKE_SYM
+    | REFER
+    | TRUNCATE
+)
 
 
 class _RulesetAttr(ctypes.Structure):
-    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64),
-                ("scoped", ctypes.c_uint64)]
+    _fields_ = [
+        ("handled_access_fs", ctypes.c_uint64),
+        ("handled_access_net", ctypes.c_uint64),
+        ("scoped", ctypes.c_uint64),
+    ]
 
 
 class _PathBeneathAttr(ctypes.Structure):
@@ -74,8 +87,12 @@ def abi() -> int:
     if not sys.platform.startswith("linux") or platform.machine() not in ("x86_64", "aarch64", "AMD64"):
         return 0
     try:
-        return max(0, _syscall(_libc(), SYS_CREATE_RULESET, None, ctypes.c_size_t(0),
-                               ctypes.c_uint32(CREATE_RULESET_VERSION)))
+        return max(
+            0,
+            _syscall(
+                _libc(), SYS_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(CREATE_RULESET_VERSION)
+            ),
+        )
     except (OSError, AttributeError):
         return 0
 
@@ -97,8 +114,9 @@ class Ruleset:
         self._libc = _libc()
         attr = _RulesetAttr(self.fs, self.net, self.scoped)
         size = 8 if version < 4 else 16 if version < 6 else 24
-        self.fd = _syscall(self._libc, SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size),
-                           ctypes.c_uint32(0))
+        self.fd = _syscall(
+            self._libc, SYS_CREATE_RULESET, ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0)
+        )
         self.allowed: list[tuple[str, int]] = []
 
     def allow(self, path: str, rights: int) -> bool:
@@ -117,8 +135,14 @@ class Ruleset:
             if not rights:
                 return False
             attr = _PathBeneathAttr(rights, fd)
-            _syscall(self._libc, SYS_ADD_RULE, ctypes.c_int(self.fd), ctypes.c_int(RULE_PATH_BENEATH),
-                     ctypes.byref(attr), ctypes.c_uint32(0))
+            _syscall(
+                self._libc,
+                SYS_ADD_RULE,
+                ctypes.c_int(self.fd),
+                ctypes.c_int(RULE_PATH_BENEATH),
+                ctypes.byref(attr),
+                ctypes.c_uint32(0),
+            )
             self.allowed.append((path, rights))
             return True
         finally:

@@ -22,7 +22,6 @@ from typing import Any
 
 from autograder.sandbox.protocol import FrameReader, ProtocolError, decode, encode, write_frame
 
-
 LIBRARIES = ("torch", "numpy", "math", "functools")
 
 
@@ -154,10 +153,18 @@ class Worker:
                 results.append(None)  # nothing the cotangent touches depends on a parameter
                 input_grads.append(None)
                 continue
-            grads = torch.autograd.grad([o for o, _ in pairs], sources,
-                                        [c.to(o.dtype) for o, c in pairs], retain_graph=True, allow_unused=True)
-            results.append({name: torch.zeros_like(p) if g is None else g
-                            for (name, p), g in zip(named, grads)} if named else None)
+            grads = torch.autograd.grad(
+                [o for o, _ in pairs],
+                sources,
+                [c.to(o.dtype) for o, c in pairs],
+                retain_graph=True,
+                allow_unused=True,
+            )
+            results.append(
+                {name: torch.zeros_like(p) if g is None else g for (name, p), g in zip(named, grads)}
+                if named
+                else None
+            )
             if wrt_input:
                 input_grads.append(torch.zeros_like(args[0]) if grads[-1] is None else grads[-1])
         answer = {"output": out, "grads": results}
@@ -207,10 +214,12 @@ class Worker:
         original = getattr(owner, attr)
 
         def spy(*args, **kwargs):
-            sink.append({
-                "args": [_describe(a) for a in args],
-                "kwargs": {k: _describe(v) for k, v in kwargs.items()},
-            })
+            sink.append(
+                {
+                    "args": [_describe(a) for a in args],
+                    "kwargs": {k: _describe(v) for k, v in kwargs.items()},
+                }
+            )
             return original(*args, **kwargs)
 
         patched = [(owner, attr)]
@@ -271,8 +280,11 @@ def _pair_outputs(out: Any, cotangent: Any) -> list:
     if isinstance(cotangent, torch.Tensor):
         return [(out, cotangent)] if isinstance(out, torch.Tensor) else []
     if isinstance(cotangent, (list, tuple)) and isinstance(out, (list, tuple)) and len(out) == len(cotangent):
-        return [(o, c) for o, c in zip(out, cotangent)
-                if isinstance(o, torch.Tensor) and isinstance(c, torch.Tensor) and o.shape == c.shape]
+        return [
+            (o, c)
+            for o, c in zip(out, cotangent)
+            if isinstance(o, torch.Tensor) and isinstance(c, torch.Tensor) and o.shape == c.shape
+        ]
     return []
 
 
@@ -295,15 +307,23 @@ def _describe_exception(exc: BaseException) -> dict:
     if isinstance(exc, SyntaxError) and isinstance(exc.filename, str) and isinstance(exc.lineno, int):
         # A syntax error's place is not a frame of its traceback: add it as the innermost one,
         # so the trusted side can point at the learner's line (and the TODO it belongs to).
-        frames.append({"filename": exc.filename, "lineno": exc.lineno, "name": "<module>",
-                       "line": (exc.text or "").rstrip("\n")[:300]})
+        frames.append(
+            {
+                "filename": exc.filename,
+                "lineno": exc.lineno,
+                "name": "<module>",
+                "line": (exc.text or "").rstrip("\n")[:300],
+            }
+        )
     try:
         message = str(exc)
     except BaseException:
         message = "<unprintable>"
     # The class names along the MRO, so the trusted side can judge "is a ValueError" the way
     # isinstance would (a learner's subclass of the expected exception passes).
-    bases = [type(exc).__name__] + [cls.__name__ for cls in type(exc).__mro__ if cls.__module__ == "builtins"][:20]
+    bases = [type(exc).__name__] + [
+        cls.__name__ for cls in type(exc).__mro__ if cls.__module__ == "builtins"
+    ][:20]
     return {"type": type(exc).__name__, "message": message[:4000], "frames": frames, "bases": bases}
 
 

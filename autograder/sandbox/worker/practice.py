@@ -31,8 +31,13 @@ class _Collector:
             marker = item.get_closest_marker("todo")
             doc = (getattr(item.obj, "__doc__", None) or "").strip().split("\n")[0]
             self.outcomes[item.nodeid] = {
-                "name": item.name, "todo": str(marker.args[0]) if marker and marker.args else None,
-                "doc": doc[:300], "outcome": "error", "message": "", "trace": "", "duration": 0.0,
+                "name": item.name,
+                "todo": str(marker.args[0]) if marker and marker.args else None,
+                "doc": doc[:300],
+                "outcome": "error",
+                "message": "",
+                "trace": "",
+                "duration": 0.0,
             }
 
     def pytest_runtest_logreport(self, report) -> None:
@@ -53,8 +58,12 @@ class _Collector:
     def pytest_collectreport(self, report) -> None:
         if report.failed:  # e.g. the learner's module does not even import
             self.outcomes[report.nodeid or "collect"] = {
-                "name": Path(report.nodeid).name or "collect", "todo": None, "doc": "", "outcome": "error",
-                "message": _last_line(str(report.longrepr)), "trace": _tail(str(report.longrepr)),
+                "name": Path(report.nodeid).name or "collect",
+                "todo": None,
+                "doc": "",
+                "outcome": "error",
+                "message": _last_line(str(report.longrepr)),
+                "trace": _tail(str(report.longrepr)),
             }
 
 
@@ -81,7 +90,21 @@ def run(root: Path) -> list[dict[str, Any]]:
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # only the plugins we name
     # --confcutdir: pytest looks for conftest.py files and builds its tree only from `root` down
     # (the walled-in worker may not list the folders above it).
-    args = [str(root), "--rootdir", str(root), "--confcutdir", str(root), "-c", os.devnull, "-q", "--tb=short",
-            "-p", "no:cacheprovider", "--import-mode=importlib", "-o", "python_files=test_*.py"]
+    args = [
+        str(root),
+        "--rootdir",
+        str(root),
+        "--confcutdir",
+        str(root),
+        "-c",
+        os.devnull,
+        "-q",
+        "--tb=short",
+        "-p",
+        "no:cacheprovider",
+        "--import-mode=importlib",
+        "-o",
+        "python_files=test_*.py",
+    ]
     pytest.main(args, plugins=[collector])
     return list(collector.outcomes.values())

@@ -51,90 +51,167 @@ ALLOW, REFUSE, CHECK = "allow", "refuse", "check"
 
 # (verdict, reason, names): the reason holds for each name of its line.
 _CLASSES = (
-    (ALLOW, "I/O on a descriptor the worker holds: Landlock vetted it when it was opened",
-     "read write readv writev pread64 pwrite64 preadv pwritev preadv2 pwritev2 close close_range dup "
-     "dup2 dup3 lseek fcntl flock fsync fdatasync syncfs sync_file_range ftruncate fallocate fadvise64 "
-     "readahead sendfile splice tee vmsplice copy_file_range ioctl"),
-    (ALLOW, "a path: Landlock decides what the worker may read, write or create",
-     "open openat openat2 creat access faccessat faccessat2 stat lstat fstat newfstatat statx statfs "
-     "fstatfs readlink readlinkat getdents getdents64 getcwd chdir fchdir mkdir mkdirat rmdir unlink "
-     "unlinkat rename renameat renameat2 link linkat symlink symlinkat truncate chmod fchmod fchmodat "
-     "chown fchown fchownat lchown umask utime utimes utimensat futimesat mknod mknodat getxattr "
-     "lgetxattr fgetxattr listxattr llistxattr flistxattr setxattr lsetxattr fsetxattr removexattr "
-     "lremovexattr fremovexattr"),
-    (ALLOW, "the worker's own memory, bounded by its address-space and memlock limits",
-     "brk mmap munmap mremap mprotect madvise mincore msync mlock mlock2 munlock mlockall munlockall "
-     "remap_file_pages pkey_alloc pkey_free pkey_mprotect membarrier mbind set_mempolicy "
-     "get_mempolicy set_mempolicy_home_node"),
-    (ALLOW, "threads of the worker and their synchronisation (torch's intra-op pool)",
-     "futex futex_waitv set_robust_list set_tid_address rseq sched_yield gettid getpid getppid getpgrp "
-     "exit exit_group restart_syscall arch_prctl set_thread_area get_thread_area "
-     "sched_get_priority_max sched_get_priority_min getcpu"),
-    (ALLOW, "clocks and timers of the worker's own (setting the machine's clock is refused below)",
-     "clock_gettime clock_getres clock_nanosleep nanosleep gettimeofday time times getitimer "
-     "setitimer alarm timer_create timer_delete timer_getoverrun timer_gettime timer_settime "
-     "timerfd_create timerfd_gettime timerfd_settime"),
-    (ALLOW, "signal handling inside the worker (sending is checked below)",
-     "rt_sigaction rt_sigprocmask rt_sigreturn rt_sigpending rt_sigsuspend rt_sigtimedwait "
-     "sigaltstack signalfd signalfd4 pause"),
-    (ALLOW, "waiting on the worker's own descriptors and children",
-     "poll ppoll select pselect6 epoll_create epoll_create1 epoll_ctl epoll_wait epoll_pwait "
-     "epoll_pwait2 eventfd eventfd2 pipe pipe2 wait4 waitid io_setup io_destroy io_submit io_cancel "
-     "io_getevents io_pgetevents"),
-    (ALLOW, "reads the worker's own identity, limits and the machine's public facts",
-     "getuid geteuid getgid getegid getresuid getresgid getgroups getrlimit getrusage uname sysinfo "
-     "getrandom"),
-    (ALLOW, "changes only the calling process (no_new_privs and this filter stay)",
-     "setrlimit personality prctl execve execveat landlock_create_ruleset landlock_add_rule "
-     "landlock_restrict_self"),
-    (ALLOW, "a socket call on a descriptor: only socketpair makes one, and it reaches no one else",
-     "socketpair accept accept4 bind listen connect getsockname getpeername getsockopt setsockopt "
-     "sendto recvfrom sendmsg recvmsg sendmmsg recvmmsg shutdown"),
-    (REFUSE, "new processes: nothing the learner starts may outlive grading or escape its limits",
-     "fork vfork"),
-    (REFUSE, "clone3 cannot be checked (its flags are in memory): ENOSYS, and the C library uses clone",
-     "clone3"),
-    (REFUSE, "the worker leads its own session and process group; leaving them escapes the group kill",
-     "setpgid setsid"),
-    (REFUSE, "a socket of any family (UDP, UNIX path sockets, netlink): what Landlock's TCP rules leave",
-     "socket"),
-    (REFUSE, "SysV and POSIX IPC objects outlive the worker and may be another user's",
-     "shmget shmat shmctl shmdt semget semop semtimedop semctl msgget msgsnd msgrcv msgctl mq_open "
-     "mq_unlink mq_timedsend mq_timedreceive mq_notify mq_getsetattr"),
-    (REFUSE, "memory files: their pages escape the address-space limit",
-     "memfd_create memfd_secret"),
-    (REFUSE, "reaches into another process (the pid or pidfd may name any process of the user)",
-     "ptrace process_vm_readv process_vm_writev pidfd_open pidfd_getfd pidfd_send_signal tkill "
-     "process_madvise process_mrelease"),
-    (REFUSE, "capget's pid lies in memory the filter cannot read; capset changes privileges",
-     "capget capset"),
-    (REFUSE, "a way around Landlock: file handles, watches on paths it does not vet, io_uring",
-     "open_by_handle_at name_to_handle_at inotify_init inotify_init1 inotify_add_watch "
-     "inotify_rm_watch fanotify_init fanotify_mark io_uring_setup io_uring_enter io_uring_register"),
-    (REFUSE, "namespaces and mounts: a view of the machine other than the walled one",
-     "unshare setns mount umount2 pivot_root chroot fsopen fsconfig fsmount fspick move_mount "
-     "open_tree mount_setattr"),
-    (REFUSE, "kernel facilities a lesson never needs and attacks often use",
-     "bpf userfaultfd perf_event_open keyctl add_key request_key seccomp modify_ldt iopl ioperm "
-     "lookup_dcookie syslog"),
-    (REFUSE, "identity changes: the worker keeps the user it was started as",
-     "setuid setgid setreuid setregid setresuid setresgid setfsuid setfsgid setgroups"),
-    (REFUSE, "acts on the whole machine (needs privileges a worker must not use even as root)",
-     "reboot kexec_load kexec_file_load init_module finit_module delete_module swapon swapoff acct "
-     "quotactl quotactl_fd settimeofday clock_settime clock_adjtime adjtimex sethostname "
-     "setdomainname vhangup sync nfsservctl _sysctl"),
-    (REFUSE, "obsolete or never implemented on this architecture",
-     "create_module query_module get_kernel_syms uselib ustat sysfs afs_syscall tuxcall security "
-     "vserver getpmsg putpmsg epoll_ctl_old epoll_wait_old"),
-    (CHECK, "names a process: the worker itself only (pid 0 or its own), else ESRCH",
-     "prlimit64 sched_setaffinity sched_getaffinity sched_setscheduler sched_setparam sched_setattr "
-     "sched_getscheduler sched_getparam sched_getattr sched_rr_get_interval getpgid getsid "
-     "move_pages migrate_pages get_robust_list"),
+    (
+        ALLOW,
+        "I/O on a descriptor the worker holds: Landlock vetted it when it was opened",
+        "read write readv writev pread64 pwrite64 preadv pwritev preadv2 pwritev2 close close_range dup "
+        "dup2 dup3 lseek fcntl flock fsync fdatasync syncfs sync_file_range ftruncate fallocate fadvise64 "
+        "readahead sendfile splice tee vmsplice copy_file_range ioctl",
+    ),
+    (
+        ALLOW,
+        "a path: Landlock decides what the worker may read, write or create",
+        "open openat openat2 creat access faccessat faccessat2 stat lstat fstat newfstatat statx statfs "
+        "fstatfs readlink readlinkat getdents getdents64 getcwd chdir fchdir mkdir mkdirat rmdir unlink "
+        "unlinkat rename renameat renameat2 link linkat symlink symlinkat truncate chmod fchmod fchmodat "
+        "chown fchown fchownat lchown umask utime utimes utimensat futimesat mknod mknodat getxattr "
+        "lgetxattr fgetxattr listxattr llistxattr flistxattr setxattr lsetxattr fsetxattr removexattr "
+        "lremovexattr fremovexattr",
+    ),
+    (
+        ALLOW,
+        "the worker's own memory, bounded by its address-space and memlock limits",
+        "brk mmap munmap mremap mprotect madvise mincore msync mlock mlock2 munlock mlockall munlockall "
+        "remap_file_pages pkey_alloc pkey_free pkey_mprotect membarrier mbind set_mempolicy "
+        "get_mempolicy set_mempolicy_home_node",
+    ),
+    (
+        ALLOW,
+        "threads of the worker and their synchronisation (torch's intra-op pool)",
+        "futex futex_waitv set_robust_list set_tid_address rseq sched_yield gettid getpid getppid getpgrp "
+        "exit exit_group restart_syscall arch_prctl set_thread_area get_thread_area "
+        "sched_get_priority_max sched_get_priority_min getcpu",
+    ),
+    (
+        ALLOW,
+        "clocks and timers of the worker's own (setting the machine's clock is refused below)",
+        "clock_gettime clock_getres clock_nanosleep nanosleep gettimeofday time times getitimer "
+        "setitimer alarm timer_create timer_delete timer_getoverrun timer_gettime timer_settime "
+        "timerfd_create timerfd_gettime timerfd_settime",
+    ),
+    (
+        ALLOW,
+        "signal handling inside the worker (sending is checked below)",
+        "rt_sigaction rt_sigprocmask rt_sigreturn rt_sigpending rt_sigsuspend rt_sigtimedwait "
+        "sigaltstack signalfd signalfd4 pause",
+    ),
+    (
+        ALLOW,
+        "waiting on the worker's own descriptors and children",
+        "poll ppoll select pselect6 epoll_create epoll_create1 epoll_ctl epoll_wait epoll_pwait "
+        "epoll_pwait2 eventfd eventfd2 pipe pipe2 wait4 waitid io_setup io_destroy io_submit io_cancel "
+        "io_getevents io_pgetevents",
+    ),
+    (
+        ALLOW,
+        "reads the worker's own identity, limits and the machine's public facts",
+        "getuid geteuid getgid getegid getresuid getresgid getgroups getrlimit getrusage uname sysinfo "
+        "getrandom",
+    ),
+    (
+        ALLOW,
+        "changes only the calling process (no_new_privs and this filter stay)",
+        "setrlimit personality prctl execve execveat landlock_create_ruleset landlock_add_rule "
+        "landlock_restrict_self",
+    ),
+    (
+        ALLOW,
+        "a socket call on a descriptor: only socketpair makes one, and it reaches no one else",
+        "socketpair accept accept4 bind listen connect getsockname getpeername getsockopt setsockopt "
+        "sendto recvfrom sendmsg recvmsg sendmmsg recvmmsg shutdown",
+    ),
+    (
+        REFUSE,
+        "new processes: nothing the learner starts may outlive grading or escape its limits",
+        "fork vfork",
+    ),
+    (
+        REFUSE,
+        "clone3 cannot be checked (its flags are in memory): ENOSYS, and the C library uses clone",
+        "clone3",
+    ),
+    (
+        REFUSE,
+        "the worker leads its own session and process group; leaving them escapes the group kill",
+        "setpgid setsid",
+    ),
+    (
+        REFUSE,
+        "a socket of any family (UDP, UNIX path sockets, netlink): what Landlock's TCP rules leave",
+        "socket",
+    ),
+    (
+        REFUSE,
+        "SysV and POSIX IPC objects outlive the worker and may be another user's",
+        "shmget shmat shmctl shmdt semget semop semtimedop semctl msgget msgsnd msgrcv msgctl mq_open "
+        "mq_unlink mq_timedsend mq_timedreceive mq_notify mq_getsetattr",
+    ),
+    (REFUSE, "memory files: their pages escape the address-space limit", "memfd_create memfd_secret"),
+    (
+        REFUSE,
+        "reaches into another process (the pid or pidfd may name any process of the user)",
+        "ptrace process_vm_readv process_vm_writev pidfd_open pidfd_getfd pidfd_send_signal tkill "
+        "process_madvise process_mrelease",
+    ),
+    (
+        REFUSE,
+        "capget's pid lies in memory the filter cannot read; capset changes privileges",
+        "capget capset",
+    ),
+    (
+        REFUSE,
+        "a way around Landlock: file handles, watches on paths it does not vet, io_uring",
+        "open_by_handle_at name_to_handle_at inotify_init inotify_init1 inotify_add_watch "
+        "inotify_rm_watch fanotify_init fanotify_mark io_uring_setup io_uring_enter io_uring_register",
+    ),
+    (
+        REFUSE,
+        "namespaces and mounts: a view of the machine other than the walled one",
+        "unshare setns mount umount2 pivot_root chroot fsopen fsconfig fsmount fspick move_mount "
+        "open_tree mount_setattr",
+    ),
+    (
+        REFUSE,
+        "kernel facilities a lesson never needs and attacks often use",
+        "bpf userfaultfd perf_event_open keyctl add_key request_key seccomp modify_ldt iopl ioperm "
+        "lookup_dcookie syslog",
+    ),
+    (
+        REFUSE,
+        "identity changes: the worker keeps the user it was started as",
+        "setuid setgid setreuid setregid setresuid setresgid setfsuid setfsgid setgroups",
+    ),
+    (
+        REFUSE,
+        "acts on the whole machine (needs privileges a worker must not use even as root)",
+        "reboot kexec_load kexec_file_load init_module finit_module delete_module swapon swapoff acct "
+        "quotactl quotactl_fd settimeofday clock_settime clock_adjtime adjtimex sethostname "
+        "setdomainname vhangup sync nfsservctl _sysctl",
+    ),
+    (
+        REFUSE,
+        "obsolete or never implemented on this architecture",
+        "create_module query_module get_kernel_syms uselib ustat sysfs afs_syscall tuxcall security "
+        "vserver getpmsg putpmsg epoll_ctl_old epoll_wait_old",
+    ),
+    (
+        CHECK,
+        "names a process: the worker itself only (pid 0 or its own), else ESRCH",
+        "prlimit64 sched_setaffinity sched_getaffinity sched_setscheduler sched_setparam sched_setattr "
+        "sched_getscheduler sched_getparam sched_getattr sched_rr_get_interval getpgid getsid "
+        "move_pages migrate_pages get_robust_list",
+    ),
     (CHECK, "compares two processes' resources: both must be the worker itself, else ESRCH", "kcmp"),
-    (CHECK, "the per-process selector and the worker itself only (per-user reaches every process)",
-     "setpriority getpriority ioprio_set ioprio_get"),
-    (CHECK, "a signal to the worker itself or its own process group only",
-     "kill tgkill rt_sigqueueinfo rt_tgsigqueueinfo"),
+    (
+        CHECK,
+        "the per-process selector and the worker itself only (per-user reaches every process)",
+        "setpriority getpriority ioprio_set ioprio_get",
+    ),
+    (
+        CHECK,
+        "a signal to the worker itself or its own process group only",
+        "kill tgkill rt_sigqueueinfo rt_tgsigqueueinfo",
+    ),
     (CHECK, "threads only (CLONE_THREAD): a new process is refused", "clone"),
 )
 
@@ -175,7 +252,12 @@ REFUSED_ERRNO = {"clone3": errno.ENOSYS}
 
 
 class _Filter(ctypes.Structure):
-    _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte), ("k", ctypes.c_uint)]
+    _fields_ = [
+        ("code", ctypes.c_ushort),
+        ("jt", ctypes.c_ubyte),
+        ("jf", ctypes.c_ubyte),
+        ("k", ctypes.c_uint),
+    ]
 
 
 class _Program(ctypes.Structure):
@@ -193,10 +275,12 @@ def _value(value, pid: int) -> int:
 def _checked(name: str, pid: int) -> list[tuple[int, int, int, int]]:
     """The instructions that decide a checked call (every path ends in a RET)."""
     if name == "clone":
-        return [(LD_W_ABS, 0, 0, OFFSET_ARGS),  # clone's flags (low 32 bits, little-endian)
-                (JSET_K, 1, 0, CLONE_THREAD),
-                (RET_K, 0, 0, RET_ERRNO | errno.EPERM),  # a new process
-                (RET_K, 0, 0, RET_ALLOW)]
+        return [
+            (LD_W_ABS, 0, 0, OFFSET_ARGS),  # clone's flags (low 32 bits, little-endian)
+            (JSET_K, 1, 0, CLONE_THREAD),
+            (RET_K, 0, 0, RET_ERRNO | errno.EPERM),  # a new process
+            (RET_K, 0, 0, RET_ALLOW),
+        ]
     rules, err = CHECKED[name]
     code: list[tuple[int, int, int, int]] = []
     for index, allowed in rules:

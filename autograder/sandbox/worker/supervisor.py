@@ -136,11 +136,13 @@ def apply_limits(limits: dict) -> None:
         import resource
     except ImportError:  # not on this platform: the trusted side already warned
         return
-    for name, value in (("RLIMIT_AS", limits.get("memory_bytes")),
-                        ("RLIMIT_CPU", limits.get("cpu_seconds")),
-                        ("RLIMIT_NPROC", limits.get("processes")),
-                        ("RLIMIT_FSIZE", limits.get("file_bytes")),
-                        ("RLIMIT_CORE", 0)):
+    for name, value in (
+        ("RLIMIT_AS", limits.get("memory_bytes")),
+        ("RLIMIT_CPU", limits.get("cpu_seconds")),
+        ("RLIMIT_NPROC", limits.get("processes")),
+        ("RLIMIT_FSIZE", limits.get("file_bytes")),
+        ("RLIMIT_CORE", 0),
+    ):
         if value is None or not hasattr(resource, name):
             continue
         try:
@@ -214,7 +216,8 @@ def run_supervisor(config: dict, start_worker, handed: list[int], control, out) 
     forks the worker, whose child runs `harden`; close our copies of `handed`, the fds only the
     worker may keep (its death must show as EOF to the trusted side); say "started PID"; then
     `supervise` until `control` reaches EOF. Without root, a user namespace and a PID namespace
-    where the kernel allows them (confine.enter_user_and_pid_namespace), before the fork too. `config`: the worker config of
+    where the kernel allows them (confine.enter_user_and_pid_namespace), before the fork too.
+    `config`: the worker config of
     autograder/sandbox/client.py (user, walls; the rest is `start_worker`'s)."""
     become_subreaper()
     user, walls = config.get("user"), config.get("walls")
@@ -240,8 +243,13 @@ def main() -> None:
 
     def spawn(user: dict | None) -> subprocess.Popen:
         return subprocess.Popen(
-            config["argv"], cwd=config["cwd"], env=config["env"], pass_fds=fds,
-            stdin=subprocess.DEVNULL, stdout=config["log_fd"], stderr=config["log_fd"],
+            config["argv"],
+            cwd=config["cwd"],
+            env=config["env"],
+            pass_fds=fds,
+            stdin=subprocess.DEVNULL,
+            stdout=config["log_fd"],
+            stderr=config["log_fd"],
             preexec_fn=lambda: harden(config["limits"], user, config.get("walls")),
         )
 
