@@ -3,14 +3,24 @@ a submission recorded once however often it arrives, a claim handed to one worke
 that expire and are requeued, the worker lost after the last attempt, the newest push (and the
 last before a deadline) graded while older queued pushes are superseded, one result each.
 
-Leases are driven by the clock the store is given (`now=`), never by sleeping."""
+Leases are driven by the clock the store is given (`now=`), never by sleeping.
+
+Every test that takes `store` runs twice: on SQLite (the default) and on a PostgreSQL server
+of the test's own (started once per module, on 127.0.0.1, as `nobody` when root), the same code
+on both. Where PostgreSQL's programs or the psycopg driver are not installed, the PostgreSQL
+half is reported skipped, saying which is missing."""
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
+import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -68,9 +78,58 @@ def record(
     )
 
 
-@pytest.fixture
-def store(tmp_path) -> Store:
-    made = Store(f"sqlite:///{tmp_path / 'servicio.db'}")
+@pytest.fixture(scope="module")
+def postgres() -> str:
+    """A PostgreSQL server for this module: the URL of its server, without a database."""
+    pytest.importorskip(
+        "psycopg", reason="the psycopg driver is not installed (pip install 'psycopg[binary]')"
+    )
+    programs = {name: shutil.which(name) for name in ("initdb", "pg_ctl")}
+    if not all(programs.values()):
+        pytest.skip("PostgreSQL's initdb and pg_ctl are not installed (apt-get install postgresql)")
+    folder = Path(tempfile.mkdtemp(prefix="autograder-pg-"))
+    as_user = {}
+    if os.geteuid() == 0:  # the server refuses to run as root
+        shutil.chown(folder, "nobody")
+        as_user = {"user": "nobody", "group": "nogroup"}
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    data = folder / "data"
+
+    def run(*argv: str) -> None:
+        subprocess.run(argv, cwd=folder, check=True, capture_output=True, timeout=120, **as_user)
+
+    run(programs["initdb"], "-D", str(data), "-A", "trust", "-U", "postgres", "--no-sync")
+    options = f"-k {folder} -c listen_addresses=127.0.0.1 -p {port} -c fsync=off"
+    run(programs["pg_ctl"], "-D", str(data), "-o", options, "-l", str(folder / "log"), "-w", "start")
+    try:
+        yield f"postgresql+psycopg://postgres@127.0.0.1:{port}"
+    finally:
+        subprocess.run(
+            [programs["pg_ctl"], "-D", str(data), "-m", "immediate", "stop"],
+            cwd=folder,
+            capture_output=True,
+            **as_user,
+        )
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store(request, tmp_path) -> Store:
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'servicio.db'}"
+    else:
+        import psycopg
+
+        server = request.getfixturevalue("postgres")
+        name = f"t_{uuid.uuid4().hex}"
+        with psycopg.connect(
+            f"{server.replace('postgresql+psycopg', 'postgresql')}/postgres", autocommit=True
+        ) as admin:
+            admin.execute(f"CREATE DATABASE {name}")
+        url = f"{server}/{name}"
+    made = Store(url)
     made.create()
     yield made
     made.close()
