@@ -14,6 +14,10 @@ as always; if a grading process dies anyway (killed, out of memory) or runs past
 time limit, the parent records an error for that learner, kills what is left of the process
 (its workers follow: they exit when their pipes to it close; the shared zygote only loses that
 process's socket) and starts a fresh one for the learners still waiting.
+
+`GradingPool` grades one batch of tasks and stops its processes; `WarmGraders` keeps its
+processes warm for a long-running service (`autograder serve`'s workers, autograder/service/
+worker.py), each task graded with its own seed, the same engine call and the same rules.
 """
 
 from __future__ import annotations
@@ -21,10 +25,12 @@ from __future__ import annotations
 import gc
 import multiprocessing
 import os
+import queue
 import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from collections import deque
@@ -53,6 +59,7 @@ class Task:
     learner: str
     submission: str  # the learner's exercises folder, as `autograder grade --submission` gets it
     boundary: str  # the learner's whole folder: nothing below it that is a symlink is followed
+    seed: int | None = None  # this task's own seed (the service draws one per submission), else the run's
 
 
 @dataclass
@@ -97,6 +104,73 @@ class _Process:
         self.sent_at = 0.0
         self.running = ""  # "<lesson> <check>": the check it is running for its task, if known
 
+    def send(self, task: Task) -> None:
+        self.task, self.sent_at, self.running = task, time.monotonic(), ""
+        try:
+            self.conn.send(task)
+        except (OSError, ValueError):
+            pass  # it died: its sentinel says so next
+
+    def deadline(self, learner_timeout: float) -> float | None:
+        """When, on the monotonic clock, waiting on this process must end: its task's time
+        limit, or its start's; None for a warm process with nothing to do."""
+        if self.task is not None:
+            return self.sent_at + learner_timeout
+        if not self.ready:
+            return self.started + START_TIMEOUT
+        return None
+
+    def service(self, ready: list, learner_timeout: float) -> tuple[Outcome | None, bool]:
+        """Read what this process said: (the outcome of a task it finished, whether it is gone).
+        `ready`: what `wait` found ready among its pipe and sentinel."""
+        outcome, closed = None, False
+        if self.conn in ready or self.process.sentinel in ready:
+            try:
+                while self.conn.poll():
+                    reply = self.conn.recv()
+                    if reply[0] == "ready":
+                        self.ready = True
+                    elif reply[0] == "running" and self.task is not None and reply[1] == self.task.learner:
+                        self.running = f"{reply[2]} {reply[3]}"
+                    elif reply[0] == "done" and self.task is not None:
+                        _, learner, text, pending, seconds = reply
+                        outcome, self.task = Outcome(learner, text, pending, seconds), None
+                    elif reply[0] == "failed" and self.task is not None:
+                        _, learner, detail, seconds = reply
+                        outcome, self.task = (
+                            Outcome(learner, seconds=seconds, error="internal", detail=detail),
+                            None,
+                        )
+            except (EOFError, OSError):
+                closed = True
+        now = time.monotonic()
+        if closed or not self.process.is_alive():
+            self.process.join(timeout=5)
+            if self.task is not None:
+                detail = _exit_description(self.process.exitcode)
+                tail = self.log_tail()
+                outcome = Outcome(
+                    self.task.learner,
+                    seconds=now - self.sent_at,
+                    error="crashed",
+                    detail=f"{detail}\n{tail}".strip(),
+                )
+                self.task = None
+            return outcome, True
+        if self.task is not None and now - self.sent_at >= learner_timeout:
+            # The limit, then the check that was running (see batch_store.Record.error_reason).
+            outcome = Outcome(
+                self.task.learner,
+                seconds=now - self.sent_at,
+                error="timeout",
+                detail=f"{learner_timeout:g}\n{self.running}".strip(),
+            )
+            self.task = None
+            return outcome, True
+        if not self.ready and now - self.started >= START_TIMEOUT:
+            return None, True
+        return outcome, False
+
     def stop(self) -> None:
         """Kill the grading process (its zygote and workers follow) and remove its scratch."""
         if self.process.is_alive():
@@ -114,6 +188,36 @@ class _Process:
         return "\n".join(text.strip().splitlines()[-lines:])
 
 
+class _SharedZygote:
+    """The zygote a set of grading processes share, started with the first of them (before it,
+    so that its torch import overlaps theirs); `get()` is None where the warm pool is off."""
+
+    def __init__(self) -> None:
+        self._zygote = None
+        self._scratch: Path | None = None
+        self._lock = threading.Lock()
+
+    def get(self):
+        with self._lock:
+            if self._zygote is None:
+                from autograder.sandbox.client import start_shared_zygote
+
+                # Its home goes in a scratch folder of ours: removed by `close`, or by the next
+                # run's remove_stale_scratch if this one is killed.
+                self._scratch = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-"))
+                self._zygote = start_shared_zygote(self._scratch) or False
+            return self._zygote or None
+
+    def close(self) -> None:
+        with self._lock:
+            if self._zygote:
+                self._zygote.close()  # its clients are gone: it exits
+            self._zygote = None
+            if self._scratch is not None:
+                shutil.rmtree(self._scratch, ignore_errors=True)
+                self._scratch = None
+
+
 class GradingPool:
     """`run(tasks)` yields an `Outcome` per task, in the order they finish."""
 
@@ -121,27 +225,28 @@ class GradingPool:
         self.setup, self.jobs, self.learner_timeout = setup, max(1, jobs), learner_timeout
         self._ctx = multiprocessing.get_context("spawn")
         self._procs: list[_Process] = []
-        self._zygote = None  # the grading processes' shared zygote, once `run` starts them
-        self._zygote_scratch: Path | None = None
+        self._zygote = _SharedZygote()  # the grading processes' shared zygote, once `run` starts them
         self.on_start = None  # called with a Task when a process starts grading it
 
     def run(self, tasks: Iterable[Task]) -> Iterator[Outcome]:
-        queue = deque(tasks)
+        waiting = deque(tasks)
         failed_starts = 0
         try:
-            while queue or any(p.task for p in self._procs):
+            while waiting or any(p.task for p in self._procs):
                 busy = sum(1 for p in self._procs if p.task)
-                while len(self._procs) < min(self.jobs, len(queue) + busy):
-                    self._procs.append(_Process(self._ctx, self.setup, self._shared_zygote()))
+                while len(self._procs) < min(self.jobs, len(waiting) + busy):
+                    self._procs.append(_Process(self._ctx, self.setup, self._zygote.get()))
                 for proc in self._procs:
-                    if proc.ready and proc.task is None and queue:
-                        self._send(proc, queue.popleft())
+                    if proc.ready and proc.task is None and waiting:
+                        proc.send(waiting.popleft())
+                        if self.on_start is not None:
+                            self.on_start(proc.task)
                 ready = wait(
                     [p.conn for p in self._procs] + [p.process.sentinel for p in self._procs],
                     timeout=self._next_deadline(),
                 )
                 for proc in list(self._procs):
-                    outcome, gone = self._service(proc, ready)
+                    outcome, gone = proc.service(ready, self.learner_timeout)
                     if outcome is not None:
                         yield outcome
                     if gone:
@@ -158,92 +263,94 @@ class GradingPool:
         for proc in self._procs:
             proc.stop()
         self._procs = []
-        if self._zygote:
-            self._zygote.close()  # its clients are gone: it exits
-        self._zygote = None
-        if self._zygote_scratch is not None:
-            shutil.rmtree(self._zygote_scratch, ignore_errors=True)
-            self._zygote_scratch = None
-
-    def _shared_zygote(self):
-        """The zygote the grading processes share, started with the first of them (before it,
-        so that its torch import overlaps theirs); None where the warm pool is off."""
-        if self._zygote is None:
-            from autograder.sandbox.client import start_shared_zygote
-
-            # Its home goes in a scratch folder of ours: removed by `close`, or by the next
-            # run's remove_stale_scratch if this one is killed.
-            self._zygote_scratch = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-"))
-            self._zygote = start_shared_zygote(self._zygote_scratch) or False
-        return self._zygote or None
-
-    def _send(self, proc: _Process, task: Task) -> None:
-        proc.task, proc.sent_at, proc.running = task, time.monotonic(), ""
-        try:
-            proc.conn.send(task)
-        except (OSError, ValueError):
-            pass  # it died: its sentinel says so next
-        if self.on_start is not None:
-            self.on_start(task)
+        self._zygote.close()
 
     def _next_deadline(self) -> float:
-        now, ends = time.monotonic(), []
-        for proc in self._procs:
-            if proc.task is not None:
-                ends.append(proc.sent_at + self.learner_timeout)
-            elif not proc.ready:
-                ends.append(proc.started + START_TIMEOUT)
-        return max(0.0, min(ends) - now) if ends else 1.0
+        ends = [
+            end for end in (proc.deadline(self.learner_timeout) for proc in self._procs) if end is not None
+        ]
+        return max(0.0, min(ends) - time.monotonic()) if ends else 1.0
 
-    def _service(self, proc: _Process, ready: list) -> tuple[Outcome | None, bool]:
-        """Read what `proc` said: (the outcome of a learner it finished, whether it is gone)."""
-        outcome, closed = None, False
-        if proc.conn in ready or proc.process.sentinel in ready:
-            try:
-                while proc.conn.poll():
-                    reply = proc.conn.recv()
-                    if reply[0] == "ready":
-                        proc.ready = True
-                    elif reply[0] == "running" and proc.task is not None and reply[1] == proc.task.learner:
-                        proc.running = f"{reply[2]} {reply[3]}"
-                    elif reply[0] == "done" and proc.task is not None:
-                        _, learner, text, pending, seconds = reply
-                        outcome, proc.task = Outcome(learner, text, pending, seconds), None
-                    elif reply[0] == "failed" and proc.task is not None:
-                        _, learner, detail, seconds = reply
-                        outcome, proc.task = (
-                            Outcome(learner, seconds=seconds, error="internal", detail=detail),
-                            None,
-                        )
-            except (EOFError, OSError):
-                closed = True
-        now = time.monotonic()
-        if closed or not proc.process.is_alive():
-            proc.process.join(timeout=5)
-            if proc.task is not None:
-                detail = _exit_description(proc.process.exitcode)
-                tail = proc.log_tail()
-                outcome = Outcome(
-                    proc.task.learner,
-                    seconds=now - proc.sent_at,
-                    error="crashed",
-                    detail=f"{detail}\n{tail}".strip(),
-                )
-                proc.task = None
-            return outcome, True
-        if proc.task is not None and now - proc.sent_at >= self.learner_timeout:
-            # The limit, then the check that was running (see batch_store.Record.error_reason).
-            outcome = Outcome(
-                proc.task.learner,
-                seconds=now - proc.sent_at,
-                error="timeout",
-                detail=f"{self.learner_timeout:g}\n{proc.running}".strip(),
-            )
-            proc.task = None
-            return outcome, True
-        if not proc.ready and now - proc.started >= START_TIMEOUT:
-            return None, True
-        return outcome, False
+
+class WarmGraders:
+    """`size` grading processes started once and kept warm between tasks, for a long-running
+    service (`autograder serve`'s workers): `grade(task)` grades one task on a free process and
+    blocks the calling thread until its outcome, so `size` threads grade `size` tasks at once.
+    The processes share one zygote, as GradingPool's. A process that dies or runs past the time
+    limit costs that task only (an error Outcome); a fresh one is started in its place at once,
+    so that it is warm before the next task. PoolError when a process cannot start at all."""
+
+    def __init__(self, setup: Setup, size: int, learner_timeout: float) -> None:
+        self.setup, self.size, self.learner_timeout = setup, max(1, size), learner_timeout
+        self._ctx = multiprocessing.get_context("spawn")
+        self._zygote = _SharedZygote()
+        self._idle: queue.SimpleQueue[_Process] = queue.SimpleQueue()
+        self._procs: set[_Process] = set()
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def start(self) -> None:
+        """Start every process now (they warm up meanwhile: the first tasks wait for it)."""
+        for _ in range(self.size):
+            self._idle.put(self._fresh())
+
+    def grade(self, task: Task) -> Outcome:
+        proc = self._idle.get()
+        try:
+            if not proc.process.is_alive():  # died while idle: that is no task's fault
+                proc = self._replace(proc)
+            proc = self._when_ready(proc)
+            proc.send(task)
+            while True:
+                ready = wait([proc.conn, proc.process.sentinel], timeout=self._wait(proc))
+                outcome, gone = proc.service(ready, self.learner_timeout)
+                if gone:
+                    proc = self._replace(proc)
+                if outcome is not None:
+                    return outcome
+        finally:
+            self._idle.put(proc)
+
+    def close(self) -> None:
+        """Stop every process (a task still grading gets no outcome) and the zygote."""
+        with self._lock:
+            self._closed = True
+            procs, self._procs = list(self._procs), set()
+        for proc in procs:
+            proc.stop()
+        self._zygote.close()
+
+    def _fresh(self) -> _Process:
+        with self._lock:
+            if self._closed:
+                raise PoolError("closed")
+            proc = _Process(self._ctx, self.setup, self._zygote.get())
+            self._procs.add(proc)
+            return proc
+
+    def _replace(self, proc: _Process) -> _Process:
+        proc.stop()
+        with self._lock:
+            self._procs.discard(proc)
+        return self._fresh()
+
+    def _when_ready(self, proc: _Process) -> _Process:
+        """`proc` once warm, or up to two fresh ones in its place if it dies starting."""
+        failed = 0
+        while not proc.ready:
+            ready = wait([proc.conn, proc.process.sentinel], timeout=self._wait(proc))
+            _, gone = proc.service(ready, self.learner_timeout)
+            if gone:
+                failed += 1
+                why = proc.log_tail() or _exit_description(proc.process.exitcode)
+                proc = self._replace(proc)
+                if failed >= 3:
+                    raise PoolError(why)
+        return proc
+
+    def _wait(self, proc: _Process) -> float:
+        end = proc.deadline(self.learner_timeout)
+        return 1.0 if end is None else max(0.0, end - time.monotonic())
 
 
 def _exit_description(code: int | None) -> str:
@@ -328,7 +435,7 @@ def _serve(conn, setup: Setup, scratch: str, parent: int, shared_zygote=None) ->
                 lessons,
                 Path(task.submission),
                 lang=setup.lang,
-                seed=setup.seed,
+                seed=setup.seed if task.seed is None else task.seed,
                 boundary=Path(task.boundary),
                 on_start=running,
             )
