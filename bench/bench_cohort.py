@@ -3,7 +3,7 @@
 Run from the repository root:  python bench/bench_cohort.py [--learners 40] [--jobs 2] [--only-grade-all]
 
 The cohort is N lesson-03 submissions: the solution, the correct-but-different variants, the
-realistic buggy variants and the stub, in turn (tests/lesson03_variants.py), so that the graders
+realistic buggy variants and the stub, in turn (tests/lessons/lesson03_variants.py), so that the graders
 take every path a real cohort takes. The same code is graded
 
   (a) by `autograder grade-all --jobs J` (warm worker pool: torch is imported once per run),
@@ -34,9 +34,9 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 def cohort(size: int) -> dict[str, dict[str, str]]:
     """{learner id: files of exercises/03-.../}, cycling through the known kinds of submission."""
-    from cohort_factory import stub_files
-    from conftest import solution_files
-    from lesson03_variants import BUGGY, CORRECT
+    from lessons.lesson03_variants import BUGGY, CORRECT
+    from support.cohort_factory import stub_files
+    from support.variants import solution_files
 
     from autograder.core.manifest import load_course
 

@@ -5,7 +5,7 @@ Run from the repository root:  python bench/bench_watch.py [--lesson 03] [--save
 `autograder watch LESSON` runs in a pseudo-terminal, as a learner runs it, on a temporary copy
 of the course whose lesson is solved. Once its first grading is shown, the benchmark saves the
 lesson's file again and again, alternating a realistic mistake in one TODO (the lesson's buggy
-variants, tests/lessonNN_variants.py, one TODO after another) with its fix, and times from the
+variants, tests/lessons/lessonNN_variants.py, one TODO after another) with its fix, and times from the
 write to:
 - "seen": the save is noticed ("cambios en ..." is printed);
 - "first verdict": the first verdict on screen (the edited TODO's line, or the lesson's points
@@ -115,7 +115,7 @@ def make_course(course, lesson, target: Path) -> Path:
 def mistakes(lesson_id: str, files: dict[str, str]) -> list:
     """One buggy variant per TODO, in the lesson's TODO order, that applies to these files."""
     sys.path.insert(0, str(ROOT / "tests"))
-    catalog = importlib.import_module(f"lesson{lesson_id}_variants").BUGGY
+    catalog = importlib.import_module(f"lessons.lesson{lesson_id}_variants").BUGGY
     chosen, seen = [], set()
     for variant in catalog:
         if variant.todo is None or variant.todo in seen or variant.file not in files:

@@ -4,7 +4,7 @@ so any line this prints is a grader bug (a tolerance too tight for float32, a ne
 input that makes the reference ill-conditioned).
 
 Run from the repository root:  python bench/sweep_seeds.py [--seeds N] [--lesson 06] [--first S] [--variants]
-With --variants, every correct-but-different variant of tests/lessonNN_variants.py (einsum,
+With --variants, every correct-but-different variant of tests/lessons/lessonNN_variants.py (einsum,
 an explicit softmax, -1e9 for -inf...) is graded instead: real-world correct code takes other
 float32 paths than the solution, and must get full marks under every seed too. With --buggy,
 every buggy variant must be caught, by its own TODO, under every seed (the suite proves it
@@ -56,17 +56,17 @@ def unfair(result) -> list[str]:
 
 
 def variants(course, lessons, scratch: Path, kind: str) -> list[tuple[str, object, Path, object]]:
-    """(name, lesson, folder, variant) for each variant of tests/lessonNN_variants.py's `kind`
+    """(name, lesson, folder, variant) for each variant of tests/lessons/lessonNN_variants.py's `kind`
     list (CORRECT or BUGGY): the solution's files (markers stripped) with its substitutions."""
     import importlib
 
     sys.path.insert(0, str(ROOT / "tests"))
-    from variants import solution_files
+    from support.variants import solution_files
 
     found = []
     for lesson in lessons:
         files = solution_files(lesson)
-        for variant in getattr(importlib.import_module(f"lesson{lesson.id}_variants"), kind):
+        for variant in getattr(importlib.import_module(f"lessons.lesson{lesson.id}_variants"), kind):
             target = scratch / f"{lesson.id}-{variant.name}"
             target.mkdir(parents=True)
             for name, text in {**files, **variant.apply(files)}.items():
@@ -76,7 +76,7 @@ def variants(course, lessons, scratch: Path, kind: str) -> list[tuple[str, objec
 
 
 def escaped(result, variant) -> list[str]:
-    """What tests/test_variants.py asserts of a buggy variant, under this seed: the lesson is
+    """What tests/lessons/test_variants.py asserts of a buggy variant, under this seed: the lesson is
     not completed, a failed check names the variant's TODO, and no check of another TODO fails
     unless it waits on that one."""
     from autograder.core.results import Status
@@ -108,7 +108,7 @@ def main() -> int:
     parser.add_argument(
         "--variants",
         action="store_true",
-        help="grade every correct-but-different variant of tests/lessonNN_variants.py "
+        help="grade every correct-but-different variant of tests/lessons/lessonNN_variants.py "
         "instead of the solutions (each lesson alone)",
     )
     parser.add_argument(

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 import yaml
-from conftest import ROOT
+from support.project import ROOT
 
 STATUSES = {"passed", "failed", "error", "skipped"}
 
@@ -27,13 +27,13 @@ def run_cli(*args, cwd=ROOT, env=None):
 
 
 def assert_contract(data: dict) -> None:
-    """The JSON result contract of `autograder grade --format json` (issue #2)."""
+    """The JSON result contract of `autograder grade --format json` (what instructors' tools and the workflow read)."""
     assert {"course", "language", "xp", "xp_max", "score", "max_score", "lessons"} <= set(data)
     assert isinstance(data["course"], str) and data["language"] in ("es", "en")
     assert isinstance(data["xp"], int) and isinstance(data["xp_max"], int)
     for lesson in data["lessons"]:
-        # The contract's fields, plus additions of issue #3 (xp_max, mode; feedback per check)
-        # and of issue #13 (what walled the lesson's workers in).
+        # The contract's fields, plus what came later: xp_max, mode and the feedback per check,
+        # and what walled the lesson's workers in.
         assert set(lesson) == {
             "id",
             "slug",
@@ -50,7 +50,7 @@ def assert_contract(data: dict) -> None:
         assert_isolation(lesson["isolation"])
         assert isinstance(lesson["completed"], bool) and isinstance(lesson["xp"], int)
         for check in lesson["checks"]:
-            # issue #14: where the learner's code raised, and the TODO a check waits on.
+            # Where the learner's code raised, and the TODO a check waits on.
             assert set(check) == {
                 "id",
                 "todo",

@@ -1,4 +1,4 @@
-"""The command line speaks the course language (issue 15, item 6): every --help, argparse's own
+"""The command line speaks the course language: every --help, argparse's own
 words and the usage errors come from the catalogs (messages/<lang>/cli.yml), with the English
 catalog chosen by --lang (before or after the command), $AUTOGRADER_LANG or course.yml. A typo
 gets a suggestion, an unknown lesson lists the lessons, a wrong --submission folder is said
@@ -13,8 +13,8 @@ import sys
 
 import pytest
 import yaml
-from conftest import ROOT
-from learner_course import cli_env, make_course
+from support.learner_course import cli_env, make_course
+from support.project import ROOT
 
 from autograder import cli, cli_language
 from autograder.core import i18n
@@ -233,7 +233,7 @@ def test_a_skipped_practice_test_says_its_reason_once():
         "duration": 0.1,
         "message": "Skipped: necesita tu GPT de las lecciones 03 y 04: No module named 'model'",
     }
-    check = practice._check(outcome, {})
+    check = practice.check_result(outcome, {})
     spanish, english = (i18n.feedback_text(check.feedback, lang) for lang in ("es", "en"))
     for text in (spanish, english):
         assert "Skipped:" not in text and "Omitida" not in text
@@ -252,7 +252,7 @@ def test_counts_agree_with_their_noun():
 
 
 def test_cli_catalogs_match_between_languages():
-    # Their {placeholders}: tests/test_render.py checks every catalog's.
+    # Their {placeholders}: tests/render/test_render.py checks every catalog's.
     es, en = i18n.catalog("es"), i18n.catalog("en")
     keys = [key for key in es if key.startswith("cli.")]
     assert len(keys) > 100 and {key for key in en if key.startswith("cli.")} == set(keys)

@@ -1,4 +1,4 @@
-"""The package layout is the architecture (docs/architecture.md): each subpackage of
+"""The package layout is the architecture (drawn and explained in docs/architecture.md): each subpackage of
 autograder/ may import only the packages below it, the worker only what runs inside the walls,
 and no module imports itself back through others. Imports inside functions count too: a lazy
 import is still a dependency, only a later one."""
@@ -25,7 +25,21 @@ ALLOWED: dict[str, set[str]] = {
     "github": {"core", "engine", "render"},
     "course": {"core", "sandbox", "engine", "render"},
     "graders": {"core", "sandbox", "engine"},
-    "cli": {"core", "sandbox", "engine", "render", "learner", "cohort", "github", "course", "cli_language"},
+    # The grading service composes the instructor's tools: cohort's grading processes and
+    # exports, github's REST client; nothing below imports it.
+    "service": {"core", "sandbox", "engine", "render", "cohort", "github"},
+    "cli": {
+        "core",
+        "sandbox",
+        "engine",
+        "render",
+        "learner",
+        "cohort",
+        "github",
+        "course",
+        "service",
+        "cli_language",
+    },
     "cli_language": {"core"},
     "__main__": {"cli"},
     "__init__": set(),
@@ -173,3 +187,64 @@ def test_each_package_says_what_it_may_import(package):
     said = lines[0].removeprefix("May import:").strip().rstrip(".")
     names = set() if said == "nothing of ours" else {name.strip() for name in said.split(",")}
     assert names == ALLOWED[package]
+
+
+def _private_uses(path: Path, modules: dict[str, Path]) -> list[str]:
+    """Where `path` reaches into another module of ours for a name it keeps private (a leading
+    underscore): `from autograder.x import _name`, or `x._name` on a module of ours it imported."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    module_aliases: set[str] = set()
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("autograder.") and alias.asname:
+                    module_aliases.add(alias.asname)
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and (node.module or "").startswith("autograder")
+            and not node.level
+        ):
+            for alias in node.names:
+                dotted = f"{node.module}.{alias.name}".removeprefix("autograder.")
+                if dotted in modules:
+                    module_aliases.add(alias.asname or alias.name)
+                elif _private(alias.name):
+                    found.append(f"{path.name}:{node.lineno} imports {node.module}.{alias.name}")
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in module_aliases
+            and _private(node.attr)
+        ):
+            found.append(f"{path.name}:{node.lineno} uses {node.value.id}.{node.attr}")
+    return found
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+@pytest.mark.parametrize("tree", ["autograder", "tests", "bench"])
+def test_no_module_reaches_for_another_modules_private_names(tree):
+    """A name with a leading underscore is its module's own business: whoever needs it from
+    outside gets it under a public, honest name (ruff's rule for this is still a preview rule)."""
+    modules = _modules()
+    root = PACKAGE.parent / tree
+    wrong = [use for path in sorted(root.rglob("*.py")) for use in _private_uses(path, modules)]
+    assert not wrong, "; ".join(wrong)
+
+
+def test_the_private_name_check_sees_both_ways_in(tmp_path):
+    planted = tmp_path / "planted.py"
+    planted.write_text(
+        "from autograder.core.regions import _hidden\n"
+        "from autograder.sandbox.worker import confine\n"
+        "confine._secret(1)\n"
+        "confine.__name__\n"
+    )
+    assert _private_uses(planted, _modules()) == [
+        "planted.py:1 imports autograder.core.regions._hidden",
+        "planted.py:3 uses confine._secret",
+    ]

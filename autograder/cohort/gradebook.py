@@ -219,7 +219,7 @@ def export_rows(cohort: Cohort) -> list[dict[str, object]]:
 
 
 def grades_csv(cohort: Cohort) -> str:
-    return _csv([*NBGRADER_COLUMNS, "xp", "xp_max"], export_rows(cohort), NUMBER_COLUMNS)
+    return csv_text([*NBGRADER_COLUMNS, "xp", "xp_max"], export_rows(cohort), NUMBER_COLUMNS)
 
 
 def cohort_csv(cohort: Cohort) -> str:
@@ -258,7 +258,7 @@ def cohort_csv(cohort: Cohort) -> str:
                 "xp_max": sum(lesson.xp for lesson in cohort.lessons),
             }
         )
-    return _csv(columns, rows, NUMBER_COLUMNS | set(folders))
+    return csv_text(columns, rows, NUMBER_COLUMNS | set(folders))
 
 
 def _number(value: object, column: str) -> str:
@@ -268,7 +268,7 @@ def _number(value: object, column: str) -> str:
     return str(value)
 
 
-def _csv(columns: list[str], rows: list[dict[str, object]], numbers: frozenset[str] | set[str]) -> str:
+def csv_text(columns: list[str], rows: list[dict[str, object]], numbers: frozenset[str] | set[str]) -> str:
     """The CSV of `rows`: the cells of the `numbers` columns as numbers, every other cell (and
     the header) as text no spreadsheet evaluates."""
     buffer = io.StringIO()

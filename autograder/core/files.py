@@ -60,3 +60,11 @@ def walk_files(
                 continue
             found.append((here / name).relative_to(folder).as_posix())
     return sorted(found)
+
+
+def display_path(path: Path) -> str:
+    """The path as a reader wants it: relative to the current directory when inside it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except (ValueError, OSError):
+        return str(path)

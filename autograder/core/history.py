@@ -4,7 +4,7 @@ Pure functions, no I/O: gitstore.py reads and writes the history on the learner'
 branch (`history.jsonl`, one `dump_line` per graded commit). That branch is writable by the
 learner, so `parse_history` never raises: a malformed line is skipped and reported.
 
-Rules (tests/test_history.py pins each one):
+Rules (tests/core/test_history.py pins each one):
 
 XP
 - A lesson's XP, once earned (completed in any record), is kept: a lesson that breaks again

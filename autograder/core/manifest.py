@@ -33,6 +33,7 @@ import jsonschema.exceptions  # noqa: E402
 import yaml  # noqa: E402
 
 from autograder.core import yaml_loader
+from autograder.core.files import display_path
 from autograder.core.json_schema import schema, validator  # before jsonschema: see there
 
 __all__ = [
@@ -159,7 +160,7 @@ def load_course(path: Path | str | None = None) -> Course:
         path, origin = _locate()
     else:
         path, origin = Path(path), None
-    shown = _shown(path)
+    shown = display_path(path)
     data = _parse_yaml(_read(path, shown, origin), shown)
     problems = _schema_problems(data)
     if not problems:  # the semantic checks assume the shapes the schema guarantees
@@ -377,14 +378,6 @@ def _where(path: Iterable[str | int]) -> str:
 
 def _format(shown: str, where: str, message: str) -> str:
     return f"{shown}: {where}: {message}" if where else f"{shown}: {message}"
-
-
-def _shown(path: Path) -> str:
-    """The path as a reader wants it: relative to the current directory when inside it."""
-    try:
-        return str(path.resolve().relative_to(Path.cwd().resolve()))
-    except (ValueError, OSError):
-        return str(path)
 
 
 def _is_number(value: Any) -> bool:

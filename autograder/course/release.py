@@ -46,8 +46,8 @@ from pathlib import Path
 import yaml
 
 from autograder import __version__
-from autograder.core.files import walk_files
-from autograder.core.manifest import Course, _shown
+from autograder.core.files import display_path, walk_files
+from autograder.core.manifest import Course
 from autograder.course.stubs import StubError, sync
 
 __all__ = [
@@ -105,11 +105,11 @@ def build_release(course: Course, out: Path, *, force: bool = False) -> ReleaseR
         path = root / rel
         if not path.is_file():
             raise ReleaseError(
-                f"{_shown(path)}: not found; the release needs both learner workflows "
+                f"{display_path(path)}: not found; the release needs both learner workflows "
                 f"({', '.join(WORKFLOWS)})"
             )
         files[rel] = _read_bytes(path)
-        check_learner_workflow(files[rel], _shown(path))
+        check_learner_workflow(files[rel], display_path(path))
     files[".gitignore"] = _read_bytes(root / ".gitignore")
     executable = set()
     devcontainer = root / DEVCONTAINER
@@ -222,7 +222,7 @@ def _exercises(course: Course, root: Path) -> dict[str, bytes]:
     for lesson in course.lessons:
         folder = root / "exercises" / lesson.folder
         if not folder.is_dir():
-            raise ReleaseError(f"{_shown(folder)}: not found; run `autograder stubs` to generate it")
+            raise ReleaseError(f"{display_path(folder)}: not found; run `autograder stubs` to generate it")
         for rel in _walk(folder):
             files[f"exercises/{lesson.folder}/{rel}"] = _read_bytes(folder / rel)
     return files
@@ -237,13 +237,15 @@ def _engine() -> dict[str, bytes]:
         files[f"autograder/{rel}"] = _read_bytes(ENGINE_DIR / rel)
     for name in GRADERS_PUBLIC:
         if f"autograder/graders/{name}" not in files:
-            raise ReleaseError(f"{_shown(ENGINE_DIR / 'graders' / name)}: not found; the engine needs it")
+            raise ReleaseError(
+                f"{display_path(ENGINE_DIR / 'graders' / name)}: not found; the engine needs it"
+            )
     return files
 
 
 def _learner_pyproject(path: Path) -> str:
     """pyproject.toml with pytest's testpaths = ["exercises"] and no pythonpath = ["tests"]."""
-    shown = _shown(path)
+    shown = display_path(path)
     text = _read_bytes(path).decode("utf-8")
     lines = text.split("\n")
     try:
@@ -297,7 +299,7 @@ def render_readme(course: Course, release_files: set[str]) -> str:
     try:
         template = TEMPLATE.read_text(encoding="utf-8")
     except OSError as exc:
-        raise ReleaseError(f"{_shown(TEMPLATE)}: cannot be read ({exc.strerror or exc})") from None
+        raise ReleaseError(f"{display_path(TEMPLATE)}: cannot be read ({exc.strerror or exc})") from None
     values = {
         "course": course.name,
         "lessons_table": _lessons_table(course, release_files),
@@ -309,7 +311,7 @@ def render_readme(course: Course, release_files: set[str]) -> str:
         name = match.group(1)
         if name not in values:
             raise ReleaseError(
-                f"{_shown(TEMPLATE)}: unknown placeholder {{{{{name}}}}}; known: "
+                f"{display_path(TEMPLATE)}: unknown placeholder {{{{{name}}}}}; known: "
                 + ", ".join(f"{{{{{key}}}}}" for key in values)
             )
         return values[name]
@@ -360,7 +362,7 @@ def _check_out_location(root: Path, out: Path) -> None:
         source = source.resolve()
         if target == source or source in target.parents or target in source.parents:
             raise ReleaseError(
-                f"--out {out}: overlaps {_shown(source)}, which the release is built from; "
+                f"--out {out}: overlaps {display_path(source)}, which the release is built from; "
                 "choose a folder outside it (e.g. ../learner-template)"
             )
 
@@ -402,13 +404,13 @@ def _walk(folder: Path) -> list[str]:
 
 
 def _refuse_link(path: Path) -> None:
-    raise ReleaseError(f"{_shown(path)}: a symbolic link; the release only copies plain files")
+    raise ReleaseError(f"{display_path(path)}: a symbolic link; the release only copies plain files")
 
 
 def _read_bytes(path: Path) -> bytes:
     try:
         return path.read_bytes()
     except FileNotFoundError:
-        raise ReleaseError(f"{_shown(path)}: not found; the release needs it") from None
+        raise ReleaseError(f"{display_path(path)}: not found; the release needs it") from None
     except OSError as exc:
-        raise ReleaseError(f"{_shown(path)}: cannot be read ({exc.strerror or exc})") from None
+        raise ReleaseError(f"{display_path(path)}: cannot be read ({exc.strerror or exc})") from None

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from autograder.core.files import CACHE_DIRS, walk_files
-from autograder.core.manifest import Course, Lesson, _shown
+from autograder.core.files import CACHE_DIRS, display_path, walk_files
+from autograder.core.manifest import Course, Lesson
 from autograder.core.regions import (
     REGION_SUFFIXES,
     Region,
@@ -65,11 +65,11 @@ def generate_lesson(lesson: Lesson, solutions_dir: Path, exercises_dir: Path) ->
     """
     source = Path(solutions_dir) / lesson.folder
     if not source.is_dir():
-        raise StubError(f"{_shown(source)}: solution folder of lesson {lesson.folder} not found")
+        raise StubError(f"{display_path(source)}: solution folder of lesson {lesson.folder} not found")
     target = Path(exercises_dir) / lesson.folder
     if source.resolve() == target.resolve():
         raise StubError(
-            f"{_shown(source)}: exercises and solutions are the same folder; "
+            f"{display_path(source)}: exercises and solutions are the same folder; "
             "stubs would overwrite the solutions"
         )
     titles = {todo.id: todo.title["es"] for todo in lesson.todos}
@@ -77,13 +77,13 @@ def generate_lesson(lesson: Lesson, solutions_dir: Path, exercises_dir: Path) ->
     region_ids: dict[str, set[str]] = {}
     for rel in walk_files(source):
         path = source / rel
-        shown = _shown(path)
+        shown = display_path(path)
         text = _read_text(path)
         regions = parse_regions(text, shown) if rel.endswith(REGION_SUFFIXES) else []
         if not regions:
             raise StubError(
                 f"{shown}: has no `### BEGIN SOLUTION` region; solutions/ holds only files with "
-                f"regions: move it to {_shown(target / rel)} (the lesson's other files live there only)"
+                f"regions: move it to {display_path(target / rel)} (the lesson's other files live there only)"
             )
         for region in regions:
             if region.id in titles and lesson.todo(region.id).file != rel:
@@ -96,12 +96,12 @@ def generate_lesson(lesson: Lesson, solutions_dir: Path, exercises_dir: Path) ->
     for name in lesson.handed_in:
         if name not in stubs:
             raise StubError(
-                f"{_shown(source / name)}: not found, but course.yml lists it for lesson {lesson.folder}"
+                f"{display_path(source / name)}: not found, but course.yml lists it for lesson {lesson.folder}"
             )
     for todo in lesson.todos:
         if todo.id not in region_ids.get(todo.file, set()):
             raise StubError(
-                f"{_shown(source / todo.file)}: todo {todo.id!r} of course.yml has no "
+                f"{display_path(source / todo.file)}: todo {todo.id!r} of course.yml has no "
                 f"`### BEGIN SOLUTION {todo.id}` region in this file"
             )
     own = {rel: _read_text(target / rel) for rel in _walk(target) if rel not in stubs}
@@ -127,7 +127,9 @@ def _read_text(path: Path) -> str:
     try:
         return path.read_bytes().decode("utf-8")
     except UnicodeDecodeError:
-        raise StubError(f"{_shown(path)}: not UTF-8 text; lesson folders may only hold text files") from None
+        raise StubError(
+            f"{display_path(path)}: not UTF-8 text; lesson folders may only hold text files"
+        ) from None
 
 
 def sync(course: Course, check_only: bool) -> list[str]:
@@ -140,7 +142,7 @@ def sync(course: Course, check_only: bool) -> list[str]:
     solutions_dir, exercises_dir = course.root / "solutions", course.root / "exercises"
     if not solutions_dir.is_dir():
         raise StubError(
-            f"{_shown(solutions_dir)}: not found; the stubs are generated from the solutions, "
+            f"{display_path(solutions_dir)}: not found; the stubs are generated from the solutions, "
             "which only the course's own repository has"
         )
     generated = {

@@ -43,7 +43,7 @@ def grade_practice(lesson: Lesson, sandbox: Sandbox) -> LessonResult:
             )
         ]
     else:
-        checks = [_check(o, titles) for o in outcomes if isinstance(o, dict)] or [
+        checks = [check_result(o, titles) for o in outcomes if isinstance(o, dict)] or [
             _whole_run_failed(Status.ERROR, Feedback.of(message("engine.practice_empty")))
         ]
     finally:
@@ -55,7 +55,7 @@ def _whole_run_failed(status: Status, feedback: Feedback) -> CheckResult:
     return CheckResult("practica", None, status, 0.0, 1.0, feedback)
 
 
-def _check(outcome: dict, titles: dict) -> CheckResult:
+def check_result(outcome: dict, titles: dict) -> CheckResult:
     status = _STATUS.get(str(outcome.get("outcome")), Status.ERROR)
     todo = outcome.get("todo") if isinstance(outcome.get("todo"), str) else None
     name = str(outcome.get("name", "?"))[:120]

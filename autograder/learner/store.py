@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from autograder.core.file_lock import LockTimeout, append_line, exclusive
+from autograder.core.files import display_path
 from autograder.core.manifest import Course, Lesson
-from autograder.core.manifest import _shown as _shown_path
 from autograder.learner.folders import lesson_digest, lesson_dir
 from autograder.learner.steps import NextStep, lesson_next_step, locate_step
 from autograder.learner.terminal import t
@@ -65,7 +65,7 @@ class LocalStore:
                 t(
                     "figures_not_saved",
                     lang,
-                    path=_shown_path(self.folder / FIGURES_DIR),
+                    path=display_path(self.folder / FIGURES_DIR),
                     detail=failure_detail(exc, lang),
                 )
             )
@@ -124,9 +124,9 @@ class LocalStore:
             t(
                 "state_broken",
                 lang,
-                path=_shown_path(self.state_path),
+                path=display_path(self.state_path),
                 detail=str(exc)[:200],
-                backup=_shown_path(backup),
+                backup=display_path(backup),
             )
         )
         return _empty_state()
@@ -154,7 +154,7 @@ class LocalStore:
                 t(
                     "history_not_saved",
                     lang,
-                    path=_shown_path(self.state_path),
+                    path=display_path(self.state_path),
                     detail=failure_detail(exc, lang),
                 )
             )
@@ -193,7 +193,7 @@ def record_result(course: Course, result, store: LocalStore, lang: str) -> dict[
         store.append(record)
     except OSError as exc:
         store.warn(
-            t("history_not_saved", lang, path=_shown_path(store.history), detail=failure_detail(exc, lang))
+            t("history_not_saved", lang, path=display_path(store.history), detail=failure_detail(exc, lang))
         )
 
     steps: dict[str, NextStep | None] = {}

@@ -22,7 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from autograder.core import i18n
-from autograder.core.manifest import _shown
+from autograder.core.files import display_path
 from autograder.core.results import CourseResult, Feedback, Figure, Text, message
 
 # The graders' titles of influence maps (output i against input x_j), not attention weights.
@@ -60,6 +60,8 @@ def write_figures(result: CourseResult, folder: Path, lang: str) -> list[Path]:
                         figure.weights, leaks=figure.leaks, lang=lang, title=title, kind=figure_kind(figure)
                     )
                 )
-                check.feedback = check.feedback + Feedback.of(message("render.figure", path=_shown(path)))
+                check.feedback = check.feedback + Feedback.of(
+                    message("render.figure", path=display_path(path))
+                )
                 written.append(path)
     return written

@@ -115,7 +115,7 @@ def _can_unshare() -> bool:
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child only answers with its exit code
         try:
-            confine._unshare(confine.CLONE_NEWNS | confine.CLONE_NEWNET | confine.CLONE_NEWIPC)
+            confine.unshare(confine.CLONE_NEWNS | confine.CLONE_NEWNET | confine.CLONE_NEWIPC)
             os._exit(0)
         except BaseException:  # noqa: BLE001
             os._exit(1)

@@ -97,7 +97,7 @@ def run_check(lesson_id: str, check_id: str, lang: str | None = None) -> float |
             )
         check = checks[check_id]
         notebooks = {other.id: f"{other.folder}.ipynb" for other in course.lessons}
-        text = _for_notebooks(_describe(check, result, files, names, lang), notebooks, lang)
+        text = for_notebooks(_describe(check, result, files, names, lang), notebooks, lang)
         if check["status"] == "passed" or check["informational"]:
             print(text)
             return None
@@ -229,7 +229,7 @@ def _describe(check: dict, result: dict, files: dict[str, NotebookFile], names: 
     return "\n".join(chunk for chunk in out if chunk)
 
 
-def _for_notebooks(text: str, notebooks: dict[str, str], lang: str) -> str:
+def for_notebooks(text: str, notebooks: dict[str, str], lang: str) -> str:
     """Feedback as a notebook learner can follow it: the lesson's notebook (`03-atencion-causal.ipynb`)
     where the repository edition names its command (`autograder grade 03`), and this notebook's
     text where it names the README ("Repasa en el README" -> "Repasa en el texto de este

@@ -20,7 +20,6 @@ MULTINOMIAL = "torch.multinomial"
 # B, T, V and C all different (and T < block_size), so that an axis mixed up cannot hide.
 BIGRAM = {"V": 13, "B": 3, "T": 7}
 EMBED = {"V": 13, "C": 10, "block_size": 9, "B": 2, "T": 6}
-ATOL = RTOL = 1e-5
 
 
 def function(sub: Sandbox, name: str):

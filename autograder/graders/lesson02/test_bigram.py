@@ -14,11 +14,11 @@ import torch
 
 from autograder.core.results import message
 from autograder.engine.checks import fail
-from autograder.engine.feedback import compare
+from autograder.engine.feedback import ATOL, RTOL, compare
 from autograder.engine.grader_helpers import generator, tokens
 
 from . import reference as ref
-from .harness import ATOL, BIGRAM, RTOL, LearnerBigram
+from .harness import BIGRAM, LearnerBigram
 
 
 def _model(submission, gen, V=BIGRAM["V"]):

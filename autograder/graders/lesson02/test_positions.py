@@ -13,11 +13,11 @@ import torch
 
 from autograder.core.results import message
 from autograder.engine.checks import fail
-from autograder.engine.feedback import compare
+from autograder.engine.feedback import ATOL, RTOL, compare
 from autograder.engine.grader_helpers import generator, tokens
 
 from . import reference as ref
-from .harness import ATOL, EMBED, RTOL, LearnerEmbedding, expect_tensor
+from .harness import EMBED, LearnerEmbedding, expect_tensor
 
 
 def _output(emb: LearnerEmbedding, idx: torch.Tensor, called) -> torch.Tensor:

@@ -13,7 +13,7 @@ import torch
 
 from autograder.core.results import Block, Figure, message
 from autograder.engine.checks import CheckFailure, fail
-from autograder.engine.feedback import compare
+from autograder.engine.feedback import ATOL, RTOL, compare
 from autograder.engine.grader_helpers import config_text, hinted, load_weights
 from autograder.sandbox.client import Sandbox, StudentError
 
@@ -64,7 +64,6 @@ def exact(cfg: dict, T: int) -> dict:
     return {**cfg, "block_size": T}
 
 
-ATOL = RTOL = 1e-5
 SDPA = "torch.nn.functional.scaled_dot_product_attention"
 
 

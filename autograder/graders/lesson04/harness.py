@@ -16,7 +16,7 @@ import torch
 
 from autograder.core.results import message
 from autograder.engine.checks import fail
-from autograder.engine.feedback import compare
+from autograder.engine.feedback import ATOL, RTOL, compare
 from autograder.engine.grader_helpers import config_text, load_weights
 from autograder.sandbox.client import Sandbox, StudentError
 
@@ -32,7 +32,6 @@ SMALL = {"vocab_size": 17, "block_size": 6, "n_layer": 1, "n_head": 4, "n_embd":
 # 0.0082 far from 0.02/sqrt(n_layer), 0.02/(2*n_layer) and 0.02/sqrt(2).
 INIT = {"vocab_size": 500, "block_size": 40, "n_layer": 3, "n_head": 4, "n_embd": 64, "dropout": 0.0}
 INIT_SEED = 1234  # fixed: the statistics are measured on one known draw, so they never flake
-ATOL = RTOL = 1e-5
 # The whole model chains 2 blocks in float32 against a float64 reference.
 MODEL_ATOL = MODEL_RTOL = 1e-4
 # load_state_dict's complaint when a learner's layer has another shape than the grader's weights.

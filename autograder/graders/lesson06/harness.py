@@ -29,7 +29,6 @@ FILE = "generate"
 # T, nh, hs, C and V all different, nh >= 2, prompts shorter and longer than block_size.
 GPT_CFG = {"vocab_size": 19, "block_size": 10, "n_layer": 2, "n_head": 3, "n_embd": 12, "dropout": 0.0}
 ATTN_CFG = {"n_embd": 20, "n_head": 4, "block_size": 12, "dropout": 0.0}
-ATOL = RTOL = 1e-5
 # A greedy token counts as the argmax when its logit is this close to the maximum: the
 # learner's float32 path and the float64 reference may order near-ties differently.
 TIE = 1e-4

@@ -13,12 +13,12 @@ import torch
 
 from autograder.core.results import message
 from autograder.engine.checks import describe_student_error, fail
-from autograder.engine.feedback import compare
+from autograder.engine.feedback import ATOL, RTOL, compare
 from autograder.engine.grader_helpers import generator, innermost_learner_file, load_weights, tokens
 from autograder.sandbox.client import StudentError
 
 from . import reference as ref
-from .harness import ATOL, ATTN_CFG, GPT_CFG, RTOL, TIE, function, trusted_skeleton
+from .harness import ATTN_CFG, GPT_CFG, TIE, function, trusted_skeleton
 
 LESSON_OF_FILE = {"attention.py": "03", "model.py": "04", "generate.py": "06"}
 

@@ -84,7 +84,7 @@ def _mount(source: str | None, target: str, fstype: str | None, flags: int, data
     )
 
 
-def _unshare(flags: int) -> None:
+def unshare(flags: int) -> None:
     _check(_libc().unshare(ctypes.c_int(flags)), "unshare")
 
 
@@ -95,7 +95,7 @@ def enter_pid_namespace() -> bool:
     """In a root supervisor, before it forks the worker: the worker becomes PID 1 of a namespace
     of its own, sees no other process, and everything it starts dies with it."""
     try:
-        _unshare(CLONE_NEWPID)
+        unshare(CLONE_NEWPID)
         return True
     except (OSError, AttributeError):
         return False
@@ -115,7 +115,7 @@ def _write(path: str, text: str) -> None:
 def _own_user_and_pid_namespace(uid: int, gid: int) -> None:
     """A user namespace that maps only `uid` and `gid` (to themselves), and a PID namespace for
     the children to come; OSError where the kernel refuses either."""
-    _unshare(CLONE_NEWUSER | CLONE_NEWPID)
+    unshare(CLONE_NEWUSER | CLONE_NEWPID)
     _write("/proc/self/setgroups", "deny")
     _write("/proc/self/uid_map", f"{uid} {uid} 1")
     _write("/proc/self/gid_map", f"{gid} {gid} 1")
@@ -221,13 +221,13 @@ def enter_namespaces(config: dict, user: dict) -> dict:
     With the walls off (AUTOGRADER_ISOLATION=off) only the runtime is exposed, so that the
     unprivileged user can still run Python: that is no wall, only what the user change needs."""
     if not config.get("enabled", True):
-        _unshare(CLONE_NEWNS)
+        unshare(CLONE_NEWNS)
         _mount(None, "/", None, MS_REC | MS_PRIVATE)
         return {
             "namespaces": ["mount"],
             "exposed": _expose([*config.get("runtime", []), config.get("package", "")]),
         }
-    _unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC)
+    unshare(CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC)
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
     done = {"namespaces": ["mount", "network", "ipc"]}
     if os.path.isdir("/dev/shm"):

@@ -15,7 +15,7 @@ being compiled and both wrappers may call the function directly; once anything i
 (a learner's torch.compile, say), they behave exactly as torch wrote them. `install()` puts
 that rule in place by wrapping the two decorators as their modules are first executed, which is
 why it must run before `import torch`. The worker calls it in prepare_libraries; it never runs
-learner code. Verified against the pinned torch (tests/test_lean_torch.py): if a later torch
+learner code. Verified against the pinned torch (tests/sandbox/test_lean_torch.py): if a later torch
 renames either decorator, install() leaves torch untouched and the worker is merely slower.
 """
 

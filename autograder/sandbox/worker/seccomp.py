@@ -2,7 +2,7 @@
 
 Landlock (landlock.py) walls in files, TCP, signals and ptrace; what it cannot name is decided
 here, as root and as a plain user alike. Every name of the architecture's table (syscall_table.py,
-x86-64 and aarch64) has a verdict and a one-line reason in `POLICY`; tests/test_seccomp_table.py
+x86-64 and aarch64) has a verdict and a one-line reason in `POLICY`; tests/sandbox/test_seccomp_table.py
 fails on a name left out. In short:
 
 - creating processes is refused (fork, vfork, clone without CLONE_THREAD; clone3 answers ENOSYS so
@@ -297,7 +297,7 @@ def _intervals(numbers: dict[str, int]) -> list[tuple[int, object]]:
     0..2**32; an action is a RET value, or the name of a checked call."""
     by_number: dict[int, object] = {}
     for name, nr in numbers.items():
-        verdict = POLICY[name][0]  # KeyError: an unclassified call (tests/test_seccomp_table.py)
+        verdict = POLICY[name][0]  # KeyError: an unclassified call (tests/sandbox/test_seccomp_table.py)
         if verdict == ALLOW:
             by_number[nr] = RET_ALLOW
         elif verdict == REFUSE:

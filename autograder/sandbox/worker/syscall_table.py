@@ -4,7 +4,7 @@ architecture the filter supports. Data only: the policy (what each call may do) 
 x86-64: every name of the kernel's table as this machine's headers give it
 (asm/unistd_64.h, Linux 5.17's table: set_mempolicy_home_node is the last). aarch64 uses the
 generic table (asm-generic/unistd.h, read with __BITS_PER_LONG 64 and the __ARCH_WANT_ switches
-arm64 sets). tests/test_seccomp_table.py compares both with the headers where they are installed.
+arm64 sets). tests/sandbox/test_seccomp_table.py compares both with the headers where they are installed.
 Calls added by later kernels are not here on purpose: the filter answers ENOSYS for every number
 it does not know, as an older kernel would, until someone classifies them.
 """
