@@ -120,7 +120,7 @@ def test_a_practice_test_that_skipped_itself_never_completes_the_lesson(tmp_path
     """The learner release: lesson 06 finished but lessons 03 and 04 still stubs, so the
     practice tests that need the learner's GPT skip themselves. What they would have caught
     (a wrong `pos`, say) must not earn "completada" and its XP."""
-    from learner_course import make_course
+    from support.learner_course import make_course
 
     from autograder.core.manifest import load_course
 

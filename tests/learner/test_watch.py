@@ -199,7 +199,7 @@ def test_changes_map_to_the_lessons_they_belong_to(tmp_path):
 
 def test_watch_bad_input(tmp_path):
     root = make_course(tmp_path / "course", {"03": "stub"})
-    from learner_course import run_cli
+    from support.learner_course import run_cli
 
     missing = run_cli(root, "watch", "02")
     assert missing.returncode == 2

@@ -139,7 +139,7 @@ def test_learner_check_draws_into_its_local_folder(tmp_path):
 
 def test_lesson04_whole_model_leak_is_drawn(course, tmp_path):
     """LayerNorm over the time axis: every position sees the whole sequence through the norm."""
-    from lesson04_variants import BUGGY as BUGGY04
+    from lessons.lesson04_variants import BUGGY as BUGGY04
 
     lesson = course.lesson("04")
     solved = solution_files(lesson)
