@@ -26,19 +26,17 @@ import torch
 
 from autograder.core.results import Block, message
 from autograder.engine.checks import fail
-from autograder.engine.feedback import compare, heatmap
+from autograder.engine.feedback import ATOL, RTOL, compare, heatmap
 from autograder.engine.grader_helpers import config_text, generator, tokens
 from autograder.sandbox.client import StudentError
 
 from . import reference as ref
 from .harness import (
-    ATOL,
     ATTN_CFG,
     CACHE_HINTS,
     CROP_HINTS,
     DEVICE_HINTS,
     GPT_CFG,
-    RTOL,
     WorkerAttention,
     WorkerGPT,
     alignment_agrees,
