@@ -7,6 +7,7 @@
     autograder stubs [--check]
     autograder release --out DIR [--force]
     autograder ci record|report ...   (steps of .github/workflows/grade.yml)
+    autograder serve --roster FILE --public-url URL   (the grading service)
 
 This module parses and dispatches; each command lives in a module of its own, listed in
 COMMANDS, next to the work it does. `grade` exits 0 whenever grading ran, whatever the score;
@@ -62,6 +63,7 @@ COMMANDS = {
     "hint": "autograder.learner.hints",
     "progress": "autograder.learner.progress",
     "viewer": "autograder.learner.viewer",
+    "serve": "autograder.service.serve",
 }
 
 # Commands that run a learner's code in workers: their warm pool starts as soon as the command

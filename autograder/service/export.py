@@ -1,0 +1,128 @@
+"""`autograder serve --export DIR`: the gradebook and the CSVs, made on demand from the store.
+
+The service's tables are the record; these are copies in the formats instructors already use,
+the same files `grade-all` writes (autograder/cohort/store.py's layout, then cohort/outputs.publish:
+gradebook.db, grades.csv, cohort.csv, report.md, report.png). Each learner's entry is their
+latest graded submission: the newest by submission time (github_lookup's one definition) whose
+result is recorded, "done" (graded) or "error" (could not be graded: the record says why). Their
+record's timestamp is that submission time, its commit the graded sha.
+
+A learner of the roster with nothing graded yet is left out and named; submissions still queued
+or grading are counted. DIR is the export's own: a grade-all output folder is refused (its
+results would be mixed with the service's), and results of learners no longer exported are
+removed from DIR. The report's "seed" is 0: every service result has its own seed, recorded in
+the result itself.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from autograder.cohort.outputs import Say, publish, report_failed_outputs
+from autograder.cohort.store import RECORDS, RESULTS, Record
+from autograder.cohort.store import Store as Folder
+from autograder.core.manifest import Course
+from autograder.core.roster import Roster
+from autograder.service.store import Result, Store, Submission
+
+MARK = "autograder-serve"  # run.json's "producer" of an export folder
+# The reasons a service error result gives, as grade-all's record kinds (cohort/store.Record.error).
+_KINDS = {"service.worker.fetch_failed": "fetch", "service.worker.crashed": "crashed"}
+
+
+def latest_results(store: Store) -> dict[str, tuple[Submission, Result]]:
+    """{learner: (their newest submission with a result, that result)}."""
+    latest: dict[str, tuple[Submission, Result]] = {}
+    ordered = sorted(store.submissions(), key=lambda s: (s.submitted_at, s.id))
+    for submission in ordered:
+        if submission.state in ("done", "error"):
+            result = store.result(submission.id)
+            if result is not None:
+                latest[submission.learner] = (submission, result)
+    return latest
+
+
+def export(config, course: Course, roster: Roster, out: Path, say: Say) -> int:
+    out = Path(out)
+    previous = Folder(out).read_run()
+    if previous is not None and previous.get("producer") != MARK:
+        say.line("service.serve.export_not_ours", out=str(out))
+        return 2
+    store = Store(config.database)
+    try:
+        store.create()  # an empty data folder exports an empty cohort, not a traceback
+        latest = latest_results(store)
+        waiting = sum(1 for s in store.submissions() if s.state in ("queued", "grading"))
+    finally:
+        store.close()
+    folder = Folder(out)
+    folder.root.mkdir(parents=True, exist_ok=True)
+    folder.remove_leftovers()
+    people = {learner.id: learner for learner in roster.learners}
+    hashes = set()
+    graded_lessons: set[str] = set()
+    for learner, (submission, result) in sorted(latest.items()):
+        folder.save(_record(learner, people.get(learner), submission, result), result.result_json)
+        hashes.add(result.graders_hash)
+        try:
+            graded_lessons.update(str(lesson["id"]) for lesson in json.loads(result.result_json)["lessons"])
+        except (ValueError, KeyError, TypeError):
+            pass
+    _remove_stale(folder, set(latest))
+    lessons = [lesson.id for lesson in course.lessons if lesson.id in graded_lessons] or [
+        course.lesson(key).id for key in (config.lessons or [lesson.id for lesson in course.lessons])
+    ]
+    run = {
+        "producer": MARK,
+        "course": course.name,
+        "language": course.language,
+        "seed": 0,
+        "lessons": lessons,
+        "fingerprint": next(iter(hashes)) if len(hashes) == 1 else "",
+        "graders": sorted(hashes),
+        "shard": None,
+        "learners": sorted(latest),
+    }
+    folder.write_run(run)
+    missing = [learner.id for learner in roster.learners if learner.id not in latest]
+    if missing:
+        say.line("service.serve.export_missing", n=len(missing), ids=", ".join(missing))
+    if waiting:
+        say.line("service.serve.export_waiting", n=waiting)
+    failures = publish(course, folder, run, say.lang)
+    say.out("service.serve.export_done", n=len(latest), out=str(out))
+    return report_failed_outputs(say, folder, failures)
+
+
+def _record(learner: str, person, submission: Submission, result: Result) -> Record:
+    first, last = person.names if person is not None else ("", "")
+    record = Record(
+        learner=learner,
+        key=f"service:{submission.id}",
+        status="graded" if result.status == "done" else "error",
+        first_name=first,
+        last_name=last,
+        email=(person.email or "") if person is not None else "",
+        commit=submission.sha,
+        timestamp=int(submission.submitted_at.timestamp()),
+        observed=f"commit:{submission.sha}",
+    )
+    if result.status != "done":
+        record.error = _KINDS.get(result.error or "", "internal")
+        record.detail = _first_message(result.result_json)
+    return record
+
+
+def _first_message(result_json: str) -> str:
+    try:
+        return str(json.loads(result_json)["lessons"][0]["checks"][0]["message"])
+    except (ValueError, KeyError, IndexError, TypeError):
+        return ""
+
+
+def _remove_stale(folder: Folder, kept: set[str]) -> None:
+    for sub in (RESULTS, RECORDS):
+        for path in (folder.root / sub).glob("*.json") if (folder.root / sub).is_dir() else ():
+            if path.stem not in kept:
+                path.unlink(missing_ok=True)

@@ -1,0 +1,295 @@
+"""`autograder serve`: the grading service in one command.
+
+    autograder serve --roster FILE --public-url URL [options: see service/config.py]
+    autograder serve --roster FILE --export DIR
+
+The first form starts the app (uvicorn on --host:--port, 127.0.0.1:8000 by default) and the
+workers (service/worker.run_workers, in a child process), over SQLite in --data by default:
+nothing else to set up. Ctrl-C (SIGINT) or SIGTERM stops both: the app stops taking requests,
+the workers stop (a grading in flight is left to its lease: the next start grades it again), and
+the command exits 0. A worker process that dies is started again, and the one child dies with
+the command even when the command is killed (Linux: PR_SET_PDEATHSIG), so nothing grades on
+alone. `--workers 0` runs the app only (workers on other machines sharing the database).
+
+The second form writes the nbgrader gradebook, grades.csv, cohort.csv and the report into DIR,
+made now from the store (service/export.py); it needs no public URL and starts nothing.
+
+Exit status: 0 after a clean stop or export; 2 for a configuration the service must not start
+with (the message names the option), a roster that cannot be read, or a port already taken.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+
+from autograder.cohort.outputs import Say
+from autograder.core import i18n
+from autograder.core.manifest import Course
+from autograder.core.results import message
+
+RESTART_AFTER_S = (1, 2, 5, 10, 30, 60)  # waits before restarting a worker process that keeps dying
+STOP_WAIT_S = 20.0  # how long the workers get to stop before they are killed
+
+
+def add_parser(sub) -> None:
+    from autograder.service.config import SCHEMES
+
+    parser = sub.add_parser(
+        "serve", help=message("service.serve.help"), description=message("service.serve.description")
+    )
+    file, folder = message("cli.metavar.file"), message("cli.metavar.dir")
+    parser.add_argument(
+        "--roster", type=Path, default=None, metavar=file, help=message("service.serve.opt_roster")
+    )
+    parser.add_argument(
+        "--public-url", default=None, metavar="URL", help=message("service.serve.opt_public_url")
+    )
+    parser.add_argument("--issuer", default=None, metavar="URL", help=message("service.serve.opt_issuer"))
+    parser.add_argument(
+        "--data", type=Path, default=None, metavar=folder, help=message("service.serve.opt_data")
+    )
+    parser.add_argument(
+        "--database-url", default=None, metavar="URL", help=message("service.serve.opt_database_url")
+    )
+    parser.add_argument(
+        "--queue-url", default=None, metavar="URL", help=message("service.serve.opt_queue_url")
+    )
+    parser.add_argument(
+        "--github-api", default=None, metavar="URL", help=message("service.serve.opt_github_api")
+    )
+    parser.add_argument(
+        "--clone-url", default=None, metavar="TEMPLATE", help=message("service.serve.opt_clone_url")
+    )
+    parser.add_argument(
+        "--allow-scheme",
+        action="append",
+        choices=SCHEMES,
+        default=None,
+        metavar="SCHEME",
+        help=message("service.serve.opt_allow_scheme"),
+    )
+    parser.add_argument(
+        "--allow-host",
+        action="append",
+        default=None,
+        metavar="HOST",
+        help=message("service.serve.opt_allow_host"),
+    )
+    parser.add_argument(
+        "--workers", type=int, default=None, metavar="N", help=message("service.serve.opt_workers")
+    )
+    parser.add_argument(
+        "--lease", type=float, default=None, metavar="S", help=message("service.serve.opt_lease")
+    )
+    parser.add_argument(
+        "--per-hour", type=int, default=None, metavar="N", help=message("service.serve.opt_per_hour")
+    )
+    parser.add_argument(
+        "--max-body", type=int, default=None, metavar="BYTES", help=message("service.serve.opt_max_body")
+    )
+    parser.add_argument(
+        "--wait", type=float, default=None, metavar="S", help=message("service.serve.opt_wait")
+    )
+    parser.add_argument("--host", default=None, metavar="HOST", help=message("service.serve.opt_host"))
+    parser.add_argument("--port", type=int, default=None, metavar="N", help=message("service.serve.opt_port"))
+    parser.add_argument(
+        "--lessons",
+        nargs="+",
+        default=None,
+        metavar=message("cli.metavar.lesson"),
+        help=message("service.serve.opt_lessons"),
+    )
+    parser.add_argument(
+        "--export", type=Path, default=None, metavar=folder, help=message("service.serve.opt_export")
+    )
+
+
+def main(course: Course, args) -> int:
+    from autograder.core.roster import RosterError, load
+    from autograder.service.config import ConfigError, from_args
+
+    say = Say(args.lang or course.language)
+    course_file = Path(args.course) if args.course else course.root / "course.yml"
+    try:
+        config = from_args(args, course_file, serving=args.export is None)
+        if args.export is None:
+            config.checked()
+        if config.lessons:
+            for key in config.lessons:
+                course.lesson(key)  # the command line checked them already: a usage error there
+        roster = load(config.roster_file)
+    except (ConfigError, RosterError) as exc:
+        print(f"autograder serve: {i18n.localize(exc.text, say.lang)}", file=sys.stderr)
+        return 2
+    if args.export is not None:
+        from autograder.service.export import export
+
+        return export(config, course, roster, args.export, say)
+    return serve(config, course, roster, say)
+
+
+def serve(config, course: Course, roster, say: Say) -> int:
+    import uvicorn
+
+    from autograder.service.app import create_app, make_services
+    from autograder.service.errors import ServiceRefusal
+
+    without_id = [learner.id for learner in roster.learners if learner.repository_id is None]
+    if without_id:
+        say.line(
+            "service.serve.learners_without_id", ids=", ".join(without_id), roster=str(config.roster_file)
+        )
+    Path(config.data_dir).mkdir(parents=True, exist_ok=True)
+    try:
+        sock = _bind(config.host, config.port)
+    except OSError as exc:
+        say.line("service.serve.port_taken", host=config.host, port=config.port, detail=str(exc))
+        return 2
+    try:
+        services = make_services(config, course, roster)
+    except ServiceRefusal as refusal:
+        sock.close()
+        say.line(refusal.key, **refusal.params)
+        return 2
+    if services.lookup.credential is None:
+        say.line("service.serve.no_credential")
+    app = create_app(services)
+    server = uvicorn.Server(
+        uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", server_header=False)
+    )
+    workers = Supervisor(config, say) if config.workers > 0 else None
+    if workers is not None:
+        workers.start()
+    say.line(
+        "service.serve.started",
+        url=config.public_url,
+        host=config.host,
+        port=sock.getsockname()[1],
+        workers=config.workers,
+        database=_shown_url(config.database),
+    )
+    try:
+        server.run(sockets=[sock])
+    finally:
+        if workers is not None:
+            workers.stop()
+        services.store.close()
+        say.line("service.serve.stopped")
+    return 0
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
+
+
+def _shown_url(url: str) -> str:
+    """A database URL without its password, for the log."""
+    from sqlalchemy.engine import make_url
+
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # noqa: BLE001 - an odd URL is shown as the driver's name only
+        return url.split(":", 1)[0]
+
+
+# ------------------------------------------------------------------------------ the workers
+
+
+class Supervisor:
+    """The worker process: started, started again when it dies (waiting longer each time it dies
+    young), stopped with the command. Its own thread starts every child, and lives as long as
+    the command serves: a child's PR_SET_PDEATHSIG follows the thread that started it."""
+
+    def __init__(self, config, say: Say) -> None:
+        self.config, self.say = config, say
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="autograder-workers", daemon=True)
+        self._ctx = multiprocessing.get_context("spawn")
+        self.process = None
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        failures = 0
+        while not self._stop.is_set():
+            started = time.monotonic()
+            with self._lock:
+                if self._stop.is_set():
+                    return
+                self.process = self._ctx.Process(
+                    target=worker_main,
+                    args=(worker_config(self.config), os.getpid()),
+                    name="autograder-workers",
+                )
+                self.process.start()
+            self.process.join()
+            if self._stop.is_set():
+                return
+            failures = 0 if time.monotonic() - started > 60 else failures + 1
+            wait = RESTART_AFTER_S[min(failures, len(RESTART_AFTER_S) - 1)]
+            self.say.line("service.serve.worker_died", code=self.process.exitcode, seconds=wait)
+            self._stop.wait(wait)
+        # The thread ends only after the command stopped the child (stop()).
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stop.set()
+            process = self.process
+        if process is not None and process.is_alive():
+            # SIGTERM: Huey stops at once; a grading in flight keeps its lease, which lapses, and
+            # the next start grades it again (execution is at least once, the result once).
+            process.terminate()
+            process.join(STOP_WAIT_S)
+            if process.is_alive():
+                process.kill()
+                process.join()
+        self._thread.join(STOP_WAIT_S)
+
+
+def worker_config(config):
+    from autograder.service.worker import FetchSettings, WorkerConfig
+
+    return WorkerConfig(
+        course_file=Path(config.course_file).resolve(),
+        database_url=config.database,
+        queue_url=config.queue_url,
+        data_dir=Path(config.data_dir).resolve(),
+        workers=config.workers,
+        lease_s=config.lease_s,
+        fetch=FetchSettings(url_template=config.clone_url, allowed=config.allowed, api_url=config.api_url),
+        lessons=config.lessons,
+    )
+
+
+def worker_main(config, parent: int) -> None:
+    """The child process: die with the command (even when it is killed), then the workers."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            ctypes.CDLL(None).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG = 1
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent:  # the command died before the line above took effect
+        return
+    from autograder.service.worker import run_workers
+
+    run_workers(config)
