@@ -12,9 +12,10 @@ write`, and does four things:
 2. POSTs it to {URL}/submissions as `Authorization: Bearer`, with an empty body: the service
    trusts the token's verified claims (which repository, which commit, which run) and nothing
    else, so there is nothing else to send.
-3. Polls the answer's `poll` URL for a bounded time (--wait, else $AUTOGRADER_SERVICE_WAIT,
-   else DEFAULT_WAIT_S seconds; each request gives up after $AUTOGRADER_SERVICE_TIMEOUT,
-   else HTTP_TIMEOUT_S seconds).
+3. Polls the answer's `poll` URL for a bounded time: --wait, else $AUTOGRADER_SERVICE_WAIT,
+   else the `wait` the service's answer names (its --wait), else DEFAULT_WAIT_S seconds, at
+   most MAX_WAIT_S; as often as the service's Retry-After says, within [1 s, 10 s]. Each
+   request gives up after $AUTOGRADER_SERVICE_TIMEOUT, else HTTP_TIMEOUT_S seconds.
 4. Shows the service's verdict as a copy: its text in the log, its Markdown in the job summary,
    titled "nota oficial según el servicio" and linked to the submission's page, which is the
    record. When the wait runs out: "en cola", with the link.
@@ -163,8 +164,8 @@ def service_url(value: str) -> str | None:
 
 
 def seconds_setting(
-    cli: float | None, env: Mapping[str, str], name: str, default: float, low: float, high: float
-) -> tuple[float, str | None]:
+    cli: float | None, env: Mapping[str, str], name: str, default: float | None, low: float, high: float
+) -> tuple[float | None, str | None]:
     """(seconds, the raw value when it was not a number): the command line's value over $name
     over `default`, clamped to [low, high]."""
     raw: Any = cli if cli is not None else env.get(name, "").strip()
@@ -300,7 +301,7 @@ class Stop(Exception):
 @dataclass
 class Context:
     url: str
-    wait: float
+    wait: float | None  # None: as long as the service says
     lang: str
     env: Mapping[str, str]
     log: Log
@@ -362,11 +363,8 @@ def submit(ctx: Context, token: str) -> dict:
         reason = str(data.get("message") or answer.problem or f"HTTP {answer.status}")
         raise outage(ctx, ctx.say("outage", url=ctx.url, reason=reason))
     if answer.status >= 400:
+        # The service's words say what to do (a 429's say when to try again).
         message = str(data.get("message") or data.get("error") or f"HTTP {answer.status}")
-        if answer.status == 429:
-            retry = answer.headers.get("Retry-After") if answer.headers is not None else None
-            if retry and retry.strip().isdigit():
-                message += " " + ctx.say("retry_after", minutes=max(1, -(-int(retry) // 60)))
         raise refusal(ctx, ctx.say("refused", status=answer.status, message=message))
     page, poll = data.get("page"), data.get("poll")
     if answer.status not in (200, 202) or not _http_url(page) or not _http_url(poll):
@@ -390,11 +388,15 @@ def poll(ctx: Context, submission: dict) -> int:
     split = urllib.parse.urlsplit(submission["poll"])
     query = urllib.parse.urlencode([*urllib.parse.parse_qsl(split.query), ("lang", ctx.lang)])
     url = urllib.parse.urlunsplit(split._replace(query=query))
-    deadline = ctx.clock() + ctx.wait
+    wait = ctx.wait
+    if wait is None:
+        told = submission.get("wait")
+        wait = min(max(float(told), 0.0), MAX_WAIT_S) if _number(told) and told == told else DEFAULT_WAIT_S
+    deadline = ctx.clock() + wait
     interval, state, trouble = POLL_FIRST_S, str(submission.get("state") or "queued"), ""
-    if ctx.wait > 0:
-        ctx.log.line(ctx.say("waiting", seconds=round(ctx.wait)))
-    while ctx.wait > 0:
+    if wait > 0:
+        ctx.log.line(ctx.say("waiting", seconds=round(wait)))
+    while wait > 0:
         answer = call("GET", url, {}, timeout=min(ctx.timeout, max(1.0, deadline - ctx.clock())))
         data = answer.data or {}
         if answer.status == 200 and isinstance(data.get("state"), str):
@@ -414,9 +416,11 @@ def poll(ctx: Context, submission: dict) -> int:
         left = deadline - ctx.clock()
         if left <= 0:
             break
-        ctx.sleep(min(interval, left))
+        retry = answer.headers.get("Retry-After") if answer.headers is not None else None
+        pause = min(max(float(retry), POLL_FIRST_S), POLL_MAX_S) if retry and retry.isdigit() else interval
+        ctx.sleep(min(pause, left))
         interval = min(interval * POLL_FACTOR, POLL_MAX_S)
-    message = ctx.say("queued", seconds=round(ctx.wait), page=page)
+    message = ctx.say("queued", seconds=round(wait), page=page)
     if trouble:
         message += " " + ctx.say("poll_trouble", reason=trouble)
     tell(ctx, "notice", message, ctx.say("queued_title"))
@@ -469,8 +473,8 @@ def _parser() -> argparse.ArgumentParser:
         "--wait",
         type=float,
         default=None,
-        help=f"seconds to wait for the verdict (default: ${WAIT_ENV_VAR}, else {DEFAULT_WAIT_S:g}; "
-        f"at most {MAX_WAIT_S:g})",
+        help=f"seconds to wait for the verdict (default: ${WAIT_ENV_VAR}, else what the service "
+        f"says, else {DEFAULT_WAIT_S:g}; at most {MAX_WAIT_S:g})",
     )
     parser.add_argument("--lang", choices=LANGUAGES, default=None, help="language of the messages")
     return parser
@@ -491,9 +495,11 @@ def main(
     say = Say(lang)
     log = Log(lambda text: print(text, flush=True), [])
     raw_url = args.url if args.url is not None else env.get(URL_ENV_VAR, "")
-    wait, bad_wait = seconds_setting(args.wait, env, WAIT_ENV_VAR, DEFAULT_WAIT_S, 0.0, MAX_WAIT_S)
+    wait, bad_wait = seconds_setting(args.wait, env, WAIT_ENV_VAR, None, 0.0, MAX_WAIT_S)
     timeout, _ = seconds_setting(None, env, TIMEOUT_ENV_VAR, HTTP_TIMEOUT_S, 1.0, 120.0)
-    ctx = Context(service_url(raw_url) or raw_url.strip(), wait, lang, env, log, say, timeout, sleep)
+    ctx = Context(
+        service_url(raw_url) or raw_url.strip(), wait, lang, env, log, say, timeout or HTTP_TIMEOUT_S, sleep
+    )
     try:
         if service_url(raw_url) is None:
             # Checked before a token is asked for: an http:// URL to another host would carry it
@@ -503,9 +509,7 @@ def main(
             )
         token = request_token(ctx)
         if bad_wait is not None:
-            log.annotate(
-                "warning", say("bad_wait", value=bad_wait, default=round(DEFAULT_WAIT_S)), say("title")
-            )
+            log.annotate("warning", say("bad_wait", value=bad_wait), say("title"))
         log.line(say("sending", url=ctx.url))
         submission = submit(ctx, token)
         return poll(ctx, submission)

@@ -24,11 +24,16 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import socket
 import stat
+import subprocess
 import sys
+import tempfile
 import threading
+import time
 import urllib.parse
+import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -36,9 +41,12 @@ from typing import Any
 import jwt
 import pytest
 import yaml
+from support.fake_github import TOKEN, FakeGitHub
+from support.grading import grade_folder, write_submission
 from support.oidc_issuer import LocalIssuer
 from support.project import ROOT
 from support.token_endpoint import TokenEndpoint
+from support.variants import solution_files
 from support.workflow_runner import Expressions, JobRun, LocalRunner
 
 from autograder.core import i18n, neutral
@@ -128,7 +136,7 @@ def run_submit(
     service_url: str,
     *,
     sha: str | None = None,
-    wait: str = "30",
+    wait: str | None = "30",
     extra_env: dict[str, str] | None = None,
     workspace_source: Path | None = None,
     claims: dict[str, str] | None = None,
@@ -154,7 +162,10 @@ def run_submit(
         workspace,
         temp,
         github=github_context(workspace, temp, sha=sha),
-        variables={"AUTOGRADER_SERVICE_URL": service_url, "AUTOGRADER_SERVICE_WAIT": wait},
+        variables={
+            "AUTOGRADER_SERVICE_URL": service_url,
+            **({} if wait is None else {"AUTOGRADER_SERVICE_WAIT": wait}),
+        },
         extra_env=env,
         stand_ins={"actions/checkout": checkout},
     )
@@ -190,11 +201,12 @@ class StandInService:
         self.polls: list[dict[str, Any]] = []
         self.submissions: dict[str, dict[str, Any]] = {}
         self.warnings: list[str] = []
+        self.wait: float | None = None  # the `wait` of the 202's body, when set
         self._lock = threading.Lock()
 
     def reset(self) -> None:
         self.script, self.polls_before_done, self.final = "accept", 2, {}
-        self.poll_answers, self.posts, self.polls, self.warnings = [], [], [], []
+        self.poll_answers, self.posts, self.polls, self.warnings, self.wait = [], [], [], [], None
 
     def __enter__(self) -> StandInService:
         service = self
@@ -289,6 +301,7 @@ class StandInService:
             "page": f"{self.url}/s/{key}",
             "poll": f"{self.url}/submissions/{key}",
             "warnings": list(self.warnings),
+            **({} if self.wait is None else {"wait": self.wait}),
         }
 
     def state(self, key: str, state: str) -> dict[str, Any]:
@@ -515,6 +528,19 @@ def test_queued_when_the_wait_runs_out(tmp_path, release, bare_python, endpoint,
     assert_token_kept_secret(run, endpoint)
 
 
+@pytest.mark.parametrize("variable", [None, "pronto"])
+def test_the_job_waits_as_long_as_the_service_says(
+    tmp_path, release, bare_python, endpoint, service, variable
+):
+    service.script, service.wait = "never", 2
+    run = run_submit(tmp_path, release, bare_python, endpoint, service.url, wait=variable)
+    step = submit_step(run)
+    assert step.outcome == "success" and "como mucho 2 s" in step.stdout
+    assert "En cola" in annotations(run, "notice")[0] and service.polls
+    warnings = annotations(run, "warning")
+    assert (warnings == []) if variable is None else ("pronto" in warnings[0])
+
+
 def test_no_wait_at_all_says_queued_with_the_link(tmp_path, release, bare_python, endpoint, service):
     run = run_submit(tmp_path, release, bare_python, endpoint, service.url, wait="0")
     assert submit_step(run).outcome == "success" and service.polls == []
@@ -547,7 +573,7 @@ def test_too_many_submissions_say_when_to_try_again(tmp_path, release, bare_pyth
     run = run_submit(tmp_path, release, bare_python, endpoint, service.url)
     assert submit_step(run).outcome == "failure"
     (error,) = annotations(run, "error")
-    assert message in error and "dentro de 10 min" in error
+    assert message in error and "HTTP 429" in error
 
 
 def silent_server() -> tuple[socket.socket, str]:
@@ -688,3 +714,196 @@ def test_the_catalog_line_reader_reads_what_yaml_reads():
     assert set(es) == set(en)
     for key in es:
         assert sorted(re.findall(r"\{(\w+)", es[key])) == sorted(re.findall(r"\{(\w+)", en[key])), key
+
+
+# --- against the real service: `autograder serve`, grading a real learner repository ----------
+
+SERVE_START_S = 120  # an outer bound on the service's start, so that a hang fails
+GRADE_WAIT_S = "300"  # the job's wait for the verdict: a cold worker imports torch first
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "Ana",
+    "GIT_AUTHOR_EMAIL": "ana@example.com",
+    "GIT_COMMITTER_NAME": "Ana",
+    "GIT_COMMITTER_EMAIL": "ana@example.com",
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
+
+
+def git(cwd: Path, *args: str) -> str:
+    done = subprocess.run(
+        ["git", *args], cwd=cwd, env={**os.environ, **GIT_ENV}, check=True, capture_output=True, text=True
+    )
+    return done.stdout.strip()
+
+
+class Served:
+    """`autograder serve` with one worker, grading lesson 03, over the stand-in of GitHub's API
+    (repositories by id, workflow runs, git over smart HTTP from bare repositories) and the
+    module's OIDC issuer; the learner's repository is made from the release."""
+
+    def __init__(self, base: Path, issuer: LocalIssuer, github: FakeGitHub, release: Path) -> None:
+        self.base, self.issuer, self.github = base, issuer, github
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            self.port = sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        github.git_root = base / "git"
+        self.repo = github.add_repo(REPOSITORY)
+        self.origin = github.git_root / f"{REPOSITORY}.git"
+        self.origin.parent.mkdir(parents=True)
+        git(base, "init", "-q", "--bare", "-b", "main", str(self.origin))
+        self.work = base / "work"
+        shutil.copytree(release, self.work)  # the learner's repository, made from the template
+        git(self.work, "init", "-q", "-b", "main")
+        git(self.work, "remote", "add", "origin", str(self.origin))
+        self.roster = base / "roster.yml"
+        self.roster.write_text(
+            "version: 1\norganization: curso-tdc\nrepository_prefix: tdc-\nlearners:\n"
+            f"  - id: ana\n    github: ana-garcia\n    repository_id: {self.repo['id']}\n",
+            encoding="utf-8",
+        )
+        self.data = base / "servicio"
+        self.proc: subprocess.Popen | None = None
+        self.runs = 0
+
+    def start(self) -> None:
+        log = open(self.base / "serve.log", "w")
+        env = {**os.environ, "AUTOGRADER_SERVICE_TOKEN": TOKEN}
+        env.pop("AUTOGRADER_LANG", None)
+        args = [
+            sys.executable, "-m", "autograder", "--course", str(ROOT / "course.yml"), "serve",
+            "--roster", str(self.roster), "--public-url", self.url, "--issuer", self.issuer.url,
+            "--github-api", self.github.url, "--data", str(self.data), "--port", str(self.port),
+            "--workers", "1", "--lessons", "03",
+            "--clone-url", f"{self.github.url}/git/{{repository}}.git",
+            "--allow-scheme", "http", "--allow-host", "127.0.0.1",
+        ]  # fmt: skip
+        self.proc = subprocess.Popen(args, cwd=self.base, stdout=log, stderr=subprocess.STDOUT, env=env)
+        log.close()
+        end = time.monotonic() + SERVE_START_S
+        while time.monotonic() < end:
+            assert self.proc.poll() is None, self.log()
+            try:
+                with urllib.request.urlopen(self.url + "/healthz", timeout=5) as answer:
+                    if answer.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.2)
+        raise AssertionError(f"the service did not answer within {SERVE_START_S} s\n{self.log()}")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(timeout=60)
+
+    def log(self) -> str:
+        return (self.base / "serve.log").read_text(encoding="utf-8", errors="replace")
+
+    def push(self, message: str, files: dict[str, str]) -> tuple[str, str]:
+        """A commit of the learner's on main, pushed, and the workflow run GitHub makes for it:
+        (sha, run id)."""
+        for name, text in files.items():
+            path = self.work / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+        git(self.work, "add", "-A")
+        git(self.work, "commit", "-q", "--allow-empty", "-m", message)
+        git(self.work, "push", "-q", "origin", "HEAD:refs/heads/main")
+        sha = git(self.work, "rev-parse", "HEAD")
+        self.runs += 1
+        run = self.github.add_run(REPOSITORY, head_sha=sha, created_at=time.time() - 20)
+        return sha, str(run["id"])
+
+
+@pytest.fixture(scope="module")
+def served(issuer, release):
+    # Outside pytest's private temporary folder: the service runs git as `nobody` when root.
+    base = Path(tempfile.mkdtemp(prefix="autograder-submit-test-"))
+    os.chmod(base, 0o755)
+    with FakeGitHub() as github:
+        running = Served(base, issuer, github, release)
+        try:
+            running.start()
+            yield running
+        finally:
+            running.stop()
+            shutil.rmtree(base, ignore_errors=True)
+
+
+def solved_lesson03(course) -> dict[str, str]:
+    lesson = course.lesson("03")
+    return {f"exercises/{lesson.folder}/{name}": text for name, text in solution_files(lesson).items()}
+
+
+def test_the_real_service_grades_the_push_and_the_job_shows_its_verdict(
+    tmp_path, release, bare_python, served, course
+):
+    with TokenEndpoint(served.issuer) as endpoint:
+        sha, run_id = served.push("Lección 03 resuelta", solved_lesson03(course))
+        claims = {"repository_id": str(served.repo["id"]), "run_id": run_id}
+        run = run_submit(
+            tmp_path, release, bare_python, endpoint, served.url, sha=sha, wait=GRADE_WAIT_S, claims=claims
+        )
+    step = submit_step(run)
+    assert step.outcome == "success", step.stdout + step.stderr + served.log()
+    assert step.outputs["state"] == "done", step.stdout + served.log()
+    assert_token_kept_secret(run, endpoint)
+    # The same grade as the engine gives those files here (`autograder grade`'s engine call).
+    lesson = course.lesson("03")
+    folder = write_submission(tmp_path / "same-files", solution_files(lesson))
+    local = grade_folder(course, lesson, folder)
+    score, top = (f"{value:g}" for value in (local.score, local.max_score))
+    assert (step.outputs["score"], step.outputs["max"]) == (score, top) and score == top
+    (notice,) = annotations(run, "notice")
+    assert f"Nota oficial según el servicio: {score}/{top}" in notice and step.outputs["page"] in notice
+    # The service's own rendering, as a copy: its text in the log, its Markdown in the summary.
+    assert "Nota oficial según el servicio" in step.stdout and step.outputs["page"] in run.summary
+    assert lesson.title["es"] in run.summary
+    # The record: the page the link names is the service's, and it shows this commit.
+    with urllib.request.urlopen(step.outputs["page"], timeout=30) as page:
+        assert sha[:7] in page.read().decode("utf-8")
+
+
+def test_the_real_service_refusing_a_token_fails_the_job_with_its_words(
+    tmp_path, release, bare_python, served
+):
+    # A repository the roster does not have (a learner's fork, or a copy under another account).
+    with TokenEndpoint(served.issuer) as endpoint:
+        run = run_submit(
+            tmp_path, release, bare_python, endpoint, served.url, claims={"repository_id": "424242"}
+        )
+    step = submit_step(run)
+    assert step.outcome == "failure"
+    expected = i18n.translate(
+        "service.claims.not_on_roster", "es", repository=REPOSITORY, repository_id=424242
+    )
+    (error,) = annotations(run, "error")
+    assert "HTTP 403" in error and expected in error
+    assert_token_kept_secret(run, endpoint)
+
+
+def test_the_real_service_not_answering_is_a_plain_warning(tmp_path, release, bare_python, served):
+    # The service frozen (SIGSTOP): it takes the connection and never answers, as a hung server
+    # does. The token is for no repository on the roster, so the request it answers once thawed
+    # records nothing.
+    with TokenEndpoint(served.issuer) as endpoint:
+        os.kill(served.proc.pid, signal.SIGSTOP)
+        try:
+            run = run_submit(
+                tmp_path,
+                release,
+                bare_python,
+                endpoint,
+                served.url,
+                claims={"repository_id": "434343"},
+                extra_env={"AUTOGRADER_SERVICE_TIMEOUT": "2"},
+            )
+        finally:
+            os.kill(served.proc.pid, signal.SIGCONT)
+    step = submit_step(run)
+    assert step.outcome == "success"
+    assert annotations(run, "error") == []
+    (warning,) = annotations(run, "warning")
+    assert "no está disponible" in warning and "no answer in 2 s" in warning
+    assert "Re-run jobs" in warning
+    assert_token_kept_secret(run, endpoint)
