@@ -26,17 +26,58 @@ Every answer carries x-ratelimit-* headers. Arm rate-limit answers with `arm_sec
 429 with Retry-After) and `arm_primary` (403, x-ratelimit-remaining 0 and x-ratelimit-reset),
 and a broken GitHub with `fail_after` (500 for every request after the next N). `log` records
 every request (method, path, JSON body, time, answered status).
+
+For the grading service (autograder/service/credentials.py, github_lookup.py, fetch.py), with
+GitHub's shapes and codes ("REST API endpoints for workflow runs / repositories / GitHub Apps",
+"Generating an installation access token for a GitHub App"):
+
+    GET  /repositories/{id}                  as above, with `default_branch` (add_repo's, "main")
+    GET  /repos/{owner}/{repo}/actions/runs/{run_id}
+                                             a run added with `add_run`: id, head_sha, event,
+                                             created_at, run_attempt, repository {id, full_name},
+                                             ...; 404 for another repository's run or none
+    GET  /repos/{owner}/{repo}/activity      entries added with `add_activity` (id, before,
+                                             after, ref, timestamp, activity_type, actor), newest
+                                             first; filters ref (refs/heads/X or X),
+                                             activity_type, direction, per_page (max 100), with a
+                                             cursor `after` in the Link header's next page
+    POST /app/installations/{id}/access_tokens
+                                             Authorization: Bearer <App JWT>, checked as GitHub
+                                             does: RS256 against the public key `add_app`
+                                             registered for the App the JWT's `iss` names, exp in
+                                             the future and at most 10 minutes ahead, iat not
+                                             ahead (401 with GitHub's messages); 404 for an
+                                             installation not of that App; 201 {token, expires_at,
+                                             permissions, repository_selection}. The token then
+                                             works as `token` does, until `expires_at`
+                                             (`installation_token_s` after it was made: 3600)
+
+and git's smart HTTP protocol for the repositories below `git_root` (bare repositories named
+OWNER/NAME.git), at {url}/git/OWNER/NAME.git, served by `git http-backend` (protocol v2 too,
+uploadpack.allowAnySHA1InWant on, so a commit is fetched by sha as from GitHub). It asks for
+`Authorization: Basic base64(x-access-token:TOKEN)` (`token` or an installation token), and
+answers 401 with a Basic challenge without it. `git_requests` records each request (method,
+path, whether its credential was good); `on_git_request`, when set, is called with the request's
+path while the git client waits for the answer (a test can look at the client's processes then).
 """
 
 from __future__ import annotations
 
+import base64
 import json
+import os
 import re
+import secrets
+import subprocess
 import threading
 import time
 import urllib.parse
+from datetime import datetime, timezone
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from pathlib import Path
+from typing import Any, Callable
+
+import jwt
 
 TOKEN = "ghs_TESTtoken0123456789abcdefSECRET"
 REPO = "curso/transformers"
@@ -66,6 +107,16 @@ class FakeGitHub:
         self.armed: list[tuple[int, dict, dict]] = []  # answers to give before any other
         self.failing_after: int | None = None
         self.remaining = 5000
+        # the grading service: Apps, installations and their tokens, runs, activity, git over HTTP
+        self.apps: dict[str, Any] = {}  # App id -> its public key
+        self.installations: dict[int, str] = {}  # installation id -> App id
+        self.installation_tokens: dict[str, float] = {}  # token -> when it expires (Unix time)
+        self.installation_token_s = 3600
+        self.runs: dict[int, dict] = {}
+        self.activity: dict[int, list[dict]] = {}  # repository id -> entries, newest first
+        self.git_root: Path | None = None
+        self.git_requests: list[dict] = []
+        self.on_git_request: Callable[[str], None] | None = None
 
     def add_comment(self, kind: str, target: str, body: str, user: dict) -> dict:
         self.next_id += 1
@@ -124,13 +175,20 @@ class FakeGitHub:
         query = dict(urllib.parse.parse_qsl(split.query))
         length = int(h.headers.get("Content-Length") or 0)
         raw = h.rfile.read(length) if length else b""
+        if self.git_root is not None and split.path.startswith("/git/"):
+            return self.serve_git(h, method, split, raw)
         with self.lock:
             self.requests.append((method, h.path, h.headers))
             body = json.loads(raw) if raw else None
             self.log.append(
                 {"method": method, "path": split.path, "body": body, "time": time.time(), "status": None}
             )
-            if h.headers.get("Authorization") != f"Bearer {self.token}":
+            app = split.path.startswith("/app/")  # authenticated by the App's JWT instead
+            if (
+                not app
+                and h.headers.get("Authorization") != f"Bearer {self.token}"
+                and not self.installation_token(h)
+            ):
                 return self.send(h, 401, {"message": "Bad credentials"})
             if self.failing_after is not None:
                 if self.failing_after <= 0:
@@ -139,6 +197,8 @@ class FakeGitHub:
             if self.armed:
                 status, data, headers = self.armed.pop(0)
                 return self.send(h, status, data, headers)
+            if app:
+                return self.route_app(h, method, split.path)
             if self.repos or self.users:
                 answered = self.route_handout(h, method, split.path, query, body)
                 if answered is not NotImplemented:
@@ -238,7 +298,13 @@ class FakeGitHub:
         self.orgs.add(login)
 
     def add_repo(
-        self, full_name: str, *, private: bool = True, is_template: bool = False, template: dict | None = None
+        self,
+        full_name: str,
+        *,
+        private: bool = True,
+        is_template: bool = False,
+        template: dict | None = None,
+        default_branch: str = "main",
     ) -> dict:
         owner, name = full_name.split("/")
         self.next_id += 1
@@ -252,6 +318,7 @@ class FakeGitHub:
             "visibility": "private" if private else "public",
             "is_template": is_template,
             "template_repository": template,
+            "default_branch": default_branch,
             "collaborators": {},
             "invitations": [],
         }
@@ -377,6 +444,13 @@ class FakeGitHub:
         return self.send(h, 201, self.public(repo))
 
     def repo_route(self, h, method, repo, rest, query, body):
+        if (m := re.fullmatch(r"/actions/runs/(\d+)", rest)) and method == "GET":
+            run = self.runs.get(int(m.group(1)))
+            if run is None or run["repository"]["id"] != repo["id"]:
+                return self.not_found(h)
+            return self.send(h, 200, run)
+        if rest == "/activity" and method == "GET":
+            return self.activity_page(h, repo, query)
         if rest == "" and method == "GET":
             return self.send(h, 200, self.public(repo))
         if rest == "" and method == "PATCH":
@@ -445,3 +519,240 @@ class FakeGitHub:
 
     def count(self, method: str | None = None) -> int:
         return sum(1 for m, _, _ in self.requests if method in (None, m))
+
+    # --- the grading service: Apps, runs, activity, git over HTTP ----------------------------
+
+    def add_app(self, app_id: str | int, public_key: Any, installation_id: int) -> None:
+        """A GitHub App (its JWTs verified with `public_key`) installed as `installation_id`."""
+        self.apps[str(app_id)] = public_key
+        self.installations[int(installation_id)] = str(app_id)
+
+    def installation_token(self, h) -> str | None:
+        """The live installation token the request's Authorization header carries, if any."""
+        auth = h.headers.get("Authorization") or ""
+        scheme, _, token = auth.partition(" ")
+        if scheme.lower() in ("bearer", "token") and self.installation_tokens.get(token, 0) > time.time():
+            return token
+        return None
+
+    def route_app(self, h, method, path):
+        m = re.fullmatch(r"/app/installations/(\d+)/access_tokens", path)
+        if m is None or method != "POST":
+            return self.not_found(h)
+        scheme, _, token = (h.headers.get("Authorization") or "").partition(" ")
+        undecodable = {
+            "message": "A JSON web token could not be decoded",
+            "documentation_url": "https://docs.github.com/rest",
+        }
+        if scheme.lower() != "bearer":
+            return self.send(h, 401, undecodable)
+        try:
+            issuer = str(jwt.decode(token, options={"verify_signature": False}).get("iss"))
+            key = self.apps.get(issuer)
+            if key is None:
+                return self.send(h, 401, {"message": "Integration not found", "documentation_url": ""})
+            claims = jwt.decode(
+                token,
+                key,
+                algorithms=["RS256"],
+                options={"require": ["iat", "exp", "iss"], "verify_exp": False, "verify_iat": False},
+            )
+        except jwt.PyJWTError:
+            return self.send(h, 401, undecodable)
+        now = time.time()
+        if not isinstance(claims["exp"], (int, float)) or claims["exp"] <= now:
+            return self.send(
+                h,
+                401,
+                {
+                    "message": "'Expiration time' claim ('exp') must be a numeric value representing "
+                    "the future time at which the assertion expires",
+                },
+            )
+        if claims["exp"] > now + 600:
+            return self.send(h, 401, {"message": "'Expiration time' claim ('exp') is too far in the future"})
+        if not isinstance(claims["iat"], (int, float)) or claims["iat"] > now + 1:
+            return self.send(
+                h,
+                401,
+                {
+                    "message": "'Issued at' claim ('iat') must be an Integer representing the time "
+                    "that the assertion was issued",
+                },
+            )
+        if self.installations.get(int(m.group(1))) != issuer:
+            return self.not_found(h)
+        token = "ghs_" + secrets.token_urlsafe(27)
+        expires = now + self.installation_token_s
+        self.installation_tokens[token] = expires
+        return self.send(
+            h,
+            201,
+            {
+                "token": token,
+                "expires_at": iso(expires),
+                "permissions": {"actions": "read", "contents": "read", "metadata": "read"},
+                "repository_selection": "all",
+            },
+        )
+
+    def add_run(
+        self,
+        full_name: str,
+        *,
+        head_sha: str,
+        created_at: float | datetime | str,
+        run_id: int | None = None,
+        event: str = "push",
+        head_branch: str = "main",
+        run_attempt: int = 1,
+    ) -> dict:
+        """A workflow run of `full_name` (a repository added with add_repo), shaped as GitHub's."""
+        repo = self.repo(full_name)
+        self.next_id += 1
+        run_id = run_id or self.next_id
+        created = iso(created_at)
+        run = {
+            "id": run_id,
+            "name": "grade",
+            "node_id": f"WFR_{run_id}",
+            "check_suite_id": run_id + 1,
+            "head_branch": head_branch,
+            "head_sha": head_sha,
+            "path": ".github/workflows/grade.yml",
+            "run_number": len(self.runs) + 1,
+            "event": event,
+            "display_title": "entrega",
+            "status": "completed",
+            "conclusion": "success",
+            "workflow_id": 161335,
+            "url": f"{self.base}/repos/{repo['full_name']}/actions/runs/{run_id}",
+            "html_url": f"https://github.example/{repo['full_name']}/actions/runs/{run_id}",
+            "created_at": created,
+            "updated_at": created,
+            "run_attempt": run_attempt,
+            "run_started_at": created,
+            "actor": {"login": "alumna", "type": "User"},
+            "repository": {"id": repo["id"], "name": repo["name"], "full_name": repo["full_name"]},
+            "head_repository": {"id": repo["id"], "name": repo["name"], "full_name": repo["full_name"]},
+        }
+        self.runs[run_id] = run
+        return run
+
+    def add_activity(
+        self,
+        full_name: str,
+        *,
+        after: str,
+        timestamp: float | datetime | str,
+        activity_type: str = "push",
+        ref: str = "refs/heads/main",
+        before: str = "0" * 40,
+        actor: str = "alumna",
+    ) -> dict:
+        """One entry of `full_name`'s activity (the newest so far), shaped as GitHub's."""
+        repo = self.repo(full_name)
+        self.next_id += 1
+        entry = {
+            "id": self.next_id,
+            "node_id": f"RA_{self.next_id}",
+            "before": before,
+            "after": after,
+            "ref": ref,
+            "timestamp": iso(timestamp),
+            "activity_type": activity_type,
+            "actor": {"login": actor, "id": abs(hash(actor)) % 10**8, "type": "User"},
+        }
+        self.activity.setdefault(repo["id"], []).insert(0, entry)
+        return entry
+
+    def activity_page(self, h, repo, query):
+        entries = list(self.activity.get(repo["id"], []))
+        if query.get("ref"):
+            ref = query["ref"] if query["ref"].startswith("refs/") else f"refs/heads/{query['ref']}"
+            entries = [e for e in entries if e["ref"] == ref]
+        if query.get("activity_type"):
+            entries = [e for e in entries if e["activity_type"] == query["activity_type"]]
+        if query.get("direction") == "asc":
+            entries.reverse()
+        per_page = min(int(query.get("per_page", 30)), 100)
+        start = int(query.get("after", 0))
+        chunk = entries[start : start + per_page]
+        headers = {}
+        if start + per_page < len(entries):
+            rest = {k: v for k, v in query.items() if k != "after"}
+            rest["after"] = str(start + per_page)
+            path = f"/repos/{repo['full_name']}/activity"
+            headers["Link"] = f'<{self.base}{path}?{urllib.parse.urlencode(rest)}>; rel="next"'
+        return self.send(h, 200, chunk, headers)
+
+    def serve_git(self, h, method, split, raw):
+        """git's smart HTTP protocol through `git http-backend` (a CGI program)."""
+        scheme, _, encoded = (h.headers.get("Authorization") or "").partition(" ")
+        try:
+            user, _, password = base64.b64decode(encoded).decode().partition(":")
+        except ValueError:
+            user = password = ""
+        good = scheme.lower() == "basic" and (
+            password == self.token or self.installation_tokens.get(password, 0) > time.time()
+        )
+        with self.lock:
+            self.git_requests.append({"method": method, "path": split.path, "authorized": good})
+        if not good:
+            body = b"Authentication required\n"
+            h.send_response(401)
+            h.send_header("WWW-Authenticate", 'Basic realm="GitHub"')
+            h.send_header("Content-Length", str(len(body)))
+            h.end_headers()
+            h.wfile.write(body)
+            return
+        if self.on_git_request is not None:
+            self.on_git_request(split.path)
+        env = {
+            "PATH": os.environ.get("PATH", os.defpath),
+            "GIT_PROJECT_ROOT": str(self.git_root),
+            "GIT_HTTP_EXPORT_ALL": "1",
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_CONFIG_GLOBAL": os.devnull,
+            "GIT_CONFIG_COUNT": "1",
+            "GIT_CONFIG_KEY_0": "uploadpack.allowAnySHA1InWant",
+            "GIT_CONFIG_VALUE_0": "true",
+            "REQUEST_METHOD": method,
+            "PATH_INFO": split.path[len("/git") :],
+            "QUERY_STRING": split.query,
+            "CONTENT_TYPE": h.headers.get("Content-Type") or "",
+            "CONTENT_LENGTH": str(len(raw)),
+            "REMOTE_USER": user,
+            "REMOTE_ADDR": "127.0.0.1",
+        }
+        for header, variable in (
+            ("Git-Protocol", "GIT_PROTOCOL"),
+            ("Content-Encoding", "HTTP_CONTENT_ENCODING"),
+        ):
+            if h.headers.get(header):
+                env[variable] = h.headers[header]
+        proc = subprocess.run(["git", "http-backend"], input=raw, env=env, capture_output=True)
+        ends = [end for end in (b"\r\n\r\n", b"\n\n") if end in proc.stdout]
+        head, _, body = proc.stdout.partition(min(ends, key=proc.stdout.index) if ends else b"\n\n")
+        status, headers = 200, []
+        for line in head.decode("latin-1").splitlines():
+            name, _, value = line.partition(":")
+            if name.lower() == "status":
+                status = int(value.split()[0])
+            elif name:
+                headers.append((name, value.strip()))
+        h.send_response(status)
+        for name, value in headers:
+            h.send_header(name, value)
+        h.send_header("Content-Length", str(len(body)))
+        h.end_headers()
+        h.wfile.write(body)
+
+
+def iso(when: float | datetime | str) -> str:
+    """GitHub's timestamp format, 2024-05-01T10:00:00Z, for Unix seconds or an aware datetime."""
+    if isinstance(when, str):
+        return when
+    if isinstance(when, datetime):
+        when = when.timestamp()
+    return datetime.fromtimestamp(int(when), tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
