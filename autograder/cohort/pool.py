@@ -76,6 +76,10 @@ class PoolError(Exception):
     """Grading processes cannot start at all (the message says why); nothing was graded wrong."""
 
 
+class GradersClosed(PoolError):
+    """WarmGraders was closed (the service stops) while a task was grading: it has no outcome."""
+
+
 class _Process:
     def __init__(self, ctx, setup: Setup, zygote=None) -> None:
         self.scratch = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-"))
@@ -278,7 +282,8 @@ class WarmGraders:
     blocks the calling thread until its outcome, so `size` threads grade `size` tasks at once.
     The processes share one zygote, as GradingPool's. A process that dies or runs past the time
     limit costs that task only (an error Outcome); a fresh one is started in its place at once,
-    so that it is warm before the next task. PoolError when a process cannot start at all."""
+    so that it is warm before the next task. PoolError when a process cannot start at all;
+    GradersClosed for the tasks still grading when `close` stops their processes."""
 
     def __init__(self, setup: Setup, size: int, learner_timeout: float) -> None:
         self.setup, self.size, self.learner_timeout = setup, max(1, size), learner_timeout
@@ -323,7 +328,7 @@ class WarmGraders:
     def _fresh(self) -> _Process:
         with self._lock:
             if self._closed:
-                raise PoolError("closed")
+                raise GradersClosed()
             proc = _Process(self._ctx, self.setup, self._zygote.get())
             self._procs.add(proc)
             return proc

@@ -72,7 +72,8 @@ def consume(
     """Run Huey's consumer in this process until SIGINT or SIGTERM (blocking; the main thread):
     `workers` threads, each calling `drain(stop)` for a wake-up (`stop` is set when the consumer
     stops: a drain ends after its current submission). Every `tick_s` seconds, and once at the
-    start, `tick()` runs (reap, say what waits): when it returns True, the workers are woken."""
+    start, `tick()` runs (reap, say what waits): when it returns True, each worker thread is
+    woken (as many wake-ups as are not already waiting)."""
     global _running
     consumer = queue.create_consumer(
         workers=max(1, workers),
@@ -91,7 +92,7 @@ def consume(
         while not stop.is_set():
             try:
                 if tick():
-                    for _ in range(max(1, workers)):
+                    for _ in range(max(1, workers) - queue.pending_count()):
                         wake(queue)
             except Exception:  # a database or queue hiccup: the next tick tries again
                 logging.getLogger(__name__).exception("timer")

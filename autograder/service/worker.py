@@ -43,7 +43,15 @@ from pathlib import Path
 from typing import Any
 
 from autograder.cohort.outputs import Say
-from autograder.cohort.pool import Outcome, PoolError, Setup, Task, WarmGraders, remove_stale_scratch
+from autograder.cohort.pool import (
+    GradersClosed,
+    Outcome,
+    PoolError,
+    Setup,
+    Task,
+    WarmGraders,
+    remove_stale_scratch,
+)
 from autograder.cohort.roster import Allowed, Learner
 from autograder.cohort.store import grading_fingerprint
 from autograder.core.manifest import Course, Lesson, load_course
@@ -183,6 +191,8 @@ class Worker:
                 exercises = Learner(submission.learner, folder).exercises
                 try:
                     outcome = self.graders.grade(Task(submission.learner, str(exercises), str(folder), seed))
+                except GradersClosed:  # the worker stops: its lease lapses, the next reap requeues it
+                    return
                 except PoolError as exc:  # no grading process starts: no submission's fault
                     reason = message("service.worker.pool_failed", detail=str(exc).strip()[-500:])
                     self.store.release(submission.id, me, reason)

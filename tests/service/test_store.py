@@ -27,6 +27,7 @@ from pathlib import Path
 
 import pytest
 from sqlalchemy.dialects import postgresql, sqlite
+from support.project import ROOT
 
 from autograder.core import i18n
 from autograder.core.results import Text
@@ -34,7 +35,6 @@ from autograder.core.roster import Learner
 from autograder.service.claims import Admitted, Identity
 from autograder.service.store import LOST, Store, claim_query
 
-ROOT = Path(__file__).resolve().parents[2]
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)
 
 
