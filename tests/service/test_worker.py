@@ -334,10 +334,21 @@ def test_a_commit_the_fetch_cannot_get_is_an_error_result_that_says_so(service, 
 
 
 def test_a_grading_process_killed_mid_grading_costs_only_that_submission(service, solved):
+    """dario's code sleeps at import (tagged, so the test sees grading begin). Meanwhile the
+    lease is renewed; then his grading process is killed from outside: an error for him, and a
+    fresh grading process grades eva."""
     marker = f"g{DIGITS}"
     worker = service.workers[0]
     doomed = service.submit("dario", {**solved, "data.py": slow_start(marker, 30) + solved["data.py"]})
     wait_for(lambda: named(marker), "dario's grading to begin")
+    # While it grades, the heartbeat renews the lease (its first expiry is pushed back).
+    claimed = service.store.get(doomed.id)
+    assert claimed.state == "grading" and claimed.attempts == 0
+    renewed = wait_for(
+        lambda: (now := service.store.get(doomed.id)).lease_expires > claimed.lease_expires and now,
+        "the lease to be renewed",
+    )
+    assert renewed.state == "grading" and renewed.worker == claimed.worker and renewed.attempts == 0
     graders = [
         pid for pid in children_of(worker.pid) if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()
     ]
