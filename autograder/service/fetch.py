@@ -110,10 +110,30 @@ class Fetched:
     other: tuple[str, ...] = ()  # under a .git folder, or a mode git does not make
 
 
-def fetch_commit(repository: str, sha: str, dest: Path, **settings) -> Path:
-    """dest/learner holding `sha`'s regular files (see the module docstring); `settings` are
-    fetch's (url_template, allowed, credential, limits, user)."""
-    fetched = fetch(repository, sha, dest, **settings)
+def fetch_commit(
+    repository: str,
+    sha: str,
+    dest: Path,
+    *,
+    url_template: str = DEFAULT_URL_TEMPLATE,
+    allowed: Allowed = Allowed(),
+    credential: Credential | None = None,
+    limits: FetchLimits = FetchLimits(),
+    user: str | None = DEFAULT_USER,
+) -> Path:
+    """dest/learner holding `sha`'s regular files (see the module docstring). `user`: whom git
+    runs as when this process is root (None: as root itself, for a machine where no other user
+    can reach dest)."""
+    fetched = fetch(
+        repository,
+        sha,
+        dest,
+        url_template=url_template,
+        allowed=allowed,
+        credential=credential,
+        limits=limits,
+        user=user,
+    )
     if fetched.links or fetched.submodules or fetched.other:
         log.info(
             "%s@%s: %d symlinks, %d submodules, %d other entries skipped",
