@@ -451,6 +451,20 @@ class Store:
                 == 1
             )
 
+    def requeue(self, submission_id: int, worker: str) -> bool:
+        """`worker` cannot grade at all (its grading processes do not start): the submission goes
+        back to the queue at once, no attempt spent, for a worker that can."""
+        c = submissions.c
+        with self._write() as conn:
+            return (
+                conn.execute(
+                    update(submissions)
+                    .where(c.id == submission_id, c.worker == worker, c.state == "grading")
+                    .values(state="queued", worker=None, lease_expires=None)
+                ).rowcount
+                == 1
+            )
+
     def complete(
         self,
         submission_id: int,

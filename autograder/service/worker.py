@@ -24,7 +24,10 @@ an error saying why, in the shape of a grade, as grade-all records its errors): 
 process that dies or runs past the time limit (a fresh one takes its place), a commit the fetch
 refuses (too big, not in the repository). A fetch that may work later (GitHub or git down)
 gives the attempt back: the lease ends, the reaper requeues it, and after `max_attempts` the
-error says why.
+error says why. Grading processes that cannot start at all are a broken installation, no
+submission's fault: the submission goes back to the queue untouched and the worker process stops
+with status 1, saying why. A worker stopped mid-grading (SIGTERM: a restart) records nothing:
+its lease lapses and the next worker grades that submission.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import logging
 import os
 import random
 import shutil
+import signal
 import socket
 import tempfile
 import threading
@@ -94,7 +98,9 @@ class WorkerConfig:
 
 
 def run_workers(config: WorkerConfig) -> None:
-    """One worker process, until SIGINT or SIGTERM (blocking; call it from the main thread)."""
+    """One worker process, until SIGINT or SIGTERM (blocking; call it from the main thread).
+    When its grading processes cannot start at all, it says why and exits with status 1
+    (SystemExit), the submissions left queued."""
     course = load_course(config.course_file)
     lessons = [course.lesson(key) for key in config.lessons] if config.lessons else list(course.lessons)
     say = Say(course.language)
@@ -125,7 +131,10 @@ def run_workers(config: WorkerConfig) -> None:
     finally:
         graders.close()
         store.close()
-        say.line("service.worker.stopped", name=worker.name)
+    if worker.broken is not None:
+        say.line("service.worker.cannot_grade", name=worker.name, detail=worker.broken)
+        raise SystemExit(1)
+    say.line("service.worker.stopped", name=worker.name)
 
 
 class Worker:
@@ -151,6 +160,7 @@ class Worker:
         from autograder.service.credentials import credential_from_env
 
         self.credential = credential_from_env(os.environ, config.fetch.api_url)
+        self.broken: str | None = None  # why this worker cannot grade at all, once it knows
 
     def tick(self) -> bool:
         """Reap expired leases; True while anything waits (the timer then wakes the threads)."""
@@ -166,7 +176,7 @@ class Worker:
     def drain(self, stop: threading.Event) -> None:
         """Grade submission after submission until none is claimable or the consumer stops."""
         me = f"{self.name}:{threading.current_thread().name}"
-        while not stop.is_set():
+        while not stop.is_set() and self.broken is None:
             submission = self.store.claim(me, self.config.lease_s, boundaries=self.config.boundaries)
             if submission is None:
                 return
@@ -194,10 +204,8 @@ class Worker:
                 except GradersClosed:  # the worker stops: its lease lapses, the next reap requeues it
                     return
                 except PoolError as exc:  # no grading process starts: no submission's fault
-                    reason = message("service.worker.pool_failed", detail=str(exc).strip()[-500:])
-                    self.store.release(submission.id, me, reason)
-                    self._say_failed(submission, reason)
-                    raise
+                    self._cannot_grade(submission, me, exc)
+                    return
             finally:
                 shutil.rmtree(scratch, ignore_errors=True)
             if outcome.error is not None:
@@ -219,6 +227,16 @@ class Worker:
                 sha=submission.sha[:12],
                 seconds=f"{time.monotonic() - started:.1f}",
             )
+
+    def _cannot_grade(self, submission: Submission, me: str, exc: PoolError) -> None:
+        """This worker cannot grade anything (a broken installation, not a submission): the
+        submission goes back to the queue untouched and the worker process stops, so that no
+        submission spends its attempts on it and the instructor sees why (their last words stay
+        in the log, never in a learner's result)."""
+        self.store.requeue(submission.id, me)
+        if self.broken is None:
+            self.broken = str(exc).strip()[-2000:]
+            os.kill(os.getpid(), signal.SIGTERM)  # Huey's consumer stops; run_workers says why
 
     def _fetch(self, submission: Submission, scratch: Path) -> Path:
         from autograder.service.fetch import FetchLimits, fetch_commit

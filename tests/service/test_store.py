@@ -427,3 +427,15 @@ def test_a_superseded_commit_pushed_again_as_the_newest_is_queued_again(store):
     assert not new and back.id == first.id and back.state == "queued"
     assert back.submitted_at == T0 + timedelta(minutes=2)
     assert store.claim("w", 30).id == first.id
+
+
+def test_a_worker_that_cannot_grade_at_all_requeues_without_spending_an_attempt(store):
+    sub, _ = record(store, 40, 1, T0)
+    store.claim("broken", 30, now=T0)
+    assert not store.requeue(sub.id, "someone-else")
+    assert store.requeue(sub.id, "broken")
+    back = store.get(sub.id)
+    assert (
+        back.state == "queued" and back.attempts == 0 and back.worker is None and back.lease_expires is None
+    )
+    assert store.claim("healthy", 30).id == sub.id

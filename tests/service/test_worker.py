@@ -143,7 +143,9 @@ class Service:
         self.repository_ids: dict[str, int] = {}
         self.workers: list[subprocess.Popen] = []
 
-    def start_worker(self, *, lease_s: float, max_attempts: int = 3) -> subprocess.Popen:
+    def start_worker(
+        self, *, lease_s: float, max_attempts: int = 3, env: dict[str, str] | None = None
+    ) -> subprocess.Popen:
         config = {
             "course_file": str(ROOT / "course.yml"),
             "database_url": self.store.url,
@@ -169,7 +171,7 @@ class Service:
             cwd=ROOT,
             stdout=log,
             stderr=subprocess.STDOUT,
-            env={**os.environ, "AUTOGRADER_LANG": "es"},
+            env={**os.environ, "AUTOGRADER_LANG": "es", **(env or {})},
         )
         log.close()
         self.workers.append(proc)
@@ -407,6 +409,28 @@ def test_a_worker_killed_or_stopped_mid_grading_loses_nothing_and_one_result_is_
         result = running.result(stopped)
         assert result.status == "done" and result.worker.startswith(f"{os.uname().nodename}:{third.pid}:")
         assert running.store.get(stopped.id).attempts == 1
+    finally:
+        running.stop()
+        shutil.rmtree(running.base, ignore_errors=True)
+
+
+def test_a_worker_whose_grading_processes_cannot_start_stops_and_leaves_the_submission_queued(solved):
+    """A broken installation (here: torch cannot be imported by the grading processes) is no
+    submission's fault: the worker stops with status 1 and says why, and the submission it took
+    goes back to the queue without spending an attempt, for a worker that can grade."""
+    running = make_service()
+    broken = running.base / "broken"
+    (broken / "torch").mkdir(parents=True)
+    (broken / "torch" / "__init__.py").write_text('raise ImportError("torch roto a propósito")\n')
+    try:
+        submission = running.submit("hugo", solved)
+        worker = running.start_worker(lease_s=10, env={"PYTHONPATH": f"{broken}:{ROOT}"})
+        assert worker.wait(timeout=WAIT) == 1, running.log()
+        assert "torch roto a propósito" in running.log()
+        assert "se detiene" in running.log()
+        left = running.store.get(submission.id)
+        assert left.state == "queued" and left.attempts == 0 and left.worker is None, running.log()
+        assert running.store.result(submission.id) is None
     finally:
         running.stop()
         shutil.rmtree(running.base, ignore_errors=True)
