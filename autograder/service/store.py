@@ -9,9 +9,12 @@ PostgreSQL at scale, with the same statements: nothing below is SQLite's own SQL
                  submission; UNIQUE (repository_id, sha): two runs on one commit are one), the
                  page key (the unguessable URL), its state and its lease:
                      queued -> grading -> done | error       graded, a result row each
+                     grading -> queued                        its lease expired (reap) or its
+                                                              worker cannot grade (requeue)
                      queued -> superseded                     a newer push of the same repository
                                                               was queued: recorded, never graded
-                 attempts counts leases that expired (a worker lost mid-grading).
+                 attempts counts leases that expired (a worker lost mid-grading); after the
+                 last, the submission is an error with a result that says so.
     results      at most one per submission (UNIQUE submission_id): status "done" (the grade
                  JSON) or "error" (a grade-shaped JSON whose every check says why, and the
                  catalog key of that reason), the graders' hash, the seed and the worker.
