@@ -379,7 +379,10 @@ def submit(ctx: Context, token: str) -> dict:
 
 
 def _http_url(value: Any) -> bool:
-    return isinstance(value, str) and urllib.parse.urlsplit(value).scheme in ("http", "https")
+    # Printed as it is on lines of the log: no whitespace or control character may ride along.
+    if not isinstance(value, str) or len(value) > 2048 or re.search(r"[\s\x00-\x1f\x7f]", value):
+        return False
+    return urllib.parse.urlsplit(value).scheme in ("http", "https")
 
 
 def poll(ctx: Context, submission: dict) -> int:

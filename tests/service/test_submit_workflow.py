@@ -584,7 +584,7 @@ def silent_server() -> tuple[socket.socket, str]:
     return sock, f"http://127.0.0.1:{sock.getsockname()[1]}"
 
 
-@pytest.mark.parametrize("kind", ["refused", "503", "502_html", "timeout"])
+@pytest.mark.parametrize("kind", ["refused", "503", "502_html", "timeout", "not_the_api"])
 def test_the_service_down_is_said_plainly_and_is_no_red_mark(
     tmp_path, release, bare_python, endpoint, service, kind
 ):
@@ -600,6 +600,9 @@ def test_the_service_down_is_said_plainly_and_is_no_red_mark(
         )
     elif kind == "502_html":  # a proxy in front of a stopped service
         service.script = lambda handler: (502, {"Content-Type": "text/html"}, b"<html>Bad Gateway</html>")
+    elif kind == "not_the_api":  # a 202 whose links could carry a line of their own into the log
+        page = f"{service.url}/s/x\n::error::planted"
+        service.script = lambda handler: (202, {}, {"state": "queued", "page": page, "poll": page})
     else:
         sock, url = silent_server()
     try:
@@ -614,11 +617,14 @@ def test_the_service_down_is_said_plainly_and_is_no_red_mark(
     assert annotations(run, "error") == []
     (warning,) = annotations(run, "warning")
     assert "no está disponible" in warning and "No es fallo tuyo" in warning
-    assert {
+    reasons = {
         "refused": "Connection refused",
         "503": "GitHub no responde ahora.",
+        "502_html": "HTTP 502",
         "timeout": "no answer in 2 s",
-    }.get(kind, "HTTP 502") in warning
+        "not_the_api": "HTTP 202: not the service's answer",
+    }
+    assert reasons[kind] in warning and "planted" not in submit_step(run).stdout
     assert "no está disponible" in run.summary
     assert_token_kept_secret(run, endpoint)
 
