@@ -175,14 +175,24 @@ def serve(config, course: Course, roster, say: Say) -> int:
         workers=config.workers,
         database=_shown_url(config.database),
     )
+    # uvicorn stops on SIGINT and SIGTERM, then raises the signal again to the handler found
+    # before it: both end here as KeyboardInterrupt, a clean stop.
+    previous = signal.signal(signal.SIGTERM, _interrupt)
     try:
         server.run(sockets=[sock])
+    except KeyboardInterrupt:
+        pass
     finally:
+        signal.signal(signal.SIGTERM, previous)
         if workers is not None:
             workers.stop()
         services.store.close()
         say.line("service.serve.stopped")
     return 0
+
+
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -228,6 +238,10 @@ class Supervisor:
         self._thread.start()
 
     def _run(self) -> None:
+        # A child inherits this thread's signal mask, across exec: SIGINT stays blocked in it
+        # until worker_main ignores it, so a Ctrl-C while it starts is no traceback there.
+        if hasattr(signal, "pthread_sigmask"):
+            signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         failures = 0
         while not self._stop.is_set():
             started = time.monotonic()
@@ -280,7 +294,13 @@ def worker_config(config):
 
 
 def worker_main(config, parent: int) -> None:
-    """The child process: die with the command (even when it is killed), then the workers."""
+    """The child process: die with the command (even when it is killed), then the workers. The
+    command stops it (SIGTERM): a Ctrl-C at the terminal, which reaches the whole process group,
+    is the command's to act on while the workers start (Huey's consumer then takes SIGINT as a
+    graceful stop)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     if sys.platform.startswith("linux"):
         try:
             import ctypes
