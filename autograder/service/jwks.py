@@ -83,7 +83,7 @@ def _default_opener(issuer: str) -> Opener:
     return urllib.request.build_opener(*handlers).open
 
 
-class _FetchFailed(Exception):
+class FetchFailed(Exception):
     pass
 
 
@@ -137,7 +137,7 @@ class KeySet:
             if self._may_fetch():
                 try:
                     self._fetch()
-                except _FetchFailed as failure:
+                except FetchFailed as failure:
                     self._failure = str(failure)  # the keys known so far stay
                 else:
                     found = self._keys.get(kid)
@@ -168,10 +168,10 @@ class KeySet:
             self._jwks_uri = self._discover()
         try:
             document = self._get_json(self._jwks_uri)
-        except _FetchFailed:
+        except FetchFailed:
             self._jwks_uri = None  # the issuer may have moved it: discover again next time
             raise
-        self._keys = _rsa_signing_keys(document)
+        self._keys = rsa_signing_keys(document)
         self._fetched_at = self._clock()
         self._failed = False
 
@@ -181,10 +181,10 @@ class KeySet:
         config = self._get_json(self.issuer + "/.well-known/openid-configuration")
         named = config.get("issuer")
         if not isinstance(named, str) or named.rstrip("/") != self.issuer:
-            raise _FetchFailed(f"the discovery document names issuer {str(named)[:200]!r}")
+            raise FetchFailed(f"the discovery document names issuer {str(named)[:200]!r}")
         uri = config.get("jwks_uri")
         if not isinstance(uri, str) or not allowed_url(uri):
-            raise _FetchFailed(f"jwks_uri {str(uri)[:200]!r} is not an allowed URL")
+            raise FetchFailed(f"jwks_uri {str(uri)[:200]!r} is not an allowed URL")
         return uri
 
     def _get_json(self, url: str) -> dict[str, Any]:
@@ -193,23 +193,23 @@ class KeySet:
                 body = response.read(MAX_DOCUMENT_BYTES + 1)
         # URLError, HTTPError, timeouts, refused or reset connections, a body cut short
         except (OSError, ValueError, http.client.HTTPException) as exc:
-            raise _FetchFailed(f"{url}: {exc}") from None
+            raise FetchFailed(f"{url}: {exc}") from None
         if len(body) > MAX_DOCUMENT_BYTES:
-            raise _FetchFailed(f"{url}: more than {MAX_DOCUMENT_BYTES} bytes")
+            raise FetchFailed(f"{url}: more than {MAX_DOCUMENT_BYTES} bytes")
         try:
             document = json.loads(body)
         except (UnicodeDecodeError, ValueError):
-            raise _FetchFailed(f"{url}: not JSON") from None
+            raise FetchFailed(f"{url}: not JSON") from None
         if not isinstance(document, dict):
-            raise _FetchFailed(f"{url}: not a JSON object")
+            raise FetchFailed(f"{url}: not a JSON object")
         return document
 
 
-def _rsa_signing_keys(document: dict[str, Any]) -> dict[str, RSAPublicKey]:
+def rsa_signing_keys(document: dict[str, Any]) -> dict[str, RSAPublicKey]:
     """{kid: key} of the JWKS's RSA keys meant for signatures; other keys are ignored."""
     entries = document.get("keys")
     if not isinstance(entries, list):
-        raise _FetchFailed("the JWKS has no keys list")
+        raise FetchFailed("the JWKS has no keys list")
     keys: dict[str, RSAPublicKey] = {}
     for entry in entries:
         if not isinstance(entry, dict) or entry.get("kty") != "RSA":
@@ -227,5 +227,5 @@ def _rsa_signing_keys(document: dict[str, Any]) -> dict[str, RSAPublicKey]:
             keys[kid] = public
     if not keys:
         # An issuer that signs with nothing is broken, not rotated: keep the keys already known.
-        raise _FetchFailed("the JWKS has no RSA signing key")
+        raise FetchFailed("the JWKS has no RSA signing key")
     return keys

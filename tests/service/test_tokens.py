@@ -13,7 +13,7 @@ from support.oidc_issuer import FORGERIES, LocalIssuer
 
 from autograder.core import i18n
 from autograder.service.errors import ServiceRefusal
-from autograder.service.jwks import KeySet, _FetchFailed, _rsa_signing_keys, allowed_url
+from autograder.service.jwks import FetchFailed, KeySet, allowed_url, rsa_signing_keys
 from autograder.service.tokens import verify
 
 SERVICE = "https://grader.example.org"
@@ -417,9 +417,9 @@ def test_only_rsa_signing_keys_are_kept(issuer):
             "not a key",
         ]
     }
-    assert set(_rsa_signing_keys(document)) == {real["kid"]}
-    with pytest.raises(_FetchFailed, match="no RSA signing key"):
-        _rsa_signing_keys({"keys": document["keys"][1:]})  # a fetch that fails: known keys stay
+    assert set(rsa_signing_keys(document)) == {real["kid"]}
+    with pytest.raises(FetchFailed, match="no RSA signing key"):
+        rsa_signing_keys({"keys": document["keys"][1:]})  # a fetch that fails: known keys stay
 
 
 def test_the_catalogs_have_every_identity_message_in_both_languages():
