@@ -234,6 +234,8 @@ def _engine() -> dict[str, bytes]:
         parts = rel.split("/")
         if parts[0] == "graders" and (len(parts) != 2 or parts[1] not in GRADERS_PUBLIC):
             continue  # hidden graders: every lesson folder, anything but the engine's two files
+        if parts[0] == "service":
+            continue  # the grading service runs on the instructor's side; a learner never needs it
         files[f"autograder/{rel}"] = _read_bytes(ENGINE_DIR / rel)
     for name in GRADERS_PUBLIC:
         if f"autograder/graders/{name}" not in files:

@@ -83,10 +83,16 @@ def test_release_holds_exactly_the_learner_files(course, release):
     assert {rel.split("/")[1] for rel in on_disk if rel.startswith("exercises/")} == {
         lesson.folder for lesson in course.lessons
     }
-    # The engine is all there, byte for byte, but of autograder/graders/ only its two engine files.
-    engine = [rel for rel in source_files(ROOT / "autograder") if not rel.startswith("graders/")]
+    # The engine is all there, byte for byte, but of autograder/graders/ only its two engine files,
+    # and nothing of the grading service, which runs on the instructor's side.
+    engine = [
+        rel for rel in source_files(ROOT / "autograder") if not rel.startswith(("graders/", "service/"))
+    ]
+    assert (ROOT / "autograder" / "service").is_dir() and not (out / "autograder" / "service").exists()
     assert engine and [
-        rel for rel in on_disk if rel.startswith("autograder/") and "/graders/" not in rel
+        rel
+        for rel in on_disk
+        if rel.startswith("autograder/") and "/graders/" not in rel and "/service/" not in rel
     ] == [f"autograder/{rel}" for rel in engine]
     for rel in engine:
         assert (out / "autograder" / rel).read_bytes() == (ROOT / "autograder" / rel).read_bytes()
