@@ -67,12 +67,14 @@ def test_grading_workflow_contract():
     triggers = _triggers(spec)
     assert set(triggers) == {"push", "pull_request", "workflow_dispatch"}
     assert triggers["push"] == {"branches-ignore": ["grades"]}  # the history branch is not graded
+    # The practice grading waits its turn per branch; the service's submission is never held in
+    # a concurrency group, where GitHub would cancel a pending run.
+    assert "concurrency" not in spec and "concurrency" not in spec["jobs"]["submit"]
+    job = spec["jobs"]["grade"]
     assert (
-        spec["concurrency"]["group"].startswith("grade-")
-        and spec["concurrency"]["cancel-in-progress"] is False
+        job["concurrency"]["group"].startswith("grade-") and job["concurrency"]["cancel-in-progress"] is False
     )
     assert spec["permissions"] == {}
-    job = spec["jobs"]["grade"]
     assert job["timeout-minutes"] <= 30
     assert job["permissions"] == {"contents": "write", "statuses": "write"}
     install = next(s for s in job["steps"] if s.get("id") == "install")
