@@ -1,5 +1,7 @@
 """Helpers shared by lesson 03's graders: configurations, the learner's module behind the
-sandbox with trusted weights loaded, and the diagnoses that name a recognisable bug."""
+sandbox with trusted weights loaded, the diagnoses that name a recognisable bug, and what
+several check files ask of the module alike (forward on the meta device, its vector-Jacobian
+products)."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ import torch
 from autograder.core.results import Block, Figure, message
 from autograder.engine.checks import CheckFailure, fail
 from autograder.engine.feedback import ATOL, RTOL, compare
-from autograder.engine.grader_helpers import config_text, hinted, load_weights
+from autograder.engine.grader_helpers import config_text, hinted, learner_frames, load_weights
 from autograder.sandbox.client import Sandbox, StudentError
 
 from . import reference as ref
@@ -220,6 +222,62 @@ def mask_crop_hint(cfg: dict, T: int):
         return None
 
     return hinted(hint_of)
+
+
+def _raised_at(err: StudentError, *, function: str | None = None, mentions: str | None = None) -> bool:
+    """Whether the innermost frame of the learner's files is in `function`, or its line
+    mentions `mentions`: so that a device error is told as this check's TODO only when it
+    was raised there (elsewhere the engine says which TODO raised it)."""
+    frames = learner_frames(err)
+    if not frames:
+        return False
+    last = frames[-1]
+    return (function is not None and last.get("name") == function) or (
+        mentions is not None and mentions in str(last.get("line", ""))
+    )
+
+
+def expect_forward_on_meta(submission, moved, attn: LearnerAttention) -> None:
+    """forward runs on the "meta" device (shapes without data, on every machine): a tensor that
+    forward makes without device=... (a mask built there with torch.ones(T, T)) lands on the
+    CPU and cannot mix with the module's; a hard-coded .cuda() or "cpu" is caught the same way.
+    Used by the checks of TODO [mask] and TODO [fused]: only torch's device errors raised in
+    that TODO's code are told as its own; any other error is left to the engine."""
+    x = torch.empty(2, MAIN_T, MAIN["n_embd"], device="meta")
+    called = message("lesson03.called_meta", call=attn.call_text, shape=tuple(x.shape))
+
+    def device_hint(err: StudentError):
+        here = (
+            _raised_at(err, function="_fused_attention")
+            if attn.fused
+            else _raised_at(err, mentions="mask") and not _raised_at(err, function="_fused_attention")
+        )
+        return message("lesson03.meta_forward") if "device" in err.message and here else None
+
+    with hinted(device_hint, called), mask_crop_hint(MAIN, MAIN_T):
+        y = submission.call(moved, x)
+    if not isinstance(y, torch.Tensor):
+        fail(called, message("lesson03.not_a_tensor", got=type(y).__name__))
+    if y.device.type != "meta":
+        fail(called, message("lesson03.meta_output", got=y.device.type))
+
+
+def vjp_or_none(submission, attn: LearnerAttention, x: torch.Tensor, cotangents: list):
+    """The learner's vector-Jacobian products, or None when the output carries no gradient
+    back to x at all (the worker's own RuntimeError, no learner frame)."""
+    try:
+        grads = submission.vjp(attn.handle, x, cotangents)
+    except StudentError as err:
+        if not err.frames_in_root() and "does not depend on the input" in err.message:
+            return None
+        raise
+    if not (
+        isinstance(grads, list)
+        and len(grads) == len(cotangents)
+        and all(isinstance(g, torch.Tensor) and g.shape == x.shape for g in grads)
+    ):
+        fail(attn.called(x), message("lesson03.shape_wrong", got="?", expected=tuple(x.shape)))
+    return grads
 
 
 @dataclass(frozen=True)
