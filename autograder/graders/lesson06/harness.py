@@ -493,3 +493,48 @@ CROP_HINTS = (
     (r"AssertionError: .*block_size|Cannot forward sequence", lambda m: message("lesson06.hint_not_cropped")),
     (r"IndexError: index out of range in self", lambda m: message("lesson06.hint_not_cropped")),
 )
+
+
+# ---------------------------------------------------------------- cached_attention, as the cache checks call it
+
+# The batch of most cases of the cache checks (each case says where it is 1).
+B = 2
+
+
+def diagnose(actual: torch.Tensor, candidates) -> list:
+    """The message of the first (candidate, key) whose candidate `actual` matches; a candidate
+    may be a callable, computed only when the ones before it did not match."""
+    for candidate, key in candidates:
+        value = candidate() if callable(candidate) else candidate
+        if value is not None and close(actual, value):
+            return [message(key)]
+    return []
+
+
+def _attention_called(attn: WorkerAttention, x: torch.Tensor, past: int, device: str = "cpu"):
+    called = message(
+        "lesson06.called_cached_attention",
+        cfg=config_text(attn.cfg),
+        shape=tuple(x.shape),
+        past=past,
+        past_shape=(x.shape[0], attn.n_head, past, attn.cfg["n_embd"] // attn.n_head),
+    )
+    return called if device == "cpu" else message("lesson06.called_on_device", called=called, device=device)
+
+
+def cached(
+    submission, attn: WorkerAttention, x, past_k, past_v, own: str, hints=CACHE_HINTS, device: str = "cpu"
+):
+    """The learner's cached_attention(attn, x, past_k, past_v) as (y, k, v), checked to be three tensors."""
+    past = 0 if past_k is None else past_k.shape[2]
+    called = _attention_called(attn, x, past, device)
+    with hinted(*hints, own=own, called=called):
+        result = submission.call(function(submission, "cached_attention"), attn.handle, x, past_k, past_v)
+    if not (
+        isinstance(result, (tuple, list))
+        and len(result) == 3
+        and all(isinstance(t, torch.Tensor) for t in result)
+    ):
+        got = type(result).__name__ + (f"[{len(result)}]" if isinstance(result, (tuple, list)) else "")
+        fail(called, message("lesson06.not_a_triple", got=got))
+    return tuple(result), called

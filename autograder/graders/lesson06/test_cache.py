@@ -1,22 +1,19 @@
-"""Hidden checks of the KV cache (TODOs kv-cache and cache-alignment).
+"""Hidden checks of TODO [kv-cache]: what the cache holds and what it gives.
 
 cached_attention runs on lesson 03's reference attention, forward_cached and generate on
 lesson 04's reference GPT, both built in the worker with weights the grader draws. Expected
 values come from the float64 reference here: the full forward pass of the same GPT (the
 cache must not change a single logit beyond atol 1e-5) and an explicit cached attention.
 
-Each TODO's checks leave the other's code out of the verdict:
-- kv-cache judges the keys and values cached_attention returns (the mask plays no part in
-  them), the cache's contents with the value weights of every layer but the last at 0 (so no
-  layer's input depends on a mask), and the logits and tokens of forward_cached and generate
-  with the real weights when the learner's mask is right, else with every layer's values at 0
-  (each attention output is then its bias, whatever the mask);
-- cache-alignment judges the output of cached_attention against the reference attention over
-  the keys and values it returned itself (so a slip in TODO [kv-cache] plays no part), in the
-  reference attention and in every layer of the GPT;
-- generate with the cache is tried past block_size only where the learner's crop_context gives
-  the reference crop (TODO [crop-context]).
-Where tensors are made, the meta device (shapes without data) shows one born on the CPU.
+These checks leave TODO [cache-alignment]'s code (the mask, test_cache_alignment.py) out of
+the verdict: they judge the keys and values cached_attention returns (the mask plays no part
+in them), the cache's contents with the value weights of every layer but the last at 0 (so no
+layer's input depends on a mask), and the logits and tokens of forward_cached and generate
+with the real weights when the learner's mask is right, else with every layer's values at 0
+(each attention output is then its bias, whatever the mask). generate with the cache is tried
+past block_size only where the learner's crop_context gives the reference crop (TODO
+[crop-context]). Where tensors are made, the meta device (shapes without data) shows one born
+on the CPU.
 """
 
 from __future__ import annotations
@@ -24,10 +21,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from autograder.core.results import Block, message
+from autograder.core.results import message
 from autograder.engine.checks import fail
-from autograder.engine.feedback import ATOL, RTOL, compare, heatmap
-from autograder.engine.grader_helpers import config_text, generator, tokens
+from autograder.engine.feedback import ATOL, RTOL, compare
+from autograder.engine.grader_helpers import generator, tokens
 from autograder.sandbox.client import StudentError
 
 from . import reference as ref
@@ -37,66 +34,25 @@ from .harness import (
     CROP_HINTS,
     DEVICE_HINTS,
     GPT_CFG,
+    B,
     WorkerAttention,
     WorkerGPT,
     alignment_agrees,
     cache_feeds,
-    close,
+    cached,
     crop_agrees,
+    diagnose,
     draw_seed,
     expect_logits,
     function,
     generate_sampled,
-    given_kv,
     hinted,
     judge_sampled,
     learner_crop,
     raised_in,
 )
 
-B = 2
-
-
-def _diagnose(actual: torch.Tensor, candidates) -> list:
-    """The message of the first (candidate, key) whose candidate `actual` matches; a candidate
-    may be a callable, computed only when the ones before it did not match."""
-    for candidate, key in candidates:
-        value = candidate() if callable(candidate) else candidate
-        if value is not None and close(actual, value):
-            return [message(key)]
-    return []
-
-
 # ---------------------------------------------------------------- cached_attention
-
-
-def _attention_called(attn: WorkerAttention, x: torch.Tensor, past: int, device: str = "cpu"):
-    called = message(
-        "lesson06.called_cached_attention",
-        cfg=config_text(attn.cfg),
-        shape=tuple(x.shape),
-        past=past,
-        past_shape=(x.shape[0], attn.n_head, past, attn.cfg["n_embd"] // attn.n_head),
-    )
-    return called if device == "cpu" else message("lesson06.called_on_device", called=called, device=device)
-
-
-def cached(
-    submission, attn: WorkerAttention, x, past_k, past_v, own: str, hints=CACHE_HINTS, device: str = "cpu"
-):
-    """The learner's cached_attention(attn, x, past_k, past_v) as (y, k, v), checked to be three tensors."""
-    past = 0 if past_k is None else past_k.shape[2]
-    called = _attention_called(attn, x, past, device)
-    with hinted(*hints, own=own, called=called):
-        result = submission.call(function(submission, "cached_attention"), attn.handle, x, past_k, past_v)
-    if not (
-        isinstance(result, (tuple, list))
-        and len(result) == 3
-        and all(isinstance(t, torch.Tensor) for t in result)
-    ):
-        got = type(result).__name__ + (f"[{len(result)}]" if isinstance(result, (tuple, list)) else "")
-        fail(called, message("lesson06.not_a_triple", got=got))
-    return tuple(result), called
 
 
 def _expect_kv(
@@ -144,7 +100,7 @@ def _expect_kv(
                     "lesson06.diag_cache_swapped",
                 ),
             ]
-        fail(called, problem, *_diagnose(got, diagnoses))
+        fail(called, problem, *diagnose(got, diagnoses))
 
 
 @pytest.mark.check("cache-attention")
@@ -291,7 +247,7 @@ def test_cache_state(submission, check_seed):
                 fail(
                     called,
                     problem,
-                    *_diagnose(g, [(r, "lesson06.diag_cache_order"), (z, "lesson06.diag_positions_zero")]),
+                    *diagnose(g, [(r, "lesson06.diag_cache_order"), (z, "lesson06.diag_positions_zero")]),
                 )
     _cache_on_meta(submission, gen)
 
@@ -335,7 +291,7 @@ def test_cache_one_token(submission, check_seed):
                 called,
                 message("lesson06.one_token_wrong", t=t),
                 problem,
-                *_diagnose(
+                *diagnose(
                     logits,
                     [
                         (_variant(model, idx, chunks, t, **options), key)
@@ -399,186 +355,3 @@ def test_cache_generate(submission, check_seed):
                 diagnosis,
                 message("lesson06.cache_generate_hint", bs=bs),
             )
-
-
-# ---------------------------------------------------------------- TODO [cache-alignment]
-
-
-def _influence(submission, attn: WorkerAttention, x, past_k, past_v, gen) -> torch.Tensor:
-    """(T, S): how much output i moves when key/value j alone changes (one batched call).
-    Cached tokens j change through their value, new tokens through their input."""
-    x, past_k, past_v = x[:1], past_k[:1], past_v[:1]  # one row: the batch carries the perturbations
-    P, T = past_k.shape[2], x.shape[1]
-    S = P + T
-    xb, kb, vb = x.repeat(S + 1, 1, 1), past_k.repeat(S + 1, 1, 1, 1), past_v.repeat(S + 1, 1, 1, 1)
-    for j in range(S):
-        if j < P:
-            vb[j + 1, :, j] += torch.randn(vb.shape[1], vb.shape[3], generator=gen)
-        else:
-            xb[j + 1, j - P] += torch.randn(x.shape[-1], generator=gen)
-    (y, _, _), _ = cached(submission, attn, xb, kb, vb, own="cache-alignment", hints=ALIGN_HINTS)
-    if tuple(y.shape) != tuple(xb.shape) or y.device.type != "cpu":
-        return None
-    return (y[1:] - y[:1]).abs().amax(dim=-1).T  # [i, j]
-
-
-def _visibility_block(see: torch.Tensor) -> Block:
-    lines = ["i\\j " + " ".join(str(j % 10) for j in range(see.shape[1]))]
-    for i in range(see.shape[0]):
-        lines.append(f"{i:>3} " + " ".join("1" if v else "·" for v in see[i].tolist()))
-    return Block("\n".join(lines) + "\n", kind="heatmap")
-
-
-ALIGN_HINTS = DEVICE_HINTS + tuple(h for h in CACHE_HINTS if "attn_mask" in h[0] or "dimension 3" in h[0])
-
-
-def _judge_attention(y, expected, state, n_head, x, result, prefix: str = ""):
-    """The compare() problem of y against `expected` (the reference over the learner's own keys
-    and values) with the diagnoses of a recognisable mask, or None when y is right."""
-    if y.device.type != "cpu" or tuple(y.shape) != tuple(expected.shape):
-        return [
-            message(
-                "lesson06.shape_wrong",
-                what=message("lesson06.what_attention_out"),
-                got=tuple(y.shape),
-                expected=tuple(expected.shape),
-            )
-        ]
-    problem = compare(y, expected.float(), what=message("lesson06.what_attention_out"), atol=ATOL, rtol=RTOL)
-    if not problem:
-        return None
-    diagnoses = _diagnose(
-        y,
-        [
-            (lambda: given_kv(state, n_head, x, result, prefix, align="top_left"), "lesson06.diag_top_left"),
-            (lambda: given_kv(state, n_head, x, result, prefix, align="none"), "lesson06.diag_no_mask"),
-            (
-                lambda: given_kv(state, n_head, x, result, prefix, align="no_self"),
-                "lesson06.diag_mask_hides_self",
-            ),
-            (
-                lambda: given_kv(state, n_head, x, result, prefix, align="one_ahead"),
-                "lesson06.diag_mask_one_ahead",
-            ),
-        ],
-    )
-    return [problem, *diagnoses]
-
-
-@pytest.mark.check("chunk-attention")
-def test_chunk_attention(submission, check_seed):
-    """Several new tokens with an empty cache (prefill), one token after four cached ones, and
-    three tokens after five: the output is the reference attention, with the mask aligned to
-    the bottom-right corner, over the keys and values cached_attention itself returns (so how
-    they were put together, TODO [kv-cache], plays no part). A failure shows which keys each
-    new query really sees. Then the same on the meta device: the mask is made where x is."""
-    gen = generator(check_seed)
-    attn = WorkerAttention(submission, gen)
-    C, nh = ATTN_CFG["n_embd"], ATTN_CFG["n_head"]
-    for batch, P, T in ((1, 0, 8), (B, 4, 1), (1, 5, 3)):
-        x = torch.randn(batch, T, C, generator=gen)
-        past_k = past_v = None
-        if P:
-            _, past_k, past_v = attn.past(batch, P, gen)
-        result, called = cached(submission, attn, x, past_k, past_v, own="cache-alignment", hints=ALIGN_HINTS)
-        expected = given_kv(attn.state, nh, x, result)
-        if expected is None:
-            continue  # keys and values that cannot be attended to: TODO [kv-cache]'s checks say why
-        problems = _judge_attention(result[0], expected, attn.state, nh, x, result)
-        if problems is None:
-            continue
-        if not P:
-            fail(called, message("lesson06.prefill_wrong"), *problems)
-        S = result[1].shape[2]
-        parts = [called, message("lesson06.chunk_attention_wrong", P=S - T, T=T, last=S - 1), *problems]
-        influence = _influence(submission, attn, x, past_k, past_v, gen) if S == P + T else None
-        if influence is not None and torch.isfinite(influence).all():
-            see = ref.visible(T, P + T)
-            moved = influence > 1e-5
-            leaks = moved & ~see
-            blind = ~moved & see
-            parts += [
-                message("lesson06.influence_title"),
-                heatmap((influence / influence.max().clamp_min(1e-12)).numpy(), leaks=leaks.numpy()),
-                message("lesson06.influence_legend", leaks=int(leaks.sum()), blind=int(blind.sum())),
-                message("lesson06.visible_title", last=P - 1),
-                _visibility_block(see),
-            ]
-        fail(*parts)
-    # The meta device: a mask made without device= is born on the CPU and cannot meet q, k, v.
-    meta = WorkerAttention(submission, gen)
-    submission.call(meta.handle, "meta", method="to")
-    P, T, hs = 5, 3, C // nh
-    x = torch.empty(B, T, C, device="meta")
-    past = torch.empty(B, nh, P, hs, device="meta")
-    (y, _, _), called = cached(
-        submission, meta, x, past, past, own="cache-alignment", hints=ALIGN_HINTS, device="meta"
-    )
-    if y.device.type != "meta" or tuple(y.shape) != (B, T, C):
-        fail(
-            called,
-            message(
-                "lesson06.meta_output_wrong",
-                got=f"Tensor(shape={tuple(y.shape)}, device={y.device.type})",
-                expected=f"Tensor(shape={(B, T, C)}, device=meta)",
-            ),
-        )
-
-
-@pytest.mark.check("chunk-logits")
-def test_chunk_logits(submission, check_seed):
-    """Chunks of 4, 3 and 3 tokens through every layer of the GPT (B = 2): in each layer, the
-    learner's cached_attention on that layer's attention, with the reference cache and the
-    reference input, gives the reference attention over the keys and values it returns itself
-    (the positions and the concatenation, TODO [kv-cache], play no part)."""
-    gen = generator(check_seed)
-    model = WorkerGPT(submission, gen)
-    bs, n_layer, nh = GPT_CFG["block_size"], GPT_CFG["n_layer"], GPT_CFG["n_head"]
-    idx = tokens(B, bs, GPT_CFG["vocab_size"], gen)
-    chunks = [4, 3, 3]
-    tr = model.trusted.transformer
-    handles = [model.attention(i) for i in range(n_layer)]
-    keys, values = [None] * n_layer, [None] * n_layer
-    start = 0
-    with torch.no_grad():
-        for size in chunks:
-            x = tr.wte(idx[:, start : start + size]) + tr.wpe(torch.arange(start, start + size))
-            for i, block in enumerate(tr.h):
-                prefix = f"transformer.h.{i}.attn."
-                h = block.ln_1(x).float()
-                called = message(
-                    "lesson06.called_chunk_layer",
-                    model=model.text,
-                    layer=i,
-                    first=start,
-                    last=start + size - 1,
-                    P=start,
-                )
-                past_k = None if keys[i] is None else keys[i].float()
-                past_v = None if values[i] is None else values[i].float()
-                with hinted(*ALIGN_HINTS, own="cache-alignment", called=called):
-                    result = submission.call(
-                        function(submission, "cached_attention"), handles[i], h, past_k, past_v
-                    )
-                expected = given_kv(model.state, nh, h, result, prefix)
-                if expected is not None:
-                    problems = _judge_attention(result[0], expected, model.state, nh, h, result, prefix)
-                    if problems is not None:
-                        head = (
-                            message("lesson06.prefill_wrong")
-                            if start == 0
-                            else message(
-                                "lesson06.chunk_layer_wrong",
-                                layer=i,
-                                first=start,
-                                last=start + size - 1,
-                                P=start,
-                            )
-                        )
-                        fail(called, head, *problems)
-                a, keys[i], values[i] = ref.attend(
-                    model.state, h.double(), keys[i], values[i], nh, prefix=prefix
-                )
-                x = x + a
-                x = x + block.mlp(block.ln_2(x))
-            start += size
