@@ -20,7 +20,7 @@ from autograder.core.manifest import Course
 from autograder.core.results import CourseResult, Status
 from autograder.render.labels import check_label, lesson_state, lesson_title, points_text, score_number
 from autograder.service.store import Result, Submission
-from autograder.service.verdict import FINAL_STATES, shown_result
+from autograder.service.verdict import FINAL_STATES, error_reason, shown_result
 
 REFRESH_S = 5
 _SYMBOLS = {Status.PASSED: "✔", Status.FAILED: "✘", Status.ERROR: "!", Status.SKIPPED: "–"}
@@ -103,8 +103,8 @@ def render_page(
     if result is None or state not in ("done", "error"):
         shown = state if state in ("queued", "grading", "superseded") else "grading"
         body.append(f'<p class="note">{_t("service.verdict." + shown, lang)}</p>')
-    elif graded is None:
-        body.append(f'<p class="note">{_t("service.page.no_grade", lang, reason=result.error or "")}</p>')
+    elif result.status != "done" or graded is None:
+        body.append(f'<p class="note message">{_e(error_reason(result, graded, lang))}</p>')
     else:
         body.append(_grade(graded, lang))
     refresh = "" if state in FINAL_STATES else f'<meta http-equiv="refresh" content="{REFRESH_S}">\n'

@@ -132,12 +132,15 @@ def hide_quiz(lesson: LessonResult, course: Course, lang: str) -> LessonResult:
     else:
         status = Status.FAILED
     parts: list[Any] = [message("service.verdict.quiz_hidden", right=right, total=len(questions))]
+    seen: set[str] = set()
     for check in questions:
         for part in check.feedback.parts:
-            said = i18n.localize(part, lang) if isinstance(part, Text) else getattr(part, "text", "")
-            if check.status is Status.ERROR or _about_the_file(said, lang):
-                if said not in [i18n.localize(p, lang) for p in parts]:
-                    parts.append(part)
+            said = (
+                str(i18n.localize(part, lang)) if isinstance(part, Text) else str(getattr(part, "text", ""))
+            )
+            if (check.status is Status.ERROR or _about_the_file(said, lang)) and said not in seen:
+                seen.add(said)
+                parts.append(part)
     merged = CheckResult(
         "quiz",
         None,
@@ -184,33 +187,24 @@ def verdict(
         state = state if state in ("queued", "grading", "superseded") else "grading"
         return _note(state, i18n.translate(f"service.verdict.{state}", lang), page, lang, warnings)
     graded = shown_result(result, course, revealed)
-    if graded is None:  # an error recorded without the shape of a grade
-        said = i18n.translate("service.verdict.title_error", lang) + " " + _error_text(result, lang)
-        return _note("error", said, page, lang, warnings)
-    done = result.status == "done"
-    title = i18n.translate("service.verdict.title" if done else "service.verdict.title_error", lang)
+    if result.status != "done" or graded is None:
+        # Not graded: every check of the error result says the same reason; it is said once.
+        title = i18n.translate("service.verdict.title_error", lang)
+        return _note("error", title, page, lang, warnings, detail=error_reason(result, graded, lang))
+    title = i18n.translate("service.verdict.title", lang)
     markdown = _markdown_head(title, page, lang, warnings) + "\n" + render_markdown(graded, lang)
     text = _text_head(title, page, lang, warnings) + "\n" + render_text(graded, lang, color=False)
-    return Verdict(
-        result.status,
-        page,
-        _number(graded.score) if done else None,
-        _number(graded.max_score) if done else None,
-        markdown,
-        text,
-    )
+    return Verdict("done", page, _number(graded.score), _number(graded.max_score), markdown, text)
 
 
-def _note(state: str, said: str, page: str, lang: str, warnings: list[str]) -> Verdict:
-    """The verdict of a submission without a grade to show (yet): one sentence and the link."""
-    return Verdict(
-        state,
-        page,
-        None,
-        None,
-        _markdown_head(said, page, lang, warnings),
-        _text_head(said, page, lang, warnings),
-    )
+def _note(state: str, said: str, page: str, lang: str, warnings: list[str], detail: str = "") -> Verdict:
+    """The verdict of a submission without a grade to show (yet): what it is, the link, and why."""
+    markdown = _markdown_head(said, page, lang, warnings)
+    text = _text_head(said, page, lang, warnings)
+    if detail:
+        markdown += "\n" + neutral.markdown_text(detail) + "\n"
+        text += "\n" + neutral.terminal(detail) + "\n"
+    return Verdict(state, page, None, None, markdown, text)
 
 
 def _markdown_head(title: str, page: str, lang: str, warnings: list[str]) -> str:
@@ -226,7 +220,13 @@ def _text_head(title: str, page: str, lang: str, warnings: list[str]) -> str:
     return "\n".join(neutral.terminal(line) for line in [*lines, *warnings]) + "\n"
 
 
-def _error_text(result: Result, lang: str) -> str:
+def error_reason(result: Result, graded: CourseResult | None, lang: str) -> str:
+    """Why a submission has no grade: the message its error result gives every check (the
+    worker's, grade-shaped), or the reason recorded without that shape."""
+    for lesson in graded.lessons if graded is not None else ():
+        for check in lesson.checks:
+            if check.feedback.parts:
+                return i18n.feedback_text(check.feedback, lang)
     try:
         error = json.loads(result.result_json).get("error") or {}
         return i18n.translate(str(error["key"]), lang, **dict(error.get("params") or {}))

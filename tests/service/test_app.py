@@ -12,7 +12,8 @@ cap, a repository over its hourly limit, GitHub down) answers its status with it
 in the course's language, and records nothing; an unknown key is a 404 that says nothing more;
 a graded submission's verdict and page show the grade as a copy linked to the record, quiz
 answers as a count only, messages capped and escaped. The configurations the service must not
-start with are refused with the option named.
+start with are refused with the option named; a public URL with a path serves below it, and the
+options may come from the environment.
 
 Nothing here grades (no workers): tests/service/test_service_end_to_end.py does."""
 
@@ -503,3 +504,48 @@ def test_without_a_roster_the_service_does_not_start(service):
         env={k: v for k, v in os.environ.items() if not k.startswith("AUTOGRADER_SERVE_")},
     )
     assert proc.returncode == 2 and "--roster" in proc.stderr and "AUTOGRADER_SERVE_ROSTER" in proc.stderr
+
+
+def test_a_public_url_with_a_path_serves_below_it_and_options_come_from_the_environment(service):
+    """Behind a proxy at https://host/corrector the routes live below /corrector (the proxy passes
+    the path as it is), the links carry it, and the tokens' audience is that whole URL. The
+    roster and the public URL come from $AUTOGRADER_SERVE_ROSTER and _PUBLIC_URL here."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/corrector"
+    args = service.args("--workers", "0")
+    for option in ("--roster", "--public-url", "--port"):
+        at = args.index(option)
+        del args[at : at + 2]
+    args += ["--port", str(port), "--data", str(service.base / "otro")]
+    env = {**os.environ, "AUTOGRADER_SERVICE_TOKEN": TOKEN}
+    env.update(AUTOGRADER_SERVE_ROSTER=str(service.roster), AUTOGRADER_SERVE_PUBLIC_URL=url)
+    log = open(service.base / "prefix.log", "w")
+    proc = subprocess.Popen(args, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env)
+    log.close()
+    try:
+        end = time.monotonic() + WAIT
+        while True:
+            assert proc.poll() is None and time.monotonic() < end, (service.base / "prefix.log").read_text()
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5):
+                    break
+            except OSError:
+                time.sleep(0.1)
+        repo = service.repos["ana"]
+        token = service.issuer.mint(
+            aud=url, repository=repo["full_name"], repository_id=str(repo["id"]), sha=SHA
+        )
+        request = urllib.request.Request(
+            url + "/submissions", data=b"", headers={"Authorization": f"Bearer {token}"}, method="POST"
+        )
+        status, body, _ = answer(request)
+        assert status == 202, body
+        assert body["page"].startswith(url + "/s/") and body["poll"].startswith(url + "/submissions/")
+        assert answer(urllib.request.Request(body["poll"]))[1]["state"] == "queued"
+        status, _, _ = answer(
+            urllib.request.Request(f"http://127.0.0.1:{port}/submissions/{body['submission']}")
+        )
+        assert status == 404  # nothing outside the public URL's path
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)

@@ -47,7 +47,7 @@ from autograder.service.store import Result, Store, Submission
 LESSON = "01"
 LEASE = 5  # seconds: a killed worker's submission is graded again this long after its last beat
 WAIT = 300  # seconds: an outer bound on any one wait, so that a hang fails the test
-LEARNERS = ("ana", "bea", "carla", "dario", "eva", "fede", "gil")
+LEARNERS = ("ana", "bea", "carla", "dario", "eva", "fede", "gil", "hugo", "ines")
 GIT = [
     "git",
     "-c",
@@ -348,6 +348,64 @@ def test_a_hostile_autograder_in_the_learners_repository_changes_nothing(service
     assert set(graded.values()) == {"passed"}
     assert json.loads(result.result_json) == grade_locally(tmp_path, learner_files, result.seed)
     assert not os.path.exists(mark), "the learner's code ran outside the sandbox"
+
+
+def test_the_verdict_shows_what_failed_and_nothing_of_the_graders_or_the_quiz_key(service, solved, course):
+    """A learner whose targets are not shifted and whose quiz answers are all wrong reads why
+    their check failed, and the quiz as a count: no line of the hidden graders or of the
+    reference code, no word of which answer is wrong."""
+    folder = course.lesson(LESSON).folder
+    data = f"exercises/{folder}/data.py"
+    shifted = "y = torch.stack([data[i + 1 : i + 1 + block_size] for i in ix])"
+    assert solved[data].count(shifted) == 1
+    buggy = {
+        **wrong_quiz(solved, course),
+        data: solved[data].replace(shifted, shifted.replace("i + 1 :", "i :")),
+    }
+    submitted = service.submit("hugo", buggy)
+    verdict = service.verdict(submitted)
+    _, result = service.recorded(submitted)
+    assert verdict["state"] == "done" and statuses(result.result_json)["targets-shift"] == "failed"
+    with urllib.request.urlopen(submitted["page"], timeout=60) as reply:
+        page = reply.read().decode()
+    shown = {"text": verdict["text"], "markdown": verdict["markdown"], "page": page}
+    for where, text in shown.items():
+        assert "targets-shift" in text and "Preguntas: 0 de 3 correctas" in text, where
+        assert "quiz-1" not in text and "README" not in text, where  # the wrong answers' hints
+    graders = ROOT / "autograder" / "graders" / course.lesson(LESSON).graders
+    lines = {
+        line.strip()
+        for path in graders.rglob("*.py")
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if len(line.strip()) >= 30
+    }
+    assert lines  # the check below is not vacuous
+    for where, text in shown.items():
+        leaked = [line for line in lines if line in text]
+        assert not leaked, (where, leaked)
+
+
+def test_a_commit_the_service_cannot_fetch_is_said_with_no_grade(service, solved):
+    """A token for a commit that is not in the repository (pushed elsewhere, or forced away): the
+    submission is recorded, the worker cannot fetch it, and the learner reads why, with no grade."""
+    service.remotes.push("curso/ines", solved)
+    repo = service.repos["ines"]
+    token = service.issuer.mint(
+        repository=repo["full_name"], repository_id=str(repo["id"]), sha="0123456789" * 4
+    )
+    request = urllib.request.Request(
+        service.url + "/submissions", data=b"", headers={"Authorization": f"Bearer {token}"}, method="POST"
+    )
+    with urllib.request.urlopen(request, timeout=60) as reply:
+        submitted = {**json.loads(reply.read()), "sha": "0123456789" * 4}
+    verdict = service.verdict(submitted)
+    _, result = service.recorded(submitted)
+    assert verdict["state"] == "error" and result.error == "service.worker.fetch_failed", service.log()
+    assert verdict["score"] is None and verdict["max"] is None
+    assert verdict["text"].startswith(i18n.translate("service.verdict.title_error", "es"))
+    said = i18n.translate("service.worker.fetch_failed", "es", reason="").strip()
+    assert said in verdict["text"] and said in verdict["markdown"]
+    assert verdict["text"].count(said) == 1  # said once, not once per check
 
 
 # ------------------------------------------------------------------------------ crashes
