@@ -1,23 +1,8 @@
 """The service's SQL store: the record of every submission and its one result (the gradebook).
 
 SQLAlchemy Core over SQLite by default (one file in the data folder, WAL, a busy timeout) and
-PostgreSQL at scale, with the same statements: nothing below is SQLite's own SQL. Two tables:
-
-    submissions  one row per (repository, commit) the service accepted: who (the roster's learner,
-                 the repository by id), what (the sha), when (submitted_at and where that time
-                 came from, received_at), the token's jti (UNIQUE: a token replayed is the same
-                 submission; UNIQUE (repository_id, sha): two runs on one commit are one), the
-                 page key (the unguessable URL), its state and its lease:
-                     queued -> grading -> done | error       graded, a result row each
-                     grading -> queued                        its lease expired (reap) or its
-                                                              worker cannot grade (requeue)
-                     queued -> superseded                     a newer push of the same repository
-                                                              was queued: recorded, never graded
-                 attempts counts leases that expired (a worker lost mid-grading); after the
-                 last, the submission is an error with a result that says so.
-    results      at most one per submission (UNIQUE submission_id): status "done" (the grade
-                 JSON) or "error" (a grade-shaped JSON whose every check says why, and the
-                 catalog key of that reason), the graders' hash, the seed and the worker.
+PostgreSQL at scale, with the same statements: nothing below is SQLite's own SQL. The tables
+and their rows are schema.py's.
 
 Correctness rests here, not on the queue: a submission is recorded before the service answers;
 `claim` hands a queued submission to exactly one worker (SELECT ... FOR UPDATE SKIP LOCKED where
@@ -43,32 +28,17 @@ import json
 import secrets
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
-    BigInteger,
-    Column,
-    DateTime,
-    ForeignKey,
-    Index,
-    Integer,
-    MetaData,
-    String,
-    Table,
-    UniqueConstraint,
-    create_engine,
-    event,
     func,
     insert,
     select,
     update,
 )
-from sqlalchemy import Text as SQLText
-from sqlalchemy.engine import Connection, Engine, Row
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.types import TypeDecorator
 
 from autograder.core.results import Text
 
@@ -76,184 +46,23 @@ if TYPE_CHECKING:  # the service's other parts, written beside this one
     from autograder.service.claims import Admitted
     from autograder.service.github_lookup import SubmissionTime
 
-BUSY_TIMEOUT_S = 30.0  # how long a SQLite writer waits for another's transaction to end
-STATES = ("queued", "grading", "done", "error", "superseded")
-LOST = "service.worker.lost"  # the reason recorded when every attempt lost its worker
-
-
-class UTCDateTime(TypeDecorator):
-    """An aware datetime in, an aware UTC datetime out, on every database (SQLite keeps no
-    zone: it stores the UTC wall time, in a format that sorts as the times do)."""
-
-    impl = DateTime
-    cache_ok = True
-
-    def process_bind_param(self, value: datetime | None, dialect) -> datetime | None:
-        if value is None:
-            return None
-        if value.tzinfo is None:
-            raise ValueError(f"a naive datetime reached the store: {value!r} (give it a time zone)")
-        value = value.astimezone(timezone.utc)
-        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
-
-    def process_result_value(self, value: datetime | None, dialect) -> datetime | None:
-        if value is None:
-            return None
-        return value.replace(tzinfo=timezone.utc) if value.tzinfo is None else value.astimezone(timezone.utc)
-
-
-# SQLite's rowid autoincrements only for INTEGER PRIMARY KEY; elsewhere ids are 64-bit.
-_ID = BigInteger().with_variant(Integer(), "sqlite")
-
-metadata = MetaData()
-
-submissions = Table(
-    "submissions",
+from autograder.service.schema import (
+    LOST,
+    STATES,
+    Result,
+    Submission,
+    claim_query,
+    make_engine,
     metadata,
-    Column("id", _ID, primary_key=True, autoincrement=True),
-    Column("page_key", String(64), nullable=False, unique=True),
-    Column("learner", String(255), nullable=False),
-    Column("repository_id", BigInteger, nullable=False),
-    Column("repository", String(255), nullable=False),  # owner/name as the token said, for display
-    Column("sha", String(64), nullable=False),
-    Column("ref", String(255), nullable=False),
-    Column("event_name", String(64), nullable=False),
-    Column("run_id", BigInteger, nullable=False),
-    Column("actor", String(255), nullable=False, default=""),  # who pushed: display only
-    Column("token_id", String(255), nullable=False, unique=True),
-    Column("submitted_at", UTCDateTime, nullable=False),
-    Column("time_source", String(16), nullable=False),  # "run" | "push" | "token"
-    Column("received_at", UTCDateTime, nullable=False),
-    Column("state", String(16), nullable=False, default="queued"),
-    Column("attempts", Integer, nullable=False, default=0),
-    Column("worker", String(255)),
-    Column("lease_expires", UTCDateTime),
-    Column("heartbeat_at", UTCDateTime),
-    # Why the last attempt gave up without a result (a Text as JSON), said if every attempt does.
-    Column("last_error", SQLText),
-    Column("warnings_json", SQLText, nullable=False, default="[]"),
-    UniqueConstraint("repository_id", "sha", name="one_submission_per_commit"),
-    Index("submissions_by_state", "state", "id"),
-    Index("submissions_by_repository", "repository_id", "received_at"),
-    Index("submissions_by_learner", "learner", "id"),
+    now_utc,
+    result_from_row,
+    results,
+    submission_from_row,
+    submissions,
+    text_to_json,
 )
 
-results = Table(
-    "results",
-    metadata,
-    Column("id", _ID, primary_key=True, autoincrement=True),
-    Column("submission_id", _ID, ForeignKey("submissions.id"), nullable=False, unique=True),
-    Column("status", String(16), nullable=False),  # "done" | "error"
-    Column("result_json", SQLText, nullable=False),
-    Column("graders_hash", String(64), nullable=False),
-    Column("seed", BigInteger),
-    Column("error", String(100)),  # the reason's catalog key, for an error
-    Column("worker", String(255), nullable=False, default=""),
-    Column("created_at", UTCDateTime, nullable=False),
-)
-
-
-@dataclass(frozen=True)
-class Submission:
-    id: int
-    page_key: str
-    learner: str
-    repository_id: int
-    repository: str
-    sha: str
-    ref: str
-    event_name: str
-    run_id: int
-    actor: str
-    token_id: str
-    submitted_at: datetime
-    time_source: str
-    received_at: datetime
-    state: str
-    attempts: int
-    worker: str | None
-    lease_expires: datetime | None
-    heartbeat_at: datetime | None
-    last_error: str | None
-    warnings_json: str
-
-    @property
-    def warnings(self) -> list[Text]:
-        return [Text(item["key"], item.get("params", {})) for item in json.loads(self.warnings_json or "[]")]
-
-    @property
-    def last_error_text(self) -> Text | None:
-        return text_from_json(self.last_error) if self.last_error else None
-
-
-@dataclass(frozen=True)
-class Result:
-    submission_id: int
-    status: str  # "done" | "error"
-    result_json: str
-    graders_hash: str
-    seed: int | None
-    error: str | None
-    worker: str
-    created_at: datetime
-
-
-def text_to_json(text: Text) -> str:
-    return json.dumps({"key": text.key, "params": text.params}, ensure_ascii=False, default=str)
-
-
-def text_from_json(data: str) -> Text:
-    item = json.loads(data)
-    return Text(item["key"], item.get("params", {}))
-
-
-def now_utc() -> datetime:
-    return datetime.now(timezone.utc)
-
-
-def _submission(row: Row) -> Submission:
-    return Submission(**{name: row._mapping[name] for name in Submission.__dataclass_fields__})
-
-
-def _result(row: Row) -> Result:
-    return Result(**{name: row._mapping[name] for name in Result.__dataclass_fields__})
-
-
-def claim_query():
-    """The oldest queued submission, its row locked where the database has row locks (another
-    claimer skips it rather than waits: PostgreSQL's SELECT ... FOR UPDATE SKIP LOCKED; SQLite
-    has none, and its IMMEDIATE transaction serializes claimers instead)."""
-    c = submissions.c
-    return (
-        select(submissions)
-        .where(c.state == "queued")
-        .order_by(c.id)
-        .limit(1)
-        .with_for_update(skip_locked=True)
-    )
-
-
-def make_engine(url: str) -> Engine:
-    """An engine for `url`; for SQLite: WAL, the busy timeout, foreign keys, and transactions
-    begun by us (IMMEDIATE when they write, see `Store._write`), not by the driver."""
-    if not url.startswith("sqlite"):
-        return create_engine(url, pool_pre_ping=True)
-    engine = create_engine(url, connect_args={"timeout": BUSY_TIMEOUT_S})
-
-    @event.listens_for(engine, "connect")
-    def _connect(dbapi_connection, _record) -> None:
-        dbapi_connection.isolation_level = None  # the driver's own BEGIN off: "begin" below does it
-        cursor = dbapi_connection.cursor()
-        cursor.execute("PRAGMA journal_mode=WAL")
-        cursor.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
-        cursor.execute("PRAGMA foreign_keys=ON")
-        cursor.close()
-
-    @event.listens_for(engine, "begin")
-    def _begin(conn: Connection) -> None:
-        conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get("writes") else "BEGIN")
-
-    return engine
+__all__ = ["LOST", "STATES", "Result", "Store", "Submission", "claim_query", "now_utc"]
 
 
 class Store:
@@ -325,7 +134,7 @@ class Store:
                     if existing is not None:
                         return self._revive(conn, existing, submitted), False
                     new_id = conn.execute(insert(submissions).values(**values)).inserted_primary_key[0]
-                    return _submission(
+                    return submission_from_row(
                         conn.execute(select(submissions).where(submissions.c.id == new_id)).one()
                     ), True
             except IntegrityError:
@@ -340,7 +149,7 @@ class Store:
             .order_by(c.id)
             .limit(1)
         ).first()
-        return None if row is None else _submission(row)
+        return None if row is None else submission_from_row(row)
 
     def _revive(self, conn: Connection, existing: Submission, submitted: SubmissionTime) -> Submission:
         """A superseded commit pushed again (a force-push back to it): queued again, with this
@@ -362,7 +171,7 @@ class Store:
             .where(c.id == existing.id, c.state == "superseded")
             .values(state="queued", submitted_at=submitted.at, time_source=submitted.source)
         )
-        return _submission(conn.execute(select(submissions).where(c.id == existing.id)).one())
+        return submission_from_row(conn.execute(select(submissions).where(c.id == existing.id)).one())
 
     # -------------------------------------------------------------------- grading (the workers)
 
@@ -385,7 +194,7 @@ class Store:
                 row = conn.execute(claim_query()).first()
                 if row is None:
                     return None
-                candidate = _submission(row)
+                candidate = submission_from_row(row)
                 if self._is_superseded(conn, candidate, boundaries):
                     conn.execute(
                         update(submissions)
@@ -404,7 +213,9 @@ class Store:
                     )
                 ).rowcount
                 if won == 1:
-                    return _submission(conn.execute(select(submissions).where(c.id == candidate.id)).one())
+                    return submission_from_row(
+                        conn.execute(select(submissions).where(c.id == candidate.id)).one()
+                    )
 
     def _is_superseded(self, conn: Connection, candidate: Submission, boundaries: Sequence[datetime]) -> bool:
         """Whether a newer submission of the candidate's repository exists (in any state) and the
@@ -540,7 +351,7 @@ class Store:
                 .with_for_update(skip_locked=True)
             ).all()
             for row in rows:
-                lapsed = _submission(row)
+                lapsed = submission_from_row(row)
                 attempts = lapsed.attempts + 1
                 stale = (c.id == lapsed.id, c.state == "grading", c.lease_expires < now)
                 if attempts < max_attempts:
@@ -585,17 +396,17 @@ class Store:
     def get(self, submission_id: int) -> Submission | None:
         with self._read() as conn:
             row = conn.execute(select(submissions).where(submissions.c.id == submission_id)).first()
-        return None if row is None else _submission(row)
+        return None if row is None else submission_from_row(row)
 
     def by_key(self, page_key: str) -> Submission | None:
         with self._read() as conn:
             row = conn.execute(select(submissions).where(submissions.c.page_key == page_key)).first()
-        return None if row is None else _submission(row)
+        return None if row is None else submission_from_row(row)
 
     def result(self, submission_id: int) -> Result | None:
         with self._read() as conn:
             row = conn.execute(select(results).where(results.c.submission_id == submission_id)).first()
-        return None if row is None else _result(row)
+        return None if row is None else result_from_row(row)
 
     def submissions(self, learner: str | None = None) -> list[Submission]:
         """Every submission (or `learner`'s), in the order they were recorded."""
@@ -603,7 +414,7 @@ class Store:
         if learner is not None:
             query = query.where(submissions.c.learner == learner)
         with self._read() as conn:
-            return [_submission(row) for row in conn.execute(query)]
+            return [submission_from_row(row) for row in conn.execute(query)]
 
     def count_recent(self, repository_id: int, since: datetime) -> int:
         """How many submissions of the repository were received since `since` (rate limits)."""
