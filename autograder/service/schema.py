@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
     BigInteger,
@@ -177,12 +177,37 @@ class Result:
 
 
 def text_to_json(text: Text) -> str:
-    return json.dumps({"key": text.key, "params": text.params}, ensure_ascii=False, default=str)
+    """A catalog Text as JSON; a parameter that is itself a Text (a fetch refusal inside the
+    worker's reason) stays a Text, so that it is said in the reader's language, never as repr."""
+    return json.dumps(_encoded(text), ensure_ascii=False, default=str)
 
 
 def text_from_json(data: str) -> Text:
-    item = json.loads(data)
-    return Text(item["key"], item.get("params", {}))
+    return _decoded(json.loads(data))
+
+
+def _encoded(value: Any) -> Any:
+    if isinstance(value, Text):
+        return {"key": value.key, "params": {name: _encoded(v) for name, v in value.params.items()}}
+    if isinstance(value, dict):
+        return {"$dict": {str(name): _encoded(v) for name, v in value.items()}}
+    if isinstance(value, (list, tuple)):
+        return [_encoded(v) for v in value]
+    return value
+
+
+def _decoded(item: dict) -> Text:
+    return Text(item["key"], {name: _decoded_param(v) for name, v in item.get("params", {}).items()})
+
+
+def _decoded_param(value: Any) -> Any:
+    if isinstance(value, dict) and "key" in value and set(value) <= {"key", "params"}:
+        return _decoded(value)
+    if isinstance(value, dict) and set(value) == {"$dict"}:
+        return {name: _decoded_param(v) for name, v in value["$dict"].items()}
+    if isinstance(value, list):
+        return [_decoded_param(v) for v in value]
+    return value
 
 
 def now_utc() -> datetime:

@@ -439,3 +439,20 @@ def test_a_worker_that_cannot_grade_at_all_requeues_without_spending_an_attempt(
         back.state == "queued" and back.attempts == 0 and back.worker is None and back.lease_expires is None
     )
     assert store.claim("healthy", 30).id == sub.id
+
+
+def test_a_reason_holding_another_reason_is_stored_as_words_to_translate_not_as_repr():
+    """The worker's reason for a fetch that failed holds the fetch's own refusal: stored and read
+    back, both are catalog messages, said in the reader's language."""
+    from autograder.core import i18n
+    from autograder.core.results import message
+    from autograder.service.schema import text_from_json, text_to_json
+
+    inner = message("service.fetch.git_failed", sha="a" * 40, repository="curso/ana", detail="boom")
+    reason = message("service.worker.fetch_failed", reason=inner, where={"es": "aquí", "en": "here"})
+    stored = text_to_json(reason)
+    assert "Text(" not in stored
+    assert text_from_json(stored) == reason
+    for lang in ("es", "en"):
+        said = i18n.translate(reason.key, lang, **text_from_json(stored).params)
+        assert "Text(" not in said and "boom" in said and "curso/ana" in said
