@@ -11,7 +11,8 @@ import pytest
 from support.project import ROOT
 from support.variants import solution_files
 
-from autograder.course.notebooks.build import PRACTICE_TEXTS, lesson_notebook
+from autograder.course.notebooks.build import lesson_notebook
+from autograder.course.notebooks.practice_cells import PRACTICE_TEXTS
 from autograder.course.notebooks.sources import fill_cells, parse_header
 
 KERNEL_TIMEOUT = 300  # seconds for one cell: the practice tests' own process imports torch

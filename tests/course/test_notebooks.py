@@ -26,7 +26,7 @@ from lessons.lesson03_variants import BUGGY
 from support.project import ROOT
 from support.variants import solution_files
 
-from autograder.course.notebooks.build import notebook_text
+from autograder.course.notebooks.readme import notebook_text
 from autograder.course.notebooks.sources import (
     files_from_history,
     files_from_notebook,

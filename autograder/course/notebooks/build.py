@@ -23,13 +23,17 @@ grade_id, as in `autograder grade-all`'s gradebook); a check that cannot run whe
 assignment is generated is made worth 0 there (`skip_checks`, called by hooks.py).
 
 A notebook learner has no README, no repository and no `autograder` command: the text taken
-from the sources says "este cuaderno" where they say README (`notebook_text`), and paragraphs
-that send the learner to the repository's files or commands are left out.
+from the sources says "este cuaderno" where they say README (`readme.notebook_text`), and
+paragraphs that send the learner to the repository's files or commands are left out.
+
+Here: the course directory, its nbgrader_config.py, and each lesson's notebook put together.
+Its pieces come from readme.py (what the notebook takes from the README), cells.py (nbgrader's
+cells: a file as code cells, the checks' test cells) and practice_cells.py (the practice tests
+and the cell that runs them).
 """
 
 from __future__ import annotations
 
-import ast
 import functools
 import json
 import os
@@ -39,12 +43,35 @@ from pathlib import Path
 
 import nbformat
 
-from autograder.core import i18n, regions
+from autograder.core import i18n
 from autograder.core.files import walk_files
 from autograder.core.manifest import Course, Lesson
+from autograder.course.notebooks.cells import (
+    CHECKS_CELL,
+    catalog_text,
+    cell_slug,
+    check_cell,
+    check_cells,
+    checks_text,
+    code_cell,
+    file_cells,
+    markdown_cell,
+)
 from autograder.course.notebooks.kernel import grading_budget
-from autograder.course.notebooks.sources import header_line, split_module
-from autograder.course.stubs import generate_lesson, lesson_files, parse_regions
+from autograder.course.notebooks.practice_cells import practice_cells, practice_tests
+from autograder.course.notebooks.readme import (
+    IDEA_SECTION,
+    QUIZ_SECTION,
+    README,
+    REPOSITORY_SECTIONS,
+    lesson_text,
+    notebook_text,
+    quiz_markdown,
+    readme_sections,
+    subsections,
+    with_demo_cells,
+)
+from autograder.course.stubs import generate_lesson, lesson_files
 
 __all__ = [
     "BuildReport",
@@ -52,33 +79,14 @@ __all__ = [
     "build_course_dir",
     "course_files",
     "lesson_notebook",
-    "notebook_text",
     "skip_checks",
 ]
 
-README = "README.md"
-# README sections that describe the repository edition (its folders and commands), not the
-# lesson: left out of the notebook, whose own instructions replace them.
-REPOSITORY_SECTIONS = ("Los TODO", "Cómo comprobar")
-# Paragraphs left out of what is kept of those sections: they speak of the repository.
-REPOSITORY_TEXT = re.compile(r"`autograder |`pytest |`python |exercises/|\.autograder/")
-# The sources say README where the notebook has its own text instead (`notebook_text`).
-README_MENTION = re.compile(r"\b(?:el )?README(?:\.md)?\b")
-PYTHON_COMMAND = re.compile(r"`python (?:[\w.\-]+/)*(?P<file>[\w.\-]+\.py)`")
-PRACTICE_TESTS = "test_*.py"
-PRACTICE_TEXTS = "notebooks.practice."  # the catalog's texts that comprobar() prints
-# practice.py is copied into each notebook as text, never imported here: it runs in the
-# learner's kernel (and importing it through this package would tie build to the package's
-# command line, which imports build).
-PRACTICE_RUNNER = Path(__file__).with_name("practice.py")
-IDEA_SECTION = "La idea"  # every lesson README has one; the notebook is built around it
-QUIZ_SECTION = "Comprueba tu comprensión"  # placed just above the quiz's answer cell
 SOURCE_FOLDER = "source"
 CONFIG_FILE = "nbgrader_config.py"
 # The notebook metadata entry where the builder leaves what hooks.py needs: the lesson, the
 # notebook's language, the TODOs' titles (for hooks.TodoStubs).
 METADATA_KEY = "autograder"
-CHECKS_CELL = "checks"  # the markdown cell above the test cells, with the lesson's total points
 COURSE_COPY = "course.yml"
 # Seconds each cell may run beyond the longest lesson's grading (the kernel's own start).
 CELL_TIMEOUT_MARGIN = 60
@@ -278,24 +286,24 @@ def lesson_notebook(course: Course, lesson: Lesson, lang: str) -> nbformat.Noteb
             f"{lesson.folder} a quiz ({lesson.quiz}) whose questions it should hold"
         )
 
-    t = functools.partial(_text, lang)
-    cells = [_markdown("text-title", title)]
+    t = functools.partial(catalog_text, lang)
+    cells = [markdown_cell("text-title", title)]
     for index, (heading, body) in enumerate(sections, start=1):
         if heading == QUIZ_SECTION:
             continue
         if heading in REPOSITORY_SECTIONS:
             # Only its subsections about the lesson itself (lesson 03's conventions), as sections.
-            for part, sub in enumerate(_subsections(body), start=1):
-                cells.append(_markdown(f"text-{index}-{part}", _lesson_text(sub[1:], course.language)))
+            for part, sub in enumerate(subsections(body), start=1):
+                cells.append(markdown_cell(f"text-{index}-{part}", lesson_text(sub[1:], course.language)))
         else:
-            text = _demo_cells(notebook_text(body, course.language), lesson, course.language)
-            cells.append(_markdown(f"text-{index}", text))
+            text = with_demo_cells(notebook_text(body, course.language), lesson, course.language)
+            cells.append(markdown_cell(f"text-{index}", text))
     texts = {name: (source / name).read_text(encoding="utf-8") for name in lesson.files}
     code_cells = {
-        name: _file_cells(name, notebook_text(texts[name], course.language)) for name in lesson.files
+        name: file_cells(name, notebook_text(texts[name], course.language)) for name in lesson.files
     }
     example = code_cells[lesson.files[0]][0].source.partition("\n")[0]
-    cells.append(_markdown("howto", _howto(course, lesson, example, t, lang)))
+    cells.append(markdown_cell("howto", _howto(course, lesson, example, t, lang)))
     if any("__file__" in text for text in texts.values()):
         # A notebook has no file of its own; the lesson's code may look for its data beside it.
         setup = "\n".join(
@@ -305,19 +313,19 @@ def lesson_notebook(course: Course, lesson: Lesson, lang: str) -> nbformat.Noteb
                 f"__file__ = str(Path.cwd() / {json.dumps(lesson.files[0])})",
             ]
         )
-        cells.append(_code("setup", setup, locked=True))
+        cells.append(code_cell("setup", setup, locked=True))
     for name in lesson.files:
-        cells.append(_markdown(f"file-{_slug(name)}", t("file_heading", file=name)))
+        cells.append(markdown_cell(f"file-{cell_slug(name)}", t("file_heading", file=name)))
         cells += code_cells[name]
-    cells += _practice_cells(course, lesson, t, lang)
+    cells += practice_cells(course, lesson, t, lang)
 
     if lesson.quiz:
         quiz_body = dict(sections)[QUIZ_SECTION]
-        cells.append(_markdown("quiz-questions", _quiz_markdown(quiz_body, lesson.quiz, t)))
+        cells.append(markdown_cell("quiz-questions", quiz_markdown(quiz_body, lesson.quiz, t)))
         quiz = (source / lesson.quiz).read_text(encoding="utf-8")
-        cells += _file_cells(lesson.quiz, notebook_text(quiz, course.language, readme_key="quiz_reference"))
+        cells += file_cells(lesson.quiz, notebook_text(quiz, course.language, readme_key="quiz_reference"))
 
-    cells += _check_cells(lesson, t, lang)
+    cells += check_cells(lesson, t, lang)
 
     notebook = nbformat.v4.new_notebook(cells=cells)
     notebook.metadata = {
@@ -332,7 +340,7 @@ def lesson_notebook(course: Course, lesson: Lesson, lang: str) -> nbformat.Noteb
             "todo_titles": {todo.id: todo.title["es"] for todo in lesson.todos},
         },
     }
-    # nbgrader needs each grade_id once; a test cell's is its check's id (`_check_cell`).
+    # nbgrader needs each grade_id once; a test cell's is its check's id (`check_cell`).
     grade_ids = [cell.metadata["nbgrader"]["grade_id"] for cell in cells]
     clashes = sorted({grade_id for grade_id in grade_ids if grade_ids.count(grade_id) > 1})
     if clashes:
@@ -352,13 +360,13 @@ def skip_checks(notebook: nbformat.NotebookNode, course: Course, skipped: dict[s
     meta = notebook.metadata.get(METADATA_KEY, {})
     lesson = course.lesson(meta["lesson"])
     lang = meta.get("lang", course.language)
-    t = functools.partial(_text, lang)
+    t = functools.partial(catalog_text, lang)
     changed = []
     for index, cell in enumerate(notebook.cells):
         grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
         check = next((c for c in lesson.checks if c.id == grade_id and c.points), None)
         if cell.cell_type == "code" and check is not None and check.id in skipped:
-            notebook.cells[index] = _check_cell(lesson, check, t, lang, skipped=skipped[check.id])
+            notebook.cells[index] = check_cell(lesson, check, t, lang, skipped=skipped[check.id])
             changed.append(check.id)
     total = sum(
         cell.metadata["nbgrader"]["points"]
@@ -367,74 +375,14 @@ def skip_checks(notebook: nbformat.NotebookNode, course: Course, skipped: dict[s
     )
     for index, cell in enumerate(notebook.cells):
         if cell.id == CHECKS_CELL:
-            notebook.cells[index] = _markdown(CHECKS_CELL, _checks_text(total, t))
+            notebook.cells[index] = markdown_cell(CHECKS_CELL, checks_text(total, t))
     return changed
-
-
-def readme_sections(text: str) -> tuple[str, list[tuple[str, str]]]:
-    """A README as its text before the first `## ` heading and its (heading, section) pairs;
-    a section keeps its heading line. Headings inside code fences do not count."""
-    head: list[str] = []
-    sections: list[tuple[str, list[str]]] = []
-    fenced = False
-    for line in text.replace("\r\n", "\n").split("\n"):
-        if line.lstrip().startswith("```"):
-            fenced = not fenced
-        if not fenced and line.startswith("## "):
-            sections.append((line[3:].strip(), [line]))
-        elif sections:
-            sections[-1][1].append(line)
-        else:
-            head.append(line)
-    return "\n".join(head).strip(), [(heading, "\n".join(lines).strip()) for heading, lines in sections]
-
-
-def notebook_text(text: str, language: str, readme_key: str = "readme_reference") -> str:
-    """A lesson file's text as the notebook holds it: where it sends the learner to the README,
-    it says the notebook instead (a comment or hint, so the line count, and every line number
-    a traceback gives, stays the same). `language` is the sources' (course.yml's)."""
-    return README_MENTION.sub(lambda _: i18n.translate(f"notebooks.{readme_key}", language), text)
-
-
-def _lesson_text(markdown: str, language: str) -> str:
-    """A subsection of a README section about the repository, for the notebook: without its
-    paragraphs about the repository's files and commands, and saying this notebook where it
-    says README."""
-    paragraphs = [p for p in re.split(r"\n\s*\n", markdown.strip()) if not REPOSITORY_TEXT.search(p)]
-    return notebook_text("\n\n".join(paragraphs), language)
-
-
-def _demo_cells(markdown: str, lesson: Lesson, language: str) -> str:
-    """ "`python data.py`" (a lesson file's own demo, its `if __name__ == "__main__":` block) as
-    the notebook has it: that file's last cell, which runs the demo in the kernel."""
-
-    def cell(match: re.Match) -> str:
-        name = match["file"]
-        return (
-            i18n.translate("notebooks.demo_cell", language, file=name) if name in lesson.files else match[0]
-        )
-
-    return PYTHON_COMMAND.sub(cell, markdown)
-
-
-def _subsections(section: str) -> list[str]:
-    """The `### ` subsections of a README section, each from its heading on."""
-    found: list[list[str]] = []
-    fenced = False
-    for line in section.split("\n"):
-        if line.lstrip().startswith("```"):
-            fenced = not fenced
-        if not fenced and line.startswith("### "):
-            found.append([line])
-        elif found:
-            found[-1].append(line)
-    return ["\n".join(lines).strip() for lines in found]
 
 
 def _howto(course: Course, lesson: Lesson, example: str, t, lang: str) -> str:
     files = ", ".join(f"`{name}`" for name in lesson.files)
     howto = t("howto", files=files, example=example)
-    if _practice_tests(course, lesson):
+    if practice_tests(course, lesson):
         howto += "\n\n" + t("howto_practice")
     howto += "\n\n" + t("howto_todos")
     parts = [t("howto_title"), howto, t("todo_table_head"), "|---|---|---|"]
@@ -444,196 +392,3 @@ def _howto(course: Course, lesson: Lesson, example: str, t, lang: str) -> str:
         files = ", ".join(f"`{name}`" for name in used.files)
         text += "\n\n" + t("uses_note", lesson=used.id, files=files, folder=used.folder)
     return text
-
-
-def _practice_tests(course: Course, lesson: Lesson) -> list[Path]:
-    return sorted((course.root / "exercises" / lesson.folder).glob(PRACTICE_TESTS))
-
-
-def _practice_cells(course: Course, lesson: Lesson, t, lang: str) -> list[nbformat.NotebookNode]:
-    """The practice tests as `%%writefile` cells (collapsed, readable), the cell that defines
-    `comprobar` (collapsed: practice.py's code) and the visible cell that calls it."""
-    tests = _practice_tests(course, lesson)
-    if not tests:
-        return []
-    first_todo = lesson.todos[0].id if lesson.todos else "..."
-    cells = [_markdown("practice", t("practice_title") + "\n\n" + t("practice_intro", todo=first_todo))]
-    for path in tests:
-        text = _practice_docstring(
-            path.read_text(encoding="utf-8"), t("practice_tests_doc", lesson=lesson.id)
-        )
-        # Written to a file, never run in the kernel: it imports the lesson's files from disk.
-        cells.append(
-            _code(
-                f"practice-{_slug(path.name)}",
-                f"%%writefile {path.name}\n" + text.strip("\n"),
-                locked=True,
-                collapsed=True,
-            )
-        )
-    # What comprobar() prints, in the notebook's language (the learner's kernel has no catalog).
-    keys = sorted(key for key in i18n.catalog(lang) if key.startswith(PRACTICE_TEXTS))
-    texts = {key.removeprefix(PRACTICE_TEXTS): i18n.catalog(lang)[key] for key in keys}
-    uses = [(used.id, used.folder) for used in (course.lesson(u) for u in lesson.uses)]
-    call = (
-        "comprobar = PracticeTests(\n"
-        f"    {json.dumps(lesson.id)},\n"
-        f"    files={json.dumps(list(lesson.files))},\n"
-        f"    tests={json.dumps([path.name for path in tests])},\n"
-        f"    uses={json.dumps(uses)},\n"
-        f"    todos={json.dumps([todo.id for todo in lesson.todos])},\n"
-        f"    pending={json.dumps(regions.PENDING_PATTERN)},\n"
-        "    texts={\n"
-        + "".join(
-            f"        {json.dumps(k)}: {json.dumps(v, ensure_ascii=False)},\n" for k, v in texts.items()
-        )
-        + "    },\n)"
-    )
-    runner = "\n".join([t("practice_runner_comment"), _practice_source(), "", call])
-    cells.append(_code("practice-runner", runner, locked=True, collapsed=True))
-    cells.append(_code("practice-run", t("practice_run_comment") + "\ncomprobar()", locked=True))
-    return cells
-
-
-@functools.cache
-def _practice_source() -> str:
-    """practice.py's code, without its module docstring (written for maintainers)."""
-    text = PRACTICE_RUNNER.read_text(encoding="utf-8")
-    docstring = ast.parse(text).body[0]
-    return "\n".join(text.split("\n")[docstring.end_lineno :]).strip("\n")
-
-
-def _practice_docstring(text: str, docstring: str) -> str:
-    """A practice test file with the notebook's docstring in place of its own (which tells how
-    to run it from the repository)."""
-    body = ast.parse(text).body
-    if (
-        body
-        and isinstance(body[0], ast.Expr)
-        and isinstance(getattr(body[0], "value", None), ast.Constant)
-        and isinstance(body[0].value.value, str)
-    ):
-        text = "\n".join(text.split("\n")[body[0].end_lineno :])
-    return f'"""{docstring}\n"""\n\n' + text.lstrip("\n")
-
-
-def _check_cells(lesson: Lesson, t, lang: str) -> list[nbformat.NotebookNode]:
-    """The checks' heading, then one autograder test cell per check of course.yml, worth its
-    points: a visible comment, and hidden code that asks kernel.run_check for its outcome."""
-    total = sum(check.points for check in lesson.checks)
-    checks = [_check_cell(lesson, check, t, lang) for check in lesson.checks]
-    return [_markdown(CHECKS_CELL, _checks_text(total, t)), *checks]
-
-
-def _checks_text(total: float, t) -> str:
-    return t("checks_title") + "\n\n" + t("checks_intro", points=_points(total))
-
-
-def _check_cell(lesson: Lesson, check, t, lang: str, skipped: str | None = None) -> nbformat.NotebookNode:
-    """A check's test cell: nbgrader's grade_id is the check's id (the cell's own id adds
-    "check-", as cell ids share a namespace with the lesson's other cells)."""
-    todo = f" · TODO [{check.todo}]" if check.todo else ""
-    if skipped is not None:
-        reason = " ".join(skipped.split()).rstrip(".") + "."  # one comment line
-        comment, points = t("check_comment_skipped", check=check.id, todo=todo, reason=reason), 0
-    elif check.informational:
-        comment, points = t("check_comment_informational", check=check.id), check.points
-    else:
-        comment, points = (
-            t("check_comment", check=check.id, todo=todo, points=_points(check.points)),
-            check.points,
-        )
-    call = (
-        f"autograder.course.notebooks.kernel.run_check({json.dumps(lesson.id)}, {json.dumps(check.id)}, "
-        f"lang={json.dumps(lang)})"
-    )
-    code = f"{comment}\n### BEGIN HIDDEN TESTS\nimport autograder.course.notebooks.kernel\n{call}\n### END HIDDEN TESTS"
-    return _code(f"check-{check.id}", code, grade=True, locked=True, points=points, grade_id=check.id)
-
-
-def _quiz_markdown(section: str, quiz_file: str, t) -> str:
-    """The README's quiz section without its paragraphs about the quiz file, which in the
-    notebook is the cell below: the notebook's own instruction takes their place."""
-    heading, _, rest = section.partition("\n")
-    paragraphs = [p for p in re.split(r"\n\s*\n", rest.strip()) if quiz_file not in p]
-    return "\n\n".join([heading, t("quiz_instructions"), *paragraphs])
-
-
-def _file_cells(name: str, text: str) -> list[nbformat.NotebookNode]:
-    """A lesson file as code cells: solution cells where a piece holds a region."""
-    regions = parse_regions(text, name)
-    if name.endswith(".py"):
-        pieces = split_module(text, name, [(r.start_line, r.end_line) for r in regions])
-    else:
-        pieces = [text.strip("\n")]
-    cells = []
-    for part, piece in enumerate(pieces, start=1):
-        source = header_line(name, part, len(pieces)) + "\n" + piece
-        solution = bool(parse_regions(piece, name))
-        cells.append(_code(f"code-{_slug(name)}-{part}", source, solution=solution, locked=not solution))
-    return cells
-
-
-def _text(lang: str, key: str, **params) -> str:
-    """A text of the notebooks' catalog (messages/<lang>/notebooks.yml)."""
-    return i18n.translate(f"notebooks.{key}", lang, **params)
-
-
-def _markdown(cell_id: str, text: str) -> nbformat.NotebookNode:
-    cell = nbformat.v4.new_markdown_cell(text.strip("\n"))
-    cell.id = cell_id
-    cell.metadata = {"nbgrader": _nbgrader(cell_id, locked=True)}
-    return cell
-
-
-def _code(
-    cell_id: str,
-    source: str,
-    *,
-    solution: bool = False,
-    grade: bool = False,
-    locked: bool = False,
-    points: float | None = None,
-    collapsed: bool = False,
-    grade_id: str | None = None,
-) -> nbformat.NotebookNode:
-    cell = nbformat.v4.new_code_cell(source)
-    cell.id = cell_id  # fixed ids: the same sources always build the same notebook
-    cell.metadata = {
-        "nbgrader": _nbgrader(
-            grade_id or cell_id, solution=solution, grade=grade, locked=locked, points=points
-        )
-    }
-    if collapsed:
-        cell.metadata["jupyter"] = {"source_hidden": True}  # long and not to edit: shown on a click
-    return cell
-
-
-def _nbgrader(
-    grade_id: str,
-    *,
-    solution: bool = False,
-    grade: bool = False,
-    locked: bool = False,
-    points: float | None = None,
-) -> dict:
-    meta = {
-        "grade": grade,
-        "grade_id": grade_id,
-        "locked": locked,
-        "schema_version": 3,
-        "solution": solution,
-        "task": False,
-    }
-    if grade:
-        meta["points"] = _points(points)
-    return meta
-
-
-def _points(points: float) -> int | float:
-    return int(points) if float(points).is_integer() else float(points)
-
-
-def _slug(name: str) -> str:
-    """A file name as part of an nbgrader cell id (letters, digits, _ and - only)."""
-    return re.sub(r"[^A-Za-z0-9_-]", "_", Path(name).stem)
