@@ -25,17 +25,18 @@ such TODO's verdict is shown as soon as its checks are over; then the whole less
 With AUTOGRADER_WATCH_TRACE=FILE, each grading appends one JSON line to FILE (the TODOs run
 first, the checks in the order they ended, the zygote's and the workers' pids, timings): for
 the tests and bench/bench_watch.py.
+
+Here: the session (what it knows between saves, what it grades and when) and the command.
+watch_changes.py tells what changed (file events, lessons, edited TODOs); watch_render.py
+writes what a learner reads after each save.
 """
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 from autograder.core import i18n
@@ -44,7 +45,6 @@ from autograder.learner.check import grade_lessons
 from autograder.learner.folders import (
     LearnerError,
     exercises_dir,
-    is_graded_input,
     lesson_dir,
     present_lessons,
     resolve_lessons,
@@ -52,281 +52,18 @@ from autograder.learner.folders import (
 from autograder.learner.progress import completed_lessons, earned_lessons, gather
 from autograder.learner.steps import NextStep, describe_step, lesson_after
 from autograder.learner.store import LocalStore, record_result
-from autograder.learner.terminal import Spinner, bar, t, terminal_width
-
-# An editor's save is a burst of events within a few milliseconds; wait for this much quiet
-# before grading, but never group changes for longer than DEBOUNCE_MS. (watchfiles looks every
-# QUIET_MS and yields once a look finds nothing new: a save waits one to two of them.)
-QUIET_MS = 50
-DEBOUNCE_MS = 1600
-POLL_DELAY_MS = 300
-# How often the watcher hands control back while nothing changes (it yields an empty set).
-WAKE_MS = 1000
-
-
-def iter_changes(
-    paths: Iterable[Path],
-    *,
-    force_polling: bool | None,
-    on_fallback: Callable[[Exception], None],
-    timeout_ms: int | None = None,
-) -> Iterator[set[Path]]:
-    """Sets of changed paths under `paths`, one set per debounced burst of changes.
-
-    With `timeout_ms`, an empty set is yielded after that long without changes (so a caller can
-    look up between changes). When notifications cannot be set up, `on_fallback(error)` is
-    called and polling takes over; with force_polling True, such an error is raised instead.
-    """
-    import watchfiles
-
-    paths = [str(path) for path in paths]
-    options = {
-        "debounce": DEBOUNCE_MS,
-        "step": QUIET_MS,
-        "poll_delay_ms": POLL_DELAY_MS,
-        "raise_interrupt": True,
-    }
-    if timeout_ms is not None:
-        options.update(rust_timeout=timeout_ms, yield_on_timeout=True)
-    try:
-        for changes in watchfiles.watch(*paths, force_polling=force_polling, **options):
-            yield {Path(path) for _, path in changes}
-        return
-    except (OSError, RuntimeError) as exc:  # watchfiles' internal error is a RuntimeError
-        if force_polling:
-            raise
-        on_fallback(exc)
-    for changes in watchfiles.watch(*paths, force_polling=True, **options):
-        yield {Path(path) for _, path in changes}
-
-
-def changed_lessons(course: Course, paths: Iterable[Path], lessons: list[Lesson]) -> dict[str, list[str]]:
-    """{lesson id: names of its changed graded files} among `lessons`, in course order."""
-    root = exercises_dir(course).resolve()
-    folders = {lesson.folder: lesson for lesson in lessons}
-    found: dict[str, set[str]] = {}
-    for path in paths:
-        try:
-            rel = Path(path).resolve().relative_to(root)
-        except (ValueError, OSError):
-            continue
-        if len(rel.parts) < 2 or rel.parts[0] not in folders:
-            continue
-        inside = Path(*rel.parts[1:])
-        if is_graded_input(inside):
-            found.setdefault(folders[rel.parts[0]].id, set()).add(inside.as_posix())
-    return {lesson.id: sorted(found[lesson.id]) for lesson in course.lessons if lesson.id in found}
-
-
-# --- what a save changed -----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Unit:
-    """A part of a lesson judged on its own while the rest is graded: a TODO, or the quiz
-    (`todo` None), with the ids of its checks (informational ones left out)."""
-
-    todo: str | None
-    checks: tuple[str, ...]
-
-
-def read_inputs(course: Course, lesson: Lesson) -> dict[str, str]:
-    """{name: text} of the lesson's graded files as saved now (missing ones left out)."""
-    texts = {}
-    for name in lesson.handed_in:
-        try:
-            texts[name] = (lesson_dir(course, lesson) / name).read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            pass
-    return texts
-
-
-def edited_todos(
-    lesson: Lesson, before: dict[str, str], after: dict[str, str], stubs: Path | None
-) -> list[str]:
-    """The TODOs holding a line that changed from `before` to `after` ({name: text}), in file
-    order: the new lines in the saved file, the old ones (a deletion) in the previous one, each
-    placed by blame.todo_at against the stub in `stubs`; "quiz" first when the quiz changed."""
-    from autograder.engine import blame
-
-    found: list[str] = []
-    if lesson.quiz and before.get(lesson.quiz) != after.get(lesson.quiz):
-        found.append("quiz")
-    for name in lesson.files:
-        old, new = before.get(name), after.get(name)
-        if old is None or new is None or old == new:
-            continue
-        todos = {todo.id for todo in lesson.todos if todo.file == name}
-        stub = blame.read_text(stubs / name) if stubs is not None else None
-        old_rows, new_rows = old.splitlines(), new.splitlines()
-        matcher = difflib.SequenceMatcher(None, old_rows, new_rows, autojunk=False)
-        for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-            if tag == "equal":
-                continue
-            places = [(new, n) for n in range(j1, j2)] + [(old, n) for n in range(i1, i2)]
-            for text, n in places:
-                todo = blame.todo_at(text, n + 1, stub, todos)
-                if todo is not None and todo not in found:
-                    found.append(todo)
-    return found
-
-
-def units_of(lesson: Lesson, todos: Iterable[str]) -> list[Unit]:
-    """The units of `todos` ("quiz": the quiz) that have checks, in that order."""
-    units = []
-    for todo in todos:
-        if todo == "quiz":
-            checks = tuple(s.id for s in lesson.checks if s.todo is None and lesson.is_quiz_check(s.id))
-            unit = Unit(None, checks)
-        else:
-            unit = Unit(todo, tuple(s.id for s in lesson.checks if s.todo == todo and not s.informational))
-        if unit.checks:
-            units.append(unit)
-    return units
-
-
-def first_failing(checks: list):
-    """The first of `checks` that neither passed nor was skipped, else None."""
-    from autograder.core.results import Status
-
-    return next((c for c in checks if c.status not in (Status.PASSED, Status.SKIPPED)), None)
-
-
-def render_unit(lesson: Lesson, unit: Unit, checks: list, lang: str, *, color: bool, width: int) -> str:
-    """One unit's verdict, shown while the rest of the lesson is graded: ✔/✘, the TODO and its
-    title, how many of its checks pass and, when one fails, that check (first_failing) with its
-    message."""
-    from rich.text import Text as RichText
-
-    from autograder.core.results import Status
-    from autograder.render.labels import score_number
-    from autograder.render.output import make_console, print_feedback, printed
-
-    console, buffer = make_console(color, width)
-    counted = [c for c in checks if c.status is not Status.SKIPPED]
-    passed = sum(c.status is Status.PASSED for c in counted)
-    failing = first_failing(checks)
-    if unit.todo is None:
-        label = t("watch_quiz", lang)
-    else:
-        label = f"TODO [{unit.todo}] {i18n.localize(lesson.todo(unit.todo).title, lang)}"
-    counts = t("watch_checks", lang, passed=passed, total=len(counted))
-    console.print(
-        RichText(
-            f"  {'✘' if failing else '✔'} {label} · {counts}", style="bold red" if failing else "bold green"
-        ),
-        soft_wrap=True,
-    )
-    if failing is not None:
-        status = i18n.translate(f"render.status.{failing.status.value}", lang)
-        console.print(
-            RichText(
-                f"    ✘ {failing.id}  {score_number(failing.score)}/{score_number(failing.max_score)}  {status}",
-                style="red",
-            )
-        )
-        print_feedback(console, failing.feedback, lang)
-    return printed(buffer)
-
-
-# --- one lesson's summary ----------------------------------------------------------------------
-
-
-def render_lesson(
-    result,
-    step: NextStep | None,
-    next_after: NextStep,
-    previous: float | None,
-    lang: str,
-    *,
-    color: bool,
-    width: int,
-    earned_before: bool = False,
-    shown: Iterable[str] = (),
-) -> str:
-    """The lesson after a grading: header with a bar, the change in points, the first failing
-    check with its message, and the next step (`next_after` once the lesson is completed).
-    `earned_before`: its XP was earned in an earlier grading (kept; "+50 XP" is not said again).
-    `shown`: checks whose message is already on screen (render_unit): not said again."""
-    from rich.text import Text as RichText
-
-    from autograder.core.results import Status
-    from autograder.render.labels import score_number
-    from autograder.render.output import make_console, points_text, print_feedback, printed
-
-    console, buffer = make_console(color, width)
-    counted = result.counted_checks
-    passed = sum(c.status is Status.PASSED for c in counted)
-    fraction = result.score / result.max_score if result.max_score else 0.0
-    style = "green" if result.completed else "yellow"
-    header = RichText(
-        i18n.translate("render.lesson", lang, id=result.id, title=i18n.localize(result.title, lang)),
-        style="bold",
-    )
-    console.print(header)
-    line = RichText("  ")
-    line.append(bar(fraction), style=style)
-    line.append(
-        "  "
-        + " · ".join(
-            [
-                points_text(result, lang),
-                t("watch_checks", lang, passed=passed, total=len(counted)),
-                i18n.translate(
-                    "render.xp", lang, xp=result.xp_max if earned_before else result.xp, xp_max=result.xp_max
-                ),
-            ]
-        )
-    )
-    if earned_before and not result.completed:
-        line.append(" · " + i18n.translate("render.earned_failing_now", lang), style="yellow")
-    if result.mode == "practice":
-        line.append(" · " + i18n.translate("render.practice_tag", lang), style="yellow")
-    console.print(line)
-    if previous is not None and abs(result.score - previous) > 1e-9:
-        delta = result.score - previous
-        console.print(
-            RichText(
-                "  " + t("watch_delta", lang, delta=f"{delta:+g}"), style="green" if delta > 0 else "red"
-            )
-        )
-    if result.completed:
-        if not earned_before:
-            console.print(
-                RichText(t("lesson_done", lang, id=result.id, xp=result.xp_max), style="bold green")
-            )
-        step = next_after
-    elif step is not None and step.check is not None:
-        check = next((c for c in result.checks if c.id == step.check), None)
-        shown = set(shown)
-        # Already on screen: this check, or a failing check of the TODO the step names (the
-        # same error, when this check only waits on that TODO).
-        above = check is not None and (
-            check.id in shown
-            or step.todo is not None
-            and any(c.id in shown and c.todo == step.todo for c in result.checks)
-        )
-        if above:
-            label = f"TODO [{step.todo}]" if step.todo else check.id
-            console.print(RichText("  " + t("watch_first_failure_above", lang, label=label), style="dim"))
-        elif check is not None:
-            console.print(RichText("  " + t("watch_first_failure", lang), style="dim"))
-            label = check.id + (f" · TODO [{check.todo}]" if check.todo else "")
-            status = i18n.translate(f"render.status.{check.status.value}", lang)
-            console.print(
-                RichText(
-                    f"  ✘ {label}  {score_number(check.score)}/{score_number(check.max_score)}  {status}",
-                    style="red",
-                )
-            )
-            print_feedback(console, check.feedback, lang)
-    if step is not None:
-        lines = describe_step(step, lang)
-        console.print(RichText(lines[0], style="bold cyan"), soft_wrap=True)
-        for extra in lines[1:]:
-            console.print(RichText(extra, style="cyan"), soft_wrap=True)
-    return printed(buffer)
-
+from autograder.learner.terminal import Spinner, t, terminal_width
+from autograder.learner.watch_changes import (
+    POLL_DELAY_MS,
+    WAKE_MS,
+    Unit,
+    changed_lessons,
+    edited_todos,
+    iter_changes,
+    read_inputs,
+    units_of,
+)
+from autograder.learner.watch_render import first_failing, render_lesson, render_unit
 
 # --- the session -------------------------------------------------------------------------------
 

@@ -25,7 +25,7 @@ from support.project import ROOT
 from autograder.core.history import LessonEntry, Record
 from autograder.core.manifest import load_course
 from autograder.learner.store import LocalStore
-from autograder.learner.watch import changed_lessons, edited_todos, read_inputs
+from autograder.learner.watch_changes import changed_lessons, edited_todos, read_inputs
 
 # Generous bounds for a loaded machine; the measured times are printed (pytest -s) and are
 # what the report quotes. A first grading imports torch in a fresh process.
@@ -146,7 +146,7 @@ def test_notifications_refused_fall_back_to_polling(tmp_path):
     script = textwrap.dedent(f"""
         import resource, sys, time
         from pathlib import Path
-        from autograder.learner.watch import iter_changes
+        from autograder.learner.watch_changes import iter_changes
 
         warnings = []
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -217,7 +217,7 @@ def _linux_only():
 def test_watch_says_plus_xp_once_and_keeps_earned_xp_after_a_regression():
     from autograder.core.results import CheckResult, LessonResult, Status
     from autograder.learner.steps import NextStep
-    from autograder.learner.watch import render_lesson
+    from autograder.learner.watch_render import render_lesson
 
     done = LessonResult(
         "03",
