@@ -1,8 +1,9 @@
 """One grading run: the hidden graders run by pytest in the trusted process, each check's verdict.
 
-Owns: grading lessons (grading.py; split.py shares a course's lessons between two processes), what a
-check may say and how a failure becomes feedback (checks.py, feedback.py), quizzes and practice
-tests (quiz.py, practice.py), which TODO a learner's error blames (blame.py), the reference pieces
+Owns: grading lessons (grading.py, with the plugin pytest runs the graders under in
+pytest_plugin.py; split.py shares a course's lessons between two processes), what a check may
+say and how a failure becomes feedback (checks.py, feedback.py), quizzes and practice tests
+(quiz.py, practice.py), which TODO a learner's error blames (blame.py), the reference pieces
 earlier lessons give later ones (references.py), and the helpers the lessons' graders share
 (grader_helpers.py).
 

@@ -95,7 +95,7 @@ def grade(
 def _import_torch() -> None:
     """What every lesson's graders import, imported once before the fork so that the copy
     shares it instead of importing it again (the zygote imports torch meanwhile, on the other
-    core). One intra-op thread, as grading.py sets anyway: no thread pool exists at the fork."""
+    core). One intra-op thread, as pytest_plugin.py sets anyway: no thread pool exists at the fork."""
     import pytest  # noqa: F401
     import torch
 

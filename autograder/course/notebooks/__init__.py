@@ -15,7 +15,10 @@ the learner's cells make (kernel.py), so a notebook earns exactly the points `au
 gives the same code.
 
     sources.py   a lesson file <-> notebook cells (the first line of a cell names its file)
-    build.py     the course directory and each lesson's source notebook
+    build.py     the course directory and each lesson's source notebook, put together from
+    readme.py    what a notebook takes from the lesson's README,
+    cells.py     nbgrader's cells (a file as code cells, the checks' test cells) and
+    practice_cells.py  the practice tests' cells and the cell that runs them
     hooks.py     nbgrader's side (imported by nbgrader_config.py): learner stubs like
                  exercises/, the checks that cannot run here worth 0, untouched test cells
                  not reported as changed, and feedback without the hidden code
