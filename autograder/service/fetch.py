@@ -44,18 +44,13 @@ forged tree).
 
 from __future__ import annotations
 
-import base64
 import logging
 import os
-import pwd
 import re
-import resource
 import shutil
 import signal
 import stat
 import subprocess
-import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -64,6 +59,14 @@ from autograder.cohort.roster import Allowed, redact_url, refuse_url, url_origin
 from autograder.core.roster import is_repository
 from autograder.service.credentials import Credential
 from autograder.service.errors import ServiceRefusal
+from autograder.service.git_scratch import (
+    DETAIL_CHARS,
+    GitFailed,
+    ScratchGit,
+    git_account,
+    git_settings,
+    kill_group,
+)
 
 __all__ = ["DEFAULT_URL_TEMPLATE", "DEFAULT_USER", "FetchLimits", "Fetched", "fetch", "fetch_commit"]
 
@@ -73,7 +76,6 @@ OUTPUT, GIT_DIR = "learner", "git"  # below dest
 MiB = 1024 * 1024
 
 _SHA = re.compile(r"[0-9a-f]{40}")
-_DETAIL_CHARS = 300
 # What git says (LANG=C), by reason.
 _NO_COMMIT = ("not our ref", "couldn't find remote ref", "unadvertised object", "no such remote ref")
 _NO_REPOSITORY = (
@@ -162,14 +164,14 @@ def fetch(
         raise ServiceRefusal("service.fetch.bad_repository", 422, repository=str(repository)[:200])
     url, scheme = build_url(url_template, repository, allowed)
     job = _Job(repository, sha, redact_url(url), limits)
-    account = _account(user)
+    account = git_account(user)
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
     gitdir, out, global_config = dest / GIT_DIR, dest / OUTPUT, dest / "gitconfig"
     gitdir.mkdir(mode=0o700)
     out.mkdir(mode=0o755)
     try:
-        git = _Git(gitdir, account, limits, scheme, _config(url, scheme, credential))
+        git = ScratchGit(gitdir, account, limits, scheme, git_settings(url, scheme, credential))
         if account is not None:
             os.chown(gitdir, *account)
             os.chmod(dest, stat.S_IMODE(os.stat(dest).st_mode) | 0o711)  # git must reach dest/git
@@ -183,7 +185,7 @@ def fetch(
         git.run("init", "--quiet", "--bare", "--template=")
         try:
             git.run("fetch", "--quiet", "--depth=1", "--no-tags", "--no-recurse-submodules", "origin", sha)
-        except _GitFailed as failed:
+        except GitFailed as failed:
             if _largest_file(gitdir) >= limits.bytes:  # RLIMIT_FSIZE stopped the pack there
                 raise job.too_big() from None
             raise job.fetch_refusal(failed) from None
@@ -192,8 +194,8 @@ def fetch(
         if git.run("cat-file", "-t", sha).strip() != "commit":
             raise job.refusal("no_commit", 422)
         return _write(git, _list_tree(git, job), out, job)
-    except (_GitFailed, OSError) as exc:  # a local step (the repository we just made), or dest
-        detail = exc.detail if isinstance(exc, _GitFailed) else str(exc)[:_DETAIL_CHARS]
+    except (GitFailed, OSError) as exc:  # a local step (the repository we just made), or dest
+        detail = exc.detail if isinstance(exc, GitFailed) else str(exc)[:DETAIL_CHARS]
         shutil.rmtree(out, ignore_errors=True)
         raise job.refusal("git_failed", 502, detail=detail) from None
     except BaseException:
@@ -239,144 +241,6 @@ def build_url(url_template: str, repository: str, allowed: Allowed) -> tuple[str
 # ------------------------------------------------------------------------------ git
 
 
-class _GitFailed(Exception):
-    def __init__(self, args: tuple[str, ...], returncode: int, stderr: str, timed_out: bool) -> None:
-        super().__init__(args[0])
-        self.returncode, self.stderr, self.timed_out = returncode, stderr, timed_out
-        # git's own words, its fatal/error lines first, one line, bounded, without credentials
-        lines = [line.strip() for line in stderr.splitlines() if line.strip()]
-        lines.sort(key=lambda line: not line.startswith(("fatal:", "error:")))
-        self.detail = redact_url(" ".join(lines))[:_DETAIL_CHARS] or f"git {args[0]} exited with {returncode}"
-
-
-def _account(user: str | None) -> tuple[int, int] | None:
-    """(uid, gid) git runs as: `user` when we are root, else None (git runs as we do)."""
-    if user is None or os.geteuid() != 0:
-        return None
-    try:
-        entry = pwd.getpwnam(user)
-    except KeyError:
-        raise ServiceRefusal("service.fetch.no_user", 500, user=user) from None
-    if entry.pw_uid == 0:
-        raise ServiceRefusal("service.fetch.root_user", 500, user=user)
-    return entry.pw_uid, entry.pw_gid
-
-
-def _config(url: str, scheme: str, credential: Credential | None) -> dict[str, str]:
-    """git's whole configuration (besides the repository's own, which we made empty)."""
-    settings = {
-        "core.hooksPath": os.devnull,
-        "core.fsmonitor": "false",
-        "protocol.allow": "never",
-        f"protocol.{scheme}.allow": "always",
-        "credential.helper": "",
-        "http.followRedirects": "false",  # a redirect elsewhere would carry the header there
-        "fetch.unpackLimit": "1",
-        "transfer.unpackLimit": "1",
-        "fetch.recurseSubmodules": "false",
-        "fetch.writeCommitGraph": "false",
-        "gc.auto": "0",
-        "maintenance.auto": "false",
-        "remote.origin.url": url,
-    }
-    if credential is not None and scheme in ("http", "https"):
-        token = credential.token()
-        parts = urlsplit(url)
-        basic = base64.b64encode(f"x-access-token:{token}".encode()).decode("ascii")
-        settings[f"http.{parts.scheme}://{parts.netloc}/.extraHeader"] = f"Authorization: Basic {basic}"
-    return settings
-
-
-class _Git:
-    """git commands in one scratch repository, as `account`, within one deadline."""
-
-    def __init__(
-        self,
-        gitdir: Path,
-        account: tuple[int, int] | None,
-        limits: FetchLimits,
-        scheme: str,
-        settings: dict[str, str],
-    ) -> None:
-        self.gitdir, self.account, self.limits = gitdir, account, limits
-        self.deadline = time.monotonic() + limits.seconds
-        self.env = {
-            "PATH": os.environ.get("PATH", os.defpath),
-            "HOME": str(gitdir),
-            "XDG_CONFIG_HOME": str(gitdir),
-            "LANG": "C",
-            "LC_ALL": "C",
-            "GIT_DIR": str(gitdir),
-            "GIT_CONFIG_NOSYSTEM": "1",
-            "GIT_CONFIG_GLOBAL": os.devnull,
-            "GIT_TERMINAL_PROMPT": "0",
-            "GIT_ALLOW_PROTOCOL": scheme,
-            "GIT_SSH_COMMAND": "ssh -o BatchMode=yes",
-            "GIT_CONFIG_COUNT": str(len(settings)),
-        }
-        for i, (key, value) in enumerate(settings.items()):
-            self.env[f"GIT_CONFIG_KEY_{i}"], self.env[f"GIT_CONFIG_VALUE_{i}"] = key, value
-
-    def start(self, *args: str, stdin: int | None = subprocess.DEVNULL) -> tuple[subprocess.Popen, _Watchdog]:
-        """git `args` running, and the timer that kills its process group at the deadline."""
-        file_bytes = self.limits.bytes
-
-        def limit_writes() -> None:  # in the child, after the user switch: only a setrlimit
-            resource.setrlimit(resource.RLIMIT_FSIZE, (file_bytes, file_bytes))
-
-        user = {}
-        if self.account is not None:
-            user = {"user": self.account[0], "group": self.account[1], "extra_groups": []}
-        proc = subprocess.Popen(
-            ["git", *args],
-            cwd=self.gitdir,
-            env=self.env,
-            stdin=stdin,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
-            preexec_fn=limit_writes,
-            **user,
-        )
-        return proc, _Watchdog(proc, self.deadline - time.monotonic())
-
-    def run(self, *args: str) -> str:
-        """git `args`' output; _GitFailed when it fails or the deadline passes."""
-        proc, watchdog = self.start(*args)
-        try:
-            out, err = proc.communicate()
-        finally:
-            watchdog.cancel()
-        if proc.returncode != 0:
-            raise _GitFailed(args, proc.returncode, err.decode("utf-8", "replace"), watchdog.fired)
-        return out.decode("utf-8", "replace")
-
-
-class _Watchdog:
-    """Kills a git process group at the deadline; `fired` says whether it did."""
-
-    def __init__(self, proc: subprocess.Popen, seconds: float) -> None:
-        self.fired = False
-        self._timer = threading.Timer(max(0.0, seconds), self._fire, (proc,))
-        self._timer.daemon = True
-        self._timer.start()
-
-    def _fire(self, proc: subprocess.Popen) -> None:
-        self.fired = True
-        _kill_group(proc)
-
-    def cancel(self) -> None:
-        self._timer.cancel()
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-
 # ------------------------------------------------------------------------------ reasons
 
 
@@ -400,7 +264,7 @@ class _Job:
     def timeout(self) -> ServiceRefusal:
         return self.refusal("timeout", 504, seconds=f"{self.limits.seconds:g}")
 
-    def fetch_refusal(self, failed: _GitFailed) -> ServiceRefusal:
+    def fetch_refusal(self, failed: GitFailed) -> ServiceRefusal:
         """Why `git fetch` failed, from what git said (LANG=C)."""
         said = failed.stderr.lower()
         if failed.timed_out:
@@ -428,7 +292,7 @@ class _Entry:
     path: bytes
 
 
-def _list_tree(git: _Git, job: _Job) -> list[_Entry]:
+def _list_tree(git: ScratchGit, job: _Job) -> list[_Entry]:
     """Every entry of the commit's tree, checked for number, size and paths before any is
     written. Read as it comes: a tree of a million entries is refused after limits.files + 1."""
     limits = job.limits
@@ -456,13 +320,13 @@ def _list_tree(git: _Git, job: _Job) -> list[_Entry]:
         proc.wait()
     finally:
         watchdog.cancel()
-        _kill_group(proc)
+        kill_group(proc)
         proc.stdout.close()
         proc.stderr.close()
     if watchdog.fired and proc.returncode != 0:
         raise job.timeout()
     if proc.returncode != 0 or buffer:
-        raise _GitFailed(("ls-tree",), proc.returncode, err.decode("utf-8", "replace"), False)
+        raise GitFailed(("ls-tree",), proc.returncode, err.decode("utf-8", "replace"), False)
     return entries
 
 
@@ -471,7 +335,7 @@ def _parse(record: bytes) -> _Entry:
     head, _, path = record.partition(b"\t")
     fields = head.decode("ascii", "replace").split()
     if len(fields) != 4 or not path:
-        raise _GitFailed(("ls-tree",), 0, f"unexpected ls-tree output: {record[:120]!r}", False)
+        raise GitFailed(("ls-tree",), 0, f"unexpected ls-tree output: {record[:120]!r}", False)
     mode, kind, oid, size = fields
     return _Entry(mode, kind, oid, int(size) if size.isdigit() else -1, path)
 
@@ -483,7 +347,7 @@ def _safe_parts(path: bytes) -> list[bytes] | None:
     return parts
 
 
-def _write(git: _Git, entries: list[_Entry], out: Path, job: _Job) -> Fetched:
+def _write(git: ScratchGit, entries: list[_Entry], out: Path, job: _Job) -> Fetched:
     """Only the regular files, by this process; links, submodules and .git folders counted."""
     links, submodules, other, regular = [], [], [], []
     for entry in entries:
@@ -527,7 +391,7 @@ def _write(git: _Git, entries: list[_Entry], out: Path, job: _Job) -> Fetched:
         pass
     finally:
         watchdog.cancel()
-        _kill_group(proc)
+        kill_group(proc)
         for pipe in (proc.stdin, proc.stdout, proc.stderr):
             try:
                 pipe.close()
@@ -536,7 +400,7 @@ def _write(git: _Git, entries: list[_Entry], out: Path, job: _Job) -> Fetched:
         proc.wait()
     if watchdog.fired:
         raise job.timeout()
-    raise _GitFailed(("cat-file",), proc.returncode or 0, "an object of the commit's tree is missing", False)
+    raise GitFailed(("cat-file",), proc.returncode or 0, "an object of the commit's tree is missing", False)
 
 
 def _write_file(out: Path, parts: list[bytes], source, size: int, job: _Job) -> None:
