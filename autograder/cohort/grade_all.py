@@ -54,12 +54,11 @@ from pathlib import Path
 from autograder.cohort import observations
 from autograder.cohort.merge import merge
 from autograder.cohort.observations import ObservationLog, Sighting
-from autograder.cohort.outputs import Say, load_log, publish, report_failed_outputs
+from autograder.cohort.outputs import Say, error_result_json, load_log, publish, report_failed_outputs
 from autograder.cohort.roster import SCHEMES, Allowed, Learner, fetch, learners_in, read_roster
 from autograder.cohort.store import BatchError, Record, Store, content_hash, grading_fingerprint, learner_key
 from autograder.core import i18n
 from autograder.core.manifest import Course, Lesson
-from autograder.core.results import CheckResult, CourseResult, Feedback, LessonResult, Status
 from autograder.sandbox import cpu_clock
 
 WORKER_START_ALLOWANCE = 60.0  # seconds per lesson on top of its checks' timeouts
@@ -300,7 +299,10 @@ def _triage(
         if learner.problem is not None:
             kind, detail = learner.problem
             record.status, record.error, record.detail = "error", kind, detail
-            store.save(record, _error_json(course, lessons, run, record))
+            store.save(
+                record,
+                error_result_json(course, lessons, run["language"], run["seed"], record.error_reason()),
+            )
             say.line(f"batch.problem_{kind}", id=learner.id, detail=detail)
             failed += 1
             continue
@@ -308,7 +310,10 @@ def _triage(
             content = content_hash(course, lessons, learner.exercises, boundary=learner.folder)
         except OSError as exc:  # an unreadable folder or an odd file: this learner only
             record.status, record.error, record.detail = "error", "unreadable", f"{type(exc).__name__}: {exc}"
-            store.save(record, _error_json(course, lessons, run, record))
+            store.save(
+                record,
+                error_result_json(course, lessons, run["language"], run["seed"], record.error_reason()),
+            )
             say.line("batch.problem_unreadable", id=learner.id, detail=record.detail)
             failed += 1
             continue
@@ -356,7 +361,10 @@ def _grade(
                 graded += 1
             else:
                 record.status, record.error, record.detail = "error", outcome.error, outcome.detail
-                store.save(record, _error_json(course, lessons, run, record))
+                store.save(
+                    record,
+                    error_result_json(course, lessons, run["language"], run["seed"], record.error_reason()),
+                )
                 errors += 1
             progress.finished(record, store.read_result(record.learner))
     except PoolError as exc:
@@ -433,43 +441,6 @@ def _refresh(store: Store, record: Record) -> None:
         for name in fields:
             setattr(old, name, getattr(record, name))
         store.save_record(old)
-
-
-def _error_json(course: Course, lessons: list[Lesson], run: dict, record: Record) -> str:
-    """The result of a learner whose grading failed: every check an error that says why."""
-    from autograder.render.output import render_json
-
-    reason = record.error_reason()
-    result = CourseResult(
-        course.name,
-        run["language"],
-        run["seed"],
-        [
-            LessonResult(
-                lesson.id,
-                lesson.slug,
-                dict(lesson.title),
-                lesson.xp,
-                [
-                    CheckResult(
-                        spec.id,
-                        spec.todo,
-                        Status.ERROR,
-                        0.0,
-                        float(spec.points),
-                        Feedback.of(reason),
-                        informational=spec.informational,
-                    )
-                    for spec in lesson.checks
-                ],
-            )
-            for lesson in lessons
-        ],
-    )
-    return render_json(result, run["language"])
-
-
-# ------------------------------------------------------------------------------ output
 
 
 class _Progress:

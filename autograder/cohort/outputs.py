@@ -13,7 +13,8 @@ from pathlib import Path
 from autograder.cohort.observations import ObservationLog, Problem
 from autograder.cohort.store import BatchError, Store, write_atomic
 from autograder.core import i18n, neutral
-from autograder.core.manifest import Course
+from autograder.core.manifest import Course, Lesson
+from autograder.core.results import CheckResult, CourseResult, Feedback, LessonResult, Status, Text
 
 
 class Say:
@@ -85,3 +86,38 @@ def report_failed_outputs(say: Say, store: Store, failures: list[tuple[str, str]
     for name, why in failures:
         say.line("batch.output_failed", output=str(store.root / name), detail=why)
     return 1 if failures else 0
+
+
+def error_result_json(course: Course, lessons: list[Lesson], lang: str, seed: int, reason: Text) -> str:
+    """A submission that could not be graded, in the shape of a grade: every check an error that
+    says why, worth 0 (grade-all's errors and the grading service's), so that every reader of
+    results (the report, the page, the exports) reads it alike."""
+    from autograder.render.output import render_json
+
+    result = CourseResult(
+        course.name,
+        lang,
+        seed,
+        [
+            LessonResult(
+                lesson.id,
+                lesson.slug,
+                dict(lesson.title),
+                lesson.xp,
+                [
+                    CheckResult(
+                        spec.id,
+                        spec.todo,
+                        Status.ERROR,
+                        0.0,
+                        float(spec.points),
+                        Feedback.of(reason),
+                        informational=spec.informational,
+                    )
+                    for spec in lesson.checks
+                ],
+            )
+            for lesson in lessons
+        ],
+    )
+    return render_json(result, lang)

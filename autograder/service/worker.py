@@ -46,7 +46,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from autograder.cohort.outputs import Say
+from autograder.cohort.outputs import Say, error_result_json
 from autograder.cohort.pool import (
     GradersClosed,
     Outcome,
@@ -59,7 +59,7 @@ from autograder.cohort.pool import (
 from autograder.cohort.roster import Allowed, Learner
 from autograder.cohort.store import grading_fingerprint
 from autograder.core.manifest import Course, Lesson, load_course
-from autograder.core.results import CheckResult, CourseResult, Feedback, LessonResult, Status, Text, message
+from autograder.core.results import Text, message
 from autograder.service.errors import ServiceRefusal
 from autograder.service.queue import consume, make_queue
 from autograder.service.store import Store, Submission
@@ -326,38 +326,3 @@ def outcome_reason(outcome: Outcome) -> Text:
     if outcome.error == "crashed":
         return message("service.worker.crashed", detail=lines[0] if lines else "")
     return message("service.worker.internal", detail=lines[-1] if lines else "")
-
-
-def error_result_json(course: Course, lessons: list[Lesson], lang: str, seed: int, reason: Text) -> str:
-    """A submission that could not be graded, in the shape of a grade: every check an error that
-    says why, worth 0 (as grade-all records its errors), so that every reader of results (the
-    page, the exports) reads it alike."""
-    from autograder.render.output import render_json
-
-    result = CourseResult(
-        course.name,
-        lang,
-        seed,
-        [
-            LessonResult(
-                lesson.id,
-                lesson.slug,
-                dict(lesson.title),
-                lesson.xp,
-                [
-                    CheckResult(
-                        spec.id,
-                        spec.todo,
-                        Status.ERROR,
-                        0.0,
-                        float(spec.points),
-                        Feedback.of(reason),
-                        informational=spec.informational,
-                    )
-                    for spec in lesson.checks
-                ],
-            )
-            for lesson in lessons
-        ],
-    )
-    return render_json(result, lang)
