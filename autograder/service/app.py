@@ -12,7 +12,8 @@
 A submission, in order (`Intake.submit`, blocking, run in the threadpool): the body is never
 read past its cap (413 beyond it; nothing in it is parsed); the token is verified against the
 issuer's keys (tokens.py) and read into an Identity (claims.py); a repository the roster does not
-have, or an event the course does not grade, is refused before anything is asked of GitHub; the
+have, or an event the course does not grade, is refused before anything is asked of GitHub; a
+submission recorded before (the same token, or the same commit) is answered from the store; the
 repository's submissions of the last hour are counted from the store (429 over the limit: one
 learner's flood spends nobody else's quota, GitHub's included); the default branch is looked up
 with the service's credential (github_lookup.py, cached a minute) and the push admitted (claims.py);
@@ -47,7 +48,7 @@ from autograder.core import i18n
 from autograder.core.manifest import Course
 from autograder.core.roster import Roster
 from autograder.service.claims import EVENTS, admit, identity
-from autograder.service.config import ServiceConfig
+from autograder.service.config import ConfigError, ServiceConfig
 from autograder.service.errors import ServiceRefusal
 from autograder.service.jwks import KeySet
 from autograder.service.page import render_page
@@ -90,17 +91,22 @@ def make_services(config: ServiceConfig, course: Course, roster: Roster) -> Serv
     from autograder.service.github_lookup import GitHubLookup
     from autograder.service.queue import make_queue
 
-    store = Store(config.database)
-    store.create()
-    return Services(
-        config,
-        course,
-        roster,
-        store,
-        KeySet(config.issuer),
-        GitHubLookup(config.api_url, credential_from_env(os.environ, config.api_url)),
-        make_queue(config.queue_url, config.data_dir),
-    )
+    """The app's parts from the configuration; ConfigError for a database or queue that cannot be
+    opened, ServiceRefusal for a GitHub credential set up by halves (credentials.py)."""
+    try:
+        store = Store(config.database)
+        store.create()
+    except (SQLAlchemyError, ValueError, ImportError) as exc:  # ImportError: the URL's driver
+        raise ConfigError(
+            "service.serve.database_failed", url=config.database, detail=str(exc)[:300]
+        ) from None
+    try:
+        queue = make_queue(config.queue_url, config.data_dir)
+    except (ValueError, OSError, ImportError) as exc:
+        store.close()
+        raise ConfigError("service.serve.queue_failed", url=config.queue_url, detail=str(exc)[:300]) from None
+    lookup = GitHubLookup(config.api_url, credential_from_env(os.environ, config.api_url))
+    return Services(config, course, roster, store, KeySet(config.issuer), lookup, queue)
 
 
 # ------------------------------------------------------------------------------ intake
@@ -122,7 +128,15 @@ class Intake:
         learner = next((one for one in s.roster.learners if one.repository_id == ident.repository_id), None)
         if learner is None or ident.event_name not in EVENTS:
             admit(ident, s.roster, None)  # raises the refusal that says why, before GitHub is asked
-        self._check_rate(learner.id, ident.repository_id, ident.sha, received_at)
+        mine = [one for one in s.store.submissions(learner.id) if one.repository_id == ident.repository_id]
+        again = next((one for one in mine if ident.token_id == one.token_id or ident.sha == one.sha), None)
+        if again is not None and again.state != "superseded":
+            # This submission again (the job retried, the workflow re-ran): the record answers,
+            # and nothing is asked of GitHub or counted against the limit. (A superseded commit
+            # pushed again goes on: the store queues it again if it is the newest push.)
+            return again, False
+        if again is None:
+            self._check_rate(mine, received_at)
         admitted = admit(ident, s.roster, self._default_branch(ident.repository_id))
         submitted = s.lookup.submission_time(ident)
         submission, new = s.store.record(admitted=admitted, submitted=submitted, received_at=received_at)
@@ -133,16 +147,14 @@ class Intake:
                 log.exception("wake-up not sent for submission %s", submission.id)
         return submission, new
 
-    def _check_rate(self, learner: str, repository_id: int, sha: str, now: datetime) -> None:
-        store, limit = self.services.store, self.services.config.limits.per_hour
-        since = now - WINDOW
-        if store.count_recent(repository_id, since) < limit:
+    def _check_rate(self, mine: list[Submission], now: datetime) -> None:
+        """429 when the repository's submissions received in the last hour reach the limit, with
+        how long until the oldest of them leaves the window."""
+        limit = self.services.config.limits.per_hour
+        recent = [one.received_at for one in mine if one.received_at >= now - WINDOW]
+        if len(recent) < limit:
             return
-        recent = [s for s in store.submissions(learner) if s.repository_id == repository_id]
-        if any(s.sha == sha for s in recent):
-            return  # this commit again: answered with what was recorded, spending nothing
-        oldest = min((s.received_at for s in recent if s.received_at >= since), default=now)
-        wait = max(1, int((oldest + WINDOW - now).total_seconds()) + 1)
+        wait = max(1, int((min(recent) + WINDOW - now).total_seconds()) + 1)
         raise ServiceRefusal("service.app.rate_limited", 429, limit=limit, retry_after=wait)
 
     def _default_branch(self, repository_id: int) -> str | None:

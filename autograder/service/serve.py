@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from autograder.cohort.outputs import Say
-from autograder.core import i18n
+from autograder.core import i18n, neutral
 from autograder.core.manifest import Course
 from autograder.core.results import message
 
@@ -121,13 +121,9 @@ def main(course: Course, args) -> int:
         config = from_args(args, course_file, serving=args.export is None)
         if args.export is None:
             config.checked()
-        if config.lessons:
-            for key in config.lessons:
-                course.lesson(key)  # the command line checked them already: a usage error there
         roster = load(config.roster_file)
     except (ConfigError, RosterError) as exc:
-        print(f"autograder serve: {i18n.localize(exc.text, say.lang)}", file=sys.stderr)
-        return 2
+        return _cannot_start(say, exc.text)
     if args.export is not None:
         from autograder.service.export import export
 
@@ -139,6 +135,7 @@ def serve(config, course: Course, roster, say: Say) -> int:
     import uvicorn
 
     from autograder.service.app import create_app, make_services
+    from autograder.service.config import ConfigError
     from autograder.service.errors import ServiceRefusal
 
     without_id = [learner.id for learner in roster.learners if learner.repository_id is None]
@@ -150,14 +147,17 @@ def serve(config, course: Course, roster, say: Say) -> int:
     try:
         sock = _bind(config.host, config.port)
     except OSError as exc:
-        say.line("service.serve.port_taken", host=config.host, port=config.port, detail=str(exc))
-        return 2
+        return _cannot_start(
+            say, message("service.serve.port_taken", host=config.host, port=config.port, detail=str(exc))
+        )
     try:
         services = make_services(config, course, roster)
     except ServiceRefusal as refusal:
         sock.close()
-        say.line(refusal.key, **refusal.params)
-        return 2
+        return _cannot_start(say, refusal.text)
+    except ConfigError as exc:
+        sock.close()
+        return _cannot_start(say, exc.text)
     if services.lookup.credential is None:
         say.line("service.serve.no_credential")
     app = create_app(services)
@@ -189,6 +189,11 @@ def serve(config, course: Course, roster, say: Say) -> int:
         services.store.close()
         say.line("service.serve.stopped")
     return 0
+
+
+def _cannot_start(say: Say, text) -> int:
+    print(f"autograder serve: {neutral.terminal(i18n.localize(text, say.lang))}", file=sys.stderr)
+    return 2
 
 
 def _interrupt(signum, frame) -> None:

@@ -240,10 +240,12 @@ def test_the_same_submission_again_is_one_submission(service):
     token = service.token(sha=sha)
     first = service.post(token)
     assert first[0] == 202
+    asked = len(service.github.log)
     again = service.post(token)  # the job retried the same token
     assert again[0] == 200 and again[1] == first[1]
     other = service.post(service.token(sha=sha, run_id="999", run_attempt="2"))  # a re-run, same commit
     assert other[0] == 200 and other[1]["submission"] == first[1]["submission"]
+    assert len(service.github.log) == asked  # answered from the record: GitHub is not asked again
     assert [s for s in service.store.submissions() if s.sha == sha].__len__() == 1
 
 
