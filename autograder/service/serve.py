@@ -20,6 +20,7 @@ with (the message names the option), a roster that cannot be read, or a port alr
 
 from __future__ import annotations
 
+import importlib.util
 import multiprocessing
 import os
 import signal
@@ -34,6 +35,8 @@ from autograder.core import i18n, neutral
 from autograder.core.manifest import Course
 from autograder.core.results import message
 
+# The [service] extra (pyproject.toml): what `serve` needs beyond a learner's install.
+EXTRA = ("starlette", "uvicorn", "sqlalchemy", "huey", "jwt", "cryptography")
 RESTART_AFTER_S = (1, 2, 5, 10, 30, 60)  # waits before restarting a worker process that keeps dying
 STOP_WAIT_S = 20.0  # how long the workers get to stop before they are killed
 
@@ -116,6 +119,9 @@ def main(course: Course, args) -> int:
     from autograder.service.config import ConfigError, from_args
 
     say = Say(args.lang or course.language)
+    missing = next((name for name in EXTRA if importlib.util.find_spec(name) is None), None)
+    if missing is not None:
+        return _cannot_start(say, message("service.serve.extra_missing", module=missing))
     course_file = Path(args.course) if args.course else course.root / "course.yml"
     try:
         config = from_args(args, course_file, serving=args.export is None)
