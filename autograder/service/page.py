@@ -14,6 +14,7 @@ import html
 from collections.abc import Collection
 from datetime import datetime
 from string import Template
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from autograder.core import i18n, neutral
 from autograder.core.manifest import Course
@@ -97,7 +98,7 @@ def render_page(
         heading = _t("service.verdict.title_error", lang)
     else:
         heading = _t("service.page.heading", lang)
-    body = [_facts(submission, result, lang, url)]
+    body = [_facts(submission, result, lang, url, course.timezone)]
     for warning in submission.warnings:
         body.append(f'<p class="note">{_e(i18n.localize(warning, lang))}</p>')
     if result is None or state not in ("done", "error"):
@@ -118,23 +119,23 @@ def render_page(
     )
 
 
-def _facts(submission: Submission, result: Result | None, lang: str, url: str) -> str:
+def _facts(submission: Submission, result: Result | None, lang: str, url: str, zone: str) -> str:
     rows = [
         ("service.page.learner", _e(submission.learner)),
         ("service.page.repository", _e(submission.repository)),
         ("service.page.commit", f"<code>{_e(submission.sha)}</code>"),
         (
             "service.page.submitted",
-            _e(_when(submission.submitted_at))
+            _e(_when(submission.submitted_at, zone))
             + " · "
             + _t(f"service.page.source_{submission.time_source}", lang),
         ),
-        ("service.page.received", _e(_when(submission.received_at))),
+        ("service.page.received", _e(_when(submission.received_at, zone))),
         ("service.page.state", _t(f"service.page.state_{submission.state}", lang)),
     ]
     if result is not None:
         rows += [
-            ("service.page.graded", _e(_when(result.created_at))),
+            ("service.page.graded", _e(_when(result.created_at, zone))),
             ("service.page.graders", f"<code>{_e(result.graders_hash)}</code>"),
         ]
         if result.seed is not None:
@@ -144,8 +145,14 @@ def _facts(submission: Submission, result: Result | None, lang: str, url: str) -
     return f"<dl>\n{items}\n</dl>"
 
 
-def _when(moment: datetime) -> str:
-    return moment.strftime("%Y-%m-%d %H:%M:%S UTC")
+def _when(moment: datetime, zone: str) -> str:
+    """A time in the course's time zone (as deadlines will be said), and in UTC."""
+    utc = moment.strftime("%H:%M:%S UTC")
+    try:
+        local = moment.astimezone(ZoneInfo(zone))
+    except (ZoneInfoNotFoundError, ValueError):
+        return moment.strftime("%Y-%m-%d ") + utc
+    return f"{local.strftime('%Y-%m-%d %H:%M:%S')} ({zone}) · {utc}"
 
 
 def _grade(result: CourseResult, lang: str) -> str:

@@ -32,6 +32,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
 from support.fake_github import TOKEN, FakeGitHub
@@ -232,6 +233,9 @@ def test_a_valid_token_is_recorded_before_the_reply_and_dated_by_its_run(service
         and "default-src 'none'" in headers["content-security-policy"]
     )
     assert sha in page and "curso-tdc/tdc-ana" in page and 'http-equiv="refresh"' in page
+    zone = load_course(ROOT / "course.yml").timezone  # the time as the course's deadlines will be said
+    assert stored.submitted_at.astimezone(ZoneInfo(zone)).strftime("%Y-%m-%d %H:%M:%S") + f" ({zone})" in page
+    assert i18n.translate("service.page.source_run", "es") in page
     assert "<script" not in page
 
 
