@@ -555,3 +555,27 @@ def test_a_public_url_with_a_path_serves_below_it_and_options_come_from_the_envi
     finally:
         proc.terminate()
         proc.wait(timeout=60)
+
+
+@pytest.mark.parametrize("state", ["queued", "grading", "superseded", "done"])
+def test_a_submission_without_a_grade_yet_says_what_it_waits_for(state):
+    """The verdict before a result is readable: one sentence and the link, no score (a "done"
+    read a moment before its result is said as grading)."""
+    from datetime import datetime, timezone
+
+    from autograder.service.store import Submission
+    from autograder.service.verdict import verdict
+
+    now = datetime.now(timezone.utc)
+    fields = dict.fromkeys(Submission.__dataclass_fields__)
+    fields.update(id=1, page_key="k" * 32, learner="ana", sha=SHA, state=state, warnings_json="[]")
+    fields.update(submitted_at=now, received_at=now, attempts=0)
+    course = load_course(ROOT / "course.yml")
+    for lang in i18n.LANGUAGES:
+        shown = verdict(
+            Submission(**fields), None, page="https://grader.example.org/s/kkk", lang=lang, course=course
+        )
+        said = i18n.translate(f"service.verdict.{'grading' if state == 'done' else state}", lang)
+        assert shown.state == ("grading" if state == "done" else state) and shown.score is None
+        assert shown.text.startswith(said) and "https://grader.example.org/s/kkk" in shown.text
+        assert "](https://grader.example.org/s/kkk)" in shown.markdown
