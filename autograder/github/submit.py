@@ -89,7 +89,7 @@ def messages(lang: str) -> dict[str, str]:
     """The `service.submit.*` entries of a language's service*.yml catalog files (one
     `key: "double-quoted"` entry per line, decoded as JSON; a test checks this reader against
     the YAML catalog). Every service*.yml is read, so the entries are found whether they sit in
-    service_e.yml or in a merged service.yml."""
+    service_submit.yml or in another service*.yml."""
     if lang not in LANGUAGES:
         raise ValueError(f"unknown language {lang!r}; expected one of {', '.join(LANGUAGES)}")
     out: dict[str, str] = {}
