@@ -4,7 +4,7 @@
          202 {"submission", "state": "queued", "page", "poll", "warnings", "wait"}: recorded
          200 the same body: this submission was recorded before (the same token, or another
              token for the same repository and commit)
-         4xx/5xx {"error": <catalog key>, "message": <the course's language>}; 429 with Retry-After
+         4xx/5xx {"error": <catalog key>, "message": <the course's language>}
     GET  {public_url}/submissions/<key>[?lang=es|en]   the verdict as JSON (verdict.py)
     GET  {public_url}/s/<key>[?lang=es|en]             the submission's page, the record (page.py)
     GET  /healthz                                      the store answers
@@ -14,8 +14,9 @@ read past its cap (413 beyond it; nothing in it is parsed); the token is verifie
 issuer's keys (tokens.py) and read into an Identity (claims.py); a repository the roster does not
 have, or an event the course does not grade, is refused before anything is asked of GitHub; a
 submission recorded before (the same token, or the same commit) is answered from the store; the
-repository's submissions of the last hour are counted from the store (429 over the limit: one
-learner's flood spends nobody else's quota, GitHub's included); the default branch is looked up
+repository's submissions of the last hour are counted from the store (over the limit the push is
+still recorded, dated by its token without asking GitHub, with a warning: one learner's flood
+spends nobody else's quota, GitHub's included, and the newest push is still graded); the default branch is looked up
 with the service's credential (github_lookup.py, cached a minute) and the push admitted (claims.py);
 the submission time is looked up (github_lookup.py: never an error); the submission is recorded
 in the store before the answer (store.py), then the workers are woken (queue.py: a lost wake-up
@@ -33,7 +34,7 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -46,10 +47,12 @@ from starlette.routing import Mount, Route
 
 from autograder.core import i18n
 from autograder.core.manifest import Course
+from autograder.core.results import Text, message
 from autograder.core.roster import Roster
 from autograder.service.claims import EVENTS, admit, identity
 from autograder.service.config import ConfigError, ServiceConfig
 from autograder.service.errors import ServiceRefusal
+from autograder.service.github_lookup import SubmissionTime
 from autograder.service.jwks import KeySet
 from autograder.service.page import render_page
 from autograder.service.queue import wake
@@ -135,10 +138,16 @@ class Intake:
             # and nothing is asked of GitHub or counted against the limit. (A superseded commit
             # pushed again goes on: the store queues it again if it is the newest push.)
             return again, False
-        if again is None:
-            self._check_rate(mine, received_at)
+        over = self._over_limit(mine, received_at) if again is None else None
         admitted = admit(ident, s.roster, self._default_branch(ident.repository_id))
-        submitted = s.lookup.submission_time(ident)
+        if over is None:
+            submitted = s.lookup.submission_time(ident)
+        else:
+            # Over the repository's hourly limit the push is still recorded (its newest push is
+            # always graded: the store supersedes the older ones still queued), but dated by the
+            # token alone: a flood spends none of the service's GitHub quota, nobody else's.
+            submitted = SubmissionTime(ident.issued_at, "token")
+            admitted = replace(admitted, warnings=(*admitted.warnings, over))
         submission, new = s.store.record(admitted=admitted, submitted=submitted, received_at=received_at)
         if new and s.queue is not None:
             try:
@@ -147,15 +156,14 @@ class Intake:
                 log.exception("wake-up not sent for submission %s", submission.id)
         return submission, new
 
-    def _check_rate(self, mine: list[Submission], now: datetime) -> None:
-        """429 when the repository's submissions received in the last hour reach the limit, with
-        how long until the oldest of them leaves the window."""
+    def _over_limit(self, mine: list[Submission], now: datetime) -> Text | None:
+        """What to tell the learner when the repository's submissions received in the last hour
+        reach the limit; None under it."""
         limit = self.services.config.limits.per_hour
         recent = [one.received_at for one in mine if one.received_at >= now - WINDOW]
         if len(recent) < limit:
-            return
-        wait = max(1, int((min(recent) + WINDOW - now).total_seconds()) + 1)
-        raise ServiceRefusal("service.app.rate_limited", 429, limit=limit, retry_after=wait)
+            return None
+        return message("service.app.over_limit", limit=limit)
 
     def _default_branch(self, repository_id: int) -> str | None:
         now = self._clock()

@@ -16,7 +16,7 @@ also from $GITHUB_API_URL), over the defaults below.
     --allow-scheme, --allow-host   what the clone URL may use (as grade-all's)
     --workers N            grading processes (0: the app alone; workers run elsewhere)
     --lease SECONDS        a grading not heard from for this long is a lost worker's
-    --per-hour N           submissions per repository per hour (then 429)
+    --per-hour N           submissions per repository per hour dated with GitHub (beyond: by the token)
     --max-body BYTES       the largest request body accepted (nothing in it is read)
     --wait SECONDS         how long the learner's job is told to wait for a verdict
     --host, --port         where the app listens (default 127.0.0.1:8000)
@@ -69,7 +69,7 @@ class ConfigError(Exception):
 
 @dataclass(frozen=True)
 class Limits:
-    per_hour: int = 30  # a learner pushing every two minutes for an hour; a loop is stopped
+    per_hour: int = 30  # a learner pushing every two minutes for an hour; beyond, no GitHub lookup
     body_bytes: int = 16 * 1024  # nothing in the body is read: the cap only bounds the work
     wait_s: float = 300.0  # the job waits this long for a verdict, then says "en cola"
 
