@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 from lessons.lesson03_variants import BUGGY
 from support.grading import grade_folder, write_submission
+from support.learner_course import ctrl_c_as_in_a_shell
 from support.processes import descendants
 from support.project import ROOT, SEED
 from support.variants import solution_files
@@ -70,6 +71,7 @@ def launch(folder: Path, *extra: str) -> subprocess.Popen:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=ctrl_c_as_in_a_shell,  # stopped with Ctrl-C (SIGINT), as a learner stops it
     )
 
 

@@ -9,6 +9,7 @@ import pty
 import re
 import select
 import shutil
+import signal
 import struct
 import subprocess
 import sys
@@ -85,6 +86,14 @@ def history_lines(course_root: Path) -> list[str]:
     return path.read_text(encoding="utf-8").splitlines() if path.exists() else []
 
 
+def ctrl_c_as_in_a_shell() -> None:
+    """In a child before it runs the command: Ctrl-C's default action, as a learner's shell gives
+    its commands. A suite started in the background inherits SIGINT ignored (a non-interactive
+    shell ignores it for `&` jobs), and Python keeps an ignored SIGINT ignored: the command would
+    never see the learner's Ctrl-C."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Terminal:
     """A command run in a pseudo-terminal, as a learner runs it: it is the session leader with
     the terminal as its controlling terminal, so Ctrl-C (written as \\x03) reaches it as SIGINT."""
@@ -94,6 +103,7 @@ class Terminal:
         if self.pid == 0:  # the child: become the command
             try:
                 os.chdir(cwd)
+                ctrl_c_as_in_a_shell()
                 os.execvpe(argv[0], argv, env)
             finally:
                 os._exit(127)
