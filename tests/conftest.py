@@ -68,27 +68,3 @@ def pytest_xdist_auto_num_workers(config):
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None
     return (os.cpu_count() or 1) + 1
-
-
-# The modules whose tests run longest (a fresh venv, the demo's training, whole cohorts, the
-# service with its workers), handed out first: with -n auto a long test started last is a tail
-# every other worker waits for. Only the order changes, never what runs.
-LONG_FIRST = (
-    "tests/course/test_devcontainer.py",
-    "tests/learner/test_demo.py",
-    "tests/cohort/",
-    "tests/learner/test_hints.py",
-    "tests/service/test_service_end_to_end.py",
-    "tests/service/test_worker.py",
-    "tests/course/test_notebooks.py",
-    "tests/course/test_release.py",
-    "tests/github/test_workflow_run.py",
-)
-
-
-def pytest_collection_modifyitems(config, items):
-    def rank(item) -> int:
-        path = item.nodeid.replace("\\", "/")
-        return next((i for i, prefix in enumerate(LONG_FIRST) if path.startswith(prefix)), len(LONG_FIRST))
-
-    items.sort(key=rank)  # stable: within a rank, collection order
