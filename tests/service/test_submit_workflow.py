@@ -34,7 +34,7 @@ import threading
 import time
 import urllib.parse
 import urllib.request
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,7 @@ import pytest
 import yaml
 from support.fake_github import TOKEN, FakeGitHub
 from support.grading import grade_folder, write_submission
+from support.local_http import JSONHandler, serve, stop
 from support.oidc_issuer import LocalIssuer
 from support.project import ROOT
 from support.token_endpoint import TokenEndpoint
@@ -211,7 +212,7 @@ class StandInService:
     def __enter__(self) -> StandInService:
         service = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(JSONHandler):
             def do_POST(self) -> None:  # noqa: N802 - http.server's name
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length)
@@ -271,28 +272,12 @@ class StandInService:
                 }
                 self._send(200, body)
 
-            def _send(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
-                data = body if isinstance(body, bytes) else json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json; charset=utf-8")
-                for name, value in (headers or {}).items():
-                    self.send_header(name, value)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        self._server, self.url = serve(Handler)
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        stop(self._server)
+        self._server = None
 
     def accepted(self, key: str) -> dict[str, Any]:
         return {
@@ -323,7 +308,7 @@ class Recorder:
         recorder = self
         self.requests: list[dict[str, Any]] = []
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(JSONHandler):
             def _any(self) -> None:
                 recorder.requests.append(
                     {"path": self.path, "authorization": self.headers.get("Authorization")}
@@ -345,8 +330,8 @@ class Recorder:
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+        stop(self._server)
+        self._server = None
 
 
 @pytest.fixture(scope="module")

@@ -34,12 +34,14 @@ import secrets
 import threading
 import time
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
 
 import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
+
+from support.local_http import JSONHandler, serve, stop
 
 __all__ = ["FORGERIES", "LocalIssuer"]
 
@@ -97,7 +99,7 @@ class LocalIssuer:
     def __enter__(self) -> LocalIssuer:
         issuer = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(JSONHandler):
             def do_GET(self) -> None:  # noqa: N802 - http.server's name
                 documents = {
                     "/.well-known/openid-configuration": ("discovery_fetches", issuer.discovery),
@@ -112,28 +114,12 @@ class LocalIssuer:
                     return self._send(503, {"message": "unavailable"})
                 return self._send(200, document())
 
-            def _send(self, status: int, body: dict[str, Any]) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json; charset=utf-8")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        self._server, self.url = serve(Handler)
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
+        stop(self._server)
+        self._server = None
 
     # ------------------------------------------------------------------ the documents
 

@@ -21,12 +21,13 @@ answers 401, as GitHub's does.
 
 from __future__ import annotations
 
-import json
 import secrets
 import threading
 import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from typing import Any
+
+from support.local_http import JSONHandler, serve, stop
 
 __all__ = ["TokenEndpoint"]
 
@@ -55,7 +56,7 @@ class TokenEndpoint:
     def __enter__(self) -> TokenEndpoint:
         endpoint = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(JSONHandler):
             def do_GET(self) -> None:  # noqa: N802 - http.server's name
                 split = urllib.parse.urlsplit(self.path)
                 query = dict(urllib.parse.parse_qsl(split.query))
@@ -81,25 +82,10 @@ class TokenEndpoint:
                     count = len(endpoint.minted)
                 return self._send(200, {"count": count, "value": token})
 
-            def _send(self, status: int, body: dict[str, Any]) -> None:
-                data = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json; charset=utf-8")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/idtoken?api-version=2.0"
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        self._server, base = serve(Handler)
+        self.url = f"{base}/idtoken?api-version=2.0"
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
+        stop(self._server)
+        self._server = None
