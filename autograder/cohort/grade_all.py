@@ -55,7 +55,14 @@ from autograder.cohort import observations
 from autograder.cohort.merge import merge
 from autograder.cohort.observations import ObservationLog, Sighting
 from autograder.cohort.outputs import Say, error_result_json, load_log, publish, report_failed_outputs
-from autograder.cohort.roster import SCHEMES, Allowed, Learner, fetch, learners_in, read_roster
+from autograder.cohort.roster import (
+    Allowed,
+    Learner,
+    add_allow_options,
+    fetch,
+    learners_in,
+    read_roster,
+)
 from autograder.cohort.store import BatchError, Record, Store, content_hash, grading_fingerprint, learner_key
 from autograder.core import i18n
 from autograder.core.manifest import Course, Lesson
@@ -95,21 +102,7 @@ def add_parser(subparsers) -> None:
         metavar=message("cli.metavar.file"),
         help=message("cli.grade_all.roster"),
     )
-    parser.add_argument(
-        "--allow-scheme",
-        action="append",
-        choices=SCHEMES,
-        default=None,
-        metavar="SCHEME",
-        help=message("cli.grade_all.allow_scheme"),
-    )
-    parser.add_argument(
-        "--allow-host",
-        action="append",
-        default=None,
-        metavar="HOST",
-        help=message("cli.grade_all.allow_host"),
-    )
+    add_allow_options(parser, message("cli.grade_all.allow_scheme"), message("cli.grade_all.allow_host"))
     parser.add_argument(
         "--allow-unisolated", action="store_true", help=message("cli.grade_all.allow_unisolated")
     )

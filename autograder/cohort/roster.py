@@ -293,3 +293,12 @@ def _git(folder: Path, *args: str, check: bool = True, protocols: tuple[str, ...
 def redact_url(text: str) -> str:
     """URLs with their credentials hidden: https://user:token@host -> https://***@host."""
     return re.sub(r"([a-z][a-z0-9+.-]*://)[^/@\s]+@", r"\1***@", text, flags=re.IGNORECASE)
+
+
+def add_allow_options(parser, scheme_help, host_help, schemes: tuple[str, ...] = SCHEMES) -> None:
+    """--allow-scheme and --allow-host, as grade-all and the grading service both take them: what
+    a learner's clone URL may use (each repeatable; default https on github.com)."""
+    parser.add_argument(
+        "--allow-scheme", action="append", choices=schemes, default=None, metavar="SCHEME", help=scheme_help
+    )
+    parser.add_argument("--allow-host", action="append", default=None, metavar="HOST", help=host_help)

@@ -42,6 +42,7 @@ STOP_WAIT_S = 20.0  # how long the workers get to stop before they are killed
 
 
 def add_parser(sub) -> None:
+    from autograder.cohort.roster import add_allow_options
     from autograder.service.config import SCHEMES
 
     parser = sub.add_parser(
@@ -70,20 +71,8 @@ def add_parser(sub) -> None:
     parser.add_argument(
         "--clone-url", default=None, metavar="TEMPLATE", help=message("service.serve.opt_clone_url")
     )
-    parser.add_argument(
-        "--allow-scheme",
-        action="append",
-        choices=SCHEMES,
-        default=None,
-        metavar="SCHEME",
-        help=message("service.serve.opt_allow_scheme"),
-    )
-    parser.add_argument(
-        "--allow-host",
-        action="append",
-        default=None,
-        metavar="HOST",
-        help=message("service.serve.opt_allow_host"),
+    add_allow_options(
+        parser, message("service.serve.opt_allow_scheme"), message("service.serve.opt_allow_host"), SCHEMES
     )
     parser.add_argument(
         "--workers", type=int, default=None, metavar="N", help=message("service.serve.opt_workers")
