@@ -28,13 +28,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import jsonschema  # noqa: E402
-import jsonschema.exceptions  # noqa: E402
-import yaml  # noqa: E402
+import yaml
 
 from autograder.core import yaml_loader
 from autograder.core.files import display_path
-from autograder.core.json_schema import schema, validator  # before jsonschema: see there
+from autograder.core.json_schema import ValidationError, best_match, schema, validator
 
 __all__ = [
     "ENV_VAR",
@@ -230,12 +228,12 @@ def _schema_problems(data: Any) -> list[tuple[str, str]]:
     errors = list(validator(SCHEMA_PATH).iter_errors(data))
     if not errors:
         return []
-    best = jsonschema.exceptions.best_match(errors)
+    best = best_match(errors)
     ordered = [best] + [e for e in errors if e is not best]
     return [(_where(e.absolute_path), _describe(e)) for e in ordered]
 
 
-def _describe(error: jsonschema.exceptions.ValidationError) -> str:
+def _describe(error: ValidationError) -> str:
     """jsonschema's message, plus what to do where the message alone would not say."""
     message = error.message
     instance, schema = error.instance, error.schema if isinstance(error.schema, dict) else {}

@@ -43,10 +43,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import jsonschema  # noqa: E402
 import yaml
 
-from autograder.core.json_schema import schema, validator  # before jsonschema: see there
+from autograder.core.json_schema import ValidationError, schema, validator
 from autograder.core.neutral import formula_like
 from autograder.core.results import Text, message
 from autograder.core.yaml_loader import SafeLoader
@@ -462,7 +461,7 @@ def _check(data: dict[str, Any], path: Path, line_of, lines: list[int]) -> None:
         raise min(problems, key=lambda problem: problem[:2])[2]
 
 
-def _schema_problem(error: jsonschema.ValidationError, path: Path, line_of) -> tuple[int, int, RosterError]:
+def _schema_problem(error: ValidationError, path: Path, line_of) -> tuple[int, int, RosterError]:
     at = list(error.absolute_path)
     instance = error.instance
     if error.validator == "additionalProperties" and isinstance(instance, dict):
