@@ -1,23 +1,52 @@
-"""Helpers shared by lesson 01's graders: the learner's data.py behind the sandbox, short
-descriptions of what was called, and the hints that name a recognisable mistake."""
+"""Helpers shared by lesson 01's graders: the inputs they draw, the learner's data.py behind
+the sandbox, short descriptions of what was called, where a row of a batch sits in data, and
+the hints that name a recognisable mistake."""
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import random
 
 import torch
 
 from autograder.core.results import message
+from autograder.engine import recording
 from autograder.engine.checks import fail
 from autograder.engine.feedback import truncate
 from autograder.engine.grader_helpers import hinted, worker_generator
 from autograder.sandbox.client import Sandbox, StudentError
 from autograder.sandbox.protocol import Handle
 
-from . import reference as ref
+ref = recording.reference_of(__package__)
+
 
 FILE = "data"
 SHOWN_CHARS = 240  # longer reprs are cut: a learner needs the start, not all 50 KB
+
+# ---------------------------------------------------------------- inputs
+
+# Texts whose characters appear out of sorted order, with what a Spanish text brings: accents,
+# ñ, opening ¿ ¡, capitals, punctuation and a line break (which sorts first).
+SHORT = "hola mundo"
+ACCENTED = "¿Qué año es?\nÉl dijo: ¡mañana, sí!"
+ALPHABET = "abcdefghijklmnñopqrstuvwxyzáéíóúü ABCDEÉÑ¿?¡!,.;:\n"
+# Characters that no text above contains: what encode must refuse.
+UNKNOWN = "ßΩ€жø"
+CORPUS_FILE = "cuentos.txt"
+CORPUS_MAX_BYTES = 512 * 1024
+
+
+def random_text(seed: int, length: int = 60, alphabet: str = ALPHABET) -> str:
+    """A fresh text for each run, starting out of sorted order so that order matters."""
+    rng = random.Random(seed)
+    return "zé¿A " + "".join(rng.choice(alphabet) for _ in range(length))
+
+
+def distinct_data(n: int, generator: torch.Generator) -> torch.Tensor:
+    """(n,) int64 of distinct values, none equal to its position, in no particular order: each
+    value says where in data it comes from."""
+    return torch.randperm(4 * n + 50, generator=generator)[:n] + 1000
 
 
 def function(sub: Sandbox, name: str):
@@ -61,15 +90,28 @@ def with_vocabulary(sub: Sandbox, text: str) -> Handle:
     """CharTokenizer(text) with the correct vocabulary put in place by the grader, so that
     encode and decode are judged on their own: a bug in TODO [vocab] has checks of its own."""
     tok = construct(sub, text)
-    chars = ref.vocabulary(text)
+    install_vocabulary(sub, tok, ref.vocabulary(text))
+    return tok
+
+
+def with_any_vocabulary(sub: Sandbox, text: str) -> Handle:
+    """CharTokenizer(text) with a vocabulary of text in an order of the grader's own (most
+    frequent character first) put in place: decode(encode(text)) == text holds for any
+    one-to-one vocabulary, so the round trip of a learner's own corpus needs no reference."""
+    tok = construct(sub, text)
+    install_vocabulary(sub, tok, [ch for ch, _ in collections.Counter(text).most_common()])
+    return tok
+
+
+def install_vocabulary(sub: Sandbox, tok: Handle, chars: list[str]) -> None:
+    """chars, vocab_size and the two maps of `chars` set on the learner's tokenizer."""
     for name, value in (
         ("chars", chars),
         ("vocab_size", len(chars)),
-        ("stoi", {ch: i for i, ch in enumerate(chars)}),
-        ("itos", {i: ch for i, ch in enumerate(chars)}),
+        ("stoi", dict(zip(chars, range(len(chars))))),
+        ("itos", dict(enumerate(chars))),
     ):
         sub.request("setattr", target=tok, name=name, value=value)
-    return tok
 
 
 def text_call(text: str) -> str:
@@ -216,4 +258,17 @@ def as_rows(t: torch.Tensor, batch_size: int, block_size: int) -> torch.Tensor |
 
 
 def positions(data: torch.Tensor) -> dict[int, int]:
+    """{value: its index} of data, whose values are distinct."""
     return {int(v): i for i, v in enumerate(data.tolist())}
+
+
+def window_start(row: torch.Tensor, data: torch.Tensor, where: dict[int, int]) -> int | None:
+    """Where `row` sits in data if it is len(row) consecutive tokens of it; None otherwise.
+    `where` is positions(data)."""
+    if row.ndim != 1 or row.numel() == 0 or row.is_floating_point() and not torch.equal(row, row.round()):
+        return None
+    values = row.to(torch.int64)
+    start = where.get(int(values[0]))
+    if start is None or start + len(values) > len(data):
+        return None
+    return start if torch.equal(data.narrow(0, start, len(values)), values) else None

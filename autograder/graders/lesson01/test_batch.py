@@ -1,10 +1,14 @@
-"""Hidden checks of get_batch: the windows' starts (TODO [batch-offsets]) and x, y with y
+"""Checks of get_batch: the windows' starts (TODO [batch-offsets]) and x, y with y
 shifted by one (TODO [targets-shift]).
 
 data always holds distinct values, so each row of x or y says where in data it starts. The
 starts are judged by properties, never against one random stream: every valid start comes out
 (the last one, len(data) - block_size - 1, included), none past it, and the batch depends on
 the generator it is given and on nothing else.
+
+None of these checks asks the reference anything: they need no recording, and the learner
+release runs them as they are. test_official_batch.py adds randomized edge ranges to
+batch-range in official grading only.
 """
 
 from __future__ import annotations
@@ -17,12 +21,12 @@ from autograder.engine.checks import describe_student_error, fail
 from autograder.engine.grader_helpers import generator, worker_generator
 from autograder.sandbox.client import StudentError
 
-from . import reference as ref
 from .harness import (
     RETRIES,
     RETRY_SEED_STEP,
     as_rows,
     batch_call,
+    distinct_data,
     function,
     get_batch,
     get_batch_whole,
@@ -31,6 +35,7 @@ from .harness import (
     short_rows,
     show,
     type_name,
+    window_start,
 )
 
 # ---------------------------------------------------------------- TODO [batch-offsets]
@@ -60,10 +65,10 @@ def _starts(x, y, data, B: int, T: int, called) -> tuple[list[int], bool | None]
     where = positions(data)
     starts, shifted = [], True
     for b in range(B):
-        sx = ref.window_start(rows_x[b], data, where)
+        sx = window_start(rows_x[b], data, where)
         if sx is None:
             fail(called, message("lesson01.starts_unjudgeable_row", name="x", b=b, row=show(rows_x[b]), T=T))
-        sy = ref.window_start(rows_y[b], data, where) if rows_y is not None else None
+        sy = window_start(rows_y[b], data, where) if rows_y is not None else None
         shifted = shifted and sy == sx + 1
         starts.append(sy if sy is not None and sy == sx - 1 else sx)
     return starts, (shifted if rows_y is not None else None)
@@ -120,11 +125,25 @@ class _Draws:
 @pytest.mark.check("batch-range")
 def test_batch_range(submission, check_seed):
     gen = generator(check_seed)
-    T, B = RANGE_T, RANGE_B
-    n = T + RANGE_STARTS
-    data = ref.distinct_data(n, gen)
-    last = n - T - 1
     seed = check_seed % 10_000  # short enough to read in a message
+    draws = judge_range(submission, distinct_data(RANGE_T + RANGE_STARTS, gen), RANGE_T, RANGE_B, seed)
+    # The tightest case: len(data) = block_size + 1 leaves exactly one window, at 0.
+    T, B = 5, 3
+    tight = _Draws(submission, distinct_data(T + 1, gen), T)
+    called, starts = tight.draw(B, seed)
+    if starts is None:
+        # How y is sliced was seen above, on the longer data.
+        tight.seen_whole, tight.shift_right = draws.seen_whole, draws.shift_right
+        tight.blame_break(0)
+    if any(s != 0 for s in starts):
+        fail(called, message("lesson01.single_window", starts=show(starts)))
+
+
+def judge_range(submission, data: torch.Tensor, T: int, B: int, seed: int) -> _Draws:
+    """RANGE_CALLS batches of B rows from data (few valid starts, many rows): fails unless
+    every valid start comes out and none past the last; the draws seen, for a later case."""
+    n = len(data)
+    last = n - T - 1
     draws = _Draws(submission, data, T)
     for k in range(RANGE_CALLS):
         called, starts = draws.draw(B, seed + k)
@@ -154,23 +173,14 @@ def test_batch_range(submission, check_seed):
             ),
             hint,
         )
-    # The tightest case: len(data) = block_size + 1 leaves exactly one window, at 0.
-    T, B = 5, 3
-    tight = _Draws(submission, ref.distinct_data(T + 1, gen), T)
-    called, starts = tight.draw(B, seed)
-    if starts is None:
-        # How y is sliced was seen above, on the longer data.
-        tight.seen_whole, tight.shift_right = draws.seen_whole, draws.shift_right
-        tight.blame_break(0)
-    if any(s != 0 for s in starts):
-        fail(called, message("lesson01.single_window", starts=show(starts)))
+    return draws
 
 
 @pytest.mark.check("batch-generator")
 def test_batch_generator(submission, check_seed):
     gen = generator(check_seed)
     n, T, B = 300, 8, 5
-    data = ref.distinct_data(n, gen)
+    data = distinct_data(n, gen)
     seed = check_seed % 10_000
     # The same seed twice, with torch's global generator in two different states. A seed whose
     # batch breaks with rows of different lengths (a start past the end: batch-range's
@@ -207,7 +217,7 @@ SHAPE_CASES = ((500, 7, 3), (300, 1, 5), (400, 12, 2), (60, 4, 1))  # (len(data)
 def test_batch_shapes(submission, check_seed):
     gen = generator(check_seed)
     for k, (n, T, B) in enumerate(SHAPE_CASES):
-        data = ref.distinct_data(n, gen)
+        data = distinct_data(n, gen)
         called, x, y = get_batch_whole(submission, data, T, B, check_seed % 10_000 + k)
         for name, t in (("x", x), ("y", y)):
             if tuple(t.shape) != (B, T):
@@ -220,7 +230,7 @@ def test_batch_shapes(submission, check_seed):
                 )
         where = positions(data)
         for b in range(B):
-            if ref.window_start(x[b], data, where) is None:
+            if window_start(x[b], data, where) is None:
                 fail(called, message("lesson01.row_not_window", name="x", b=b, row=show(x[b]), T=T))
     _expect_batch_on_data_device(submission, check_seed)
 
@@ -270,7 +280,7 @@ def _expect_batch_on_data_device(submission, check_seed: int) -> None:
 def test_targets_shift(submission, check_seed):
     gen = generator(check_seed)
     n, T, B = 600, 8, 6
-    data = ref.distinct_data(n, gen)
+    data = distinct_data(n, gen)
     where = positions(data)
     for k in range(2):
         called, x, y = get_batch_whole(submission, data, T, B, check_seed % 10_000 + k)
@@ -279,17 +289,19 @@ def test_targets_shift(submission, check_seed):
             bad, name = (x, "x") if rows_x is None else (y, "y")
             fail(called, message("lesson01.shape_wrong", name=name, got=tuple(bad.shape), B=B, T=T))
         for b in range(B):
-            sx = ref.window_start(rows_x[b], data, where)
+            sx = window_start(rows_x[b], data, where)
             if sx is None:
                 fail(called, message("lesson01.row_not_window", name="x", b=b, row=show(rows_x[b]), T=T))
-            expected = data[sx + 1 : sx + 1 + T]
+            # The window one token further, cut short at the end of data (a start past the
+            # last valid one leaves y a token short: batch-range says so).
+            expected = data.narrow(0, sx + 1, min(T, len(data) - sx - 1))
             row = rows_y[b]
             if len(expected) == T and torch.equal(row.to(torch.int64), expected):
                 continue
             got = message(
                 "lesson01.targets_wrong", b=b, x=show(rows_x[b]), y=show(row), expected=show(expected)
             )
-            sy = ref.window_start(row, data, where)
+            sy = window_start(row, data, where)
             if sy is None:
                 hint = message("lesson01.targets_not_window", b=b)
             elif sy == sx:

@@ -1,5 +1,10 @@
-"""Hidden checks of split (TODO [split]): the order of the text is kept, train first, and
-val holds val_fraction of the tokens (rounded either way)."""
+"""Checks of split (TODO [split]): the order of the text is kept, train first, and val holds
+val_fraction of the tokens (rounded either way).
+
+The reference is asked only about the grader's own sizes and fractions (never about a
+learner's values), and the sizes a known mistake gives are asked for every case, so the
+learner release answers every call from its recording. test_official_split.py adds
+randomized sizes to split-fraction in official grading only."""
 
 from __future__ import annotations
 
@@ -7,11 +12,13 @@ import pytest
 import torch
 
 from autograder.core.results import message
+from autograder.engine import recording
 from autograder.engine.checks import fail
 from autograder.engine.grader_helpers import generator
 
-from . import reference as ref
-from .harness import function, has_values, show, type_name
+from .harness import distinct_data, function, has_values, show, type_name
+
+ref = recording.reference_of(__package__)
 
 # (n, val_fraction); None: the default, 0.1. Each exact n * fraction is also checked by
 # ref.val_sizes, so both usual roundings (int(n * (1 - f)) for train, int(n * f) for val) pass.
@@ -40,13 +47,14 @@ def _splits(submission, check_seed: int, cases):
     """(n, fraction, data, called, train, val) for each case, data drawn fresh each time."""
     gen = generator(check_seed)
     for n, fraction in cases:
-        data = ref.distinct_data(n, gen)
+        data = distinct_data(n, gen)
         yield (n, fraction, data, *_split(submission, data, fraction))
 
 
 @pytest.mark.check("split-order")
 def test_split_order(submission, check_seed):
     for n, fraction, data, called, train, val in _splits(submission, check_seed, ORDER_CASES):
+        sizes = ref.val_sizes(n, fraction)  # asked every time: a failing replay needs it
         for name, part in (("train", train), ("val", val)):
             if not has_values(part):
                 fail(called, message("lesson01.split_not_tensor", name=name, got=type_name(part)))
@@ -60,7 +68,7 @@ def test_split_order(submission, check_seed):
         if torch.equal(torch.cat([val, train.to(val.dtype)]), data):
             # The pieces are whole but in the wrong places: either the pair is returned the
             # other way round (val has train's size) or train was cut from the end.
-            if len(val) in ref.val_sizes(n, fraction) and len(val) != len(train):
+            if len(val) in sizes and len(val) != len(train):
                 fail(called, got, message("lesson01.split_train_from_end"))
             fail(called, got, message("lesson01.split_swapped"))
         if torch.equal(joined.sort().values, data.sort().values):
@@ -71,36 +79,43 @@ def test_split_order(submission, check_seed):
 @pytest.mark.check("split-fraction")
 def test_split_fraction(submission, check_seed):
     for n, fraction, _data, called, train, val in _splits(submission, check_seed, SIZE_CASES):
-        f = 0.1 if fraction is None else fraction
-        sizes = sorted(ref.val_sizes(n, f))
-        n_train, n_val = _length(train, called, "train"), _length(val, called, "val")
-        if n_train + n_val != n:
-            fail(called, message("lesson01.split_lost", count=n_train + n_val, n=n))
-        if n_val in sizes:
-            continue
-        expected = ", ".join(str(s) for s in sizes)
-        hint = None
-        if n_val == n and n_train == 0 and min(sizes) == 0:
-            hint = message("lesson01.split_val_negative_zero", n=n, f=f, exact=f"{n * f:g}")
-        elif n_val in ref.val_sizes(n, 1 - f):
-            hint = message("lesson01.split_inverted", f=f)
-        elif fraction is not None and n_val in ref.val_sizes(n, 0.1):
-            hint = message("lesson01.split_ignores_fraction", f=f)
-        elif fraction is None:
-            hint = message("lesson01.split_default")
-        fail(
-            called,
-            message(
-                "lesson01.split_sizes",
-                train=n_train,
-                val=n_val,
-                n=n,
-                f=f,
-                exact=f"{n * f:g}",
-                expected=expected,
-            ),
-            hint,
-        )
+        judge_fraction(n, fraction, called, train, val)
+
+
+def judge_fraction(n: int, fraction: float | None, called, train, val) -> None:
+    """Fails unless len(val) is fraction * n (default 0.1) rounded either way, naming the
+    mistake a wrong size comes from."""
+    f = 0.1 if fraction is None else fraction
+    # What a known mistake gives, asked every time: the recording holds them all.
+    sizes, inverted, default = ref.val_sizes(n, f), ref.val_sizes(n, 1 - f), ref.val_sizes(n, 0.1)
+    n_train, n_val = _length(train, called, "train"), _length(val, called, "val")
+    if n_train + n_val != n:
+        fail(called, message("lesson01.split_lost", count=n_train + n_val, n=n))
+    if n_val in sizes:
+        return
+    expected = ", ".join(str(s) for s in sizes)
+    hint = None
+    if n_val == n and n_train == 0 and min(sizes) == 0:
+        hint = message("lesson01.split_val_negative_zero", n=n, f=f, exact=f"{n * f:g}")
+    elif n_val in inverted:
+        hint = message("lesson01.split_inverted", f=f)
+    elif fraction is not None and n_val in default:
+        hint = message("lesson01.split_ignores_fraction", f=f)
+    elif fraction is None:
+        hint = message("lesson01.split_default")
+    fail(
+        called,
+        message(
+            "lesson01.split_sizes",
+            train=n_train,
+            val=n_val,
+            n=n,
+            f=f,
+            exact=f"{n * f:g}",
+            expected=expected,
+        ),
+        hint,
+    )
 
 
 def _length(part, called, name: str) -> int:
