@@ -1,31 +1,50 @@
 """Helpers shared by lesson 03's graders: configurations, the learner's module behind the
 sandbox with trusted weights loaded, the diagnoses that name a recognisable bug, and what
 several check files ask of the module alike (forward on the meta device, its vector-Jacobian
-products)."""
+products).
+
+Every expected value comes from `ref` (the lesson's reference.py officially, its recording in
+the learner release: engine/recording.py). A diagnosis candidate ("what a known mistake
+gives") is a reference call on the grader's own inputs; `each` makes all of them while
+recording, so that the replay can answer whichever one a failing learner's check reaches."""
 
 from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import torch
 
 from autograder.core.results import Block, Figure, message
+from autograder.engine import recording
 from autograder.engine.checks import CheckFailure, fail
 from autograder.engine.feedback import ATOL, RTOL, compare
 from autograder.engine.grader_helpers import config_text, hinted, learner_frames, load_weights
 from autograder.sandbox.client import Sandbox, StudentError
 
-from . import reference as ref
+ref = recording.reference_of(__package__)
 
 # T, nh, hs and C all different, nh >= 2, T < block_size: shape bugs cannot hide.
 MAIN = {"n_embd": 24, "n_head": 3, "block_size": 11, "dropout": 0.0}
 MAIN_T = 7
 # A second shape family, used at T = 1 and T = block_size.
 SMALL = {"n_embd": 20, "n_head": 4, "block_size": 6, "dropout": 0.0}
+
+
+def each(calls: Iterable[Callable[[], Any]]) -> Iterator[Any]:
+    """The result of each zero-argument call in `calls`, in order, each made when it is asked
+    for; while recording (recording.eager()), all of them are made at once, here, so that a
+    check which stops at its first match (or never looks, as for a correct learner) still
+    records every candidate a failing learner's check may reach in the replay."""
+    calls = list(calls)
+    if recording.eager():
+        return iter([call() for call in calls])
+    return (call() for call in calls)
 
 
 def captured_weights(captured: list, n_head: int) -> torch.Tensor | None:
@@ -147,6 +166,8 @@ class LearnerAttention:
         works; what entered attn_drop when only that exists and the weights are `required`."""
         traced = traced if traced is not None else self.traced(x)
         seen = captured_weights(traced["captured"], self.n_head)
+        if recording.eager():
+            self.reference_values(x)  # what implied_weights needs, for a learner whose weights skip attn_drop
         if seen is not None and looks_like_weights(seen, x.shape[0], self.n_head, x.shape[1]):
             return seen
         implied = self.implied_weights(x)
@@ -156,13 +177,19 @@ class LearnerAttention:
             fail(self.called(x), message("lesson03.attn_drop_calls", count=0))
         return seen  # for the check to show what it is
 
+    def reference_values(self, x: torch.Tensor) -> list[torch.Tensor] | None:
+        """The reference's per-head values of x, where implied_weights can use them (hs >= T)."""
+        T, hs = x.shape[1], x.shape[2] // self.n_head
+        return ref.values(x, self.sd, self.n_head) if 1 <= T <= hs else None
+
     def implied_weights(self, x: torch.Tensor) -> torch.Tensor | None:
         """The weights w with output = proj(merge(w @ v)) for the reference's values v, solved
         from the module's float64 output (exact when hs >= T: v has full row rank). Used only
         when the weights never pass through attn_drop; None when they cannot be solved for."""
         B, T, C = x.shape
         hs = C // self.n_head
-        if not 1 <= T <= hs:
+        v = self.reference_values(x)
+        if v is None:
             return None
         try:
             self.sub.call(self.handle, method="double")
@@ -177,7 +204,6 @@ class LearnerAttention:
         W, b = self.sd["proj.weight"].double(), self.sd["proj.bias"].double()
         try:
             merged = torch.linalg.solve(W, (y - b).transpose(-1, -2)).transpose(-1, -2)  # (B, T, C)
-            v = ref.values(x, self.sd, self.n_head)
             w = torch.stack(
                 [merged[..., h * hs : (h + 1) * hs] @ torch.linalg.pinv(v[h]) for h in range(self.n_head)],
                 dim=1,
@@ -348,9 +374,10 @@ def explain_weights(
     """The first split of ref.SPLITS under which the weights are a row softmax of q k^T / d;
     failing that, a softmax over the queries (dim=-2: a slip outside the TODOs, judged by
     reference-parity), so that how q and k are formed and the scale can still be judged."""
+    # Every split's scores first: cheap, and what the replay needs whichever split fits.
+    raws = {split: ref.raw_scores(x, sd, n_head, split) for split in ref.SPLITS}
     for transposed in (False, True):
-        for split in ref.SPLITS:
-            raw = ref.raw_scores(x, sd, n_head, split)
+        for split, raw in raws.items():
             fit = (
                 fit_scores(weights.transpose(-1, -2), raw.transpose(-1, -2))
                 if transposed
@@ -389,6 +416,23 @@ def mask_explains(weights: torch.Tensor | None) -> bool:
     if bool((w[..., future] != 0).any()):
         return True
     return not (rows_sum_to_one(w) or columns_sum_to_one(w))
+
+
+def reversed_mask_hint(weights: torch.Tensor):
+    """A message naming a reversed mask (torch.triu for torch.tril, or filled where mask == 1)
+    when the weights' finite rows look only at j >= i and some look at the future; else None."""
+    w = weights.detach().double()
+    if w.dim() < 2 or w.shape[-1] != w.shape[-2] or w.shape[-1] < 2:
+        return None
+    rows = torch.isfinite(w).all(dim=-1, keepdim=True).expand_as(w)
+    T = w.shape[-1]
+    past = torch.ones(T, T, dtype=torch.bool).tril(-1)
+    future = past.T
+    if not bool(rows.any()):
+        return None
+    seen_past = bool(((w != 0) & rows & past).any())
+    seen_future = bool(((w != 0) & rows & future).any())
+    return message("lesson03.weights_reversed") if seen_future and not seen_past else None
 
 
 def expect_finite(value: torch.Tensor, called) -> None:

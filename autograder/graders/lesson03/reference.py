@@ -4,6 +4,12 @@ They work on plain weights (a state_dict) in float64, head by head with explicit
 they share no code path with the learner's vectorised version. Each takes options that
 reproduce a recognisable bug; the graders compare a learner's output to those variants to
 diagnose it ("your output matches the reference scaled by sqrt(C)").
+
+This file never ships: the graders reach it only through `recording.reference_of`, which in
+the learner release answers each call from values recorded for the practice inputs. So every
+function here takes and returns plain data (tensors, arrays, numbers, and lists, tuples and
+dicts of those), and everything that computes what the reference computes lives here, the
+values of the recognisable mistakes included, never in the graders files that ship.
 """
 
 from __future__ import annotations
@@ -38,8 +44,41 @@ def np_attention(X, W_Q, W_K, W_V, *, scale: str = "sqrt_dk", causal: bool = Tru
     return weights @ V, weights
 
 
+def np_scores(X, W_Q, W_K):
+    """The scaled scores Q K^T / sqrt(d_k), before any mask: what a learner's own mask is
+    added to when np-attention judges masked_self_attention with the learner's pieces."""
+    Q, K = X @ W_Q, X @ W_K
+    return Q @ K.T / math.sqrt(Q.shape[1])
+
+
+def np_values(X, W_V):
+    return X @ W_V
+
+
+def np_softmax_slips(x: np.ndarray) -> list[np.ndarray]:
+    """What a softmax over the last axis gives when its max or its sum drops keepdims=True
+    (on a square input that broadcasts instead of failing)."""
+    z = x - x.max(axis=-1, keepdims=True)
+    e = np.exp(z)
+    slips = [e / e.sum(axis=-1)]
+    if x.shape[0] == x.shape[-1]:
+        e2 = np.exp(x - x.max(axis=-1))
+        slips += [e2 / e2.sum(axis=-1, keepdims=True), e2 / e2.sum(axis=-1)]
+    return slips
+
+
 def np_edges(T: int, causal: bool) -> int:
     return sum(i + 1 for i in range(T)) if causal else T * T
+
+
+def np_edges_slips(T: int) -> dict[str, int]:
+    """The counts recognisable mistakes give: no self-loop (each token attends only to earlier
+    ones), every pair (no mask), and the causal count (given for causal=False too)."""
+    return {
+        "self_loop": sum(range(T)),
+        "not_causal": np_edges(T, causal=False),
+        "ignores_causal": np_edges(T, causal=True),
+    }
 
 
 # ---------------------------------------------------------------- PyTorch module

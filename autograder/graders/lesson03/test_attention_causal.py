@@ -29,6 +29,7 @@ from .harness import (
     mask_crop_hint,
     mask_explains,
     random_input,
+    reversed_mask_hint,
     vjp_or_none,
 )
 
@@ -59,11 +60,13 @@ def test_mask_buffer(submission, check_seed):
     if not torch.equal(keep, lower):
         # 1 where j > i (LLMs-from-scratch's mask marks what to hide): the course's marks what is seen.
         marks_future = torch.equal(keep, ~lower)
+        upper = torch.equal(keep, lower.T)  # torch.triu where torch.tril was meant
         fail(
             message("lesson03.mask_pattern"),
             heatmap(keep.double().numpy()[:8, :8]),
             message("lesson03.mask_pattern_legend"),
             message("lesson03.mask_marks_future") if marks_future else None,
+            message("lesson03.mask_is_triu") if upper else None,
         )
     state = submission.call(attn.handle, method="state_dict")
     if any(key == "mask" or key.endswith(".mask") for key in state):
@@ -202,6 +205,7 @@ def test_weights_causal(submission, check_seed):
             message("lesson03.future_weights", count=int(leaks.sum())),
             *attention_heatmap(w),
             message("lesson03.heatmap_legend"),
+            reversed_mask_hint(w),
         )
     sums = w.double().sum(dim=-1)
     # Rows that do not sum to 1 while the columns do: a softmax over the queries, outside the
@@ -228,47 +232,52 @@ def test_short_sequences(submission, check_seed):
     depends on T, or positions mixed by the heads' split or merge, are other checks' business."""
     gen = generator(check_seed)
     for cfg, lengths in ((MAIN, (4, 1)), (SMALL, (3, 1))):
-        attn = LearnerAttention(submission, cfg, gen)
-        bs = cfg["block_size"]
-        x = random_input(cfg, bs, gen)
-        full, full_w = None, None
-        for T in (bs, *lengths):
-            xt = x[:, :T]
-            traced = attn.traced(xt)
-            y = traced["value"]
-            expect(
-                tuple(y.shape) == tuple(xt.shape),
-                attn.called(xt),
-                message("lesson03.shape_wrong", got=tuple(y.shape), expected=tuple(xt.shape)),
-            )
-            w = attn.weights(xt, traced, required=False)
-            if w is not None and tuple(w.shape[-2:]) == (T, T):
-                if not torch.isfinite(w).all():
-                    fail(
-                        attn.called(xt),
-                        message("lesson03.weights_nan"),
-                        *attention_heatmap(w.nan_to_num(nan=float("nan"))),
-                    )
-                leaks = leaking_cells(w.double().numpy())
-                if leaks.any():
-                    fail(
-                        attn.called(xt),
-                        message("lesson03.future_weights", count=int(leaks.sum())),
-                        *attention_heatmap(w),
-                        message("lesson03.heatmap_legend"),
-                    )
-            expect_finite(y, attn.called(xt))
-            if full is None:
-                full, full_w = y, w
-                # An output that ignores its input is trivially the same for every length.
-                other = attn.forward(random_input(cfg, bs, gen))
-                expect(
-                    not torch.allclose(other, full), attn.called(xt), message("lesson03.output_ignores_input")
-                )
-                continue
-            problem = compare(y, full[:, :T], what=message("lesson03.what_prefix", T=T), atol=ATOL, rtol=RTOL)
-            if problem and (mask_explains(w) or mask_explains(full_w)):
-                fail(attn.called(xt), message("lesson03.prefix_changed", T=T, bs=bs), problem)
+        judge_lengths(submission, cfg, lengths, gen)
     # The mask, and whatever forward builds for it, on x's device (checked on "meta").
     attn = LearnerAttention(submission, MAIN, gen)
     expect_forward_on_meta(submission, submission.call(attn.handle, "meta", method="to"), attn)
+
+
+def judge_lengths(submission, cfg: dict, lengths, gen: torch.Generator) -> None:
+    """short-sequences for one configuration: forward at T = block_size, then at each of
+    `lengths`, gives finite causal weights and the same first T outputs (see the check)."""
+    attn = LearnerAttention(submission, cfg, gen)
+    bs = cfg["block_size"]
+    x = random_input(cfg, bs, gen)
+    full, full_w = None, None
+    for T in (bs, *lengths):
+        xt = x[:, :T]
+        traced = attn.traced(xt)
+        y = traced["value"]
+        expect(
+            tuple(y.shape) == tuple(xt.shape),
+            attn.called(xt),
+            message("lesson03.shape_wrong", got=tuple(y.shape), expected=tuple(xt.shape)),
+        )
+        w = attn.weights(xt, traced, required=False)
+        if w is not None and tuple(w.shape[-2:]) == (T, T):
+            if not torch.isfinite(w).all():
+                fail(
+                    attn.called(xt),
+                    message("lesson03.weights_nan"),
+                    *attention_heatmap(w.nan_to_num(nan=float("nan"))),
+                )
+            leaks = leaking_cells(w.double().numpy())
+            if leaks.any():
+                fail(
+                    attn.called(xt),
+                    message("lesson03.future_weights", count=int(leaks.sum())),
+                    *attention_heatmap(w),
+                    message("lesson03.heatmap_legend"),
+                    reversed_mask_hint(w),
+                )
+        expect_finite(y, attn.called(xt))
+        if full is None:
+            full, full_w = y, w
+            # An output that ignores its input is trivially the same for every length.
+            other = attn.forward(random_input(cfg, bs, gen))
+            expect(not torch.allclose(other, full), attn.called(xt), message("lesson03.output_ignores_input"))
+            continue
+        problem = compare(y, full[:, :T], what=message("lesson03.what_prefix", T=T), atol=ATOL, rtol=RTOL)
+        if problem and (mask_explains(w) or mask_explains(full_w)):
+            fail(attn.called(xt), message("lesson03.prefix_changed", T=T, bs=bs), problem)

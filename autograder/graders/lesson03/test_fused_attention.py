@@ -13,11 +13,11 @@ import pytest
 import torch
 
 from autograder.core.results import message
+from autograder.engine import recording
 from autograder.engine.checks import expect, fail
 from autograder.engine.feedback import ATOL, RTOL, compare
 from autograder.engine.grader_helpers import generator
 
-from . import reference as ref
 from .harness import (
     MAIN,
     MAIN_T,
@@ -25,9 +25,12 @@ from .harness import (
     SMALL,
     LearnerAttention,
     diagnose,
+    each,
     expect_forward_on_meta,
     random_input,
 )
+
+ref = recording.reference_of(__package__)
 
 SDPA_PARAMETERS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale")
 
@@ -39,12 +42,17 @@ def sdpa_arguments(spied_call: dict) -> dict:
 
 def _shared_code_variants(x, sd, n_head):
     """The reference with the bugs the fused path shares with the explicit one (head split,
-    merge, projection: other checks' business), all still causal and scaled by 1/sqrt(hs)."""
-    for split in ref.SPLITS:
-        for merge in ("concat", "no_transpose", "interleaved"):
-            for proj in (True, False):
-                if (split, merge, proj) != ("contiguous", "concat", True):
-                    yield ref.attention_forward(x, sd, n_head, split=split, merge=merge, proj=proj)
+    merge, projection: other checks' business), all still causal and scaled by 1/sqrt(hs);
+    made as they are asked for (all at once while recording)."""
+    return each(
+        lambda split=split, merge=merge, proj=proj: ref.attention_forward(
+            x, sd, n_head, split=split, merge=merge, proj=proj
+        )
+        for split in ref.SPLITS
+        for merge in ("concat", "no_transpose", "interleaved")
+        for proj in (True, False)
+        if (split, merge, proj) != ("contiguous", "concat", True)
+    )
 
 
 @pytest.mark.check("fused-parity")
@@ -53,34 +61,30 @@ def test_fused_parity(submission, check_seed):
     for cfg, T, B in ((MAIN, MAIN_T, 2), (SMALL, 1, 2), (SMALL, SMALL["block_size"], 1), (NARROW, 4, 2)):
         attn = LearnerAttention(submission, cfg, gen, fused=True)
         x = random_input(cfg, T, gen, B=B)
+        n_head = cfg["n_head"]
+        hs = cfg["n_embd"] // n_head
+        expected = ref.attention_forward(x, attn.sd, n_head)
+        shared = _shared_code_variants(x, attn.sd, n_head)
+        # What the fused path's own recognisable bugs give (not causal; q scaled before SDPA).
+        diagnoses = each(
+            [
+                lambda: (
+                    ref.attention_forward(x, attn.sd, n_head, mask="none"),
+                    message("lesson03.diag_fused_not_causal"),
+                ),
+                lambda: (
+                    ref.attention_forward(x, attn.sd, n_head, scale="hs"),
+                    message("lesson03.diag_fused_scaled_twice", hs=hs),
+                ),
+            ]
+        )
         y = attn.forward(x)
-        expected = ref.attention_forward(x, attn.sd, cfg["n_head"])
         problem = compare(y, expected.to(y.dtype), what=message("lesson03.what_output"), atol=ATOL, rtol=RTOL)
         if problem is None:
             continue
-        if any(
-            compare(y, other.to(y.dtype), what="", atol=ATOL, rtol=RTOL) is None
-            for other in _shared_code_variants(x, attn.sd, cfg["n_head"])
-        ):
+        if any(compare(y, other.to(y.dtype), what="", atol=ATOL, rtol=RTOL) is None for other in shared):
             continue
-        hs = cfg["n_embd"] // cfg["n_head"]
-        fail(
-            attn.called(x),
-            problem,
-            *diagnose(
-                y,
-                [
-                    (
-                        ref.attention_forward(x, attn.sd, cfg["n_head"], mask="none"),
-                        message("lesson03.diag_fused_not_causal"),
-                    ),
-                    (
-                        ref.attention_forward(x, attn.sd, cfg["n_head"], scale="hs"),
-                        message("lesson03.diag_fused_scaled_twice", hs=hs),
-                    ),
-                ],
-            ),
-        )
+        fail(attn.called(x), problem, *diagnose(y, list(diagnoses)))
 
 
 @pytest.mark.check("fused-sdpa")

@@ -1,21 +1,27 @@
-"""Hidden checks of attention_numpy.py (the NumPy warm-up)."""
+"""Hidden checks of attention_numpy.py (the NumPy warm-up).
+
+Every expected value and every "what a known mistake gives" comes from `ref` on the checks'
+own inputs, made whether or not the check will need it (they are cheap), so that the replay
+of the learner release can answer every diagnosis."""
 
 from __future__ import annotations
 
-import math
 import numbers
+from dataclasses import dataclass
 
 import numpy as np
 import pytest
 
 from autograder.core.results import Figure, message
+from autograder.engine import recording
 from autograder.engine.checks import fail
 from autograder.engine.feedback import compare, heatmap, leaking_cells
 from autograder.engine.grader_helpers import hinted
 from autograder.sandbox.client import StudentError
 
-from . import reference as ref
 from .harness import mask_grid
+
+ref = recording.reference_of(__package__)
 
 FILE = "attention_numpy"
 STABLE_INPUT = "[[1000, 1001, 1002], [-1000, 0, 1000], [0, 0, 0]]"
@@ -64,6 +70,8 @@ def test_np_mask(submission):
             if np.any(mask[visible] != 0):
                 if np.all(mask[visible] == 1):
                     hint = "lesson03.np_mask_multiplicative"
+                elif T > 1 and np.all(mask[past] <= -1e9) and np.all(mask[~past] == 0):
+                    hint = "lesson03.np_mask_reversed"
                 elif T > 1 and np.all(np.diag(mask) <= -1e9) and np.all(mask[past] == 0):
                     hint = "lesson03.np_mask_diagonal"
                 else:
@@ -83,6 +91,8 @@ def test_np_softmax(submission, check_seed):
     softmax = function(submission, "softmax")
     rng = np.random.default_rng(check_seed)
     x = rng.normal(size=(3, 5)) * 2
+    # Over each axis: the expected value of one is the wrong-axis diagnosis of the other.
+    over = {axis: ref.np_softmax(x, axis=axis) for axis in (-1, 0, 1)}
     for axis in (-1, 0):
         called = message(
             "lesson03.called_fn",
@@ -93,9 +103,9 @@ def test_np_softmax(submission, check_seed):
         )
         with keepdims_hint():
             out = as_array(submission.call(softmax, x, axis=axis), called)
-        problem = compare(out, ref.np_softmax(x, axis=axis), what=message("lesson03.what_softmax"))
+        problem = compare(out, over[axis], what=message("lesson03.what_softmax"))
         if problem:
-            wrong_axis = ref.np_softmax(x, axis=1 if axis == 0 else 0)
+            wrong_axis = over[1 if axis == 0 else 0]
             hint = (
                 "lesson03.np_softmax_axis" if out.shape == x.shape and np.allclose(out, wrong_axis) else None
             )
@@ -110,25 +120,15 @@ def test_np_softmax_stable(submission):
         "lesson03.called_fn",
         call={"es": f"softmax(x) con x = {STABLE_INPUT}", "en": f"softmax(x) with x = {STABLE_INPUT}"},
     )
+    expected, slips = ref.np_softmax(x), ref.np_softmax_slips(x)
     with np.errstate(all="ignore"), keepdims_hint():
         out = as_array(submission.call(softmax, x), called)
     if not np.all(np.isfinite(out)):
         fail(called, message("lesson03.np_softmax_overflow"))
-    problem = compare(out, ref.np_softmax(x), what=message("lesson03.what_softmax"))
+    problem = compare(out, expected, what=message("lesson03.what_softmax"))
     if problem:
-        fail(called, problem, message("lesson03.np_softmax_keepdims") if _lost_axis(out, x) else None)
-
-
-def _lost_axis(out, x) -> bool:
-    """Whether `out` is what a softmax gives when its max or its sum drops keepdims=True (on a
-    square input that broadcasts instead of failing)."""
-    z = x - x.max(axis=-1, keepdims=True)
-    e = np.exp(z)
-    candidates = [e / e.sum(axis=-1)]
-    if x.shape[0] == x.shape[-1]:
-        e2 = np.exp(x - x.max(axis=-1))
-        candidates += [e2 / e2.sum(axis=-1, keepdims=True), e2 / e2.sum(axis=-1)]
-    return out.shape == x.shape and any(np.allclose(out, c, atol=1e-6) for c in candidates)
+        lost_axis = out.shape == x.shape and any(np.allclose(out, slip, atol=1e-6) for slip in slips)
+        fail(called, problem, message("lesson03.np_softmax_keepdims") if lost_axis else None)
 
 
 def _attention_inputs(seed: int):
@@ -154,55 +154,92 @@ def _call_attention(submission, inputs):
     return called, as_array(result[0], called), as_array(result[1], called)
 
 
+# masked_self_attention's recognisable mistakes: the options of ref.np_attention that make them.
+NP_ATTENTION_SLIPS = (
+    ({"scale": "none"}, "lesson03.np_scale_none"),
+    ({"scale": "dk"}, "lesson03.np_scale_dk"),
+    ({"scale": "sqrt_dmodel"}, "lesson03.np_scale_sqrt_dmodel"),
+    ({"causal": False}, "lesson03.np_no_mask"),
+    ({"axis": 0}, "lesson03.np_weights_axis"),
+)
+
+
+@dataclass(frozen=True)
+class AttentionCase:
+    """The inputs of one masked_self_attention call and everything the reference says of them:
+    its output and weights, the weights of each recognisable slip, the pieces a learner's own
+    causal_mask and softmax are judged with."""
+
+    inputs: tuple
+    output: np.ndarray
+    weights: np.ndarray
+    slips: list  # the weights under each NP_ATTENTION_SLIPS entry, in order
+    scores: np.ndarray  # Q K^T / sqrt(d_k), unmasked
+    values: np.ndarray  # X W_V
+    probe: np.ndarray  # a (T, T) input for the learner's softmax alone
+    probe_softmax: np.ndarray
+
+
+def _attention_case(seed: int) -> AttentionCase:
+    inputs = _attention_inputs(seed)
+    X, W_Q, W_K, W_V = inputs
+    output, weights = ref.np_attention(*inputs)
+    probe = _softmax_probe(X.shape[0])
+    return AttentionCase(
+        inputs,
+        output,
+        weights,
+        [ref.np_attention(*inputs, **options)[1] for options, _ in NP_ATTENTION_SLIPS],
+        ref.np_scores(X, W_Q, W_K),
+        ref.np_values(X, W_V),
+        probe,
+        ref.np_softmax(probe),
+    )
+
+
+def _softmax_probe(T: int) -> np.ndarray:
+    return np.random.default_rng(T).normal(size=(T, T)) * 3
+
+
 @pytest.mark.check("np-attention")
 def test_np_attention(submission, check_seed):
-    inputs = _attention_inputs(check_seed)
-    called, out, weights = _call_attention(submission, inputs)
-    expected_out, expected_w = ref.np_attention(*inputs)
+    case = _attention_case(check_seed)
+    called, out, weights = _call_attention(submission, case.inputs)
+    expected_out, expected_w = case.output, case.weights
     problem = compare(weights, expected_w, what=message("lesson03.what_weights"))
     if problem:
         # This check judges masked_self_attention itself: with the learner's own causal_mask
         # (a TODO with a check of its own), is the computation right?
-        own = _with_learner_pieces(submission, inputs)
+        own = _with_learner_pieces(submission, case)
         if own is not None and _matches(weights, own):
             expected_w = own
-            expected_out = own @ (inputs[0] @ inputs[3])
+            expected_out = own @ case.values
         else:
-            variants = [
-                ({"scale": scale}, f"lesson03.np_scale_{scale}") for scale in ("none", "dk", "sqrt_dmodel")
-            ]
-            variants += [
-                ({"causal": False}, "lesson03.np_no_mask"),
-                ({"axis": 0}, "lesson03.np_weights_axis"),
-            ]
             hints = [
                 message(key)
-                for options, key in variants
-                if weights.shape == expected_w.shape
-                and np.allclose(weights, ref.np_attention(*inputs, **options)[1], atol=1e-6)
+                for (_options, key), slip in zip(NP_ATTENTION_SLIPS, case.slips)
+                if weights.shape == expected_w.shape and np.allclose(weights, slip, atol=1e-6)
             ]
-            fail(called, problem, *hints[:1], *_blame_pieces(submission, inputs[0].shape[0]))
+            fail(called, problem, *hints[:1], *_blame_pieces(submission, case))
     problem = compare(out, expected_out, what=message("lesson03.what_output"))
     if problem:
         fail(called, problem, message("lesson03.np_weights_ok_output_wrong"))
 
 
-def _with_learner_pieces(submission, inputs):
+def _with_learner_pieces(submission, case: AttentionCase):
     """The weights a right masked_self_attention gives with the learner's own causal_mask and
     softmax (TODOs with checks of their own): so that np-attention judges the composition only.
     None when those pieces are right (nothing to excuse), do not run, or return no (T, T) array."""
-    X, W_Q, W_K, _ = inputs
-    T = X.shape[0]
+    T = case.inputs[0].shape[0]
     try:
         mask = submission.call(function(submission, "causal_mask"), T)
     except StudentError:
         return None
     if not isinstance(mask, np.ndarray) or mask.shape != (T, T):
         return None
-    Q, K = X @ W_Q, X @ W_K
     try:
         with np.errstate(all="ignore"):
-            scores = Q @ K.T / math.sqrt(Q.shape[1]) + mask.astype(np.float64)
+            scores = case.scores + mask.astype(np.float64)
     except (TypeError, ValueError):  # not a numeric mask
         return None
     try:
@@ -216,10 +253,10 @@ def _with_learner_pieces(submission, inputs):
         or not np.issubdtype(weights.dtype, np.number)
     ):
         return None
+    # A causal mask (0 where seen, <= -1e9 where hidden) and a right softmax give exactly the
+    # reference's weights.
     with np.errstate(all="ignore"):
-        if is_causal_mask(mask, T) and np.allclose(
-            weights, ref.np_softmax(scores), atol=1e-9, equal_nan=True
-        ):
+        if is_causal_mask(mask, T) and np.allclose(weights, case.weights, atol=1e-9, equal_nan=True):
             return None
     return weights.astype(np.float64)
 
@@ -232,17 +269,17 @@ def _matches(actual, expected) -> bool:
     )
 
 
-def _blame_pieces(submission, T: int) -> list:
+def _blame_pieces(submission, case: AttentionCase) -> list:
     """Hints naming the learner's causal_mask or softmax when they are wrong themselves."""
+    T = case.inputs[0].shape[0]
     hints = []
     try:
         if not is_causal_mask(submission.call(function(submission, "causal_mask"), T), T):
             hints.append(message("lesson03.np_blame_mask"))
-        probe = np.random.default_rng(T).normal(size=(T, T)) * 3
         if (
             compare(
-                submission.call(function(submission, "softmax"), probe, axis=-1),
-                ref.np_softmax(probe),
+                submission.call(function(submission, "softmax"), case.probe, axis=-1),
+                case.probe_softmax,
                 what="",
             )
             is not None
@@ -255,12 +292,12 @@ def _blame_pieces(submission, T: int) -> list:
 
 @pytest.mark.check("np-attention-causal")
 def test_np_attention_causal(submission, check_seed):
-    inputs = _attention_inputs(check_seed + 1)
-    called, _out, weights = _call_attention(submission, inputs)
-    T = inputs[0].shape[0]
+    case = _attention_case(check_seed + 1)
+    called, _out, weights = _call_attention(submission, case.inputs)
+    T = case.inputs[0].shape[0]
     if weights.shape != (T, T):
         fail(called, message("lesson03.np_weights_shape", got=tuple(weights.shape), T=T))
-    own = _with_learner_pieces(submission, inputs)
+    own = _with_learner_pieces(submission, case)
     if own is not None and _matches(weights, own):
         return  # right, given the learner's own causal_mask and softmax: their checks say what is wrong
     leaks = leaking_cells(weights)
@@ -270,7 +307,7 @@ def test_np_attention_causal(submission, check_seed):
             message("lesson03.future_weights", count=int(leaks.sum())),
             heatmap(weights, leaks=leaks),
             message("lesson03.heatmap_legend"),
-            *_blame_pieces(submission, T),
+            *_blame_pieces(submission, case),
             Figure(weights, leaks=leaks, title=message("lesson03.figure_weights")),
         )
     sums = weights.sum(axis=-1)
@@ -278,7 +315,7 @@ def test_np_attention_causal(submission, check_seed):
         fail(
             called,
             message("lesson03.rows_not_normalised", sums=np.array2string(sums, precision=4)),
-            *(_blame_pieces(submission, T) or [message("lesson03.np_weights_axis")]),
+            *(_blame_pieces(submission, case) or [message("lesson03.np_weights_axis")]),
         )
 
 
@@ -288,22 +325,28 @@ def test_np_edges(submission):
     # Larger T first: for T = 1 the causal and full counts coincide, so no hint could tell.
     for T in (5, 10, 64, 1, 2):
         for causal in (True, False):
-            got = submission.call(count_edges, T, causal=causal)
-            expected = ref.np_edges(T, causal)
-            if isinstance(got, bool) or not isinstance(got, int) or got != expected:
-                hint = None
-                if isinstance(got, bool) or not isinstance(got, numbers.Number):
-                    pass
-                elif got == expected:
-                    hint = message("lesson03.edges_not_int", type=type(got).__name__)
-                elif causal and got == T * (T - 1) // 2:
-                    hint = message("lesson03.edges_self_loop")
-                elif causal and got == T * T:
-                    hint = message("lesson03.edges_not_causal")
-                elif not causal and got == T * (T + 1) // 2:
-                    hint = message("lesson03.edges_ignores_causal")
-                fail(
-                    message("lesson03.called_fn", call=f"count_edges({T}, causal={causal})"),
-                    message("lesson03.edges_wrong", got=repr(got), expected=expected),
-                    hint,
-                )
+            judge_edges(submission.call(count_edges, T, causal=causal), T, causal)
+
+
+def judge_edges(got, T: int, causal: bool) -> None:
+    """count_edges(T, causal=causal) returned `got`: fail, naming a recognisable slip, unless
+    it is the reference's count as an int."""
+    expected = ref.np_edges(T, causal)
+    slips = ref.np_edges_slips(T)
+    if isinstance(got, bool) or not isinstance(got, int) or got != expected:
+        hint = None
+        if isinstance(got, bool) or not isinstance(got, numbers.Number):
+            pass
+        elif got == expected:
+            hint = message("lesson03.edges_not_int", type=type(got).__name__)
+        elif causal and got == slips["self_loop"]:
+            hint = message("lesson03.edges_self_loop")
+        elif causal and got == slips["not_causal"]:
+            hint = message("lesson03.edges_not_causal")
+        elif not causal and got == slips["ignores_causal"]:
+            hint = message("lesson03.edges_ignores_causal")
+        fail(
+            message("lesson03.called_fn", call=f"count_edges({T}, causal={causal})"),
+            message("lesson03.edges_wrong", got=repr(got), expected=expected),
+            hint,
+        )
