@@ -38,9 +38,9 @@ from autograder.core.results import (
     combine_isolation,
     message,
 )
-from autograder.engine import references
+from autograder.engine import recording, references
 from autograder.engine.practice import grade_practice, has_practice_tests
-from autograder.engine.pytest_plugin import GradingPlugin
+from autograder.engine.pytest_plugin import OFFICIAL_ONLY, GradingPlugin, is_official_only
 from autograder.sandbox.client import Limits, Sandbox
 from autograder.sandbox.intake import contained, refused
 
@@ -201,9 +201,9 @@ def _provided_files(course: Course, lesson: Lesson, own: dict[str, Path] | None)
     learner's `own`, which are all there is."""
     if not lesson.uses:
         return {}
-    if (graders_root() / lesson.graders).is_dir():
+    if recording.lesson_mode(graders_root() / lesson.graders) in ("official", "record"):
         return reference_files(course, lesson)
-    return own or {}
+    return own or {}  # practice: no reference pieces ship, the learner's own pieces stand in
 
 
 def stub_folder(course: Course, lesson: Lesson, submission: Path) -> Path | None:
@@ -238,12 +238,13 @@ def grade_lesson(
         on_worker,
     )
     folder = graders_root() / lesson.graders
-    if not folder.is_dir() and has_practice_tests(sandbox.submission):
+    mode = recording.lesson_mode(folder)  # replay: graders without reference.py, with a recording
+    if (not folder.is_dir() or mode == "none") and has_practice_tests(sandbox.submission):
         # A student release graded without the instructor's hidden graders: say so, and grade
         # with what the learner has, rather than giving nothing.
         return grade_practice(lesson, sandbox)
     missing = sandbox.provided_missing
-    if not folder.is_dir():
+    if not folder.is_dir() or mode == "none":
         error = Feedback.of(message("engine.graders_missing", lesson=lesson.id, folder=str(folder)))
         plugin.internal_error = error
     elif missing:
@@ -254,28 +255,63 @@ def grade_lesson(
         )
     else:
         try:
-            _run_pytest(folder, plugin)
+            with recording.session(folder) as active:
+                if active is not None and active.replay is not None:
+                    plugin.seed = active.replay.seed  # the recording's practice inputs
+                _run_pytest(folder, plugin)
+        except recording.RecordingError as exc:
+            plugin.internal_error = Feedback.of(
+                message("engine.recording_invalid", lesson=lesson.id, detail=str(exc))
+            )
         finally:
             plugin.close()
         if plugin.callback_error is not None:
             raise plugin.callback_error
     checks = [
         plugin.records.get(spec.id)
-        or CheckResult(
-            spec.id,
-            spec.todo,
-            Status.ERROR,
-            0.0,
-            float(spec.points),
-            plugin.internal_error or Feedback.of(message("engine.check_missing", check=spec.id)),
+        or (
+            recording_only(spec)  # an official-only check: its file does not ship
+            if mode == "replay" and plugin.internal_error is None
+            else CheckResult(
+                spec.id,
+                spec.todo,
+                Status.ERROR,
+                0.0,
+                float(spec.points),
+                plugin.internal_error or Feedback.of(message("engine.check_missing", check=spec.id)),
+            )
         )
         for spec in lesson.checks
     ]
+    if mode == "replay":
+        say_official_only_once(checks)
     for spec, check in zip(lesson.checks, checks):
         check.informational = spec.informational
-    result = LessonResult(lesson.id, lesson.slug, dict(lesson.title), lesson.xp, checks)
+    result = LessonResult(
+        lesson.id,
+        lesson.slug,
+        dict(lesson.title),
+        lesson.xp,
+        checks,
+        mode="practice" if mode == "replay" else "hidden",
+    )
     result.isolation = combine_isolation([box.isolation for box in plugin.sandboxes()])
     return result
+
+
+def recording_only(spec) -> CheckResult:
+    """A check judged only in the official grade (replay mode): skipped, worth 0 of 0."""
+    return CheckResult(spec.id, spec.todo, Status.SKIPPED, 0.0, 0.0, Feedback.of(message(OFFICIAL_ONLY)))
+
+
+def say_official_only_once(checks: list[CheckResult]) -> None:
+    """The first official-only check of a lesson says why; the others only that they are too."""
+    said = False
+    for check in checks:
+        if is_official_only(check):
+            if said:
+                check.feedback = Feedback.of(message("engine.official_only_again"))
+            said = True
 
 
 def _run_pytest(folder: Path, plugin: GradingPlugin) -> None:

@@ -18,12 +18,21 @@ import pytest
 
 from autograder.core.manifest import Lesson
 from autograder.core.results import CheckResult, Feedback, RaisedIn, Status, Text, message
-from autograder.engine import blame
+from autograder.engine import blame, recording
 from autograder.engine.checks import CheckFailure, describe_student_error
 from autograder.sandbox import cpu_clock
 from autograder.sandbox.client import Sandbox, StudentError, WorkerDied
 
 _CHECK_KEY = pytest.StashKey[str]()
+# A check the recording cannot answer (replay mode, engine/recording.py): judged only officially.
+OFFICIAL_ONLY = "engine.official_only"
+
+
+def is_official_only(check: CheckResult) -> bool:
+    return check.status is Status.SKIPPED and any(
+        getattr(part, "key", None) in (OFFICIAL_ONLY, "engine.official_only_again")
+        for part in check.feedback.parts
+    )
 
 
 def _one_torch_thread() -> None:
@@ -186,10 +195,9 @@ class GradingPlugin:
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo):
         report = yield
         check_id = item.stash.get(_CHECK_KEY, None)
-        if (
-            check_id is None
-            or check_id in self.records
-            and self.records[check_id].status is not Status.PASSED
+        earlier = self.records.get(check_id) if check_id is not None else None
+        if check_id is None or (
+            earlier is not None and earlier.status is not Status.PASSED and not is_official_only(earlier)
         ):
             return report
         spec = self.lesson.check(check_id)
@@ -234,6 +242,12 @@ class GradingPlugin:
                     result.waits_on = result.raised_in.todo
         else:
             return report
+        if (
+            earlier is not None
+            and is_official_only(earlier)
+            and result.status not in (Status.FAILED, Status.ERROR)
+        ):
+            return report  # part of the check is official-only: only a failure says more
         self.records[check_id] = result
         return report
 
@@ -250,6 +264,8 @@ class GradingPlugin:
             )
         if isinstance(exc, WorkerDied):
             return Status.ERROR, exc.feedback
+        if isinstance(exc, recording.NotRecorded):
+            return Status.SKIPPED, Feedback.of(message(OFFICIAL_ONLY))
         if isinstance(exc, pytest.skip.Exception):
             return Status.SKIPPED, Feedback.of(
                 Text(exc.msg)

@@ -1,6 +1,6 @@
-"""Helpers shared by lesson 02's graders: the learner's modules behind the sandbox with
-trusted weights loaded, a bigram model built from torch parts for generate, and the hints
-that name a recognisable mistake from the error it raises."""
+"""Helpers shared by lesson 02's graders: the weights they draw, the learner's modules behind
+the sandbox with those weights loaded, a bigram model built from torch parts for generate, and
+the hints that name a recognisable mistake from the error it raises."""
 
 from __future__ import annotations
 
@@ -20,6 +20,29 @@ MULTINOMIAL = "torch.multinomial"
 # B, T, V and C all different (and T < block_size), so that an axis mixed up cannot hide.
 BIGRAM = {"V": 13, "B": 3, "T": 7}
 EMBED = {"V": 13, "C": 10, "block_size": 9, "B": 2, "T": 6}
+
+
+# ---------------------------------------------------------------- weights the grader draws
+
+
+def random_table(rows: int, cols: int, generator: torch.Generator, std: float = 1.0) -> torch.Tensor:
+    return torch.randn(rows, cols, generator=generator) * std
+
+
+def chain_successors(V: int, generator: torch.Generator) -> torch.Tensor:
+    """succ[i]: one random cycle through all V tokens, so no token follows itself."""
+    order = torch.randperm(V, generator=generator)
+    succ = torch.empty(V, dtype=torch.long)
+    succ[order] = order.roll(-1)
+    return succ
+
+
+def chain_table(succ: torch.Tensor, peak: float = 40.0) -> torch.Tensor:
+    """A (V, V) table whose row i puts all the probability on succ[i] (e^-40: never drawn)."""
+    V = succ.numel()
+    table = torch.zeros(V, V)
+    table[torch.arange(V), succ] = peak
+    return table
 
 
 def function(sub: Sandbox, name: str):
@@ -128,14 +151,26 @@ def expect_tensor(value, called, what_key: str) -> None:
         fail(called, message("lesson02.not_a_tensor", what=message(what_key), got=got))
 
 
+def embedding_tables(cfg: dict, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """(token table (V, C), position table (block_size, C)) drawn from gen."""
+    return torch.randn(cfg["V"], cfg["C"], generator=gen), torch.randn(
+        cfg["block_size"], cfg["C"], generator=gen
+    )
+
+
+def forked(gen: torch.Generator) -> torch.Generator:
+    """A generator in gen's state, drawing without moving gen: what a draw would give that
+    only another path (another machine, another learner's code) takes."""
+    return torch.Generator().set_state(gen.get_state())
+
+
 class LearnerEmbedding:
     """A learner's TokenPositionEmbedding in the worker, holding tables drawn by the grader."""
 
     def __init__(self, sub: Sandbox, cfg: dict, gen: torch.Generator) -> None:
         self.sub, self.cfg = sub, cfg
         V, C, bs = cfg["V"], cfg["C"], cfg["block_size"]
-        self.tok = torch.randn(V, C, generator=gen)
-        self.pos = torch.randn(bs, C, generator=gen)
+        self.tok, self.pos = embedding_tables(cfg, gen)
         self.handle = sub.call(function(sub, "TokenPositionEmbedding"), V, C, bs)
         load_or_fail(
             sub, self.handle, {"token_embedding_table.weight": self.tok, POSITIONS: self.pos}, self.call_text

@@ -1,8 +1,13 @@
-"""Hidden checks of BigramLanguageModel (TODOs embedding-lookup and loss-reshape).
+"""Checks of BigramLanguageModel (TODOs embedding-lookup and loss-reshape).
 
 The model holds a table drawn by the grader (loaded with load_state_dict); the logits are
 judged against a one-hot reference on that table, and the loss against a float64
 cross-entropy of the learner's own logits, so that a lookup bug is not reported as a loss bug.
+
+In the learner release the reference's answers come from a recording: those about the
+grader's own table and tokens always; those about the learner's logits (the loss checks) when
+they are the right logits, which is what a learner working on the loss has. What the known
+mistakes give is asked for even when a check passes while recording (recording.eager()).
 """
 
 from __future__ import annotations
@@ -13,16 +18,33 @@ import pytest
 import torch
 
 from autograder.core.results import message
+from autograder.engine import recording
 from autograder.engine.checks import fail
 from autograder.engine.feedback import ATOL, RTOL, compare
 from autograder.engine.grader_helpers import generator, tokens
 
-from . import reference as ref
-from .harness import BIGRAM, LearnerBigram
+from .harness import BIGRAM, LearnerBigram, random_table
+
+ref = recording.reference_of(__package__)
+
+LOOKUP_DIAGNOSES = {
+    "transposed": "lesson02.diag_lookup_transposed",
+    "columns": "lesson02.diag_lookup_columns",
+    "softmax": "lesson02.diag_lookup_softmax",
+    "log_softmax": "lesson02.diag_lookup_softmax",
+    "whole_table": "lesson02.diag_lookup_whole_table",
+}
+LOSS_DIAGNOSES = {
+    "classes_T": "lesson02.diag_loss_classes_T",
+    "targets_transposed": "lesson02.diag_loss_targets_transposed",
+    "logits_time_major": "lesson02.diag_loss_logits_transposed",
+    "sum": "lesson02.diag_loss_sum",
+    "no_log_softmax": "lesson02.diag_loss_no_log_softmax",
+}
 
 
 def _model(submission, gen, V=BIGRAM["V"]):
-    return LearnerBigram(submission, V, ref.random_table(V, V, gen))
+    return LearnerBigram(submission, V, random_table(V, V, gen))
 
 
 def _matches(actual: torch.Tensor, expected: torch.Tensor) -> bool:
@@ -37,17 +59,9 @@ def _lookup_diagnoses(logits, W, idx):
     """Messages for the lookups `logits` matches (shape-wise or value-wise)."""
     B, T = idx.shape
     V = W.shape[0]
-    right = ref.bigram_logits(W, idx)
-    candidates = [
-        (ref.bigram_logits(W, idx, lookup="columns"), "lesson02.diag_lookup_transposed"),
-        (W.double()[:, idx], "lesson02.diag_lookup_columns"),
-        (torch.softmax(right, dim=-1), "lesson02.diag_lookup_softmax"),
-        (torch.log_softmax(right, dim=-1), "lesson02.diag_lookup_softmax"),
-        (W.double(), "lesson02.diag_lookup_whole_table"),
-    ]
-    for expected, key in candidates:
+    for name, expected in ref.lookup_mistakes(W, idx).items():
         if _matches(logits, expected):
-            return [message(key, V=V, B=B, T=T)]
+            return [message(LOOKUP_DIAGNOSES[name], V=V, B=B, T=T)]
     return []
 
 
@@ -71,6 +85,8 @@ def test_logits_shape(submission, check_seed):
     # one-hot from the tokens it sees (F.one_hot without num_classes) shows up there.
     for B, T, high in ((BIGRAM["B"], BIGRAM["T"], V), (1, 1, V), (4, 2, V // 2)):
         idx = tokens(B, T, high, gen)
+        if recording.eager():
+            ref.lookup_mistakes(model.table, idx)  # for a failing learner's replay
         logits, _ = model.logits(idx, with_targets=False, pair=False)
         called = model.called(idx)
         shaped = _unflatten_if_loss_did_it(logits, B, T, V)
@@ -87,12 +103,18 @@ def test_logits_shape(submission, check_seed):
 
 @pytest.mark.check("logits-lookup")
 def test_logits_lookup(submission, check_seed):
-    gen = generator(check_seed)
-    V, B, T = BIGRAM["V"], BIGRAM["B"], BIGRAM["T"]
-    model = _model(submission, gen)
+    judge_lookup(submission, generator(check_seed), BIGRAM["V"], BIGRAM["B"], BIGRAM["T"])
+
+
+def judge_lookup(submission, gen, V: int, B: int, T: int) -> None:
+    """BigramLanguageModel(V) on a table drawn from gen, called on idx (B, T): fails unless its
+    logits are the table's rows at idx and carry the table's gradient."""
+    model = _model(submission, gen, V)
     idx = tokens(B, T, V, gen)
-    logits, _ = model.logits(idx, with_targets=False, pair=False)
     expected = ref.bigram_logits(model.table, idx)
+    if recording.eager():
+        ref.lookup_mistakes(model.table, idx)  # for a failing learner's replay
+    logits, _ = model.logits(idx, with_targets=False, pair=False)
     shaped = _unflatten_if_loss_did_it(logits, B, T, V)
     if tuple(shaped.shape) != (B, T, V):
         fail(
@@ -116,13 +138,11 @@ def _expect_lookup_gradient(model: LearnerBigram, idx: torch.Tensor, logits: tor
     """Training moves the table only if the logits carry its gradient: <logits, v> differentiated
     with respect to the table is v's rows added up at each token's row (a .detach(), .data or
     torch.tensor(...) in the lookup gives zero, and the model never learns)."""
-    V = model.V
     v = torch.randn(logits.shape, generator=gen)
     # forward(idx) may return (logits, None) or, wrongly (loss-none's business), logits alone.
     got = next((g for g in model.table_grads(idx, None, [(v, None), v]) if g is not None), None)
-    expected = torch.zeros(V, V, dtype=torch.float64).index_add_(
-        0, idx.reshape(-1), v.double().reshape(-1, V)
-    )
+    # v as (B, T, V) whatever shape the logits came back in: the same call for every learner.
+    expected = ref.lookup_gradient(model.V, idx, v.reshape(*idx.shape, model.V))
     called = model.called_grad(idx)
     if got is None or not bool(got.abs().sum() > 0):
         fail(called, message("lesson02.logits_no_gradient"), message("lesson02.lookup_hint"))
@@ -205,30 +225,22 @@ def _loss_check(submission, gen, V: int, B: int, T: int) -> None:
             message("lesson02.logits_shape", got=tuple(logits.shape), expected=(B, T, V)),
             message("lesson02.loss_waits_for_lookup"),
         )
-    # Judged on the learner's own logits: only how the loss is formed counts here.
-    expected = ref.cross_entropy(logits, targets)
+    # Judged on the learner's own logits: only how the loss is formed counts here. As float32,
+    # whatever dtype they came in (logits-shape judges that), so that the recording answers
+    # every learner whose logits are right.
+    judged = logits.detach().float()
+    expected = ref.cross_entropy(judged, targets)
+    if recording.eager():
+        ref.loss_mistakes(judged, targets)  # for a failing learner's replay
     # In the logits' own dtype: float64 logits (logits-shape's business) give a float64 loss.
     dtype = logits.dtype if logits.is_floating_point() else torch.float32
     problem = compare(loss, expected.to(dtype), what=message("lesson02.what_loss"), atol=ATOL, rtol=RTOL)
     if problem is None:
-        _expect_loss_gradient(model, idx, targets, logits, returned_shape)
+        _expect_loss_gradient(model, idx, targets, judged, returned_shape)
         return
-    variants = [
-        (
-            ref.cross_entropy(logits, targets, pairing="targets_transposed"),
-            "lesson02.diag_loss_targets_transposed",
-        ),
-        (_time_major_logits(logits, targets), "lesson02.diag_loss_logits_transposed"),
-        (ref.cross_entropy(logits, targets, reduction="sum"), "lesson02.diag_loss_sum"),
-        (ref.cross_entropy(logits, targets, log_probs=False), "lesson02.diag_loss_no_log_softmax"),
-    ]
-    if T == logits.shape[2]:
-        variants.insert(
-            0, (ref.cross_entropy(logits, targets, pairing="classes_T"), "lesson02.diag_loss_classes_T")
-        )
     diagnoses = [
-        message(key, T=T, V=V, B=B)
-        for value, key in variants
+        message(LOSS_DIAGNOSES[name], T=T, V=V, B=B)
+        for name, value in ref.loss_mistakes(judged, targets).items()
         if math.isclose(float(loss), float(value), rel_tol=1e-5, abs_tol=1e-6)
     ]
     fail(called, problem, *diagnoses[:1], message("lesson02.loss_hint", N=B * T, V=V))
@@ -242,9 +254,7 @@ def _expect_loss_gradient(
     (softmax - one-hot) / N as their cotangent. A loss rebuilt from a number (.item(),
     torch.tensor(...)) or detached has none. Logits that carry no gradient at all are the
     lookup's business (logits-lookup says so), not the loss's."""
-    probe = logits.detach().double().requires_grad_(True)
-    ref.cross_entropy(probe, targets).backward()
-    through_logits = probe.grad.reshape(returned_shape).float()
+    through_logits = ref.cross_entropy_grad(logits, targets).reshape(returned_shape).float()
     via_logits, via_loss = model.table_grads(
         idx, targets, [(through_logits, None), (None, torch.tensor(1.0))]
     )
@@ -256,14 +266,6 @@ def _expect_loss_gradient(
     problem = compare(via_loss, via_logits, what=message("lesson02.what_table_grad"), atol=ATOL, rtol=1e-4)
     if problem:
         fail(called, problem, message("lesson02.loss_gradient_wrong"))
-
-
-def _time_major_logits(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """The loss of logits flattened time-major ((T, B, V) -> (T*B, V)) against targets
-    flattened batch-major: each row meets the target of another position."""
-    B, T, V = logits.shape
-    shuffled = logits.double().transpose(0, 1).reshape(B * T, V).reshape(B, T, V)
-    return ref.cross_entropy(shuffled, targets)
 
 
 @pytest.mark.check("loss-value")

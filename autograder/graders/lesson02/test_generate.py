@@ -1,10 +1,15 @@
-"""Hidden checks of generate (TODOs last-step and sampling).
+"""Checks of generate (TODOs last-step and sampling).
 
 generate runs with a bigram model the grader builds from torch parts (harness.TableModel),
 not with the learner's BigramLanguageModel, so that these checks depend on no other TODO.
 The README fixes the draw: F.softmax over the vocabulary and torch.multinomial(probs,
 num_samples=1, generator=generator), once per step. The grader replays it with a generator
 seeded the same way and compares token by token.
+
+Every reference call is on the grader's own tables, contexts and seeds, so the learner release
+answers all of them from its recording; the other draws a check accepts or names (another
+position, replacement=True, greedy, the global generator, ...) are asked for even when the
+check passes while recording (recording.eager()).
 """
 
 from __future__ import annotations
@@ -15,12 +20,23 @@ import pytest
 import torch
 
 from autograder.core.results import Block, message
+from autograder.engine import recording
 from autograder.engine.checks import CheckFailure, fail
 from autograder.engine.grader_helpers import generator, tokens
 from autograder.sandbox.client import StudentError
 
-from . import reference as ref
-from .harness import CannotJudge, Generate, TableModel, expect_generated
+from .harness import (
+    CannotJudge,
+    Generate,
+    TableModel,
+    chain_successors,
+    chain_table,
+    expect_generated,
+    forked,
+    random_table,
+)
+
+ref = recording.reference_of(__package__)
 
 GEN = {"V": 17, "B": 3, "T": 5, "steps": 6}
 
@@ -59,8 +75,8 @@ def test_last_position(submission, check_seed):
     report) is judged only by the shape of the probabilities torch.multinomial receives."""
     gen = generator(check_seed)
     V, steps = GEN["V"], GEN["steps"]
-    succ = ref.chain_successors(V, gen)
-    model = TableModel(submission, ref.chain_table(succ))
+    succ = chain_successors(V, gen)
+    model = TableModel(submission, chain_table(succ))
     learner = Generate(submission, model)
     # B = 1 too: a last step that squeezes every axis of length 1 gives (V,) there.
     for B, T in ((GEN["B"], GEN["T"]), (1, 4)):
@@ -76,6 +92,9 @@ def _judge_last_position(learner, model, gen, B: int, T: int, V: int, steps: int
     other[:, :-1] = (idx[:, :-1] + torch.randint(1, V, (B, T - 1), generator=gen)) % V
     seed = _seed(gen)
     called = learner.called(idx, steps, seed)
+    chain = ref.replay(model.table, idx, steps, None, mode="argmax")
+    chain_other = ref.replay(model.table, other, steps, None, mode="argmax")
+    first = ref.replay(model.table, idx, steps, None, position="first", mode="argmax")
     run = learner.run(idx, steps, seed, spy=True, judging="last-step", rows_fine=rows_fine)
     wrong = [shape for shape in _spied_probs_shapes(run["spied"]) if shape != (B, V)]
     if wrong:
@@ -90,13 +109,10 @@ def _judge_last_position(learner, model, gen, B: int, T: int, V: int, steps: int
     run_other = learner.run(other, steps, seed, judging="last-step", rows_fine=rows_fine)["value"]
     if not _grown(run_other, other, steps):
         return
-    chain = ref.replay(model.table, idx, steps, None, mode="argmax")
-    if torch.equal(out, chain) and torch.equal(
-        run_other, ref.replay(model.table, other, steps, None, mode="argmax")
-    ):
+    if torch.equal(out, chain) and torch.equal(run_other, chain_other):
         return
     shown = [message("lesson02.chain_legend"), _rows(idx, out, chain)]
-    if torch.equal(out, ref.replay(model.table, idx, steps, None, position="first", mode="argmax")):
+    if torch.equal(out, first):
         fail(
             called,
             message("lesson02.chain_not_followed"),
@@ -151,34 +167,33 @@ def _unless_last_step_broke(check):
 def test_sampling_reference(submission, check_seed):
     gen = generator(check_seed)
     V, B, T, steps = 11, 4, 3, 10
-    model = TableModel(submission, ref.random_table(V, V, gen, std=1.5))
+    model = TableModel(submission, random_table(V, V, gen, std=1.5))
     learner = Generate(submission, model)
     idx = tokens(B, T, V, gen)
     seed, global_seed = _seed(gen), _seed(gen)
     called = learner.called(idx, steps, seed, global_seed)
+    expected = ref.replay(model.table, idx, steps, seed)
+    if recording.eager():
+        # What the paths below ask for when a learner's draw differs: for their replay.
+        _accepted(model.table, idx, steps, seed)
+        _sampling_diagnoses(model.table, idx, steps, seed, global_seed)
+        _flat_expected(forked(gen), V, idx, steps, seed)
     out = expect_generated(
         learner.run(idx, steps, seed, global_seed=global_seed)["value"], idx, steps, called
     )
-    expected = ref.replay(model.table, idx, steps, seed)
     if torch.equal(out, expected):
         return
     # The same draw from another position's logits is last-step's business (its check says
     # so); with replacement=True the draw is just as right.
-    if any(
-        torch.equal(out, ref.replay(model.table, idx, steps, seed, position=p)) for p in ("first", "mean")
-    ):
-        return
-    if torch.equal(out, ref.replay(model.table, idx, steps, seed, replacement=True)):
+    if any(torch.equal(out, draw) for draw in _accepted(model.table, idx, steps, seed)):
         return
     if _right_on_flat_positions(learner, submission, gen, V, idx, steps, seed, global_seed):
         return
-    diagnoses = [
-        (ref.replay(model.table, idx, steps, None, mode="argmax"), "lesson02.diag_argmax"),
-        (ref.replay(model.table, idx, steps, global_seed), "lesson02.diag_global_rng"),
-        (ref.replay(model.table, idx, steps, seed, mode="softmax_batch"), "lesson02.diag_softmax_batch"),
-        (ref.replay(model.table, idx, steps, seed, mode="logits"), "lesson02.diag_no_softmax"),
+    found = [
+        message(key)
+        for candidate, key in _sampling_diagnoses(model.table, idx, steps, seed, global_seed)
+        if torch.equal(out, candidate)
     ]
-    found = [message(key) for candidate, key in diagnoses if torch.equal(out, candidate)]
     first = int((out != expected).any(dim=0).nonzero()[0]) - T
     fail(
         called,
@@ -190,14 +205,45 @@ def test_sampling_reference(submission, check_seed):
     )
 
 
+def _accepted(table: torch.Tensor, idx, steps: int, seed: int) -> list[torch.Tensor]:
+    """Draws as right as the expected one for the sampling code: from the first or the mean
+    position's logits (last-step's business, which its check reports), or with replacement."""
+    return [
+        ref.replay(table, idx, steps, seed, position="first"),
+        ref.replay(table, idx, steps, seed, position="mean"),
+        ref.replay(table, idx, steps, seed, replacement=True),
+    ]
+
+
+def _sampling_diagnoses(table: torch.Tensor, idx, steps: int, seed: int, global_seed: int) -> list:
+    """(what a known sampling mistake draws, its message key), in the order they are named."""
+    return [
+        (ref.replay(table, idx, steps, None, mode="argmax"), "lesson02.diag_argmax"),
+        (ref.replay(table, idx, steps, global_seed), "lesson02.diag_global_rng"),
+        (ref.replay(table, idx, steps, seed, mode="softmax_batch"), "lesson02.diag_softmax_batch"),
+        (ref.replay(table, idx, steps, seed, mode="logits"), "lesson02.diag_no_softmax"),
+    ]
+
+
+def _flat_table(gen, V: int) -> torch.Tensor:
+    """A (V, V) table whose rows are one random row repeated."""
+    return random_table(1, V, gen, std=1.5).expand(V, V).clone()
+
+
+def _flat_expected(gen, V: int, idx, steps: int, seed: int) -> list[torch.Tensor]:
+    """The right draws (without and with replacement) of a model built on _flat_table(gen, V)."""
+    table = (_flat_table(gen, V) + TableModel.SHIFT).float()  # as TableModel holds it
+    return [ref.replay(table, idx, steps, seed), ref.replay(table, idx, steps, seed, replacement=True)]
+
+
 def _right_on_flat_positions(
     learner, submission, gen, V: int, idx, steps: int, seed: int, global_seed: int
 ) -> bool:
     """Whether generate draws right with a model whose logits are the same at every position
     (one row repeated in the table): whichever position TODO [last-step] keeps, the sampling
     code then gets the right (B, V) logits, so a mismatch above was the position's."""
-    row = ref.random_table(1, V, gen, std=1.5)
-    flat = TableModel(submission, row.expand(V, V).clone())
+    expected = _flat_expected(forked(gen), V, idx, steps, seed)
+    flat = TableModel(submission, _flat_table(gen, V))
     again = Generate(submission, flat)
     try:
         out = again.run(idx, steps, seed, global_seed=global_seed)["value"]
@@ -205,10 +251,7 @@ def _right_on_flat_positions(
         return False
     if not isinstance(out, torch.Tensor) or tuple(out.shape) != (idx.shape[0], idx.shape[1] + steps):
         return False
-    expected = ref.replay(flat.table, idx, steps, seed)
-    return torch.equal(out.cpu(), expected) or torch.equal(
-        out.cpu(), ref.replay(flat.table, idx, steps, seed, replacement=True)
-    )
+    return any(torch.equal(out.cpu(), draw) for draw in expected)
 
 
 @pytest.mark.check("sampling-generator")
@@ -243,7 +286,7 @@ def test_sampling_generator(submission, check_seed):
 def test_generate_output(submission, check_seed):
     gen = generator(check_seed)
     V = 11
-    model = TableModel(submission, ref.random_table(V, V, gen))
+    model = TableModel(submission, random_table(V, V, gen))
     learner = Generate(submission, model)
     idx = tokens(2, 4, V, gen)
     seed, steps = _seed(gen), 5

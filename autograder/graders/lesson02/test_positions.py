@@ -1,9 +1,13 @@
-"""Hidden checks of TokenPositionEmbedding (TODO positions).
+"""Checks of TokenPositionEmbedding (TODO positions).
 
 The module holds tables drawn by the grader. Where positions are created is seen on the
 "meta" device (shapes without data, available on every machine): the module and idx move
 there, and the tensor that enters position_embedding_table must be on meta too. A tensor made
 with torch.arange(T) alone is born on the CPU, which on a GPU is an error.
+
+Every reference call is on the grader's own tables and tokens, so the learner release answers
+all of them from its recording; what the known mistakes give is asked for even when the check
+passes while recording (recording.eager()).
 """
 
 from __future__ import annotations
@@ -12,12 +16,20 @@ import pytest
 import torch
 
 from autograder.core.results import message
+from autograder.engine import recording
 from autograder.engine.checks import fail
 from autograder.engine.feedback import ATOL, RTOL, compare
 from autograder.engine.grader_helpers import generator, tokens
 
-from . import reference as ref
-from .harness import EMBED, LearnerEmbedding, expect_tensor
+from .harness import EMBED, LearnerEmbedding, embedding_tables, expect_tensor, forked
+
+ref = recording.reference_of(__package__)
+
+POSITION_DIAGNOSES = {
+    "none": "lesson02.diag_positions_missing",
+    "reversed": "lesson02.diag_positions_reversed",
+    "tokens": "lesson02.diag_positions_from_tokens",
+}
 
 
 def _output(emb: LearnerEmbedding, idx: torch.Tensor, called) -> torch.Tensor:
@@ -33,20 +45,9 @@ def _diagnoses(x, emb: LearnerEmbedding, idx: torch.Tensor) -> list:
         return [message("lesson02.diag_positions_concat", C=C, twoC=2 * C)]
     if tuple(x.shape) != (B, T, C):
         return []
-    candidates = [
-        (ref.token_position(emb.tok, emb.pos, idx, positions="none"), "lesson02.diag_positions_missing"),
-        (ref.token_position(emb.tok, emb.pos, idx, positions="reversed"), "lesson02.diag_positions_reversed"),
-    ]
-    if int(idx.max()) < emb.cfg["block_size"]:
-        candidates.append(
-            (
-                ref.bigram_logits(emb.tok, idx) + ref.bigram_logits(emb.pos, idx),
-                "lesson02.diag_positions_from_tokens",
-            )
-        )
-    for expected, key in candidates:
+    for name, expected in ref.position_mistakes(emb.tok, emb.pos, idx).items():
         if torch.allclose(x.double(), expected, atol=1e-5, rtol=1e-5):
-            return [message(key)]
+            return [message(POSITION_DIAGNOSES[name])]
     return []
 
 
@@ -84,13 +85,20 @@ def test_positions_value(submission, check_seed):
     # the tokens runs (and can be named) instead of failing.
     for B, T, high in ((cfg["B"], cfg["T"], cfg["V"]), (3, 4, cfg["block_size"])):
         idx = tokens(B, T, high, gen)
-        called = emb.called(idx)
-        x = _output(emb, idx, called)
-        expected = ref.token_position(emb.tok, emb.pos, idx)
-        problem = compare(x, expected.float(), what=message("lesson02.what_x"), atol=ATOL, rtol=RTOL)
-        if problem:
-            fail(called, problem, *_diagnoses(x, emb, idx), message("lesson02.positions_hint"))
+        judge_positions(emb, idx)
     _expect_position_gradient(emb, idx, gen)
+
+
+def judge_positions(emb: LearnerEmbedding, idx: torch.Tensor) -> None:
+    """Fails unless the learner's embedding of idx is tok[idx] + pos[0..T-1]."""
+    called = emb.called(idx)
+    expected = ref.token_position(emb.tok, emb.pos, idx)
+    if recording.eager():
+        ref.position_mistakes(emb.tok, emb.pos, idx)  # for a failing learner's replay
+    x = _output(emb, idx, called)
+    problem = compare(x, expected.float(), what=message("lesson02.what_x"), atol=ATOL, rtol=RTOL)
+    if problem:
+        fail(called, problem, *_diagnoses(x, emb, idx), message("lesson02.positions_hint"))
 
 
 def _expect_position_gradient(emb: LearnerEmbedding, idx: torch.Tensor, gen) -> None:
@@ -103,8 +111,7 @@ def _expect_position_gradient(emb: LearnerEmbedding, idx: torch.Tensor, gen) -> 
     called = emb.called_grad(idx)
     if got is None or not bool(got.abs().sum() > 0):
         fail(called, message("lesson02.positions_no_gradient"))
-    expected = torch.zeros(emb.cfg["block_size"], emb.cfg["C"], dtype=torch.float64)
-    expected[:T] = v.double().sum(dim=0)
+    expected = ref.position_gradient(emb.cfg["block_size"], v)
     problem = compare(
         got, expected.float(), what=message("lesson02.what_position_grad"), atol=ATOL, rtol=RTOL
     )
@@ -119,6 +126,13 @@ def test_positions_device(submission, check_seed):
     B, T = cfg["B"], cfg["T"]
     devices = ["meta"] + (["cuda"] if torch.cuda.is_available() else [])
     for device in devices:
+        if recording.eager() and device == "meta" and "cuda" not in devices:
+            # What the CUDA case below asks the reference, drawn as it would be on a machine
+            # with a GPU (the recording is made without one): a learner's GPU replays it.
+            ahead = forked(gen)
+            _ = embedding_tables(cfg, ahead)
+            tok, pos = embedding_tables(cfg, ahead)
+            ref.token_position(tok, pos, tokens(B, T, cfg["V"], ahead))
         emb = LearnerEmbedding(submission, cfg, gen)
         moved = submission.call(emb.handle, device, method="to")
         if device == "meta":
