@@ -6,6 +6,7 @@
                      [--output FILE] [--lang es|en] [--seed N]
     autograder stubs [--check]
     autograder release --out DIR [--force]
+    autograder record [--lesson ID]   (the recordings the learner release grades with)
     autograder ci record|report ...   (steps of .github/workflows/grade.yml)
     autograder serve --roster FILE --public-url URL   (the grading service)
 
@@ -54,6 +55,7 @@ COMMANDS = {
     "grade": "autograder.learner.grade",
     "stubs": "autograder.course.stubs_command",
     "release": "autograder.course.release_command",
+    "record": "autograder.course.record_command",
     "ci": "autograder.github.steps",
     "grade-all": "autograder.cohort.grade_all",
     "handout": "autograder.github.handout",
