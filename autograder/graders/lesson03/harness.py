@@ -368,14 +368,19 @@ def fit_scores(weights: torch.Tensor, raw: torch.Tensor) -> ScoreFit:
     return ScoreFit(1.0 / a if a else math.inf, residual, spread, n)
 
 
+def split_scores(x: torch.Tensor, sd: dict, n_head: int) -> dict[str, torch.Tensor]:
+    """The raw scores q k^T under every split of ref.SPLITS (cheap; all of them, so that the
+    replay can answer whichever split a learner's weights fit)."""
+    return {split: ref.raw_scores(x, sd, n_head, split) for split in ref.SPLITS}
+
+
 def explain_weights(
     weights: torch.Tensor, x: torch.Tensor, sd: dict, n_head: int
 ) -> tuple[str, ScoreFit] | None:
     """The first split of ref.SPLITS under which the weights are a row softmax of q k^T / d;
     failing that, a softmax over the queries (dim=-2: a slip outside the TODOs, judged by
     reference-parity), so that how q and k are formed and the scale can still be judged."""
-    # Every split's scores first: cheap, and what the replay needs whichever split fits.
-    raws = {split: ref.raw_scores(x, sd, n_head, split) for split in ref.SPLITS}
+    raws = split_scores(x, sd, n_head)
     for transposed in (False, True):
         for split, raw in raws.items():
             fit = (

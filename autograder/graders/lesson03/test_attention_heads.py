@@ -31,6 +31,7 @@ from .harness import (
     explain_weights,
     random_input,
     rows_sum_to_one,
+    split_scores,
 )
 
 ref = recording.reference_of(__package__)
@@ -79,6 +80,8 @@ def _weights_at_block_size(
     gen = generator(check_seed)
     attn = LearnerAttention(submission, exact(MAIN, MAIN_T), gen)
     x = random_input(MAIN, MAIN_T, gen)
+    if recording.eager():
+        split_scores(x, attn.sd, attn.n_head)  # what explain_weights asks of a failing learner
     return attn, x, attn.weights(x, attn.traced(x))
 
 
@@ -93,13 +96,13 @@ def test_heads_split(submission, check_seed):
     )
     expect_some_finite_weights(w, attn.called(x))
     # Judge only how heads are formed: a scale or mask bug is another check's business.
+    correct = ref.attention_weights(x, attn.sd, attn.n_head)
     for _variant, expected in _weight_variants(x, attn):
         if torch.allclose(w.double(), expected, atol=1e-4, rtol=1e-4):
             return
     explained = explain_weights(w, x, attn.sd, attn.n_head)
     if explained and explained[0] == "contiguous":
         return  # q and k are right; the scores' scale or the mask differ (see their checks)
-    correct = ref.attention_weights(x, attn.sd, attn.n_head)
     problem = compare(w, correct.float(), what=message("lesson03.what_weights"), atol=ATOL, rtol=RTOL)
     if explained:
         fail(
@@ -125,13 +128,13 @@ def test_heads_split(submission, check_seed):
 def test_scaling(submission, check_seed):
     attn, x, w = _weights_at_block_size(submission, check_seed)
     expect_some_finite_weights(w, attn.called(x))
-    for _variant, expected in _weight_variants(x, attn, scales=("sqrt_hs",)):
-        if w.shape == expected.shape and torch.allclose(w.double(), expected, atol=ATOL, rtol=RTOL):
-            return
     C = MAIN["n_embd"]
     hs = C // MAIN["n_head"]
     correct = ref.attention_weights(x, attn.sd, attn.n_head)
     divisors = {scale: ref.divisor(scale, hs, C) for scale in ref.SCALES}
+    for _variant, expected in _weight_variants(x, attn, scales=("sqrt_hs",)):
+        if w.shape == expected.shape and torch.allclose(w.double(), expected, atol=ATOL, rtol=RTOL):
+            return
     problem = compare(w, correct.float(), what=message("lesson03.what_weights"))
     # The weights differ from the reference; find the scale they use, whatever the heads or
     # the mask do (those are other checks' business).
