@@ -1,17 +1,26 @@
 """Helpers shared by lesson 06's graders: the learner's generate.py behind the sandbox, the
 reference GPT and attention of lessons 03-04 built in the worker with weights the grader
-draws (and their float64 twins here, for the expected values), and the hints that name a
-recognisable mistake from the error it raises."""
+draws (their expected values come from reference.py, given the same weights), and the hints
+that name a recognisable mistake from the error it raises.
+
+Every expected value and every diagnosis candidate is a call into `ref` on the grader's own
+inputs, so that a learner's release answers it from the recording; while recording
+(recording.eager()), the candidates are computed even when the check passes (`prime`). A
+candidate the recording cannot answer (one computed on the learner's own values) is left out
+of the diagnosis, never a reason to drop the check."""
 
 from __future__ import annotations
 
+import contextlib
+import re
 from types import SimpleNamespace
 
 import torch
 
-from autograder.core.results import Block, message
-from autograder.engine import blame, references
-from autograder.engine.checks import fail
+from autograder.core.results import Block, Feedback, Text, message
+from autograder.engine import blame, recording, references
+from autograder.engine.checks import describe_student_error, fail
+from autograder.engine.feedback import ATOL, RTOL, compare
 from autograder.engine.grader_helpers import (
     config_text,
     first_hint,
@@ -23,7 +32,7 @@ from autograder.engine.grader_helpers import (
 from autograder.engine.grader_helpers import hinted as shared_hinted
 from autograder.sandbox.client import Sandbox, StudentError
 
-from . import reference as ref
+ref = recording.reference_of(__package__)
 
 FILE = "generate"
 # T, nh, hs, C and V all different, nh >= 2, prompts shorter and longer than block_size.
@@ -47,8 +56,8 @@ def function(sub: Sandbox, name: str):
 
 class WorkerGPT:
     """Lesson 04's GPT (module `model` in the worker: the reference one, or in own-pieces the
-    learner's) holding weights drawn by the grader, in eval mode; `trusted` is its float64 twin
-    here (lesson 04's reference code, never the learner's)."""
+    learner's) holding weights drawn by the grader, in eval mode; `state` and `ref_cfg` are
+    what reference.py computes its expected values with (never the learner's code)."""
 
     def __init__(
         self,
@@ -64,7 +73,7 @@ class WorkerGPT:
         mod = sub.module("model")
         config = sub.call(sub.getattr(mod, "GPTConfig"), **self.cfg)
         self.handle = sub.call(sub.getattr(mod, "GPT"), config)
-        self.state = ref.random_state(trusted_skeleton(self.cfg), gen)
+        self.state = ref.random_state("gpt", self.cfg, gen)
         self.blind, self.why = tuple(blind), why
         C = self.cfg["n_embd"]
         for layer in self.blind:  # values 0: the layer's attention output is its bias, whatever the mask
@@ -74,7 +83,7 @@ class WorkerGPT:
         if absent:
             fail(message("lesson06.gpt_weights_missing", keys=", ".join(absent[:6])))
         sub.call(self.handle, method="train" if train else "eval")
-        self.trusted = ref.gpt({**self.cfg, "dropout": 0.0}, self.state)
+        self.ref_cfg = {**self.cfg, "dropout": 0.0}
 
     @property
     def text(self):
@@ -98,12 +107,11 @@ class WorkerGPT:
 
     def full_logits(self, idx: torch.Tensor) -> torch.Tensor:
         """The reference full forward's logits (B, T, V), float64."""
-        with torch.no_grad():
-            return self.trusted(idx)[0]
+        return ref.logits(self.ref_cfg, self.state, idx)
 
-
-def trusted_skeleton(cfg: dict) -> torch.nn.Module:
-    return ref.skeleton("gpt", tuple(sorted({**cfg, "dropout": 0.0}.items())))
+    def walk(self, idx: torch.Tensor, chunks: list[int], **options):
+        """reference.walk with this model's weights: (logits per chunk, keys, values)."""
+        return ref.walk(self.ref_cfg, self.state, idx, chunks, **options)
 
 
 class WorkerAttention:
@@ -113,7 +121,7 @@ class WorkerAttention:
         self.sub, self.cfg = sub, dict(cfg or ATTN_CFG)
         cls = sub.getattr(sub.module("attention"), "CausalSelfAttention")
         self.handle = sub.call(cls, SimpleNamespace(**self.cfg))
-        self.state = ref.random_state(ref.skeleton("attention", tuple(sorted(self.cfg.items()))), gen)
+        self.state = ref.random_state("attention", self.cfg, gen)
         sub.call(self.handle, self.state, method="load_state_dict")
         sub.call(self.handle, method="eval")
         self.n_head = self.cfg["n_head"]
@@ -200,11 +208,12 @@ def judge_sampled(
     extra=(),
     window: torch.Tensor | None = None,
 ) -> None:
-    """Replay the draws on the learner's own prefix, seen through the last block_size tokens:
-    one torch.multinomial per step on the eval-mode distribution, from a generator seeded
-    `seed`, as sample_next draws at temperature 1. With `window`, the model saw that instead
-    of the prompt (the learner's own crop of it), followed by the new tokens."""
-    T, bs = idx.shape[1], model.cfg["block_size"]
+    """Compare with the reference's own draws from the prompt seen through its last block_size
+    tokens: one torch.multinomial per step on the eval-mode distribution, from a generator
+    seeded `seed`, as sample_next draws at temperature 1. Up to the first step where a token of
+    the learner's differs, both saw the same context, so that step is the first wrong draw. With
+    `window`, the model saw that instead of the prompt (the learner's own crop of it)."""
+    T = idx.shape[1]
     if not torch.equal(out[:, :T], idx):
         fail(
             called,
@@ -213,23 +222,21 @@ def judge_sampled(
     V = model.cfg["vocab_size"]
     if bool(((out < 0) | (out >= V)).any()):
         fail(called, message("lesson06.tokens_out_of_range", V=V, got=str(out[0].tolist())))
-    g = generator(seed)
-    expected = out.clone()
-    if window is None:
-        steps = ref.next_logits(model.trusted, out, T, bs)  # (steps, B, V)
-    else:
-        steps = ref.next_logits(model.trusted, torch.cat((window, out[:, T:]), dim=1), window.shape[1], bs)
-    for t in range(T, out.shape[1]):
-        probs = torch.softmax(steps[t - T].float() / SAMPLED_TEMPERATURE, dim=-1)
-        expected[:, t] = torch.multinomial(probs, num_samples=1, generator=g).view(-1)
-        if not torch.equal(out[:, t], expected[:, t]):
-            fail(
-                called,
-                message("lesson06.sampled_wrong", step=t - T),
-                message("lesson06.rows_legend"),
-                rows(idx, out[:, : t + 1], expected[:, : t + 1]),
-                *extra,
-            )
+    start = idx if window is None else window
+    drawn = ref.sampled(
+        model.ref_cfg, model.state, start, out.shape[1] - T, seed, temperature=SAMPLED_TEMPERATURE
+    )
+    expected = torch.cat((idx, drawn[:, start.shape[1] :]), dim=1)
+    differ = (out != expected).any(dim=0).nonzero().view(-1)
+    if len(differ):
+        t = int(differ[0])
+        fail(
+            called,
+            message("lesson06.sampled_wrong", step=t - T),
+            message("lesson06.rows_legend"),
+            rows(idx, out[:, : t + 1], expected[:, : t + 1]),
+            *extra,
+        )
 
 
 def generate_sampled(
@@ -259,20 +266,22 @@ def generate_sampled(
     options = dict(
         temperature=SAMPLED_TEMPERATURE, generator=worker_generator(submission, seed), use_cache=use_cache
     )
+    # The worker's global generator is seeded too (call_traced's seed): whatever draws from it
+    # while generate runs (dropout left on, a generator not passed on) then draws the same for the
+    # same seed, whichever checks the pooled worker ran before.
     with hinted(*FROM_SAMPLE_NEXT, *(hints if hints is not None else CROP_HINTS), own=own, called=called):
-        if fed is None:
-            out = submission.call(function(submission, "generate"), model.handle, idx, steps, **options)
-        else:
-            traced = submission.call_traced(
-                model.handle,
-                model.handle,
-                idx,
-                steps,
-                method=model.attach("generate"),
-                capture=("transformer.wte",),
-                **options,
-            )
-            out = traced["value"]
+        traced = submission.call_traced(
+            model.handle,
+            model.handle,
+            idx,
+            steps,
+            method=model.attach("generate"),
+            capture=("transformer.wte",) if fed is not None else (),
+            seed=seed,
+            **options,
+        )
+        out = traced["value"]
+        if fed is not None:
             fed += [
                 int(t.shape[-1]) if isinstance(t, torch.Tensor) and t.dim() >= 1 else -1
                 for t in traced["captured"]
@@ -280,21 +289,6 @@ def generate_sampled(
     return expect_tokens(
         out, (idx.shape[0], idx.shape[1] + steps), called, what="lesson06.what_generated"
     ), called
-
-
-def cache_feeds(T: int, steps: int, block_size: int) -> list[int]:
-    """The tokens each forward pass of the cached generate feeds: the prefill, then one token
-    per step while the cache has room, and a prefill of the cropped context when it is full."""
-    fed, cached, length = [], None, T
-    for _ in range(steps):
-        if cached is None or cached == block_size:
-            cached = min(length, block_size)
-            fed.append(cached)
-        else:
-            cached += 1
-            fed.append(1)
-        length += 1
-    return fed
 
 
 # ---------------------------------------------------------------- probes of the other TODOs
@@ -355,7 +349,9 @@ def given_kv(
 ):
     """The output cached_attention should give for x with the keys and values IT returned, over
     the `align` mask (float64), or None when the result cannot be judged that way (not three
-    tensors, or keys and values not (B, nh, S, hs) with S >= T)."""
+    tensors, or keys and values not (B, nh, S, hs) with S >= T). A reference call on the
+    learner's own keys and values: a replay answers it only when they are the recorded ones
+    (else recording.NotRecorded)."""
     if not (
         isinstance(result, (tuple, list))
         and len(result) == 3
@@ -370,8 +366,7 @@ def given_kv(
         return None
     if not (k.is_floating_point() and torch.isfinite(k).all() and torch.isfinite(v).all()):
         return None
-    q, _, _ = ref.project(state, x, n_head, prefix)
-    return ref.attend_over(state, q, k, v, align=align, prefix=prefix)
+    return ref.attend_given(state, x, k, v, n_head, align=align, prefix=prefix)
 
 
 def close(a, b) -> bool:
@@ -389,7 +384,8 @@ def alignment_agrees(sub: Sandbox, gen: torch.Generator) -> bool:
     judged with the keys and values it returns (so a slip in TODO [kv-cache] plays no part):
     a prefill, one token after a cache and a chunk after a cache. An error in the alignment's
     code counts as no; anything else that cannot be judged, as yes (the check then runs as
-    usual and fails where the mistake is)."""
+    usual and fails where the mistake is), keys and values a replay has no recording for
+    included."""
     attn = WorkerAttention(sub, gen)
     C, fn = attn.cfg["n_embd"], function(sub, "cached_attention")
     for B, P, T in ((2, 0, 4), (1, 4, 1), (2, 5, 3)):
@@ -401,7 +397,10 @@ def alignment_agrees(sub: Sandbox, gen: torch.Generator) -> bool:
             result = sub.call(fn, attn.handle, x, past_k, past_v)
         except StudentError as err:
             return raised_in(err) != "cache-alignment"
-        expected = given_kv(attn.state, attn.n_head, x, result)
+        try:
+            expected = given_kv(attn.state, attn.n_head, x, result)
+        except recording.NotRecorded:
+            continue
         if expected is not None and not close(result[0], expected):
             return False
     return True
@@ -430,18 +429,46 @@ def _error_text(err: StudentError) -> str:
     )
 
 
+# Queries and keys with different numbers of heads: keys and values concatenated along the heads
+# (dimension 1) instead of the time, in TODO [kv-cache]'s code. With as many cached tokens as
+# new ones that torch.cat succeeds, and scaled_dot_product_attention, in TODO
+# [cache-alignment]'s code, is what raises: the line that raised is not the mistake.
+HEADS_DIFFER = r"must match the size of tensor b \(\d+\) at non-singleton dimension 1"
+
+
+@contextlib.contextmanager
 def hinted(*patterns, own: str | None = None, called=None):
     """Re-raise a learner's error as feedback with a hint when it matches one of `patterns`
     ((regex, lambda match: message or None)); other errors pass through to the engine. An error
-    raised in another TODO's code than `own` always passes through: the engine then says that
-    the check waits on that TODO."""
+    raised in another TODO's code than `own` passes through (the engine then says that the
+    check waits on that TODO), except one whose cause is known to be elsewhere: queries and keys
+    whose heads differ are TODO [kv-cache]'s concatenation wherever they raise, so a check of
+    kv-cache fails with its diagnosis and a check of another TODO says it waits on kv-cache."""
 
     def hint_of(err: StudentError):
         if own is not None and raised_in(err) not in (None, own):
             return None
         return first_hint(_error_text(err), patterns)
 
-    return shared_hinted(hint_of, called)
+    try:
+        with shared_hinted(hint_of, called):
+            yield
+    except StudentError as err:
+        if own is not None and err.todo_pending is None and re.search(HEADS_DIFFER, _error_text(err)):
+            fail(
+                called,
+                described(err),
+                message("lesson06.hint_cat_dim"),
+                waits_on=None if own == "kv-cache" else "kv-cache",
+            )
+        raise
+
+
+def described(err: StudentError) -> Feedback:
+    """The learner's error as the engine describes it, without its generic hint ("the shapes do
+    not fit"): the caller gives the specific one."""
+    parts = describe_student_error(err, None, {}).parts
+    return Feedback(tuple(p for p in parts if not (isinstance(p, Text) and p.key == "engine.hint_shapes")))
 
 
 SAMPLING_HINTS = (
@@ -495,6 +522,40 @@ CROP_HINTS = (
 )
 
 
+ALIGN_HINTS = DEVICE_HINTS + tuple(h for h in CACHE_HINTS if "attn_mask" in h[0] or "dimension 3" in h[0])
+
+
+def judge_attention(y, expected, state, n_head, x, result, prefix: str = ""):
+    """The compare() problem of y against `expected` (the reference over the learner's own keys
+    and values) with the diagnoses of a recognisable mask, or None when y is right."""
+    if y.device.type != "cpu" or tuple(y.shape) != tuple(expected.shape):
+        return [
+            message(
+                "lesson06.shape_wrong",
+                what=message("lesson06.what_attention_out"),
+                got=tuple(y.shape),
+                expected=tuple(expected.shape),
+            )
+        ]
+    candidates = [
+        (lambda: given_kv(state, n_head, x, result, prefix, align="top_left"), "lesson06.diag_top_left"),
+        (lambda: given_kv(state, n_head, x, result, prefix, align="none"), "lesson06.diag_no_mask"),
+        (
+            lambda: given_kv(state, n_head, x, result, prefix, align="no_self"),
+            "lesson06.diag_mask_hides_self",
+        ),
+        (
+            lambda: given_kv(state, n_head, x, result, prefix, align="one_ahead"),
+            "lesson06.diag_mask_one_ahead",
+        ),
+    ]
+    problem = compare(y, expected.float(), what=message("lesson06.what_attention_out"), atol=ATOL, rtol=RTOL)
+    if not problem:
+        prime(candidates)
+        return None
+    return [problem, *diagnose(y, candidates)]
+
+
 # ---------------------------------------------------------------- cached_attention, as the cache checks call it
 
 # The batch of most cases of the cache checks (each case says where it is 1).
@@ -503,12 +564,26 @@ B = 2
 
 def diagnose(actual: torch.Tensor, candidates) -> list:
     """The message of the first (candidate, key) whose candidate `actual` matches; a candidate
-    may be a callable, computed only when the ones before it did not match."""
+    may be a callable, computed only when the ones before it did not match. One a replay cannot
+    answer is skipped: the failure stands, with the best diagnosis the recording allows."""
     for candidate, key in candidates:
-        value = candidate() if callable(candidate) else candidate
+        try:
+            value = candidate() if callable(candidate) else candidate
+        except recording.NotRecorded:
+            continue
         if value is not None and close(actual, value):
             return [message(key)]
     return []
+
+
+def prime(candidates) -> None:
+    """While recording, compute every callable candidate of `candidates` ((candidate, key) pairs)
+    now, on the grader's inputs, although the check passed: a replay then has the values to
+    diagnose a learner whose check fails here."""
+    if recording.eager():
+        for candidate, _ in candidates:
+            if callable(candidate):
+                candidate()
 
 
 def _attention_called(attn: WorkerAttention, x: torch.Tensor, past: int, device: str = "cpu"):

@@ -1,5 +1,11 @@
 """Trusted reference computations for lesson 06, written independently of solutions/.
 
+Every function here takes and returns values only (tensors, numbers, lists and dicts of them),
+never a module: in a learner's release this file is absent and each call the graders make is
+answered from the lesson's recording (autograder/engine/recording.py), for the practice inputs.
+So everything the graders compare with is computed here: the expected tokens, logits, keys and
+values, and what a recognisable mistake would give (the diagnosis candidates).
+
 Sampling is replayed with torch.multinomial on a generator seeded like the learner's: one
 draw of num_samples=1 consumes the generator the same way whatever the probabilities, so
 the same seed gives the same tokens for the same distribution. Attention with a cache is
@@ -8,8 +14,9 @@ reproduce recognisable bugs (a mask aligned to the top-left corner, as
 scaled_dot_product_attention's is_causal does; no mask; the past appended after the new
 keys; positions restarted at 0) so the graders can name them.
 
-The GPT itself is lesson 04's reference (autograder.engine.references), in float64: this module walks
-its submodules (embeddings, LayerNorms, MLPs, lm_head) and does the attention itself.
+The GPT itself is lesson 04's reference (autograder.engine.references), in float64, built here
+from a configuration and a state_dict for each call: this module walks its submodules
+(embeddings, LayerNorms, MLPs, lm_head) and does the attention itself.
 """
 
 from __future__ import annotations
@@ -34,6 +41,11 @@ def sample_replay(
     probs = probabilities(logits, temperature=temperature, top_k=top_k)
     g = torch.Generator().manual_seed(seed) if seed is not None else None
     return torch.multinomial(probs.float(), num_samples=1, generator=g)
+
+
+def least_likely(logits: torch.Tensor) -> torch.Tensor:
+    """(B, 1): each row's smallest logit's index (an argmin where the argmax was meant)."""
+    return logits.argmin(dim=-1, keepdim=True)
 
 
 def probabilities(
@@ -63,6 +75,25 @@ def crop(idx: torch.Tensor, block_size: int) -> torch.Tensor:
     return idx[:, max(0, T - block_size) :]
 
 
+def crop_slips(idx: torch.Tensor, block_size: int) -> list[torch.Tensor]:
+    """What recognisable slips of the crop give, in this order: the first block_size columns,
+    the last block_size rows (the batch cropped), block_size - 1 and block_size + 1 columns,
+    only the last column, the last block_size without the last one, and (when T < block_size)
+    a negative start."""
+    T, bs = idx.shape[1], block_size
+    out = [
+        idx[:, :bs],
+        idx[-bs:],
+        idx[:, -(bs - 1) :] if bs > 1 else idx[:, :0],
+        idx[:, -(bs + 1) :],
+        idx[:, -1:],
+        idx[:, -bs:-1],
+    ]
+    if T < bs:
+        out.append(idx[:, T - bs :])
+    return out
+
+
 # ---------------------------------------------------------------- the models
 
 ALIGNS = ("bottom_right", "top_left", "none", "no_self", "one_ahead")
@@ -83,16 +114,16 @@ def visible(T: int, S: int, align: str = "bottom_right") -> torch.Tensor:
     return torch.ones(T, S, dtype=torch.bool)
 
 
-def gpt(cfg: dict, state: dict) -> torch.nn.Module:
-    """Lesson 04's reference GPT in float64, eval mode, holding `state`."""
+def _gpt(cfg: dict, state: dict) -> torch.nn.Module:
+    """Lesson 04's reference GPT in float64, eval mode, without dropout, holding `state`."""
     mod = references.load()["model"]
-    model = mod.GPT(mod.GPTConfig(**cfg))
+    model = mod.GPT(mod.GPTConfig(**{**cfg, "dropout": 0.0}))
     model.load_state_dict(state)
     return model.double().eval()
 
 
 @functools.lru_cache(maxsize=8)
-def skeleton(kind: str, items: tuple) -> torch.nn.Module:
+def _skeleton(kind: str, items: tuple) -> torch.nn.Module:
     """An untouched float32 reference module ("gpt" or "attention") of config dict(items),
     only to read parameter names and shapes from (never run, never changed)."""
     cfg = dict(items)
@@ -103,10 +134,12 @@ def skeleton(kind: str, items: tuple) -> torch.nn.Module:
     return mod.CausalSelfAttention(mod.AttentionConfig(**cfg))
 
 
-def random_state(module: torch.nn.Module, gen: torch.Generator) -> dict[str, torch.Tensor]:
-    """A state_dict for `module` with values drawn from `gen`, large enough that attention is
-    far from uniform (so a wrong mask shows) and logits differ by O(1) (so argmax is stable).
-    Tied parameters (wte and lm_head) get one draw, shared by both keys."""
+def random_state(kind: str, cfg: dict, gen: torch.Generator) -> dict[str, torch.Tensor]:
+    """A state_dict for the reference module `kind` ("gpt" or "attention") of configuration
+    `cfg`, with values drawn from `gen`, large enough that attention is far from uniform (so a
+    wrong mask shows) and logits differ by O(1) (so argmax is stable). Tied parameters (wte and
+    lm_head) get one draw, shared by both keys."""
+    module = _skeleton(kind, tuple(sorted({**cfg, "dropout": 0.0}.items())))
     drawn = {}
     for name, p in module.named_parameters():  # a tied parameter comes once
         if name.endswith(("ln_1.weight", "ln_2.weight", "ln_f.weight")):
@@ -185,8 +218,25 @@ def attend_over(
     return y @ W.T + b
 
 
+def attend_given(
+    sd: dict,
+    x: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    n_head: int,
+    *,
+    align: str = "bottom_right",
+    prefix: str = "",
+) -> torch.Tensor:
+    """y (B, T, C) in float64: x's T new queries attending to the keys and values k, v
+    (B, nh, S, hs) given (whatever they are) through the `align` mask, then the projection."""
+    q, _, _ = project(sd, x, n_head, prefix)
+    return attend_over(sd, q, k, v, align=align, prefix=prefix)
+
+
 def walk(
-    model: torch.nn.Module,
+    cfg: dict,
+    state: dict,
     idx: torch.Tensor,
     chunks: list[int],
     *,
@@ -194,58 +244,131 @@ def walk(
     positions: str = "offset",
     order: str = "past_first",
 ) -> tuple[list[torch.Tensor], list, list]:
-    """Feed idx to a float64 reference GPT chunk by chunk (sizes `chunks`) with a KV cache.
+    """Feed idx to the float64 reference GPT of (cfg, state) chunk by chunk (sizes `chunks`)
+    with a KV cache.
 
     Returns (logits per chunk (B, T_chunk, V), keys per layer, values per layer). positions
     "zero": each chunk's positions restart at 0 (a bug)."""
+    return _walk(_gpt(cfg, state), idx, chunks, align=align, positions=positions, order=order)
+
+
+def _walk(model, idx, chunks, *, align="bottom_right", positions="offset", order="past_first", inputs=None):
     tr = model.transformer
-    n_layer = len(tr.h)
     n_head = tr.h[0].attn.n_head
-    sd = {k: v for k, v in model.state_dict().items()}
-    keys, values = [None] * n_layer, [None] * n_layer
+    sd = dict(model.state_dict())
+    keys, values = [None] * len(tr.h), [None] * len(tr.h)
     start, outs = 0, []
-    for size in chunks:
-        new = idx[:, start : start + size]
-        first = start if positions == "offset" else 0
-        pos = torch.arange(first, first + size)
-        x = tr.wte(new) + tr.wpe(pos)
-        for i, block in enumerate(tr.h):
-            a, keys[i], values[i] = attend(
-                sd,
-                block.ln_1(x),
-                keys[i],
-                values[i],
-                n_head,
-                align=align,
-                order=order,
-                prefix=f"transformer.h.{i}.attn.",
-            )
-            x = x + a
-            x = x + block.mlp(block.ln_2(x))
-        outs.append(model.lm_head(tr.ln_f(x)))
-        start += size
+    with torch.no_grad():
+        for size in chunks:
+            new = idx[:, start : start + size]
+            first = start if positions == "offset" else 0
+            x = tr.wte(new) + tr.wpe(torch.arange(first, first + size))
+            layers = []
+            for i, block in enumerate(tr.h):
+                h = block.ln_1(x)
+                if inputs is not None:
+                    # What the graders hand the learner's cached_attention for this layer: the
+                    # float32 input and the reference cache so far.
+                    layers.append(
+                        (
+                            h.float(),
+                            None if keys[i] is None else keys[i].float(),
+                            None if values[i] is None else values[i].float(),
+                        )
+                    )
+                    h = h.float().double()
+                a, keys[i], values[i] = attend(
+                    sd,
+                    h,
+                    keys[i],
+                    values[i],
+                    n_head,
+                    align=align,
+                    order=order,
+                    prefix=f"transformer.h.{i}.attn.",
+                )
+                x = x + a
+                x = x + block.mlp(block.ln_2(x))
+            if inputs is not None:
+                inputs.append(layers)
+            outs.append(model.lm_head(tr.ln_f(x)))
+            start += size
     return outs, keys, values
 
 
-def next_logits(model: torch.nn.Module, seq: torch.Tensor, start: int, block_size: int) -> torch.Tensor:
-    """(steps, B, V): the reference logits for each token seq[:, t], t = start .. end, given
-    seq[:, :t] seen through its last block_size tokens, in two batched forward passes (the
-    model is causal, so one pass over a prefix gives every prediction inside it)."""
-    B, total = seq.shape
-    out = []
+def chunk_inputs(cfg: dict, state: dict, idx: torch.Tensor, chunks: list[int]) -> list:
+    """For each chunk and each layer of the reference GPT fed idx chunk by chunk: (the layer's
+    attention input (B, T_chunk, C), its cached keys, its cached values (B, nh, T_past, hs) or
+    None), float32, as a learner's cached_attention would receive them in that layer."""
+    inputs: list = []
+    _walk(_gpt(cfg, state), idx, chunks, inputs=inputs)
+    return inputs
+
+
+def logits(cfg: dict, state: dict, idx: torch.Tensor) -> torch.Tensor:
+    """The reference full forward's logits (B, T, V), float64."""
     with torch.no_grad():
-        inside = [t for t in range(start, total) if t <= block_size]
-        if inside:
-            logits = model(seq[:, : max(inside)])[0]  # (B, t, V)
-            out += [logits[:, t - 1] for t in inside]
-        sliding = [t for t in range(start, total) if t > block_size]
-        if sliding:
-            windows = torch.cat([seq[:, t - block_size : t] for t in sliding])  # (n * B, bs)
-            last = model(windows)[0][:, -1].view(len(sliding), B, -1)
-            out += list(last)
-    return torch.stack(out)
+        return _gpt(cfg, state)(idx)[0]
 
 
-def greedy_margin(logits: torch.Tensor, chosen: torch.Tensor) -> torch.Tensor:
-    """(B,) how far below each row's largest logit the chosen token's logit is (0: it is the max)."""
-    return logits.max(dim=-1).values - logits.gather(-1, chosen.view(-1, 1)).squeeze(-1)
+def sampled(
+    cfg: dict,
+    state: dict,
+    idx: torch.Tensor,
+    steps: int,
+    seed: int,
+    *,
+    temperature: float = 1.0,
+) -> torch.Tensor:
+    """(B, T + steps): idx followed by `steps` tokens, each one torch.multinomial draw from the
+    eval-mode model's softmax(logits / temperature) of the context so far seen through its last
+    block_size tokens, from one generator seeded `seed` (as sample_next draws)."""
+    model = _gpt(cfg, state)
+    bs = cfg["block_size"]
+    g = torch.Generator().manual_seed(seed)
+    seq = idx.clone()
+    with torch.no_grad():
+        for _ in range(steps):
+            last = model(crop(seq, bs))[0][:, -1]  # (B, V)
+            probs = torch.softmax(last.float() / temperature, dim=-1)
+            seq = torch.cat((seq, torch.multinomial(probs, num_samples=1, generator=g)), dim=1)
+    return seq
+
+
+def cache_feeds(T: int, steps: int, block_size: int) -> list[int]:
+    """The tokens each forward pass of the cached generate feeds: the prefill, then one token
+    per step while the cache has room, and a prefill of the cropped context when it is full."""
+    fed, cached, length = [], None, T
+    for _ in range(steps):
+        if cached is None or cached == block_size:
+            cached = min(length, block_size)
+            fed.append(cached)
+        else:
+            cached += 1
+            fed.append(1)
+        length += 1
+    return fed
+
+
+def kv_slips(sd: dict, x: torch.Tensor, past_k, past_v, n_head: int) -> list[torch.Tensor]:
+    """What cached_attention's keys and values are under recognisable slips, in this order:
+    keys and values with the new ones first, then the cached values in front of the new keys
+    and the cached keys in front of the new values (float32)."""
+    _, k_rev, v_rev = attend(sd, x, past_k, past_v, n_head, order="new_first")
+    _, k_new, v_new = attend(sd, x, None, None, n_head)
+    return [
+        k_rev,
+        v_rev,
+        torch.cat((past_v, k_new.float()), dim=2),
+        torch.cat((past_k, v_new.float()), dim=2),
+    ]
+
+
+def greedy_far_from_tie(cfg: dict, state: dict, seq: torch.Tensor, t: int, chosen: list, tie: float) -> bool:
+    """Whether, for the prefix seq[:, :t] seen through its last block_size tokens, some token of
+    `chosen` (each (B,)) is more than `tie` below its row's largest reference logit: two greedy
+    runs that differ there differ by more than a near-tie the float32 paths may break apart."""
+    with torch.no_grad():
+        last = _gpt(cfg, state)(crop(seq[:, :t], cfg["block_size"]))[0][:, -1, :]
+    top = last.max(dim=-1).values
+    return any(bool(((top - last.gather(-1, c.view(-1, 1)).squeeze(-1)) > tie).any()) for c in chosen)

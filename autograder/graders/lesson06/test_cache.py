@@ -22,12 +22,12 @@ import pytest
 import torch
 
 from autograder.core.results import message
+from autograder.engine import recording
 from autograder.engine.checks import fail
 from autograder.engine.feedback import ATOL, RTOL, compare
 from autograder.engine.grader_helpers import generator, tokens
 from autograder.sandbox.client import StudentError
 
-from . import reference as ref
 from .harness import (
     ATTN_CFG,
     CACHE_HINTS,
@@ -38,7 +38,6 @@ from .harness import (
     WorkerAttention,
     WorkerGPT,
     alignment_agrees,
-    cache_feeds,
     cached,
     crop_agrees,
     diagnose,
@@ -49,16 +48,38 @@ from .harness import (
     hinted,
     judge_sampled,
     learner_crop,
+    prime,
     raised_in,
 )
 
+ref = recording.reference_of(__package__)
+
 # ---------------------------------------------------------------- cached_attention
+
+
+def _kv_candidates(which: str, x, past_k, past_v, attn) -> list:
+    """The diagnosis candidates of the keys (`which` "k") or values ("v") cached_attention
+    returns after a cache: the new ones put first, and the cached ones of the other kind in front."""
+    if past_k is None:
+        return []
+    first, slips = (0 if which == "k" else 1), []
+
+    def slip(index: int):
+        if not slips:
+            slips.extend(ref.kv_slips(attn.state, x, past_k, past_v, attn.n_head))
+        return slips[index]
+
+    return [
+        (lambda: slip(first), "lesson06.diag_cache_order"),
+        (lambda: slip(first + 2), "lesson06.diag_cache_swapped"),
+    ]
 
 
 def _expect_kv(
     got: torch.Tensor, expected: torch.Tensor, which: str, called, x, past_k, past_v, attn
 ) -> None:
     S, new = expected.shape[2], x.shape[1]
+    candidates = _kv_candidates(which, x, past_k, past_v, attn)
     if got.device.type != "cpu":
         fail(
             called,
@@ -89,18 +110,8 @@ def _expect_kv(
         got, expected.float(), what=message("lesson06.what_kv", which=which), atol=ATOL, rtol=RTOL
     )
     if problem:
-        diagnoses = []
-        if past_k is not None:
-            _, k_rev, v_rev = attn.expected(x, past_k, past_v, order="new_first")
-            other = past_v if which == "k" else past_k
-            diagnoses = [
-                (k_rev if which == "k" else v_rev, "lesson06.diag_cache_order"),
-                (
-                    torch.cat((other, attn.expected(x, None, None)[1 if which == "k" else 2].float()), dim=2),
-                    "lesson06.diag_cache_swapped",
-                ),
-            ]
-        fail(called, problem, *diagnose(got, diagnoses))
+        fail(called, problem, *diagnose(got, candidates))
+    prime(candidates)
 
 
 @pytest.mark.check("cache-attention")
@@ -205,9 +216,9 @@ def test_cache_state(submission, check_seed):
     length = submission.getattr(cache.handle, "length")
     if length != 4:
         fail(called, message("lesson06.cache_length", got=repr(length), expected=4))
-    _, exp_keys, exp_values = ref.walk(model.trusted, idx, chunks)
-    _, rev_keys, rev_values = ref.walk(model.trusted, idx, chunks, order="new_first")
-    _, zero_keys, zero_values = ref.walk(model.trusted, idx, chunks, positions="zero")
+    _, exp_keys, exp_values = model.walk(idx, chunks)
+    _, rev_keys, rev_values = model.walk(idx, chunks, order="new_first")
+    _, zero_keys, zero_values = model.walk(idx, chunks, positions="zero")
     for name, expected, reversed_, zero in (
         ("keys", exp_keys, rev_keys, zero_keys),
         ("values", exp_values, rev_values, zero_values),
@@ -252,13 +263,6 @@ def test_cache_state(submission, check_seed):
     _cache_on_meta(submission, gen)
 
 
-def _variant(model: WorkerGPT, idx, chunks, index: int, **options):
-    """A callable for _diagnose: chunk `index`'s logits under a recognisable bug."""
-    return lambda: ref.walk(
-        model.trusted, idx[:, : sum(chunks[: index + 1])], chunks[: index + 1], **options
-    )[0][index]
-
-
 def _cache_model(submission, gen) -> WorkerGPT:
     """The GPT for the kv-cache checks of logits and tokens: the real weights when the
     learner's mask is right, else every layer's values at 0 (then the mask changes nothing)."""
@@ -276,9 +280,25 @@ def test_cache_one_token(submission, check_seed):
     chunks = [1] * bs
     called = _feed_called(model, idx, chunks)
     full = model.full_logits(idx)
+    # What each step gives under a recognisable slip (computed when a step is wrong, or while
+    # recording): positions restarting at 0, the cache ignored.
+    slips = {}
+
+    def slip(key: str, t: int, **options):
+        def logits_at_t():
+            if key not in slips:
+                slips[key] = model.walk(idx, chunks, **options)[0]
+            return slips[key][t]
+
+        return logits_at_t, key
+
     cache = Cached(submission, model)
     for t in range(bs):
         logits = cache.feed(idx[:, t : t + 1], called)
+        candidates = [
+            slip("lesson06.diag_positions_zero", t, positions="zero"),
+            slip("lesson06.diag_ignores_past", t, order="no_past"),
+        ]
         problem = compare(
             logits,
             full[:, t : t + 1].float(),
@@ -287,21 +307,8 @@ def test_cache_one_token(submission, check_seed):
             rtol=RTOL,
         )
         if problem:
-            fail(
-                called,
-                message("lesson06.one_token_wrong", t=t),
-                problem,
-                *diagnose(
-                    logits,
-                    [
-                        (_variant(model, idx, chunks, t, **options), key)
-                        for key, options in (
-                            ("lesson06.diag_positions_zero", {"positions": "zero"}),
-                            ("lesson06.diag_ignores_past", {"order": "no_past"}),
-                        )
-                    ],
-                ),
-            )
+            fail(called, message("lesson06.one_token_wrong", t=t), problem, *diagnose(logits, candidates))
+        prime(candidates)
 
 
 @pytest.mark.check("cache-generate")
@@ -323,6 +330,8 @@ def test_cache_generate(submission, check_seed):
             window = learner_crop(submission, idx, bs) if T + steps - 1 <= bs else None
             if window is None:
                 continue
+            if torch.equal(window, idx):
+                window = None  # the prompt itself: judged as usual (and answered by a recording)
         seed = draw_seed(gen)
         fed: list[int] = []
         out, called = generate_sampled(
@@ -345,7 +354,7 @@ def test_cache_generate(submission, check_seed):
             extra=(message("lesson06.cache_generate_hint", bs=bs),),
             window=window,
         )
-        expected = cache_feeds(T if window is None else window.shape[1], steps, bs)
+        expected = ref.cache_feeds(T if window is None else window.shape[1], steps, bs)
         if fed != expected:
             growing = [min(T + s, bs) for s in range(steps)]
             diagnosis = message("lesson06.diag_cache_rebuilt") if fed == growing else None

@@ -5,8 +5,9 @@ keys up to its own position, and made on x's device.
 Each output is judged against the reference attention over the keys and values the learner's
 cached_attention returned itself, so a slip in TODO [kv-cache] (how they were put together)
 plays no part: chunk-attention on lesson 03's reference attention (a prefill, one token after
-a cache, a chunk after a cache; a failure shows which keys each new query really sees), and
-chunk-logits in every layer of lesson 04's reference GPT, chunk after chunk.
+a cache, a chunk after a cache; a failure shows which keys each new query really sees). Its
+official-only twin, chunk-logits in every layer of lesson 04's reference GPT, chunk after
+chunk, is test_official_chunk_logits.py.
 """
 
 from __future__ import annotations
@@ -15,25 +16,22 @@ import pytest
 import torch
 
 from autograder.core.results import Block, message
+from autograder.engine import recording
 from autograder.engine.checks import fail
-from autograder.engine.feedback import ATOL, RTOL, compare, heatmap
-from autograder.engine.grader_helpers import generator, tokens
+from autograder.engine.feedback import heatmap
+from autograder.engine.grader_helpers import generator
 
-from . import reference as ref
 from .harness import (
+    ALIGN_HINTS,
     ATTN_CFG,
-    CACHE_HINTS,
-    DEVICE_HINTS,
-    GPT_CFG,
     B,
     WorkerAttention,
-    WorkerGPT,
     cached,
-    diagnose,
-    function,
     given_kv,
-    hinted,
+    judge_attention,
 )
+
+ref = recording.reference_of(__package__)
 
 
 def _influence(submission, attn: WorkerAttention, x, past_k, past_v, gen) -> torch.Tensor:
@@ -61,42 +59,6 @@ def _visibility_block(see: torch.Tensor) -> Block:
     return Block("\n".join(lines) + "\n", kind="heatmap")
 
 
-ALIGN_HINTS = DEVICE_HINTS + tuple(h for h in CACHE_HINTS if "attn_mask" in h[0] or "dimension 3" in h[0])
-
-
-def _judge_attention(y, expected, state, n_head, x, result, prefix: str = ""):
-    """The compare() problem of y against `expected` (the reference over the learner's own keys
-    and values) with the diagnoses of a recognisable mask, or None when y is right."""
-    if y.device.type != "cpu" or tuple(y.shape) != tuple(expected.shape):
-        return [
-            message(
-                "lesson06.shape_wrong",
-                what=message("lesson06.what_attention_out"),
-                got=tuple(y.shape),
-                expected=tuple(expected.shape),
-            )
-        ]
-    problem = compare(y, expected.float(), what=message("lesson06.what_attention_out"), atol=ATOL, rtol=RTOL)
-    if not problem:
-        return None
-    diagnoses = diagnose(
-        y,
-        [
-            (lambda: given_kv(state, n_head, x, result, prefix, align="top_left"), "lesson06.diag_top_left"),
-            (lambda: given_kv(state, n_head, x, result, prefix, align="none"), "lesson06.diag_no_mask"),
-            (
-                lambda: given_kv(state, n_head, x, result, prefix, align="no_self"),
-                "lesson06.diag_mask_hides_self",
-            ),
-            (
-                lambda: given_kv(state, n_head, x, result, prefix, align="one_ahead"),
-                "lesson06.diag_mask_one_ahead",
-            ),
-        ],
-    )
-    return [problem, *diagnoses]
-
-
 @pytest.mark.check("chunk-attention")
 def test_chunk_attention(submission, check_seed):
     """Several new tokens with an empty cache (prefill), one token after four cached ones, and
@@ -116,7 +78,7 @@ def test_chunk_attention(submission, check_seed):
         expected = given_kv(attn.state, nh, x, result)
         if expected is None:
             continue  # keys and values that cannot be attended to: TODO [kv-cache]'s checks say why
-        problems = _judge_attention(result[0], expected, attn.state, nh, x, result)
+        problems = judge_attention(result[0], expected, attn.state, nh, x, result)
         if problems is None:
             continue
         if not P:
@@ -155,62 +117,3 @@ def test_chunk_attention(submission, check_seed):
                 expected=f"Tensor(shape={(B, T, C)}, device=meta)",
             ),
         )
-
-
-@pytest.mark.check("chunk-logits")
-def test_chunk_logits(submission, check_seed):
-    """Chunks of 4, 3 and 3 tokens through every layer of the GPT (B = 2): in each layer, the
-    learner's cached_attention on that layer's attention, with the reference cache and the
-    reference input, gives the reference attention over the keys and values it returns itself
-    (the positions and the concatenation, TODO [kv-cache], play no part)."""
-    gen = generator(check_seed)
-    model = WorkerGPT(submission, gen)
-    bs, n_layer, nh = GPT_CFG["block_size"], GPT_CFG["n_layer"], GPT_CFG["n_head"]
-    idx = tokens(B, bs, GPT_CFG["vocab_size"], gen)
-    chunks = [4, 3, 3]
-    tr = model.trusted.transformer
-    handles = [model.attention(i) for i in range(n_layer)]
-    keys, values = [None] * n_layer, [None] * n_layer
-    start = 0
-    with torch.no_grad():
-        for size in chunks:
-            x = tr.wte(idx[:, start : start + size]) + tr.wpe(torch.arange(start, start + size))
-            for i, block in enumerate(tr.h):
-                prefix = f"transformer.h.{i}.attn."
-                h = block.ln_1(x).float()
-                called = message(
-                    "lesson06.called_chunk_layer",
-                    model=model.text,
-                    layer=i,
-                    first=start,
-                    last=start + size - 1,
-                    P=start,
-                )
-                past_k = None if keys[i] is None else keys[i].float()
-                past_v = None if values[i] is None else values[i].float()
-                with hinted(*ALIGN_HINTS, own="cache-alignment", called=called):
-                    result = submission.call(
-                        function(submission, "cached_attention"), handles[i], h, past_k, past_v
-                    )
-                expected = given_kv(model.state, nh, h, result, prefix)
-                if expected is not None:
-                    problems = _judge_attention(result[0], expected, model.state, nh, h, result, prefix)
-                    if problems is not None:
-                        head = (
-                            message("lesson06.prefill_wrong")
-                            if start == 0
-                            else message(
-                                "lesson06.chunk_layer_wrong",
-                                layer=i,
-                                first=start,
-                                last=start + size - 1,
-                                P=start,
-                            )
-                        )
-                        fail(called, head, *problems)
-                a, keys[i], values[i] = ref.attend(
-                    model.state, h.double(), keys[i], values[i], nh, prefix=prefix
-                )
-                x = x + a
-                x = x + block.mlp(block.ln_2(x))
-            start += size
