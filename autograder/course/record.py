@@ -49,8 +49,9 @@ def graders_folder(lesson: Lesson) -> Path:
     return graders_root() / lesson.graders
 
 
-def sources_of(course: Course, lesson: Lesson) -> str:
-    """The digest of what `lesson`'s recording is made from (engine/recording.sources_digest)."""
+def sources_of(course: Course, lesson: Lesson, folder: Path | None = None) -> str:
+    """The digest of what `lesson`'s recording is made from (engine/recording.sources_digest);
+    `folder`: its graders folder (default: the one in use)."""
     from autograder.engine.grading import solutions_dir
 
     solutions = solutions_dir(course)
@@ -58,14 +59,16 @@ def sources_of(course: Course, lesson: Lesson) -> str:
     for item in [lesson, *(course.lesson(u) for u in lesson.uses)]:
         base = solutions / item.folder if solutions is not None else Path("<no solutions>") / item.folder
         files += [base / name for name in item.files]
-    return recording.sources_digest(graders_folder(lesson), files, [spec.id for spec in lesson.checks])
+    folder = graders_folder(lesson) if folder is None else folder
+    return recording.sources_digest(folder, files, [spec.id for spec in lesson.checks])
 
 
-def status(course: Course, lesson: Lesson) -> str:
+def status(course: Course, lesson: Lesson, folder: Path | None = None) -> str:
     """CURRENT, STALE (made from other sources), MISSING (converted graders, no recording),
     UNCONVERTED (graders still import reference.py: not recordable, nothing ships) or
-    NO_REFERENCE (no reference.py here: a learner's release, which cannot record)."""
-    folder = graders_folder(lesson)
+    NO_REFERENCE (no reference.py here: a learner's release, which cannot record). `folder`: the
+    lesson's graders folder (default: the one in use)."""
+    folder = graders_folder(lesson) if folder is None else Path(folder)
     if not (folder / recording.REFERENCE).is_file():
         return NO_REFERENCE
     if not recording.converted(folder):
@@ -80,7 +83,9 @@ def status(course: Course, lesson: Lesson) -> str:
         made_from = data.get("sources") if isinstance(data, dict) else None
     except (OSError, UnicodeDecodeError, ValueError):
         return STALE
-    if made_from != sources_of(course, lesson) or data.get("graders") != recording.graders_digest(folder):
+    if made_from != sources_of(course, lesson, folder) or data.get("graders") != recording.graders_digest(
+        folder
+    ):
         return STALE
     return CURRENT
 

@@ -74,6 +74,7 @@ __all__ = [
 FORMAT = 1
 JSON_NAME = "recording.json"
 NPZ_NAME = "recording.npz"
+RECORDING_FILES = (JSON_NAME, NPZ_NAME)
 # The practice inputs: every replay grades with this seed (it is also stored in the recording).
 PRACTICE_SEED = 20_261_207
 RTOL, ATOL = 1e-4, 1e-6
