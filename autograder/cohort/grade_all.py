@@ -34,17 +34,21 @@ stamps the merged records from it.
 
 Exit status: 0 when every learner of the run has a result (a learner whose grading failed has
 an error result, listed in the report); 2 for unusable input (roster, folders, shards); 1 for
-an internal failure; 130 when interrupted (what was graded is kept and the next run resumes).
+an internal failure; 130 when interrupted with Ctrl-C (SIGINT), 143 with SIGTERM (a scheduler's
+stop): what was graded is kept, and grade-all says so and that running the same command again
+resumes.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import importlib.util
 import os
 import random
 import re
+import signal
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -63,7 +67,15 @@ from autograder.cohort.roster import (
     learners_in,
     read_roster,
 )
-from autograder.cohort.store import BatchError, Record, Store, content_hash, grading_fingerprint, learner_key
+from autograder.cohort.store import (
+    RESULTS,
+    BatchError,
+    Record,
+    Store,
+    content_hash,
+    grading_fingerprint,
+    learner_key,
+)
 from autograder.core import i18n
 from autograder.core.manifest import Course, Lesson
 from autograder.sandbox import cpu_clock
@@ -135,12 +147,57 @@ def add_parser(subparsers) -> None:
 def main(course: Course, args: argparse.Namespace) -> int:
     lang = args.lang or course.language
     try:
-        if args.merge:
-            return merge(course, args, lang)
-        return _grade_all(course, args, lang)
+        with _stopped_by_sigterm():
+            if args.merge:
+                return merge(course, args, lang)
+            return _grade_all(course, args, lang)
     except BatchError as exc:
         print(f"autograder grade-all: {i18n.localize(exc.text, lang)}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as exc:
+        return _interrupted(args, lang, getattr(exc, "signum", signal.SIGINT))
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM, met like Ctrl-C: every cleanup that runs for Ctrl-C (the grading processes
+    stopped, the progress bar closed) runs for it too."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def _stopped_by_sigterm():
+    """SIGTERM raises Interrupted in this (the main) thread while grade-all runs, instead of
+    ending the process without a word (Python's default)."""
+
+    def stop(signum, frame) -> None:
+        raise Interrupted(signum)
+
+    try:
+        previous = signal.signal(signal.SIGTERM, stop)
+    except ValueError:  # not the main thread (a test calling main()): nothing to catch
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _interrupted(args: argparse.Namespace, lang: str, signum: int) -> int:
+    """What an interrupted run says: how many results it keeps, and that the same command
+    resumes (autograder/cohort/store.py: a learner whose result is whole is not graded again)."""
+    results = Path(args.out) / RESULTS if getattr(args, "out", None) else None
+    kept = sum(1 for _ in results.glob("*.json")) if results is not None and results.is_dir() else 0
+    Say(lang).line(
+        "batch.interrupted",
+        signal=signal.Signals(signum).name,
+        out=str(args.out),
+        kept=kept,
+    )
+    return 128 + int(signum)
 
 
 # ------------------------------------------------------------------------------ options

@@ -11,7 +11,12 @@ the formgrader and any tool built on nbgrader.api read our grades as their own.
                  lesson and learner), plus xp and xp_max; written from the results, not read
                  back from the gradebook, so that the two can be checked against each other
     cohort.csv   one row per learner: one column of points per lesson, then the totals and XP
-                 of their results (as `autograder grade` counts them), and the grading status
+                 of their results (as `autograder grade` counts them), and the grading status;
+                 max_score is the run's one maximum, the sum of the gradebook's grade cells, on
+                 every row: a learner whose grading failed (a repository that could not be
+                 fetched, a crash) has an error result in which every check, even one nobody
+                 could run here, is worth its points, and would otherwise show 105 where the
+                 others show 100
 
 A check that could not run for anyone in the run (the GPU check on a machine without one) is a
 grade cell worth 0, so every maximum is the one `autograder grade` reports (100, not 105).
@@ -239,6 +244,7 @@ def cohort_csv(cohort: Cohort) -> str:
         "xp_max",
     ]
     rows = []
+    maximum = float(sum(sum(cell_points(cohort, lesson).values()) for lesson in cohort.lessons))
     for entry in cohort.entries:
         record = entry.record
         scores = {lesson.folder: _score(entry, lesson) for lesson in cohort.lessons}
@@ -253,7 +259,7 @@ def cohort_csv(cohort: Cohort) -> str:
                 "status": record.status if record.error is None else f"{record.status}:{record.error}",
                 **scores,
                 "score": float(entry.result.score),
-                "max_score": float(entry.result.max_score),
+                "max_score": maximum,
                 "xp": xp,
                 "xp_max": sum(lesson.xp for lesson in cohort.lessons),
             }

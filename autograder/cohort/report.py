@@ -4,11 +4,14 @@ instructor: which TODOs and which checks learners fail, as a Markdown table and 
 "Not started" on a TODO means the TODO still raises the stub's NotImplementedError, or every
 check of it that fails stops at such a TODO (it waits on one, so nothing the learner wrote
 there has run yet: on an untouched copy every TODO is not started). "Stuck" means a check of
-that TODO fails on the learner's own work. The TODO, and the check, most learners are stuck on
-comes first; quizzes and informational checks (0 points) are a short section of their own.
-Learners whose grading itself failed (a crash, a timeout, a repository that could not be
-fetched) are listed apart and left out of the rates; so are the checks that ran out of time,
-named per learner.
+that TODO fails on the learner's own work. A learner whose lesson does not run at all (a file of
+it does not load: a syntax error, a failing import, a crash in top-level code; see
+autograder/cohort/causes.py) is named once under "no se ejecuta", with the file and line, and left
+out of the rates of the TODOs and checks that failure stopped, rather than counted as stuck on
+each of them. The TODO, and the check, most learners are stuck on comes first; quizzes and
+informational checks (0 points) are a short section of their own. Learners whose grading
+itself failed (a crash, a timeout, a repository that could not be fetched) are listed apart
+and left out of the rates; so are the checks that ran out of time, named per learner.
 
 Everything a learner wrote (an error's words, an id) reaches report.md through
 autograder/core/neutral.py, inert.
@@ -17,8 +20,10 @@ autograder/core/neutral.py, inert.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
+from autograder.cohort.causes import NoRun, distinct, lesson_does_not_run
 from autograder.cohort.store import BatchError, Record, Store
 from autograder.core import i18n, neutral
 from autograder.core.i18n import translate as _t
@@ -52,6 +57,18 @@ class Entry:
 
     def lesson(self, lesson_id: str) -> LessonResult | None:
         return next((lesson for lesson in self.result.lessons if lesson.id == lesson_id), None)
+
+    @cached_property
+    def _no_run(self) -> dict[str, dict[str, NoRun]]:
+        if not self.graded:
+            return {}
+        return {
+            lesson.id: lesson_does_not_run(lesson, self.result.language) for lesson in self.result.lessons
+        }
+
+    def no_run(self, lesson_id: str) -> dict[str, NoRun]:
+        """{check id: the import failure that stopped it} for this learner's lesson (causes.py)."""
+        return self._no_run.get(lesson_id, {})
 
     def waiting(self, lesson_id: str) -> dict[str, str]:
         """{check id: the TODO it stops at} for this learner's checks of a lesson that stop at
@@ -141,6 +158,8 @@ def check_rates(cohort: Cohort) -> list[Rate]:
                 continue
             total = stuck = pending = 0
             for entry, check in _graded_checks(cohort, lesson, spec.id):
+                if spec.id in entry.no_run(lesson.id):
+                    continue  # named once under "no se ejecuta"
                 total += 1
                 if spec.id in entry.waiting(lesson.id):
                     pending += 1
@@ -153,15 +172,18 @@ def check_rates(cohort: Cohort) -> list[Rate]:
 def todo_rates(cohort: Cohort) -> list[Rate]:
     """Every TODO of the graded lessons, most stuck first. A learner has not started a TODO
     that is still the stub, or whose failing checks all wait on a TODO that is; is stuck on
-    it when a check of it fails on their own work."""
+    it when a check of it fails on their own work. A learner whose failing checks of it all stop
+    at a file that does not import is left out (named under "no se ejecuta")."""
     rates, order = [], 0
     for lesson in cohort.lessons:
         for todo in lesson.todos:
             order += 1
             total = stuck = pending = 0
             for entry, _ in _graded_lessons(cohort, lesson):
-                total += 1
                 state = todo_state(entry, lesson, todo.id)
+                if state == "no_run":
+                    continue
+                total += 1
                 stuck += state == "stuck"
                 pending += state == "pending"
             rates.append(Rate("todo", lesson.id, todo.id, todo.id, total, stuck, pending, order))
@@ -169,8 +191,8 @@ def todo_rates(cohort: Cohort) -> list[Rate]:
 
 
 def todo_state(entry: Entry, lesson: Lesson, todo: str) -> str | None:
-    """ "pending" (not started), "stuck" or None (done, or nothing of it failing) for one
-    learner's TODO."""
+    """ "pending" (not started), "stuck", "no_run" (every failing check of it stopped at a file
+    that does not import) or None (done, or nothing of it failing) for one learner's TODO."""
     result = entry.lesson(lesson.id)
     if result is None:
         return None
@@ -178,6 +200,11 @@ def todo_state(entry: Entry, lesson: Lesson, todo: str) -> str | None:
     if todo in waiting.values():
         return "pending"
     failing = [c for c in result.checks if c.todo == todo and c.status in _FAILING]
+    no_run = entry.no_run(lesson.id)
+    judged = [c for c in failing if c.id not in no_run]
+    if failing and not judged:
+        return "no_run"
+    failing = judged
     if any(c.id not in waiting for c in failing):
         return "stuck"
     return "pending" if failing else None  # every failing check of it waits on a TODO not started
@@ -213,6 +240,8 @@ def apart_rates(cohort: Cohort) -> list[Rate]:
                 continue
             total = stuck = pending = 0
             for entry, check in _graded_checks(cohort, lesson, spec.id):
+                if spec.id in entry.no_run(lesson.id):
+                    continue
                 total += 1
                 if check.status in _FAILING and (
                     spec.id in entry.waiting(lesson.id) or _own_pending(check, entry.result.language)
@@ -247,6 +276,18 @@ def _own_pending(check: CheckResult, lang: str) -> bool:
         else ()
     )
     return _said(check, keys, lang)
+
+
+def not_running(cohort: Cohort) -> list[tuple[Entry, str, list[NoRun], int]]:
+    """(learner, lesson id, where and why its files do not import, how many checks that stopped)
+    for every graded learner's lesson that does not run, by learner then lesson."""
+    out = []
+    for lesson in cohort.lessons:
+        for entry, _ in _graded_lessons(cohort, lesson):
+            stopped = entry.no_run(lesson.id)
+            if stopped:
+                out.append((entry, lesson.id, distinct(stopped.values()), len(stopped)))
+    return sorted(out, key=lambda row: (row[0].record.learner, row[1]))
 
 
 def hung_checks(cohort: Cohort) -> list[tuple[Entry, str, list[str]]]:
@@ -316,6 +357,29 @@ def render_markdown(cohort: Cohort, lang: str, chart: str | None = None) -> str:
             f"| {_cell(f'{lesson.id} · {title}')} | {_share(done, len(results), lang)} | "
             f"{_cell(_t('batch.report_percent', lang, percent=percent))} |"
         )
+
+    broken = not_running(cohort)
+    if broken:
+        out += [
+            "",
+            f"## {_cell(_t('batch.report_no_run', lang))}",
+            "",
+            _cell(_t("batch.report_no_run_help", lang)),
+            "",
+        ]
+        for entry, lesson_id, causes, checks in broken:
+            # The engine's message names the file and line itself; an older result's, not.
+            where = "; ".join(
+                _cell(cause.text(lang))
+                if cause.says_where
+                else f"{_code(cause.where)} · {_cell(cause.text(lang))}"
+                for cause in causes
+            )
+            stopped = _cell(_t("batch.report_no_run_checks", lang, n=checks))
+            out.append(
+                f"- {_code(entry.record.learner)} · {_cell(_t('batch.report_in_lesson', lang, id=lesson_id))}: "
+                f"{where} ({stopped})"
+            )
 
     out += [
         "",
