@@ -889,3 +889,12 @@ BUGGY += [
         "builds attn_mask in the fused path without device=: breaks on a GPU (caught on meta)",
     ),
 ]
+
+
+# --------------------------------------------------------------------------- practice sample
+
+# The CI sample of practice-vs-official agreement (tests/lessons/test_practice_agreement.py):
+# buggy variants whose diagnosis the recording answers, each a symptom issue 30 saw in practice
+# (a .view without .contiguous(), no 1/sqrt(hs), a reversed mask). bench/bench_practice_agreement.py
+# compares every buggy variant.
+PRACTICE_SAMPLE = ("merge-view-not-contiguous", "scale-none", "mask-triu")
