@@ -616,3 +616,10 @@ CORRECT: list[Variant] = [
         note="float(loss) instead of loss.item()",
     ),
 ]
+
+# The practice agreement sample (tests/lessons/test_practice_agreement.py): buggy variants whose
+# diagnosis the recording answers, so practice and official grading must tell the same story.
+# Each diagnosis comes from a different recorded call: clip-by-value from the clipping
+# candidates (clip_case), returns-loss-after-step from the loss at the learner's updated weights
+# (recorded for the right update), warmup-nanogpt from the schedule's known mistakes (lr_table).
+PRACTICE_SAMPLE = ("clip-by-value", "returns-loss-after-step", "warmup-nanogpt")

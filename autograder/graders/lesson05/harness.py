@@ -2,8 +2,12 @@
 lesson 04's reference GPT, and the worker-side objects the checks hand to it (a model with
 trusted weights, a plain SGD optimizer, batches).
 
-Everything the worker sends back is data; every expected value is computed here, in the trusted
-process, with reference.py on the same weights.
+Everything the worker sends back is data; every expected value comes from reference.py (in
+the trusted process, on the same weights; in a learner's release, from its recording), and the
+comparisons of vectors are made here.
+
+In a learner's release the worker's model.py and attention.py are the learner's own (lessons 04
+and 03), not the reference ones: a mistake there shows up in these checks as well.
 """
 
 from __future__ import annotations
@@ -14,12 +18,14 @@ from types import SimpleNamespace
 import torch
 
 from autograder.core.results import message
+from autograder.engine import recording
 from autograder.engine.checks import fail
 from autograder.engine.grader_helpers import config_text
 from autograder.sandbox.client import Sandbox, StudentError
 from autograder.sandbox.protocol import Handle
 
-from . import reference as ref
+ref = recording.reference_of(__package__)
+
 
 # V, C, hs, nh, T and block_size all different, nh >= 2: a tiny GPT that trains in milliseconds.
 CFG = {"vocab_size": 13, "block_size": 8, "n_layer": 2, "n_head": 2, "n_embd": 12, "dropout": 0.0}
@@ -179,7 +185,7 @@ class Step:
         missing = [name for name in self.names if name not in after]
         if missing:  # the reference GPT always has them: something replaced the model's modules
             fail(message("lesson05.state_changed", names=", ".join(missing[:4])))
-        update = ref.flat(self.state, self.names) - ref.flat(after, self.names)
+        update = flat(self.state, self.names) - flat(after, self.names)
         self.state = after
         return loss, after, update
 
@@ -204,5 +210,69 @@ def expect_float(value, called, what) -> float:
     return float(value)
 
 
+def for_diagnosis(call, *args, **kwargs):
+    """A reference call that only names a mistake: None where a recording cannot answer it
+    (practice grading, on values the learner's own code made), so the check still fails, with
+    a plainer message, instead of being left to the official grade."""
+    try:
+        return call(*args, **kwargs)
+    except recording.NotRecorded:
+        return None
+
+
 def relative_gap(a: float, b: float) -> float:
     return abs(a - b) / max(abs(b), 1e-12)
+
+
+# ---------------------------------------------------------------- inputs and vectors
+
+
+def random_state(cfg: dict, generator: torch.Generator) -> dict:
+    """A float64 state_dict for the model with every parameter drawn at random, so no two
+    parameters hold the same values (a LayerNorm's ones and zeros would be indistinguishable)
+    and gradients are not tiny. The tied weight appears under both of its names with the same
+    values."""
+    state = {}
+    for key, shape, tied_to in ref.state_layout(cfg):
+        if tied_to is not None:
+            state[key] = state[tied_to]
+            continue
+        noise = torch.randn(shape, generator=generator, dtype=torch.float64)
+        if len(shape) >= 2:
+            state[key] = noise * 0.3
+        elif ".ln_" in key and key.endswith("weight"):
+            state[key] = 1.0 + noise * 0.2
+        else:
+            state[key] = noise * 0.2
+    return state
+
+
+def random_batch(cfg: dict, B: int, T: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    x = torch.randint(cfg["vocab_size"], (B, T), generator=generator)
+    y = torch.randint(cfg["vocab_size"], (B, T), generator=generator)
+    return x, y
+
+
+def flat(tensors: dict, names: list[str]) -> torch.Tensor:
+    """The named tensors as one float64 vector, in the order of `names`."""
+    return torch.cat([tensors[name].detach().double().reshape(-1) for name in names])
+
+
+def norm(v: torch.Tensor) -> float:
+    return float(v.norm())
+
+
+def along(u: torch.Tensor, g: torch.Tensor, tol: float = 1e-6) -> bool:
+    """Whether u is a positive multiple of g (same direction), up to `tol` relative error."""
+    u, g = u.double(), g.double()
+    gg = float(g @ g)
+    if gg == 0 or not torch.isfinite(u).all():
+        return False
+    scale = float(u @ g) / gg
+    return scale > 0 and norm(u - scale * g) <= tol * norm(u)
+
+
+def close(u: torch.Tensor, v: torch.Tensor, rtol: float = 1e-5) -> bool:
+    """Whether two vectors agree up to `rtol` of v's norm."""
+    u, v = u.double(), v.double()
+    return bool(torch.isfinite(u).all()) and norm(u - v) <= rtol * max(norm(v), 1e-12)

@@ -5,6 +5,10 @@ The model is lesson 04's reference GPT, loaded in this process by `autograder.en
 the very weights the grader sent to the worker. Everything is float64 unless said otherwise.
 Functions take options that reproduce a recognisable bug; the graders compare a learner's
 result with them to say what went wrong ("your schedule matches a linear decay").
+
+Every public function takes and returns data only (tensors, numbers, strings, dicts and lists
+of them), never the model itself: in a learner's release this file is absent and the graders'
+calls are answered from a recording of them (autograder/engine/recording.py).
 """
 
 from __future__ import annotations
@@ -40,8 +44,10 @@ def one_thread(fn):
     return wrapper
 
 
-def gpt(cfg: dict, state: dict | None = None, dtype: torch.dtype = torch.float64) -> torch.nn.Module:
-    """Lesson 04's reference GPT with config `cfg`, in `dtype`, with `state` loaded."""
+def _gpt(cfg: dict, state: dict | None = None, dtype: torch.dtype = torch.float64) -> torch.nn.Module:
+    """Lesson 04's reference GPT with config `cfg`, in `dtype`, with `state` loaded. Private: a
+    module is never handed to a grader (it could not be recorded for practice grading); the
+    functions below compute with it and return tensors and numbers."""
     mod = references.load()["model"]
     model = mod.GPT(mod.GPTConfig(**cfg)).to(dtype)
     if state is not None:
@@ -51,41 +57,39 @@ def gpt(cfg: dict, state: dict | None = None, dtype: torch.dtype = torch.float64
 
 def parameter_names(cfg: dict) -> list[str]:
     """The model's distinct parameters by name (the tied wte/lm_head weight once)."""
-    return [name for name, _ in gpt(cfg).named_parameters()]
+    return [name for name, _ in _gpt(cfg).named_parameters()]
 
 
 def parameter_dims(cfg: dict) -> dict[str, int]:
-    return {name: p.dim() for name, p in gpt(cfg).named_parameters()}
+    return {name: p.dim() for name, p in _gpt(cfg).named_parameters()}
 
 
-@one_thread
-def random_state(cfg: dict, generator: torch.Generator, dtype: torch.dtype = torch.float64) -> dict:
-    """A state_dict with every parameter drawn at random, so no two parameters hold the same
-    values (a LayerNorm's ones and zeros would be indistinguishable) and gradients are not tiny.
-    The tied weight appears under both of its names with the same values."""
-    model = gpt(cfg, dtype=dtype)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            noise = torch.randn(p.shape, generator=generator, dtype=torch.float64).to(dtype)
-            if p.dim() >= 2:
-                p.copy_(noise * 0.3)
-            elif ".ln_" in name and name.endswith("weight"):
-                p.copy_(1.0 + noise * 0.2)
-            else:
-                p.copy_(noise * 0.2)
-    return {key: value.detach().clone() for key, value in model.state_dict().items()}
+def state_layout(cfg: dict) -> list:
+    """The model's state_dict as [key, shape, tied_to] in its order: tied_to is the name of the
+    parameter a key shares its tensor with (lm_head.weight: transformer.wte.weight), else None."""
+    model = _gpt(cfg)
+    names = {id(p): name for name, p in model.named_parameters()}
+    layout = []
+    for key, value in model.state_dict(keep_vars=True).items():
+        owner = names.get(id(value))
+        layout.append([key, list(value.shape), owner if owner not in (None, key) else None])
+    return layout
 
 
-def random_batch(cfg: dict, B: int, T: int, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    x = torch.randint(cfg["vocab_size"], (B, T), generator=generator)
-    y = torch.randint(cfg["vocab_size"], (B, T), generator=generator)
-    return x, y
+def initial_state(cfg: dict, seed: int) -> dict:
+    """The GPT's own initialisation (lesson 04) in float32, drawn after torch.manual_seed(seed)
+    without touching the trusted process's global generator."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return {
+            key: value.detach().clone() for key, value in _gpt(cfg, dtype=torch.float32).state_dict().items()
+        }
 
 
 @one_thread
 def loss_and_grads(cfg: dict, state: dict, x: torch.Tensor, y: torch.Tensor) -> tuple[float, dict]:
     """The loss of batch (x, y) at weights `state` (dropout off) and its gradient, by name."""
-    model = gpt(cfg, state)
+    model = _gpt(cfg, state)
     model.eval()
     _, loss = model(x, y)
     loss.backward()
@@ -94,19 +98,14 @@ def loss_and_grads(cfg: dict, state: dict, x: torch.Tensor, y: torch.Tensor) -> 
 
 @one_thread
 def loss_at(cfg: dict, state: dict, x: torch.Tensor, y: torch.Tensor, dtype=torch.float64) -> float:
-    model = gpt(cfg, state, dtype)
+    model = _gpt(cfg, state, dtype)
     model.eval()
     with torch.no_grad():
         return model(x, y)[1].item()
 
 
-def flat(tensors: dict, names: list[str]) -> torch.Tensor:
-    """The named tensors as one float64 vector, in the order of `names`."""
+def _flat(tensors: dict, names: list[str]) -> torch.Tensor:
     return torch.cat([tensors[name].detach().double().reshape(-1) for name in names])
-
-
-def norm(v: torch.Tensor) -> float:
-    return float(v.norm())
 
 
 # ---------------------------------------------------------------- gradient clipping
@@ -124,8 +123,8 @@ def clipped(grads: dict, names: list[str], max_norm: float, how: str = "global")
     always         rescaled to norm max_norm even when it was smaller
     to_zero        clipped to a norm of 0 (grad_clip = 0 taken literally)
     """
-    g = flat(grads, names)
-    total = norm(g)
+    g = _flat(grads, names)
+    total = float(g.norm())
     if how == "global":
         return g * min(1.0, max_norm / (total + CLIP_EPS))
     if how == "none":
@@ -146,18 +145,38 @@ def clipped(grads: dict, names: list[str], max_norm: float, how: str = "global")
     raise ValueError(f"unknown clipping {how!r}")
 
 
-def along(u: torch.Tensor, g: torch.Tensor, tol: float = 1e-6) -> bool:
-    """Whether u is a positive multiple of g (same direction), up to `tol` relative error."""
-    gg = float(g @ g)
-    if gg == 0 or not torch.isfinite(u).all():
-        return False
-    scale = float(u @ g) / gg
-    return scale > 0 and norm(u - scale * g) <= tol * norm(u)
+@one_thread
+def clip_case(
+    cfg: dict, state: dict, x: torch.Tensor, y: torch.Tensor, factor: float, suspects: tuple
+) -> dict:
+    """What a clipping check judges, all computed here from the grader's own inputs (so that a
+    recording can answer it): the gradient's norm `total`, grad_clip = factor * total (for
+    factor < 1, also at most half the largest component, so that clamping each component, a
+    different bug from not clipping at all, changes the gradient), the update a right
+    train_step gives with SGD of lr 1 (`expected`), and what each clipping mistake in
+    `suspects` would give instead (`suspects`: {how: vector})."""
+    names = parameter_names(cfg)
+    _, grads = loss_and_grads(cfg, state, x, y)
+    g = _flat(grads, names)
+    total = float(g.norm())
+    clip = factor * total
+    if factor < 1:
+        clip = min(clip, 0.5 * float(g.abs().max()))
+    # float32 vectors: the checks compare them to 1e-5 of their norm, and the recording that
+    # answers practice grading stays half the size.
+    return {
+        "total": total,
+        "clip": clip,
+        "expected": clipped(grads, names, clip, "global" if clip > 0 else "none").float(),
+        "suspects": {how: clipped(grads, names, clip, how).float() for how in suspects},
+    }
 
 
-def close(u: torch.Tensor, v: torch.Tensor, rtol: float = 1e-5) -> bool:
-    """Whether two vectors agree up to `rtol` of v's norm."""
-    return bool(torch.isfinite(u).all()) and norm(u - v) <= rtol * max(norm(v), 1e-12)
+def gradient(cfg: dict, state: dict, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """The gradient of batch (x, y)'s loss at `state`, as one vector in the order of
+    parameter_names(cfg) (float32: the checks judge its direction to 1e-6)."""
+    _, grads = loss_and_grads(cfg, state, x, y)
+    return _flat(grads, parameter_names(cfg)).float()
 
 
 # ---------------------------------------------------------------- learning-rate schedule
@@ -208,3 +227,13 @@ def lr_at(
     if bug == "no_min_lr":
         return weight * max_lr
     return min_lr + weight * (max_lr - min_lr)
+
+
+def lr_table(
+    steps: list[int], max_lr: float, min_lr: float, warmup: int, max_steps: int, bugs: tuple
+) -> dict:
+    """{"right": [lr of each step], bug: [lr of each step with that bug] for bug in `bugs`}."""
+    table = {"right": [lr_at(step, max_lr, min_lr, warmup, max_steps) for step in steps]}
+    for bug in bugs:
+        table[bug] = [lr_at(step, max_lr, min_lr, warmup, max_steps, bug) for step in steps]
+    return table

@@ -7,22 +7,36 @@ import pytest
 import torch
 
 from autograder.core.results import message
+from autograder.engine import recording
 from autograder.engine.checks import fail
 from autograder.engine.grader_helpers import generator
 from autograder.sandbox.client import StudentError
 
-from . import reference as ref
-from .harness import CFG, DROPOUT_CFG, MODE_PATHS, B, T, Trainer, cfg_text, expect_float, fmt, relative_gap
+from .harness import (
+    CFG,
+    DROPOUT_CFG,
+    MODE_PATHS,
+    B,
+    T,
+    Trainer,
+    cfg_text,
+    expect_float,
+    fmt,
+    random_state,
+    relative_gap,
+)
+
+ref = recording.reference_of(__package__)
 
 N_BATCHES = 3
 INFERENCE_ERROR = "Inference tensors cannot be saved for backward"
 
 
-def _setup(submission, check_seed: int, cfg: dict):
+def _setup(submission, check_seed: int, cfg: dict, n_batches: int = N_BATCHES, shape: tuple = (B, T)):
     gen = generator(check_seed)
-    state = ref.random_state(cfg, gen)
-    xs = torch.randint(cfg["vocab_size"], (N_BATCHES, B, T), generator=gen)
-    ys = torch.randint(cfg["vocab_size"], (N_BATCHES, B, T), generator=gen)
+    state = random_state(cfg, gen)
+    xs = torch.randint(cfg["vocab_size"], (n_batches, *shape), generator=gen)
+    ys = torch.randint(cfg["vocab_size"], (n_batches, *shape), generator=gen)
     return Trainer(submission), state, xs, ys
 
 
@@ -64,12 +78,17 @@ def _as_float(value, called) -> float:
 @pytest.mark.check("eval-loss")
 def test_eval_loss(submission, check_seed):
     """The mean of the batches' losses, with dropout (0.5 here) switched off."""
-    trainer, state, xs, ys = _setup(submission, check_seed, DROPOUT_CFG)
+    judge_eval_loss(*_setup(submission, check_seed, DROPOUT_CFG))
+
+
+def judge_eval_loss(trainer: Trainer, state: dict, xs: torch.Tensor, ys: torch.Tensor) -> None:
+    """estimate_loss on a training model with dropout 0.5 and the batches (xs[i], ys[i]): the
+    mean of their losses with dropout off."""
     model = trainer.gpt(DROPOUT_CFG, state, train=True)
     called = _called(DROPOUT_CFG, True, xs)
     got = _as_float(_estimate(trainer, model, xs, ys, called, seed=1), called)
-    each = [ref.loss_at(DROPOUT_CFG, state, xs[i], ys[i]) for i in range(N_BATCHES)]
-    expected = sum(each) / N_BATCHES
+    each = [ref.loss_at(DROPOUT_CFG, state, xs[i], ys[i]) for i in range(len(xs))]
+    expected = sum(each) / len(each)
     if relative_gap(got, expected) <= 1e-7:
         return
     parts = [

@@ -12,13 +12,15 @@ import pytest
 import torch
 
 from autograder.core.results import message
+from autograder.engine import recording
 from autograder.engine.checks import fail
 from autograder.engine.grader_helpers import generator
 from autograder.sandbox.client import StudentError
 from autograder.sandbox.protocol import Handle
 
-from . import reference as ref
-from .harness import CFG, Trainer, cfg_text
+from .harness import CFG, Trainer, cfg_text, random_state
+
+ref = recording.reference_of(__package__)
 
 WD, LR, BETAS = 0.07, 4e-3, (0.85, 0.97)  # none of them the defaults
 TIED = "transformer.wte.weight"  # named_parameters() gives the tied weight this name
@@ -29,7 +31,7 @@ class Groups:
 
     def __init__(self, submission, check_seed: int, frozen: tuple[str, ...] = ()) -> None:
         self.trainer = Trainer(submission)
-        self.state = ref.random_state(CFG, generator(check_seed))
+        self.state = random_state(CFG, generator(check_seed))
         self.dims = ref.parameter_dims(CFG)
         model = self.trainer.gpt(CFG, self.state)
         for path in frozen:

@@ -13,8 +13,7 @@ from autograder.engine.checks import describe_student_error, fail
 from autograder.engine.grader_helpers import generator, innermost_learner_file
 from autograder.sandbox.client import StudentError
 
-from . import reference as ref
-from .harness import CFG, Trainer, cfg_text, fmt
+from .harness import CFG, Trainer, cfg_text, fmt, random_batch
 
 LESSON_OF = {"attention.py": "03", "model.py": "04", "train.py": "05"}
 STEPS, LR = 30, 1e-2
@@ -56,7 +55,7 @@ def _reference_learns(submission, x, y, seed: int) -> bool:
 @pytest.mark.check("own-pieces")
 def test_own_pieces(own_submission, submission, check_seed):
     # T < block_size: a lesson-03 mask that is not cropped to T shows up too.
-    x, y = ref.random_batch(CFG, 4, CFG["block_size"] - 2, generator(check_seed))
+    x, y = random_batch(CFG, 4, CFG["block_size"] - 2, generator(check_seed))
     called = message("lesson05.called_own", cfg=cfg_text(CFG), steps=STEPS, lr=LR, shape=tuple(x.shape))
     informational = message("lesson05.own_informational")
     try:

@@ -7,10 +7,12 @@ import random
 import pytest
 
 from autograder.core.results import Block, message
+from autograder.engine import recording
 from autograder.engine.checks import fail
 
-from . import reference as ref
 from .harness import Trainer, expect_float, fmt
+
+ref = recording.reference_of(__package__)
 
 RTOL = 1e-6  # a schedule computed in float32 (torch.cos on a tensor) is still right
 
@@ -35,11 +37,13 @@ def _call_text(step: int, s: dict) -> str:
     )
 
 
-def _expected(step: int, s: dict, bug: str | None = None) -> float:
-    return ref.lr_at(step, s["max_lr"], s["min_lr"], s["warmup_steps"], s["max_steps"], bug)
+def _near(got: float, expected: float) -> bool:
+    return abs(got - expected) <= RTOL * abs(expected) + 1e-15
 
 
 def _judge(submission, s: dict, steps: list[int], bugs: tuple[str, ...], what_key: str) -> None:
+    lrs = ref.lr_table(steps, s["max_lr"], s["min_lr"], s["warmup_steps"], s["max_steps"], bugs)
+    expected = dict(zip(steps, lrs["right"]))
     trainer = Trainer(submission)
     got = {}
     for step in steps:
@@ -54,23 +58,18 @@ def _judge(submission, s: dict, steps: list[int], bugs: tuple[str, ...], what_ke
         got[step] = expect_float(
             value, message("lesson05.called_fn", call=_call_text(step, s)), message("lesson05.what_lr")
         )
-    wrong = [
-        step for step in steps if abs(got[step] - _expected(step, s)) > RTOL * abs(_expected(step, s)) + 1e-15
-    ]
+    wrong = [step for step in steps if not _near(got[step], expected[step])]
     if not wrong:
         return
     first = wrong[0]
     rows = sorted(set(wrong[:4]) | {steps[0], steps[-1]})
     table = "\n".join(
-        f"{step:6d}  {fmt(got[step]):>12}  {fmt(_expected(step, s)):>12}" + ("  <-" if step in wrong else "")
+        f"{step:6d}  {fmt(got[step]):>12}  {fmt(expected[step]):>12}" + ("  <-" if step in wrong else "")
         for step in rows
     )
     diagnosis = None
     for bug in bugs:
-        if all(
-            abs(got[step] - _expected(step, s, bug)) <= RTOL * abs(_expected(step, s, bug)) + 1e-15
-            for step in steps
-        ):
+        if all(_near(got[step], value) for step, value in zip(steps, lrs[bug])):
             diagnosis = message(f"lesson05.diag_lr_{bug}", warmup=s["warmup_steps"], max_steps=s["max_steps"])
             break
     fail(
@@ -79,7 +78,7 @@ def _judge(submission, s: dict, steps: list[int], bugs: tuple[str, ...], what_ke
             "lesson05.lr_first_wrong",
             call=_call_text(first, s),
             got=fmt(got[first]),
-            expected=fmt(_expected(first, s)),
+            expected=fmt(expected[first]),
         ),
         message("lesson05.lr_table_title"),
         Block(table + "\n"),

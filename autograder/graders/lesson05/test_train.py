@@ -8,14 +8,15 @@ from __future__ import annotations
 import math
 
 import pytest
-import torch
 
 from autograder.core.results import message
+from autograder.engine import recording
 from autograder.engine.checks import fail
 from autograder.engine.grader_helpers import config_text, generator
 
-from . import reference as ref
-from .harness import CFG, Trainer, cfg_text, fmt
+from .harness import CFG, Trainer, cfg_text, fmt, random_batch
+
+ref = recording.reference_of(__package__)
 
 STEPS = 60
 SETTINGS = {
@@ -31,19 +32,12 @@ SETTINGS = {
 BOUND = 1.2  # the last loss must be below this and below half the first
 
 
-def initial_state(cfg: dict, seed: int) -> dict:
-    """The GPT's own initialisation (lesson 04), drawn here with `seed`."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        return ref.gpt(cfg, dtype=torch.float32).state_dict()
-
-
 @pytest.mark.check("overfit")
 def test_overfit(submission, check_seed):
     trainer = Trainer(submission)
     gen = generator(check_seed)
-    x, y = ref.random_batch(CFG, 4, CFG["block_size"], gen)
-    model = trainer.gpt(CFG, initial_state(CFG, check_seed), double=False)
+    x, y = random_batch(CFG, 4, CFG["block_size"], gen)
+    model = trainer.gpt(CFG, ref.initial_state(CFG, check_seed), double=False)
     batches = trainer.batch_source((x, y), (x, y))
     called = message(
         "lesson05.called_train", cfg=cfg_text(CFG), shape=tuple(x.shape), settings=config_text(SETTINGS)
