@@ -14,6 +14,10 @@ from the marked solutions by engine/references.py, or the course's `exercises/`)
   else the block whose hint text shares the most names with the line wins, and a tie goes
   to the block at the line's relative place in the run (or claims nothing).
 
+A file that does not load (a syntax or import error, an exception at a file's top level) is
+no TODO's: it is filed under the file itself (engine/learner_errors.py), and this module claims
+nothing for it.
+
 Every answer is a best effort: None means "no claim", never a guess.
 """
 
@@ -27,6 +31,7 @@ from pathlib import Path
 
 from autograder.core import regions
 from autograder.core.results import RaisedIn
+from autograder.engine import learner_errors
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
 _SCOPE = re.compile(r"(def|class|async def)\s")
@@ -148,6 +153,8 @@ def raised_in(err, files, todos, stubs: Path | None) -> RaisedIn | None:
     pending = err.todo_pending
     if pending is not None:
         return RaisedIn(pending, "", 0)
+    if learner_errors.while_loading(err):
+        return None  # the file did not load: no TODO's code ran (engine/learner_errors.py)
     frame = innermost_learner_frame(err.frames, err.root)
     if frame is None:
         return None

@@ -16,6 +16,7 @@ import time
 from autograder.core import regions
 from autograder.core.manifest import Lesson
 from autograder.core.results import Block, CheckResult, Feedback, LessonResult, Status, message
+from autograder.engine import learner_errors
 from autograder.sandbox.client import Sandbox, StudentError, WorkerDied
 
 # A lesson's practice suite runs in seconds; this bounds a learner's infinite loop.
@@ -46,9 +47,25 @@ def grade_practice(lesson: Lesson, sandbox: Sandbox) -> LessonResult:
         checks = [check_result(o, titles) for o in outcomes if isinstance(o, dict)] or [
             _whole_run_failed(Status.ERROR, Feedback.of(message("engine.practice_empty")))
         ]
+        checks = file_not_loading(checks, lesson, sandbox)
     finally:
         sandbox.deadline = None
     return LessonResult(lesson.id, lesson.slug, dict(lesson.title), lesson.xp, checks, mode="practice")
+
+
+def file_not_loading(checks: list[CheckResult], lesson: Lesson, sandbox: Sandbox) -> list[CheckResult]:
+    """A practice module pytest could not collect because a learner's file does not load: its
+    check says that in one line (engine/learner_errors.py), not with pytest's traceback."""
+    uncollected = {id(c) for c in checks if c.status is Status.ERROR and c.todo is None}
+    broken = learner_errors.first_load_error(sandbox, lesson) if uncollected else None
+    if broken is None:
+        return checks
+    return [
+        CheckResult(c.id, None, Status.FAILED, 0.0, c.max_score, Feedback.of(broken), c.duration)
+        if id(c) in uncollected
+        else c
+        for c in checks
+    ]
 
 
 def _whole_run_failed(status: Status, feedback: Feedback) -> CheckResult:

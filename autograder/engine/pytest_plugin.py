@@ -18,7 +18,7 @@ import pytest
 
 from autograder.core.manifest import Lesson
 from autograder.core.results import CheckResult, Feedback, RaisedIn, Status, Text, message
-from autograder.engine import blame, recording
+from autograder.engine import blame, learner_errors, recording
 from autograder.engine.checks import CheckFailure, describe_student_error
 from autograder.sandbox import cpu_clock
 from autograder.sandbox.client import Sandbox, StudentError, WorkerDied
@@ -255,10 +255,18 @@ class GradingPlugin:
         """Where in the lesson's TODOs the learner's exception was raised (None: no claim)."""
         return blame.raised_in(err, self.lesson.files, [t.id for t in self.lesson.todos], self.stubs)
 
+    def learner_paths(self, err: StudentError) -> dict[str, str]:
+        """The learner's files in the worker that raised `err`, by their course path."""
+        own = self._own_sandbox is not None and err.root == str(self._own_sandbox.root)
+        return learner_errors.learner_paths(self.lesson, self.own if own else None)
+
     def classify(self, exc: BaseException, spec) -> tuple[Status, Feedback]:
         if isinstance(exc, CheckFailure):
             return Status.FAILED, exc.feedback
         if isinstance(exc, StudentError):
+            broken = learner_errors.load_error(exc, self.learner_paths(exc))
+            if broken is not None:  # a file that does not load: one line, filed under the file
+                return Status.FAILED, Feedback.of(broken)
             return Status.FAILED, describe_student_error(
                 exc, spec.todo, self._todo_titles, self.raised_in(exc)
             )

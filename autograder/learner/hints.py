@@ -188,6 +188,10 @@ def _hint(course: Course, lesson: Lesson, args, lang: str, store: LocalStore) ->
             example = lesson.todos[0].id if lesson.todos else "TODO"
             print(t("hint_lesson_done", lang, lesson=lesson.id, example=example))
             return 0
+        if step.kind == "fix":  # a file that does not load: no TODO can be judged before it loads
+            print(i18n.translate("errors.hint_first", lang, lesson=lesson.id))
+            print("\n".join(describe_step(step, lang)))
+            return 0
         if step.kind != "todo":
             print(t("hint_not_a_todo", lang, lesson=lesson.id))
             print("\n".join(describe_step(step, lang)))

@@ -2,7 +2,9 @@
 
 "Siguiente: TODO [scaling] en exercises/03-atencion-causal/attention.py:74"
 
-The next step is the first failing check in the lesson's TODO order. A check that could not run
+A learner's file that does not load comes first: "Siguiente: corrige el error de sintaxis en
+exercises/03-atencion-causal/attention.py:90" (engine/learner_errors.py). Otherwise the next
+step is the first failing check in the lesson's TODO order. A check that could not run
 because an earlier TODO is still pending (the engine's `engine.todo_pending` message) counts for
 that pending TODO, not for its own: the learner must write that one first. The step points at
 the `# TODO [id]` comment of the TODO in the learner's file (autograder.core.locate, the same
@@ -21,18 +23,23 @@ from typing import Any
 from autograder.core import i18n, regions
 from autograder.core.locate import first_row, marker, read_rows
 from autograder.core.manifest import Course, Lesson
+from autograder.engine import learner_errors
+from autograder.engine.learner_errors import LoadError
 from autograder.learner.folders import exercises_dir, lesson_dir, shown
 from autograder.learner.terminal import t
 
 
 @dataclass(frozen=True)
 class NextStep:
-    kind: str  # "todo" | "quiz" | "check" | "lesson" (the next lesson) | "done" (the course)
+    # "fix" (a file that does not load) | "todo" | "quiz" | "check" | "lesson" (the next
+    # lesson) | "done" (the course)
+    kind: str
     lesson: Lesson | None
     todo: str | None = None
     check: str | None = None
     path: str | None = None  # posix, relative to the course root; None: nothing to open
     line: int | None = None  # None: the file has no line to point at (the TODO comment is gone)
+    error: str | None = None  # a "fix" step's error: "syntax", "import" or "load"
 
     def where(self) -> str:
         return f"{self.path}:{self.line}" if self.line else str(self.path)
@@ -45,6 +52,26 @@ def _failing(check) -> bool:
     from autograder.core.results import Status
 
     return check.status in (Status.FAILED, Status.ERROR) and not check.informational
+
+
+def not_loading(checks) -> tuple[LoadError, Any] | None:
+    """(the load error, the check) of the first of `checks` that a learner's file that does not
+    load stopped (engine/learner_errors.py), else None."""
+    from autograder.core.results import Status
+
+    for check in checks:
+        if check.status is not Status.PASSED:
+            error = learner_errors.of(check)
+            if error is not None:
+                return error, check
+    return None
+
+
+def error_line(error: LoadError, lang: str) -> str:
+    """A load error's one line, in `lang`."""
+    from autograder.core.results import Feedback
+
+    return i18n.render_parts(Feedback.of(error.part), lang)[0][1]
 
 
 def blocking_todo(check, todo_ids: list[str]) -> str | None:
@@ -70,6 +97,13 @@ def lesson_next_step(course: Course, lesson: Lesson, result) -> NextStep | None:
         return None
     order = [todo.id for todo in lesson.todos]
     failing = [check for check in result.checks if _failing(check)]
+    # A file that does not load stops every check: nothing else can be judged before it loads.
+    broken = not_loading(failing)
+    if broken is not None:
+        error, check = broken
+        return NextStep(
+            "fix", lesson, check=check.id, path=error.path, line=error.line or None, error=error.kind
+        )
     # An error the learner's code raised is the mistake to fix first, at the line that raised.
     raised = [
         (order.index(c.raised_in.todo), index, c)
@@ -180,6 +214,8 @@ def hint_command(step: NextStep) -> str | None:
 def describe_step(step: NextStep, lang: str) -> list[str]:
     """The next step in words: "Siguiente: TODO [scaling] en exercises/…/attention.py:74", and
     for a TODO a second line with its title and the command that gives a hint."""
+    if step.kind == "fix":
+        return [i18n.translate(f"errors.next_{step.error}", lang, where=step.where())]
     if step.kind == "todo":
         title = i18n.localize(step.lesson.todo(step.todo).title, lang)
         return [

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 
 from autograder.core import i18n
 from autograder.core.manifest import Lesson
-from autograder.learner.steps import NextStep, describe_step
+from autograder.learner.steps import NextStep, describe_step, error_line, not_loading
 from autograder.learner.terminal import bar, t
 from autograder.learner.watch_changes import Unit
 
@@ -36,6 +36,10 @@ def render_unit(lesson: Lesson, unit: Unit, checks: list, lang: str, *, color: b
     counted = [c for c in checks if c.status is not Status.SKIPPED]
     passed = sum(c.status is Status.PASSED for c in counted)
     failing = first_failing(checks)
+    broken = not_loading(checks)
+    if broken is not None:  # a file that does not load is no TODO's verdict: its one line
+        console.print(RichText(f"  ✘ {error_line(broken[0], lang)}", style="bold red"), soft_wrap=True)
+        return printed(buffer)
     if unit.todo is None:
         label = t("watch_quiz", lang)
     else:
@@ -126,6 +130,13 @@ def render_lesson(
                 RichText(t("lesson_done", lang, id=result.id, xp=result.xp_max), style="bold green")
             )
         step = next_after
+    elif step is not None and step.kind == "fix":
+        # A file that does not load: its one line, unless a TODO's verdict above said it.
+        broken = not_loading([c for c in result.checks if c.id in set(shown)])
+        if broken is None:
+            broken = not_loading(result.checks)
+            if broken is not None:
+                console.print(RichText(f"  ✘ {error_line(broken[0], lang)}", style="red"), soft_wrap=True)
     elif step is not None and step.check is not None:
         check = next((c for c in result.checks if c.id == step.check), None)
         shown = set(shown)

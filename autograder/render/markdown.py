@@ -1,6 +1,8 @@
 """A result as GitHub Markdown: the job summary of the grading workflow, and the commit or
-pull request comment (`compact`). Every piece of learner text is made inert first (no HTML, no
-live Markdown: autograder/core/neutral.py), and a long message folds into <details>.
+pull request comment (`compact`). The checks a learner's file that does not load kept from
+running are said once, as that error's one line (engine/learner_errors.py). Every piece of
+learner text is made inert first (no HTML, no live Markdown: autograder/core/neutral.py), and a
+long message folds into <details>.
 
     render_markdown(result, lang, *, progress=None, run_url=None, compact=False)
 """
@@ -12,7 +14,8 @@ from typing import Any
 
 from autograder.core import i18n, neutral
 from autograder.core.i18n import translate as _t
-from autograder.core.results import CheckResult, CourseResult, Status
+from autograder.core.results import CheckResult, CourseResult, Feedback, Status
+from autograder.engine import learner_errors
 from autograder.render.labels import (
     check_language,
     isolation_note,
@@ -120,12 +123,23 @@ def render_markdown(
         skipped = []
         shown = 0
         unpassed = [c for c in lesson.checks if c.status not in (Status.PASSED, Status.SKIPPED)]
+        broken = _not_loading(unpassed)
+        said: set[tuple] = set()
         # Informational checks last: a compact comment shows the first failure that counts.
         for check in sorted(lesson.checks, key=lambda c: c.informational):
             if check.status is Status.PASSED:
                 continue
             if check.status is Status.SKIPPED:
                 skipped.append(check)
+                continue
+            if id(check) in broken:
+                # A file that does not load: its one line once, with the checks it kept from running.
+                cause, members = broken[id(check)]
+                if cause in said or (compact and shown):
+                    continue
+                said.add(cause)
+                shown += len(members)
+                out += ["", _not_loading_block(members, lang)]
                 continue
             if compact and shown:
                 continue
@@ -155,6 +169,32 @@ def render_markdown(
         footer += f" · [{html.escape(_t('render.md_run_link', lang), quote=False)}]({run_url})"
     out += ["", f"<sub>{footer}</sub>"]
     return "\n".join(out) + "\n"
+
+
+def _not_loading(checks: list[CheckResult]) -> dict[int, tuple[tuple, list[CheckResult]]]:
+    """{id(check): (cause, the checks of that cause)} for the checks a learner's file that does
+    not load kept from running (engine/learner_errors.py)."""
+    groups: dict[tuple, list[CheckResult]] = {}
+    for check in checks:
+        error = learner_errors.of(check)
+        if error is not None:
+            groups.setdefault((error.kind, error.where()), []).append(check)
+    return {id(c): (cause, members) for cause, members in groups.items() for c in members}
+
+
+def _not_loading_block(members: list[CheckResult], lang: str) -> str:
+    """The error's one line as a heading, what to do, then the checks it kept from running."""
+    error = learner_errors.of(members[0])
+    line = i18n.render_parts(Feedback.of(error.part), lang)[0][1]
+    step = _t(f"errors.next_{error.kind}", lang, where=error.where())
+    blocked = _t(
+        "errors.blocked",
+        lang,
+        n=len(members),
+        points=score_number(sum(c.max_score - c.score for c in members)),
+        checks=", ".join(c.id for c in members),
+    )
+    return f"### {_MD_EMOJI[Status.FAILED]} {_md_cell(line)}\n\n{_md_text(step)}\n\n{_md_text(blocked)}"
 
 
 def _streak_label(days: int, lang: str) -> str:

@@ -6,8 +6,9 @@ with: colour only for a real terminal, plain and stable text otherwise.
     make_console / printed       a rich console writing into a buffer, and what it wrote
     print_feedback               a check's message under its line
 
-A check's line with its message under it; checks that fail for one cause, checks waiting on a
-pending TODO and blank quiz answers are said once (`verbose` shows each in full).
+A check's line with its message under it; checks that fail for one cause, checks a file that
+does not load kept from running, checks waiting on a pending TODO and blank quiz answers are
+said once (`verbose` shows each in full).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from rich.text import Text as RichText
 from autograder.core import i18n, neutral
 from autograder.core.i18n import translate as _t
 from autograder.core.results import CheckResult, CourseResult, Feedback, Status, Text
+from autograder.engine import learner_errors
 from autograder.render.labels import (
     check_label,
     check_language,
@@ -147,14 +149,42 @@ def _pending_todo(check: CheckResult) -> str | None:
     return str(check.pending.params.get("todo", "")) or None
 
 
-def _summaries(checks: list[CheckResult], lang: str) -> dict[int, tuple[Status, str]]:
-    """{index of the first check summarised: (status, one line)} for the checks that are not
-    started yet: every check waiting on a pending TODO becomes one line naming the pending
-    TODOs, every blank quiz question one line naming the questions. What they hide is said in
-    full by `verbose` and the JSON."""
+def _not_loading(check: CheckResult) -> learner_errors.LoadError | None:
+    """The learner's file that did not load and stopped this check (engine/learner_errors.py)."""
+    return None if check.status is Status.PASSED else learner_errors.of(check)
+
+
+def _summarised(check: CheckResult) -> bool:
+    return (
+        _pending_todo(check) is not None or quiz_blank(check) is not None or _not_loading(check) is not None
+    )
+
+
+def _summaries(checks: list[CheckResult], lang: str) -> dict[int, tuple[Status, str, str | None]]:
+    """{index of the first check summarised: (status, one line, a second line or None)} for
+    the checks that are not started yet: the checks a learner's file that does not load kept
+    from running become that error's one line (and a line naming them), every check waiting on
+    a pending TODO one line naming the pending TODOs, every blank quiz question one line naming
+    the questions. What they hide is said in full by `verbose` and the JSON."""
     pending = [(i, todo, c) for i, c in enumerate(checks) if (todo := _pending_todo(c)) is not None]
     blank = [(i, n, c) for i, c in enumerate(checks) if (n := quiz_blank(c)) is not None]
-    out: dict[int, tuple[Status, str]] = {}
+    out: dict[int, tuple[Status, str, str | None]] = {}
+    broken: dict[tuple, list[tuple[int, CheckResult]]] = {}
+    for index, check in enumerate(checks):
+        error = _not_loading(check)
+        if error is not None:
+            broken.setdefault((error.kind, error.where()), []).append((index, check))
+    for members in broken.values():
+        first_index, first = members[0]
+        line = i18n.render_parts(Feedback.of(learner_errors.of(first).part), lang)[0][1]
+        blocked = _t(
+            "errors.blocked",
+            lang,
+            n=len(members),
+            points=score_number(sum(c.max_score - c.score for _, c in members)),
+            checks=", ".join(c.id for _, c in members),
+        )
+        out[first_index] = (Status.FAILED, line, blocked)
     if pending:
         todos = list(dict.fromkeys(todo for _, todo, _ in pending))
         named = ", ".join(_t("render.todo", lang, todo=todo) for todo in todos)
@@ -171,7 +201,7 @@ def _summaries(checks: list[CheckResult], lang: str) -> dict[int, tuple[Status, 
             checks=waiting,
             points=score_number(sum(c.max_score - c.score for _, _, c in pending)),
         )
-        out[pending[0][0]] = (Status.FAILED, line)
+        out.setdefault(pending[0][0], (Status.FAILED, line, None))
     if blank:
         numbers = ", ".join(str(n) for _, n, _ in blank)
         line = _t(
@@ -180,7 +210,7 @@ def _summaries(checks: list[CheckResult], lang: str) -> dict[int, tuple[Status, 
             numbers=numbers,
             points=score_number(sum(c.max_score - c.score for _, _, c in blank)),
         )
-        out[blank[0][0]] = (Status.FAILED, line)
+        out.setdefault(blank[0][0], (Status.FAILED, line, None))
     return out
 
 
@@ -228,11 +258,7 @@ def render_text(
         console.print(header)
 
         summaries = {} if verbose else _summaries(lesson.checks, lang)
-        summarised = (
-            set()
-            if verbose
-            else {id(c) for c in lesson.checks if _pending_todo(c) is not None or quiz_blank(c) is not None}
-        )
+        summarised = set() if verbose else {id(c) for c in lesson.checks if _summarised(c)}
         labels = [check_label(c, lang) for c in lesson.checks]
         scores = [f"{score_number(c.score)}/{score_number(c.max_score)}" for c in lesson.checks]
         shown = [i for i, c in enumerate(lesson.checks) if id(c) not in summarised]
@@ -252,14 +278,17 @@ def render_text(
         rows = list(zip(lesson.checks, labels, scores, strict=True))
         for index, (check, label, score) in enumerate(rows):
             if index in summaries:  # the checks not started yet: one line for them all
-                status, text = summaries[index]
+                status, text, more = summaries[index]
                 row = Table.grid(padding=(0, 1))  # a wrapped line stays under its text
                 row.add_column(no_wrap=True)
                 row.add_column()
                 row.add_row(
-                    RichText("  " + _TEXT_SYMBOLS[status], style=_TEXT_STYLES[status]), RichText(text)
+                    RichText("  " + _TEXT_SYMBOLS[status], style=_TEXT_STYLES[status]),
+                    RichText(neutral.terminal(text)),
                 )
                 console.print(row)
+                if more is not None:
+                    console.print(Padding(RichText(more, style="yellow"), (0, 0, 0, 6)))
                 continue
             if id(check) in summarised:
                 continue
