@@ -215,10 +215,16 @@ SHAPE_CASES = ((500, 7, 3), (300, 1, 5), (400, 12, 2), (60, 4, 1))  # (len(data)
 
 @pytest.mark.check("batch-shapes")
 def test_batch_shapes(submission, check_seed):
-    gen = generator(check_seed)
-    for k, (n, T, B) in enumerate(SHAPE_CASES):
+    judge_shapes(submission, generator(check_seed), SHAPE_CASES, check_seed % 10_000)
+    _expect_batch_on_data_device(submission, check_seed)
+
+
+def judge_shapes(submission, gen, cases, seed: int) -> None:
+    """For each (len(data), T, B): fails unless x and y are (B, T) int64 and each row of x is a
+    window of data."""
+    for k, (n, T, B) in enumerate(cases):
         data = distinct_data(n, gen)
-        called, x, y = get_batch_whole(submission, data, T, B, check_seed % 10_000 + k)
+        called, x, y = get_batch_whole(submission, data, T, B, seed + k)
         for name, t in (("x", x), ("y", y)):
             if tuple(t.shape) != (B, T):
                 hint = message("lesson01.shape_transposed") if tuple(t.shape) == (T, B) else None
@@ -232,7 +238,6 @@ def test_batch_shapes(submission, check_seed):
         for b in range(B):
             if window_start(x[b], data, where) is None:
                 fail(called, message("lesson01.row_not_window", name="x", b=b, row=show(x[b]), T=T))
-    _expect_batch_on_data_device(submission, check_seed)
 
 
 def _expect_batch_on_data_device(submission, check_seed: int) -> None:
