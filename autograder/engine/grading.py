@@ -39,6 +39,7 @@ from autograder.core.results import (
     message,
 )
 from autograder.engine import recording, references
+from autograder.engine.hangs import POLICY_OFFICIAL, LessonHangs
 from autograder.engine.practice import grade_practice, has_practice_tests
 from autograder.engine.pytest_plugin import OFFICIAL_ONLY, GradingPlugin, is_official_only
 from autograder.sandbox.client import Limits, Sandbox
@@ -118,6 +119,7 @@ def grade(
     on_check=None,
     on_worker=None,
     take=None,
+    hang_policy: str = POLICY_OFFICIAL,
 ) -> CourseResult:
     """Grade `lessons` of `submission` (default: the course's own exercises/). `boundary`: the
     folder below which nothing of the learner's is followed if it is a symlink (default: see
@@ -133,7 +135,12 @@ def grade(
     `take`: for engine/split.py, a function giving the index (in `lessons`) of the next lesson
     to grade, None when there is none left; only those lessons are graded, in that order.
     Folders are resolved from the whole list either way, so a lesson is graded the same in
-    whichever process takes it."""
+    whichever process takes it.
+
+    `hang_policy`: what a check that runs out of time costs the lesson's other checks
+    (engine/hangs.py): "official" (the default: each later check gets a short first budget) or
+    "learner" (`check`, `watch`: the code that hung is not run again in that lesson). Given by
+    the command, never read from the learner's environment."""
     lessons = list(lessons)
     lang = lang or course.language
     references.use(course, solutions_dir(course))  # for graders that compute with the reference pieces
@@ -175,6 +182,7 @@ def grade(
                 own=mine,
                 stubs=stub_folder(course, lesson, folders[index]),
                 first=(first or {}).get(lesson.id, ()),
+                hang_policy=hang_policy,
                 **{
                     name: functools.partial(callback, lesson)
                     for name, callback in (
@@ -224,6 +232,7 @@ def grade_lesson(
     on_start=None,
     on_check=None,
     on_worker=None,
+    hang_policy: str = POLICY_OFFICIAL,
 ) -> LessonResult:
     """Grade one lesson in `sandbox`; `own` are the learner's own files of the lessons it uses
     (for the `own_submission` fixture), None when they are not there; `stubs` the folder of the
@@ -231,6 +240,7 @@ def grade_lesson(
     `on_start(check_id)`, `on_check(check)` and `on_worker(pid)`: as in `grade`."""
     plugin = GradingPlugin(lesson, sandbox, seed, own)
     plugin.stubs = stubs
+    plugin.hangs = LessonHangs(lesson, hang_policy, stubs, plugin.learner_files)
     plugin.first, plugin.on_start, plugin.on_check, plugin.on_worker = (
         tuple(first),
         on_start,
@@ -242,7 +252,7 @@ def grade_lesson(
     if (not folder.is_dir() or mode == "none") and has_practice_tests(sandbox.submission):
         # A student release graded without the instructor's hidden graders: say so, and grade
         # with what the learner has, rather than giving nothing.
-        return grade_practice(lesson, sandbox)
+        return grade_practice(lesson, sandbox, stubs=stubs)
     missing = sandbox.provided_missing
     if not folder.is_dir() or mode == "none":
         error = Feedback.of(message("engine.graders_missing", lesson=lesson.id, folder=str(folder)))

@@ -20,6 +20,7 @@ from autograder.core.manifest import Lesson
 from autograder.core.results import CheckResult, Feedback, RaisedIn, Status, Text, message
 from autograder.engine import blame, learner_errors, recording
 from autograder.engine.checks import CheckFailure, describe_student_error
+from autograder.engine.hangs import POLICY_OFFICIAL, LessonHangs
 from autograder.sandbox import cpu_clock
 from autograder.sandbox.client import Sandbox, StudentError, WorkerDied
 
@@ -65,6 +66,8 @@ class GradingPlugin:
         self.callback_error: Exception | None = None
         self._left: dict[str, int] = {}  # tests of each check not over yet
         self._workers: set[int] = set()
+        # Each check's budget, and what a check that ran out of time costs the others (hangs.py).
+        self.hangs = LessonHangs(lesson, POLICY_OFFICIAL, None, self.learner_files)
 
     def pytest_keyboard_interrupt(self, excinfo) -> None:
         # pytest also calls this for its own Interrupted (e.g. a collection error): only a
@@ -106,6 +109,9 @@ class GradingPlugin:
         # Starting a worker is not part of a check's time (timeout_func_only = true); a worker
         # an earlier check killed is replaced.
         box.deadline = None
+        self.hangs.prepare(box)
+        if box.holds_everything:
+            return box  # its code already ran out of time: no worker needed to say so
         try:
             box.ensure_ready()
         except WorkerDied:
@@ -145,6 +151,12 @@ class GradingPlugin:
             self._own_sandbox = Sandbox(self.sandbox.submission, self.sandbox.limits, provided=self.own)
         return self._ready(self._own_sandbox)
 
+    def learner_files(self, box: Sandbox) -> list[str]:
+        """The learner's own files in `box`: the lesson's, and in the own-pieces sandbox their
+        files of the lessons it uses (elsewhere those are reference pieces)."""
+        own = list(self.own or ()) if box is self._own_sandbox else []
+        return [*self.lesson.files, *own]
+
     def sandboxes(self) -> list[Sandbox]:
         return [box for box in (self.sandbox, self._own_sandbox) if box is not None]
 
@@ -165,7 +177,7 @@ class GradingPlugin:
         # SIGALRM (pytest-timeout normally fires first).
         boxes = [box for box in (self.sandbox, self._own_sandbox) if box is not None]
         for box in boxes:
-            box.begin_check(spec.timeout)
+            self.hangs.begin(spec, box)
         try:
             return (yield)
         finally:
@@ -240,6 +252,7 @@ class GradingPlugin:
                 result.raised_in = self.raised_in(call.excinfo.value)
                 if result.raised_in is not None and result.raised_in.todo != spec.todo:
                     result.waits_on = result.raised_in.todo
+            self.hangs.after(spec, result, call.excinfo.value, self.sandboxes())
         else:
             return report
         if (

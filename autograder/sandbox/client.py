@@ -22,12 +22,14 @@ the bytes to and from it, whichever way it started, go through a channel (channe
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import signal
 import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from autograder.core.results import Feedback, Text, message
 from autograder.sandbox import cpu_clock, isolation, portable, starters
@@ -100,6 +102,34 @@ class BudgetSpent(WorkerDied):
     """The check's CPU budget ran out: the worker was stopped in the middle of the learner's code."""
 
 
+class HeldBack(WorkerDied):
+    """The learner's code was not run: the sandbox was told to hold it back (`Sandbox.hold`),
+    because it already ran out of time in this lesson and would only do so again."""
+
+
+# Sampling the worker's stack when a check runs out of time (Sandbox.sample_stack): how long to
+# wait for the dump, and how much of the log to read for it.
+SAMPLE_WAIT_S = 1.0
+SAMPLE_BYTES = 1 << 20
+MAX_SAMPLED_FRAMES = 100
+_DUMP_HEADER = re.compile(
+    r"^(Current thread|Thread) 0x[0-9a-fA-F]+ \(most recent call first\):$|^Stack \(most recent call first\):$"
+)
+_DUMP_FRAME = re.compile(r'^  File "(.*)", line (\d+) in (.*)$')
+
+
+@dataclass(frozen=True)
+class Stopped:
+    """A worker stopped because a check ran out of time: where its Python code was then
+    (`frames`, innermost first, as faulthandler saw them; empty when no sample came), whether
+    the wall clock (not the CPU budget) ran out, and whether it was the check's first, shorter
+    budget (`begin_check(first=...)`) that ran out."""
+
+    frames: tuple[dict, ...]
+    wall: bool
+    short: bool = False
+
+
 class Sandbox:
     """One submission folder, served by at most one live worker at a time."""
 
@@ -138,6 +168,12 @@ class Sandbox:
         self._next_id = 0
         self._modules: dict[str, Any] = {}  # name -> Handle | failure to re-raise
         self.isolation_reports: list[dict] = []  # one per worker started, as each reported it
+        self.stopped: Stopped | None = None  # set when the current check's time ran out
+        self.held: HeldBack | None = None  # see `hold`
+        self.held_modules: frozenset[str] | None = None
+        self._full_budget: float | None = None
+        self._check_started = 0.0
+        self._keep_going = None
 
     @property
     def isolation(self) -> dict | None:
@@ -244,16 +280,90 @@ class Sandbox:
         self.close()
 
     # ------------------------------------------------------------ time limits
-    def begin_check(self, timeout: float) -> None:
+    def begin_check(self, timeout: float, *, first: float | None = None, keep_going=None) -> None:
         """Limit the requests of the check that starts now: `timeout` CPU seconds of the worker
-        where they can be measured, and a wall-clock bound (autograder/sandbox/cpu_clock.py)."""
-        self.deadline = time.monotonic() + cpu_clock.wall_bound(timeout) + 1.0
-        self.cpu_budget = CpuBudget(timeout) if cpu_clock.measurable() else None
+        where they can be measured, and a wall-clock bound (autograder/sandbox/cpu_clock.py).
+
+        `first`: a shorter budget to start with. When it runs out, the worker's stack is sampled
+        and `keep_going(frames)` decides: True gives the check the rest of its `timeout`, False
+        stops the worker there (`stopped.short`). Without `keep_going` the shorter budget is the
+        whole budget."""
+        budget = timeout if first is None else min(first, timeout)
+        now = time.monotonic()
+        self.stopped = None
+        self._check_started, self._full_budget = now, float(timeout)
+        self._keep_going = keep_going if budget < timeout else None
+        self.deadline = now + cpu_clock.wall_bound(budget) + 1.0
+        self.cpu_budget = CpuBudget(budget) if cpu_clock.measurable() else None
         if self.cpu_budget is not None and self._ready and self._dead is None:
             self.cpu_budget.watch(self.worker_pid)
 
     def end_check(self) -> None:
-        self.deadline, self.cpu_budget = None, None
+        self.deadline, self.cpu_budget, self._keep_going = None, None, None
+
+    def hold(self, feedback: Feedback | None, modules: Iterable[str] | None = None) -> None:
+        """From now on importing one of the learner's `modules` fails at once with
+        HeldBack(feedback) (`modules` None: every request does, and no worker is started);
+        feedback None runs everything again. Learner-side grading holds back the code that ran
+        out of time: a later check that runs it would only wait for the same loop."""
+        self.held = None if feedback is None else HeldBack(feedback)
+        self.held_modules = None if modules is None else frozenset(modules)
+
+    @property
+    def holds_everything(self) -> bool:
+        return self.held is not None and self.held_modules is None
+
+    def _out_of_time(self, *, wall: bool) -> float:
+        """The current check's budget ran out (its CPU time, or the wall clock when `wall`):
+        sample where the learner's code is, then either give the check the rest of its budget
+        (a shorter first budget whose `keep_going` says so: the new deadline is returned) or
+        stop the worker, remembering where it was (`stopped`)."""
+        frames = self.sample_stack()
+        keep_going, self._keep_going = self._keep_going, None
+        if keep_going is not None and self._full_budget is not None:
+            if keep_going(frames):
+                if self.cpu_budget is not None:
+                    self.cpu_budget.seconds = self._full_budget
+                self.deadline = self._check_started + cpu_clock.wall_bound(self._full_budget) + 1.0
+                return self.deadline
+        self.stopped = Stopped(tuple(frames), wall, short=keep_going is not None)
+        if wall or self.cpu_budget is None:
+            self._die(message("engine.timeout_generic"))
+        self._die(message("engine.timeout_cpu", seconds=f"{self.cpu_budget.seconds:g}"), BudgetSpent)
+        raise AssertionError("unreachable")  # _die raises
+
+    def sample_stack(self) -> list[dict]:
+        """Where the live worker's Python code is now: its frames, innermost first, as
+        {"filename", "lineno", "name"}; [] when no sample comes. The worker's faulthandler
+        (worker/main.py, listen_for_stack_requests) writes them to its log on SIGUSR1; this reads
+        at most SAMPLE_BYTES of the log and waits at most SAMPLE_WAIT_S. Advisory: the learner's
+        code may write to the same log."""
+        pid = self.worker_pid
+        if self._channel is None or not self._ready or pid is None or not hasattr(signal, "SIGUSR1"):
+            return []
+        try:
+            start = os.path.getsize(self._log)
+            os.kill(pid, signal.SIGUSR1)
+        except OSError:
+            return []
+        end = time.monotonic() + SAMPLE_WAIT_S
+        seen: tuple[int, list[dict]] | None = None
+        while time.monotonic() < end:
+            time.sleep(0.02)
+            try:
+                with open(self._log, "rb") as log:
+                    log.seek(start)
+                    text = log.read(SAMPLE_BYTES).decode("utf-8", errors="replace")
+            except OSError:
+                return []
+            found = stack_in_dump(text)
+            if found is not None:
+                # The dump is written in one go by the signal handler: read once more so a dump
+                # caught while being written is read whole.
+                if seen is not None and seen[0] == len(found):
+                    return found
+                seen = (len(found), found)
+        return seen[1] if seen is not None else []
 
     def _charge_cpu(self) -> None:
         """Stop the worker once the check's CPU budget is spent (polled while we wait on it)."""
@@ -265,10 +375,14 @@ class Sandbox:
             return
         self._cpu_polled = now
         if budget.exhausted():
-            self._die(message("engine.timeout_cpu", seconds=f"{budget.seconds:g}"), BudgetSpent)
+            self._out_of_time(wall=False)
 
     # ------------------------------------------------------------ requests
-    def request(self, op: str, **payload: Any) -> Any:
+    def request(self, op: str, *, on_progress=None, **payload: Any) -> Any:
+        """One request to the worker and its answer. `on_progress(value)` gets each partial
+        answer the worker streams before its last (the practice tests' outcomes, one by one)."""
+        if self.holds_everything:
+            raise self.held.with_traceback(None)
         if self._dead is not None:
             # Re-raised by every later request: without a reset its traceback would grow by
             # each raise, and pytest's failure report with it (seconds per check).
@@ -277,20 +391,32 @@ class Sandbox:
         self._next_id += 1
         tree, buffers = encode(payload)
         envelope = {"op": op, "id": self._next_id, **tree_items(tree)}
-        deadline = self.deadline if self.deadline is not None else time.monotonic() + 60
-        completed = False
+        if self.deadline is None:
+            self.deadline = time.monotonic() + 60
+            transient = True
+        else:
+            transient = False
         try:
-            self._send(envelope, buffers, deadline)
+            self._send(envelope, buffers, self.deadline)
             while True:
-                msg, bufs = self._receive(deadline)
+                msg, bufs = self._receive(None)
                 if isinstance(msg, dict) and msg.get("id") == self._next_id:
-                    break
-            completed = True
-        finally:
-            if not completed and self._dead is None:
+                    if "progress" not in msg:
+                        break
+                    if on_progress is not None:
+                        on_progress(self._decode(msg.get("progress"), bufs))
+        except BaseException as exc:
+            if self._dead is None:
                 # Interrupted (a check's timeout, Ctrl-C): the worker is in an unknown state.
+                # A timeout (not Ctrl-C, which should stop at once) first asks where it was.
+                if not isinstance(exc, KeyboardInterrupt):
+                    self.stopped = Stopped(tuple(self.sample_stack()), wall=True)
                 self._dead = WorkerDied(Feedback.of(message("engine.worker_interrupted")))
                 self.kill()
+            raise
+        finally:
+            if transient:
+                self.deadline = None
         if "error" in msg:
             err = msg["error"] if isinstance(msg["error"], dict) else {}
             raise StudentError(
@@ -300,8 +426,11 @@ class Sandbox:
                 str(self.root),
                 _names(err.get("bases")),
             )
+        return self._decode(msg.get("ok"), bufs)
+
+    def _decode(self, tree: Any, bufs: list[bytes]) -> Any:
         try:
-            return decode(msg.get("ok"), bufs, self._handle)
+            return decode(tree, bufs, self._handle)
         except ProtocolError as exc:
             self._die(message("engine.worker_garbage_detail", detail=str(exc)))
 
@@ -314,11 +443,14 @@ class Sandbox:
     def _send(self, envelope: dict, buffers: list[bytes], deadline: float) -> None:
         outcome = self._channel.send(frame_bytes(envelope, buffers), deadline, self._charge_cpu)
         if outcome == "timeout":
+            self.stopped = Stopped(tuple(self.sample_stack()), wall=True)
             self._die(message("engine.timeout_generic"))
         if outcome != "sent":
             self._die(self._exit_reason())
 
-    def _receive(self, deadline: float, starting: bool = False) -> tuple[Any, list[bytes]]:
+    def _receive(self, deadline: float | None, starting: bool = False) -> tuple[Any, list[bytes]]:
+        """The next frame from the worker, before `deadline` (None: the check's, which a shorter
+        first budget may extend: see `_out_of_time`)."""
         while True:
             try:
                 frame = self._reader.take()
@@ -326,9 +458,12 @@ class Sandbox:
                 self._die(message("engine.worker_garbage_detail", detail=str(exc)))
             if frame is not None:
                 return frame
-            remaining = deadline - time.monotonic()
+            remaining = (self.deadline if deadline is None else deadline) - time.monotonic()
             if remaining <= 0:
-                self._die(message("engine.worker_start_timeout" if starting else "engine.timeout_generic"))
+                if starting:
+                    self._die(message("engine.worker_start_timeout"))
+                self._out_of_time(wall=True)
+                continue
             chunk = self._channel.read(min(remaining, CPU_POLL_S))
             if not starting:
                 self._charge_cpu()
@@ -397,6 +532,8 @@ class Sandbox:
 
     def module(self, name: str) -> Handle:
         """Import the learner's module `name` (once); a failed import fails every later use."""
+        if self.held is not None and (self.held_modules is None or name in self.held_modules):
+            raise self.held.with_traceback(None)
         cached = self._modules.get(name)
         if isinstance(cached, BaseException):
             raise cached.with_traceback(None)  # see request()
@@ -471,6 +608,35 @@ class Sandbox:
         return self.request(
             "param_vjp", target=target, args=list(args), kwargs=kwargs, cotangents=cotangents, **options
         )
+
+
+def stack_in_dump(text: str) -> list[dict] | None:
+    """The frames (innermost first) of the thread that served the grader's request, from what
+    faulthandler wrote (`text`, which may hold other output around it); None when no whole
+    dump is there yet. The serving thread is the one whose stack holds the worker's `serve`
+    loop, else the thread faulthandler calls current."""
+    threads: list[tuple[bool, list[dict]]] = []
+    current: list[dict] | None = None
+    for line in text.split("\n"):
+        line = line.rstrip("\r")
+        header = _DUMP_HEADER.match(line)
+        if header:
+            current = []
+            threads.append((line.startswith(("Current", "Stack")), current))
+            continue
+        frame = _DUMP_FRAME.match(line) if current is not None else None
+        if frame:
+            if len(current) < MAX_SAMPLED_FRAMES:
+                current.append({"filename": frame[1][:500], "lineno": int(frame[2]), "name": frame[3][:200]})
+        else:
+            current = None
+    threads = [(is_current, frames) for is_current, frames in threads if frames]
+    if not threads:
+        return None
+    serving = [frames for _, frames in threads if any(f["name"] == "serve" for f in frames)]
+    if serving:
+        return serving[-1]
+    return next((frames for is_current, frames in reversed(threads) if is_current), threads[-1][1])
 
 
 def _names(raw: Any) -> tuple[str, ...]:

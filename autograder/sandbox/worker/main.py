@@ -36,6 +36,7 @@ class Worker:
         self.objects: dict[int, Any] = {}
         self.next_id = 1
         self.reader = FrameReader()
+        self.serving: Any = None  # the id of the request being served
 
     # ------------------------------------------------------------ object table
     def make_handle(self, obj: Any) -> dict:
@@ -175,7 +176,15 @@ class Worker:
     def op_practice(self, req: dict) -> Any:
         from autograder.sandbox.worker import practice
 
-        return practice.run(self.root)
+        # Each test's outcome goes out as soon as it is known (and each test's start, so the
+        # trusted side can give every test its own time budget): a test that never ends costs
+        # only itself, never the outcomes of the tests before it.
+        return practice.run(self.root, on_event=self.progress)
+
+    def progress(self, value: Any) -> None:
+        """A partial answer to the request being served, sent before its last answer."""
+        tree, buffers = encode(value, self.make_handle)
+        write_frame(self.resp_fd, {"id": self.serving, "progress": tree}, buffers)
 
     def op_release(self, req: dict) -> Any:
         for hid in req.get("ids", []):
@@ -259,6 +268,7 @@ class Worker:
             req, self.buffers = frame
             if not isinstance(req, dict):
                 return
+            self.serving = req.get("id")
             op = getattr(self, "op_" + str(req.get("op")), None)
             try:
                 if op is None:
@@ -368,6 +378,7 @@ def serve(root: Path, req_fd: int, resp_fd: int, walls: dict | None = None) -> N
     # walled in, it cannot read the engine's folder (which holds the hidden graders).
     from autograder.sandbox.worker import practice  # noqa: F401
 
+    listen_for_stack_requests()
     report = None
     if walls is not None and walls.get("enabled", True):
         from autograder.sandbox.worker.confine import confine
@@ -377,6 +388,22 @@ def serve(root: Path, req_fd: int, resp_fd: int, walls: dict | None = None) -> N
         report = {"disabled": True}
     forget_config(walls)
     Worker(root, req_fd, resp_fd).serve(report)
+
+
+def listen_for_stack_requests() -> None:
+    """On SIGUSR1, write this process's Python stacks to fd 2 (the worker's log): how the trusted
+    side learns where the learner's code was when a check ran out of time, before it kills the
+    worker (autograder/sandbox/client.py, Sandbox.sample_stack). faulthandler writes from the
+    signal handler itself, so the stack comes even when the code is stuck inside a C call (a huge
+    torch operation, a sleep). What it writes is advisory: the learner's code could write the
+    same words, and they never award a point."""
+    import faulthandler
+    import signal
+
+    if hasattr(signal, "SIGUSR1"):
+        # A copy of fd 2: pytest's output capture (the practice tests run here) and the
+        # learner's code may point fd 2 elsewhere; the copy still reaches the log.
+        faulthandler.register(signal.SIGUSR1, file=os.dup(2), all_threads=True, chain=False)
 
 
 def forget_config(*configs: dict | None) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 # Each test's message is trimmed: a practice failure should read like a hint, not a log.
 MAX_MESSAGE_CHARS = 1500
@@ -18,13 +18,33 @@ MAX_TRACE_LINES = 25
 
 
 class _Collector:
-    """A pytest plugin that keeps one outcome per test, in collection order."""
+    """A pytest plugin that keeps one outcome per test, in collection order, and tells
+    `on_event` as each test starts ({"started": name}) and once its outcome is final (the
+    outcome itself)."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_event: Callable[[dict], None] | None = None) -> None:
         self.outcomes: dict[str, dict[str, Any]] = {}
+        self.on_event = on_event
+
+    def _tell(self, event: dict) -> None:
+        if self.on_event is not None:
+            self.on_event(event)
+
+    def pytest_runtest_logstart(self, nodeid, location) -> None:
+        entry = self.outcomes.get(nodeid)
+        if entry is not None:
+            self._tell({"started": entry["name"], "todo": entry["todo"]})
+
+    def pytest_runtest_logfinish(self, nodeid, location) -> None:
+        entry = self.outcomes.get(nodeid)
+        if entry is not None:
+            self._tell(dict(entry))
 
     def pytest_configure(self, config) -> None:
         config.addinivalue_line("markers", "todo(id): the TODO a practice test exercises")
+
+    def pytest_collection_finish(self, session) -> None:
+        self._tell({"collected": [{"name": e["name"], "todo": e["todo"]} for e in self.outcomes.values()]})
 
     def pytest_collection_modifyitems(self, items) -> None:
         for item in items:
@@ -82,11 +102,12 @@ def _tail(text: str) -> str:
     return "\n".join(text.rstrip().split("\n")[-MAX_TRACE_LINES:])
 
 
-def run(root: Path) -> list[dict[str, Any]]:
-    """Run the practice tests found in `root` (test_*.py) and return one dict per test."""
+def run(root: Path, on_event: Callable[[dict], None] | None = None) -> list[dict[str, Any]]:
+    """Run the practice tests found in `root` (test_*.py) and return one dict per test;
+    `on_event` is told as each test starts and ends (see _Collector)."""
     import pytest
 
-    collector = _Collector()
+    collector = _Collector(on_event)
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # only the plugins we name
     # --confcutdir: pytest looks for conftest.py files and builds its tree only from `root` down
     # (the walled-in worker may not list the folders above it).
