@@ -116,6 +116,11 @@ def random_weights(C: int, generator: torch.Generator, std: float = 0.35) -> dic
     }
 
 
+def causal_keep(T: int) -> torch.Tensor:
+    """(T, T) bool: True where a query may see a key (j <= i), the causal buffer's pattern."""
+    return _allowed(T, "causal")
+
+
 def _allowed(T: int, mask: str) -> torch.Tensor:
     i = torch.arange(T).view(T, 1)
     j = torch.arange(T).view(1, T)

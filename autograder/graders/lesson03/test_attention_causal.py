@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from autograder.core.results import message
+from autograder.engine import recording
 from autograder.engine.checks import expect, fail
 from autograder.engine.feedback import ATOL, RTOL, compare, heatmap, leaking_cells
 from autograder.engine.grader_helpers import generator, scaled_heatmap
@@ -32,6 +33,8 @@ from .harness import (
     reversed_mask_hint,
     vjp_or_none,
 )
+
+ref = recording.reference_of(__package__)
 
 
 def _leak_is_the_masks(attn: LearnerAttention, x: torch.Tensor) -> bool:
@@ -54,7 +57,7 @@ def test_mask_buffer(submission, check_seed):
     if tuple(mask.shape) != (1, 1, bs, bs):
         fail(message("lesson03.mask_shape", got=tuple(mask.shape), bs=bs))
     m = mask[0, 0].double()
-    lower = torch.ones(bs, bs).tril().bool()
+    lower = ref.causal_keep(bs)
     # Either a keep-mask (1/True where j <= i) or an additive one (0 where j <= i, very negative above).
     keep = (m != 0) if mask.dtype == torch.bool or bool(((m == 0) | (m == 1)).all()) else (m == 0)
     if not torch.equal(keep, lower):
