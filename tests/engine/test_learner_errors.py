@@ -182,3 +182,29 @@ def test_a_checks_load_error_is_read_back_from_a_results_json(lang):
     assert (again.kind, again.path, again.line) == ("import", "exercises/09-prueba/a.py", 7)
     assert one_line(again.part, lang) == one_line(part, lang)
     assert learner_errors.of(back[1]) is None
+
+
+def test_pytests_short_traceback_is_read_frame_by_frame():
+    from autograder.engine.practice_errors import frames_of
+
+    trace = (
+        "test_practica.py:124: in test_forma\n"
+        "    y = m(torch.randn(B, t, C))\n"
+        "        ^^^^^^^^^^^^^^^^^^^^^^^\n"
+        "/usr/lib/python3.11/site-packages/torch/nn/modules/module.py:1778: in _wrapped_call_impl\n"
+        "    return self._call_impl(*args, **kwargs)\n"
+        "attention.py:85: in forward\n"
+        "    y = y.transpose(1, 2).view(B, T, C)  # (B, T, C)\n"
+        "        ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n"
+        "E   RuntimeError: view size is not compatible\n"
+    )
+    assert [(f["filename"], f["lineno"], f["name"], f["line"]) for f in frames_of(trace)] == [
+        ("test_practica.py", 124, "test_forma", "y = m(torch.randn(B, t, C))"),
+        (
+            "/usr/lib/python3.11/site-packages/torch/nn/modules/module.py",
+            1778,
+            "_wrapped_call_impl",
+            "return self._call_impl(*args, **kwargs)",
+        ),
+        ("attention.py", 85, "forward", "y = y.transpose(1, 2).view(B, T, C)  # (B, T, C)"),
+    ]

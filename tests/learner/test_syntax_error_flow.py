@@ -225,3 +225,18 @@ def test_watch_says_a_syntax_error_once_after_a_save(tmp_path):
         assert term.wait(60) == 0
     finally:
         term.close()
+
+
+def test_a_crash_in_the_practice_tests_is_blamed_on_its_todo_too(courses):
+    root = courses["crash"]
+    raised = line_of(root / ATTENTION, "y = y.transpose(1, 2).view(B, T, C)")
+    done = run_cli(root, "check", "03", env=cli_env(AUTOGRADER_GRADERS=str(root / "no-graders")))
+    out = done.stdout
+    assert "Nota de práctica" in out, out
+    assert f"Siguiente: TODO [contiguous-view] en {ATTENTION}:{raised}\n" in out, out
+    assert f"attention.py:{raised} · forward()" in out
+    # pytest said the error twice per test (its crash line and its traceback's E line), for
+    # every test it stopped: now once, for them all, with the learner's frame only.
+    assert out.count("view size is not compatible") == 1, out
+    assert "test_practica.py:" not in out and "E   " not in out
+    assert_no_leak(out + done.stderr)
