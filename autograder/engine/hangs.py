@@ -187,8 +187,10 @@ class LessonHangs:
         if stopped is None or result.status is not Status.ERROR:
             return  # no timeout, or a grader that caught it and judged anyway
         box, info = stopped
-        place = self.locate(info.frames, box)
         first = self.hang is None
+        # Stopped at its short budget: in the code that hung, by definition; said with the
+        # first sample's place, so the checks of one cause read (and group) as one.
+        place = self.hang.place if info.short and not first else self.locate(info.frames, box)
         if first:
             self.hang = Hang(spec.id, place)
         parts: list = list(place_parts(place)) if place is not None else []

@@ -29,7 +29,7 @@ import tempfile
 from pathlib import Path
 
 from autograder.sandbox.protocol import FrameReader, ProtocolError
-from autograder.sandbox.worker.main import Worker, prepare_libraries
+from autograder.sandbox.worker.main import Worker, listen_for_stack_requests, prepare_libraries
 
 LIMITS = (("RLIMIT_AS", "memory_bytes"), ("RLIMIT_CPU", "cpu_seconds"), ("RLIMIT_FSIZE", "file_bytes"))
 
@@ -137,6 +137,7 @@ def main() -> None:
     # The engine's folder (hidden graders) stays readable on this path (nothing walls the
     # worker in, and the result says so), but it is not left on the learner's import path.
     sys.path[:] = [p for p in sys.path if p != package]
+    listen_for_stack_requests()  # where a check that runs out of time was (not on Windows)
     worker = StdioWorker(root, req_fd, resp_fd)
     worker.reader = reader  # nothing follows the config before our hello, but keep what did
     worker.serve(report)
