@@ -7,8 +7,13 @@ that would give the course away:
 
   exercises/NN-slug/     every lesson of course.yml, as `autograder stubs` generates it
   course.yml             verbatim
-  autograder/            the engine, without any hidden graders: of autograder/graders/ only
-                         __init__.py and pytest.ini (no lesson folders); no caches
+  autograder/            the engine; of autograder/graders/, __init__.py, pytest.ini and each
+                         recorded lesson's checks (harness.py, test_*.py) with its recording
+                         (recording.json + recording.npz: reference values for the practice
+                         inputs), but never its reference.py, its official-only checks
+                         (test_official_*.py) or its quiz check (test_quiz.py: the key is in it).
+                         A lesson whose graders are not on recordings yet ships no graders
+                         folder (it grades with its practice tests); no caches
   pyproject.toml         the instructor's, with pytest pointed at exercises/ instead of tests/
   .github/workflows/     grade.yml and grade-comment.yml, verbatim
   .gitignore             the course repository's
@@ -20,9 +25,12 @@ that would give the course away:
                          is recognised too)
 
 Everything else (solutions/, tests/, bench/, .ci/, the project's CI workflow, the instructor
-README) stays out. A learner's repository grades with its practice tests only: no hidden
-grader, no instructor credential and no way to fetch either ever reaches it, because the
-learner owns that repository, its workflows and the engine they install. So every workflow the
+README) stays out. A learner's repository grades in practice mode only: the course's checks
+answered from the recordings (engine/recording.py), or a lesson's practice tests where it has
+no recording. No reference code, no quiz key, no instructor credential and no way to fetch any
+of them ever reaches it, because the learner owns that repository, its workflows and the engine
+they install. A recording that is stale (its graders, reference or solutions changed since) is
+regenerated first when the command asks for it (`rerecord`), else refused. So every workflow the
 release ships is checked before anything is written: it may name no secret but GITHUB_TOKEN,
 check out no other repository, and never mention the hidden graders' variables
 (AUTOGRADER_GRADERS...). The official grade is made on the instructor's side (`grade-all`).
@@ -48,7 +56,9 @@ import yaml
 from autograder import __version__
 from autograder.core.files import display_path, walk_files
 from autograder.core.manifest import Course
+from autograder.course import record
 from autograder.course.stubs import StubError, sync
+from autograder.engine import recording
 
 __all__ = [
     "MARKER",
@@ -90,8 +100,11 @@ class ReleaseReport:
     files: tuple[str, ...]  # written, relative posix paths, sorted (the marker included)
 
 
-def build_release(course: Course, out: Path, *, force: bool = False) -> ReleaseReport:
-    """Write the learner release of `course` into `out` (see the module docstring)."""
+def build_release(course: Course, out: Path, *, force: bool = False, rerecord=None) -> ReleaseReport:
+    """Write the learner release of `course` into `out` (see the module docstring). `rerecord`:
+    called as rerecord(course, lesson) for each lesson whose recording is stale or missing,
+    returning course/record.py's LessonRecord (the command passes `record.record_lesson`);
+    without it such a lesson is an error that names the command to run."""
     root = course.root.resolve()
     out = Path(out).expanduser()
     _check_out_location(root, out)
@@ -99,7 +112,7 @@ def build_release(course: Course, out: Path, *, force: bool = False) -> ReleaseR
     files: dict[str, bytes] = {}
     files.update(_exercises(course, root))
     files["course.yml"] = _read_bytes(root / "course.yml")
-    files.update(_engine())
+    files.update(_engine(_recorded_lessons(course, rerecord)))
     files["pyproject.toml"] = _learner_pyproject(root / "pyproject.toml").encode("utf-8")
     for rel in WORKFLOWS:
         path = root / rel
@@ -228,12 +241,44 @@ def _exercises(course: Course, root: Path) -> dict[str, bytes]:
     return files
 
 
-def _engine() -> dict[str, bytes]:
+def _recorded_lessons(course: Course, rerecord) -> set[str]:
+    """The graders folders that ship: those of the lessons on a current recording (a stale or
+    missing one regenerated first with `rerecord`, else refused)."""
+    shipping = set()
+    for lesson in course.lessons:
+        folder = ENGINE_DIR / "graders" / lesson.graders
+        state = record.status(course, lesson, folder)
+        if state in (record.STALE, record.MISSING):
+            if rerecord is None:
+                why = (
+                    "has no recording yet"
+                    if state == record.MISSING
+                    else "holds a stale recording (the graders, the reference or the solutions changed since)"
+                )
+                raise ReleaseError(
+                    f"{display_path(folder)}: {why}; run `autograder record --lesson {lesson.id}` "
+                    "(or `autograder release`, which regenerates it) and commit the result"
+                )
+            done = rerecord(course, lesson)
+            state = record.status(course, lesson, folder)
+            if state != record.CURRENT:
+                raise ReleaseError(f"{display_path(folder)}: could not be recorded: {done.line}")
+        if state == record.CURRENT:
+            shipping.add(lesson.graders)
+        elif state == record.NO_REFERENCE and (folder / recording.JSON_NAME).is_file():
+            shipping.add(lesson.graders)  # a release built from a release: its recordings as they are
+    return shipping
+
+
+def _engine(recorded: set[str] = frozenset()) -> dict[str, bytes]:
     files = {}
     for rel in _walk(ENGINE_DIR):
         parts = rel.split("/")
-        if parts[0] == "graders" and (len(parts) != 2 or parts[1] not in GRADERS_PUBLIC):
-            continue  # hidden graders: every lesson folder, anything but the engine's two files
+        if parts[0] == "graders" and len(parts) > 2 and parts[1] in recorded:
+            if not (recording.shipped("/".join(parts[2:])) or parts[-1] in recording.RECORDING_FILES):
+                continue  # reference code, official-only checks, the quiz key: never shipped
+        elif parts[0] == "graders" and (len(parts) != 2 or parts[1] not in GRADERS_PUBLIC):
+            continue  # a lesson not on a recording: its graders stay hidden
         if parts[0] == "service":
             continue  # the grading service runs on the instructor's side; a learner never needs it
         files[f"autograder/{rel}"] = _read_bytes(ENGINE_DIR / rel)

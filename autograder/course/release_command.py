@@ -1,7 +1,8 @@
 """`autograder release --out DIR [--force]`: the template repository learners create theirs
-from, without solutions/, the hidden graders or any secret (the work is
-autograder/course/release.py's `build_release`). A release it cannot write is a usage error (2)
-that says why.
+from, without solutions/, reference code, quiz keys or any secret (the work is
+autograder/course/release.py's `build_release`). A stale recording is regenerated first
+(`autograder record`'s work, said in one line per lesson). A release it cannot write is a usage
+error (2) that says why.
 """
 
 from __future__ import annotations
@@ -26,10 +27,16 @@ def add_parser(sub) -> None:
 
 
 def main(course: Course, args) -> int:
+    from autograder.course.record import record_lesson
     from autograder.course.release import ReleaseError, build_release
 
+    def rerecord(course, lesson):
+        done = record_lesson(course, lesson)
+        print(done.line, flush=True)
+        return done
+
     try:
-        report = build_release(course, args.out, force=args.force)
+        report = build_release(course, args.out, force=args.force, rerecord=rerecord)
     except ReleaseError as exc:
         print(f"autograder release: {exc}", file=sys.stderr)
         return 2

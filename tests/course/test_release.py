@@ -2,9 +2,12 @@
 
 What goes in and what stays out, the workflows shipped verbatim and refused when they could
 hand the learner an instructor's secret or the hidden graders, the adapted pyproject, the output
-folder's safety rules, a leak check of every solution line and every hidden grader line
-against every text file of the release (proved on planted leaks), and grading inside the
-release with its own engine, which has no hidden graders and so grades in practice mode.
+folder's safety rules, a leak check of every solution line and every line of the graders files
+that never ship (reference.py, test_official_*.py, test_quiz.py) against every text file of the
+release (proved on planted leaks), and grading inside the release with its own engine: the
+recorded lessons with the course's checks answered from their recordings, the others with their
+practice tests, all in practice mode. (tests/course/test_release_has_no_reference.py compares
+the release with the reference code token by token.)
 (tests/github/test_workflows.py reads every workflow a built release ships for secrets;
 tests/github/test_workflow_run.py runs them.)
 """
@@ -25,6 +28,7 @@ from support.project import ROOT
 from autograder.core.manifest import load_course
 from autograder.course.release import MARKER, ReleaseError, ReleaseReport, build_release, read_marker
 from autograder.course.stubs import REGION_SUFFIXES, generate_lesson, parse_regions, strip_markers
+from autograder.engine import recording
 
 CACHES = {"__pycache__", ".pytest_cache"}
 TOP_LEVEL = {
@@ -51,6 +55,24 @@ def files_under(folder: Path, skip=frozenset({".git"})) -> list[str]:
 
 def source_files(folder: Path) -> list[str]:
     return [rel for rel in files_under(folder, CACHES) if not rel.endswith(".pyc")]
+
+
+def recorded(lesson) -> bool:
+    """Whether the lesson's graders ship (they are on a recording)."""
+    return (ROOT / "autograder" / "graders" / lesson.graders / recording.JSON_NAME).is_file()
+
+
+def shipped_graders(lesson) -> list[str]:
+    """What the release holds of a lesson's graders folder: if recorded, every file but the
+    reference code, the official-only checks and the quiz check; else nothing."""
+    if not recorded(lesson):
+        return []
+    folder = ROOT / "autograder" / "graders" / lesson.graders
+    return [
+        f"autograder/graders/{lesson.graders}/{rel}"
+        for rel in source_files(folder)
+        if recording.shipped(rel) or rel in recording.RECORDING_FILES
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -83,8 +105,9 @@ def test_release_holds_exactly_the_learner_files(course, release):
     assert {rel.split("/")[1] for rel in on_disk if rel.startswith("exercises/")} == {
         lesson.folder for lesson in course.lessons
     }
-    # The engine is all there, byte for byte, but of autograder/graders/ only its two engine files,
-    # and nothing of the grading service, which runs on the instructor's side.
+    # The engine is all there, byte for byte, but of autograder/graders/ only its two engine files
+    # and the recorded lessons' shipped files, and nothing of the grading service, which runs on
+    # the instructor's side.
     engine = [
         rel for rel in source_files(ROOT / "autograder") if not rel.startswith(("graders/", "service/"))
     ]
@@ -96,13 +119,20 @@ def test_release_holds_exactly_the_learner_files(course, release):
     ] == [f"autograder/{rel}" for rel in engine]
     for rel in engine:
         assert (out / "autograder" / rel).read_bytes() == (ROOT / "autograder" / rel).read_bytes()
-    assert [rel for rel in on_disk if rel.startswith("autograder/graders/")] == [
-        "autograder/graders/__init__.py",
-        "autograder/graders/pytest.ini",
-    ]
+    assert [rel for rel in on_disk if rel.startswith("autograder/graders/")] == sorted(
+        [
+            "autograder/graders/__init__.py",
+            "autograder/graders/pytest.ini",
+            *(rel for lesson in course.lessons for rel in shipped_graders(lesson)),
+        ]
+    )
     for lesson in course.lessons:
-        assert (ROOT / "autograder" / "graders" / lesson.graders).is_dir()
-        assert not (out / "autograder" / "graders" / lesson.graders).exists()
+        folder = ROOT / "autograder" / "graders" / lesson.graders
+        assert folder.is_dir() and (folder / "reference.py").is_file()
+        assert not (out / "autograder" / "graders" / lesson.graders / "reference.py").exists()
+        assert (out / "autograder" / "graders" / lesson.graders).exists() == recorded(lesson)
+        for rel in shipped_graders(lesson):
+            assert (out / rel).read_bytes() == (ROOT / rel).read_bytes()
     assert not any(part in CACHES or part.endswith(".pyc") for rel in on_disk for part in rel.split("/"))
     assert (out / "course.yml").read_bytes() == (ROOT / "course.yml").read_bytes()
     assert (out / ".gitignore").read_bytes() == (ROOT / ".gitignore").read_bytes()
@@ -440,7 +470,8 @@ def _stripped_lines(text: str) -> set[str]:
 
 
 def public_lines() -> set[str]:
-    """Stripped lines of the repository's public engine files (and exercise files)."""
+    """Stripped lines of the repository's public engine files (the recorded lessons' shipped
+    graders files included) and exercise files."""
     course = load_course(ROOT / "course.yml")
     hidden = {lesson.graders for lesson in course.lessons}
     paths = [
@@ -448,6 +479,7 @@ def public_lines() -> set[str]:
         for rel in source_files(ROOT / "autograder")
         if not (rel.startswith("graders/") and rel.split("/")[1] in hidden)
     ]
+    paths += [ROOT / rel for lesson in course.lessons for rel in shipped_graders(lesson)]
     for lesson in course.lessons:
         folder = ROOT / "exercises" / lesson.folder
         paths += [folder / rel for rel in source_files(folder)]
@@ -480,8 +512,8 @@ def secret_lines(course) -> dict[str, str]:
     for lesson in course.lessons:
         folder = ROOT / "autograder" / "graders" / lesson.graders
         for path in sorted(folder.rglob("*.py")):
-            if CACHES & set(path.parts):
-                continue
+            if CACHES & set(path.parts) or (recorded(lesson) and recording.shipped(path.name)):
+                continue  # a cache, or a file that ships (a recorded lesson's checks are public)
             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
                 line = line.strip()
                 if _has_content(line) and line not in public:
@@ -509,6 +541,7 @@ def secrets(course) -> dict[str, str]:
     found = secret_lines(course)
     # Not vacuous: both kinds of secret are there to look for.
     assert sum(origin.startswith("solutions/") for origin in found.values()) >= 20
+    # (reference.py, the official-only and the quiz checks of every lesson)
     assert sum(origin.startswith("autograder/graders/") for origin in found.values()) >= 100
     return found
 
@@ -577,7 +610,9 @@ def practice_test_names(folder: Path) -> set[str]:
     return names
 
 
-def test_the_release_grades_the_stubs_with_the_practice_tests(course, tmp_path):
+def test_the_release_grades_the_stubs_in_practice_mode(course, tmp_path):
+    """A recorded lesson is graded with the course's checks (answered from its recording), the
+    others with their practice tests; every lesson in practice mode, none completed."""
     out = tmp_path / "release"
     build_release(course, out)
     data = json.loads(grade_in(out, "--format", "json").stdout)
@@ -585,9 +620,15 @@ def test_the_release_grades_the_stubs_with_the_practice_tests(course, tmp_path):
     assert [lesson["id"] for lesson in data["lessons"]] == [lesson.id for lesson in course.lessons]
     for lesson, result in zip(course.lessons, data["lessons"]):
         assert result["mode"] == "practice" and result["xp"] == 0 and not result["completed"]
-        names = practice_test_names(out / "exercises" / lesson.folder)
-        assert result["checks"] and {check["id"].split("[")[0] for check in result["checks"]} <= names
-        assert not {check["id"] for check in result["checks"]} & {spec.id for spec in lesson.checks}
+        ids = {check["id"] for check in result["checks"]}
+        if recorded(lesson):
+            assert [check["id"] for check in result["checks"]] == [spec.id for spec in lesson.checks]
+            assert all(check["status"] in ("failed", "skipped") for check in result["checks"]), result
+            assert any(check["status"] == "failed" for check in result["checks"])
+        else:
+            names = practice_test_names(out / "exercises" / lesson.folder)
+            assert result["checks"] and {check_id.split("[")[0] for check_id in ids} <= names
+            assert not ids & {spec.id for spec in lesson.checks}
 
 
 def test_the_release_grades_finished_lessons_in_practice_mode(course, tmp_path):
