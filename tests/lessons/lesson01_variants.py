@@ -600,3 +600,12 @@ CORRECT: list[Variant] = [
         note="windows of T + 1 tokens with unfold, then x and y from each",
     ),
 ]
+
+
+# The practice agreement CI sample (tests/lessons/test_practice_agreement.py): buggy variants
+# whose diagnosis the recording answers. A vocabulary in order of appearance and an inverted
+# split fraction are named by a mistake asked for while recording (ref.appearance_order,
+# ref.val_sizes of 1 - f); a start one past the last valid one once cost batch-shapes too at
+# the practice seed (a one-row batch whose y came out a token short). bench/bench_practice_agreement.py
+# compares every buggy variant.
+PRACTICE_SAMPLE = ("vocab-appearance-order", "split-fraction-inverted", "offsets-overflow")

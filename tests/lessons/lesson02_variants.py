@@ -599,3 +599,11 @@ probs = torch.exp(logits - logits.max(dim=-1, keepdim=True).values)
         "cat-list-last-dim", BG, CAT, "idx = torch.cat([idx, idx_next], dim=-1)", note="a list and dim=-1"
     ),
 ]
+
+
+# The practice agreement CI sample (tests/lessons/test_practice_agreement.py): buggy variants
+# whose diagnosis the recording answers, each named by what a known mistake gives, asked for
+# while recording: the loss's targets flattened time-major (ref.loss_mistakes on the learner's
+# right logits), positions reversed (ref.position_mistakes), greedy sampling (ref.replay's
+# argmax). bench/bench_practice_agreement.py compares every buggy variant.
+PRACTICE_SAMPLE = ("loss-targets-transposed", "positions-reversed", "sampling-argmax")

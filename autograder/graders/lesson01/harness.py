@@ -203,8 +203,9 @@ def get_batch_whole(
     global_seed: int | None = None,
 ):
     """get_batch, retried with other seeds while it breaks with rows of different lengths, or
-    (B = 1, where nothing breaks) returns a row cut short by the end of data: the first batch
-    that comes out whole. The last try reports what it gets, with hints."""
+    (B = 1, where nothing breaks) returns a row of x or y cut short by the end of data (x whole
+    and y a token short: the start just past the last valid one): the first batch that comes
+    out whole. The last try reports what it gets, with hints."""
     for k in range(RETRIES - 1):
         try:
             called, x, y = get_batch(
@@ -220,7 +221,7 @@ def get_batch_whole(
             if not short_rows(err):
                 raise
             continue
-        if past_end_start(x, data, block_size) is None:
+        if past_end_start(x, data, block_size) is None and past_end_start(y, data, block_size) is None:
             return called, x, y
     return get_batch(
         sub, data, block_size, batch_size, seed + RETRY_SEED_STEP * (RETRIES - 1), global_seed=global_seed

@@ -110,7 +110,7 @@ def judge_lookup(submission, gen, V: int, B: int, T: int) -> None:
     """BigramLanguageModel(V) on a table drawn from gen, called on idx (B, T): fails unless its
     logits are the table's rows at idx and carry the table's gradient."""
     model = _model(submission, gen, V)
-    idx = tokens(B, T, V, gen)
+    idx = _top_tokens(B, T, V, gen)
     expected = ref.bigram_logits(model.table, idx)
     if recording.eager():
         ref.lookup_mistakes(model.table, idx)  # for a failing learner's replay
@@ -189,9 +189,10 @@ def _expect_scalar_loss(loss, called, B: int, T: int) -> None:
         fail(called, message("lesson02.loss_shape", got=tuple(loss.shape)), message(hint) if hint else None)
 
 
-def _loss_tokens(B: int, T: int, V: int, gen) -> torch.Tensor:
-    """idx for the loss checks: random tokens with V - 1 among them, so that a lookup that sizes
-    a one-hot from the tokens it sees (TODO [embedding-lookup]'s business) still gives V logits."""
+def _top_tokens(B: int, T: int, V: int, gen) -> torch.Tensor:
+    """Random tokens with V - 1 among them, so that a lookup that sizes a one-hot from the
+    tokens it sees still gives V logits: logits-shape alone judges that (on tokens below V // 2),
+    whatever tokens a seed draws for the other checks."""
     idx = tokens(B, T, V, gen)
     idx.view(-1)[int(torch.randint(0, B * T, (1,), generator=gen))] = V - 1
     return idx
@@ -205,13 +206,13 @@ CUBE = 5
 
 def _loss_check(submission, gen, V: int, B: int, T: int) -> None:
     model = _model(submission, gen, V)
-    idx, targets = _loss_tokens(B, T, V, gen), tokens(B, T, V, gen)
+    idx, targets = _top_tokens(B, T, V, gen), tokens(B, T, V, gen)
     # How the lookup alone shapes the logits (forward without targets).
     plain, _ = model.logits(idx, with_targets=False, pair=False)
     if tuple(plain.shape) not in ((B, T, V), (B * T, V)):
         V = B = T = CUBE
         model = _model(submission, gen, V)
-        idx, targets = _loss_tokens(B, T, V, gen), tokens(B, T, V, gen)
+        idx, targets = _top_tokens(B, T, V, gen), tokens(B, T, V, gen)
     called = model.called(idx, targets)
     logits, loss = model.logits(idx, targets)
     _expect_scalar_loss(loss, called, B, T)
@@ -287,7 +288,7 @@ def test_loss_none(submission, check_seed):
     gen = generator(check_seed)
     V, B, T = BIGRAM["V"], BIGRAM["B"], BIGRAM["T"]
     model = _model(submission, gen)
-    idx = _loss_tokens(B, T, V, gen)
+    idx = _top_tokens(B, T, V, gen)
     for with_targets in (False, True):  # forward(idx), then forward(idx, None)
         called = (
             model.called(idx)
