@@ -5,7 +5,8 @@ of one run (merge.py), what both write and say besides the results (outputs.py),
 store of results (store.py), the log of when each submission was first seen, the one source of
 submission times (observations.py), reading the roster and fetching its repositories with git
 (roster.py; the roster's schema itself is core's), the nbgrader gradebook and the
-spreadsheet-safe CSVs (gradebook.py) and the cohort report (report.py).
+spreadsheet-safe CSVs (gradebook.py) and the cohort report (report.py), with why a learner's lesson
+does not run at all, read back from a result (causes.py).
 
 May import: core, sandbox, engine, render.
 """
