@@ -569,3 +569,10 @@ CORRECT: list[Variant] = [
         note="calls mlp.forward directly",
     ),
 ]
+
+# The practice agreement sample (tests/lessons/test_practice_agreement.py): buggy variants whose
+# diagnosis the recording answers, so practice and official grading must tell the same story.
+# Each diagnosis comes from different recorded values: post-norm from the whole post-norm block
+# on the grader's input, mlp-gelu-tanh from the MLP's known mistakes (mlp_mistakes),
+# no-residual-attn from the attention on the input the learner's block gave it (attention_out).
+PRACTICE_SAMPLE = ("post-norm", "mlp-gelu-tanh", "no-residual-attn")

@@ -4,17 +4,21 @@ and the small comparisons the diagnoses are made of.
 
 The worker's folder holds the learner's model.py next to the REFERENCE attention of lesson 03
 (course.yml `uses`), so `from attention import CausalSelfAttention` in their file gets ours: a
-lesson-03 mistake never fails these checks (own-pieces runs their own attention instead).
+lesson-03 mistake never fails these checks (own-pieces runs their own attention instead). In a
+learner's release (practice grading, answered from the recording) no reference piece ships:
+there the attention is the learner's own, and a lesson-03 mistake shows here too.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from types import SimpleNamespace
 
 import torch
 
 from autograder.core.results import message
+from autograder.engine import recording
 from autograder.engine.checks import fail
 from autograder.engine.feedback import ATOL, RTOL, compare
 from autograder.engine.grader_helpers import config_text, load_weights
@@ -249,6 +253,16 @@ def close(actual, expected: torch.Tensor, atol: float = 1e-4, rtol: float = 1e-4
     )
 
 
+def for_diagnosis(call, *args, **kwargs):
+    """A reference call that only names a mistake: None where a recording cannot answer it
+    (practice grading, on values the learner's own code made), so the check still fails, with
+    a plainer message, instead of being left to the official grade."""
+    try:
+        return call(*args, **kwargs)
+    except recording.NotRecorded:
+        return None
+
+
 def first_match(actual, candidates) -> list:
     """The message of the first (expected_variant, message) pair that `actual` matches."""
     for expected, text in candidates:
@@ -268,3 +282,49 @@ def expect_close(
 def random_input(C: int, T: int, gen: torch.Generator, B: int = 2) -> torch.Tensor:
     """Block inputs with a mean and a scale of their own, so that normalising them shows."""
     return torch.randn(B, T, C, generator=gen) * 1.7 + torch.randn(B, T, 1, generator=gen)
+
+
+# ---------------------------------------------------------------- the weights the graders draw
+# Drawn here, in the grader, and sent to the learner's modules and to the reference math alike.
+
+
+def _normal(gen: torch.Generator, *shape, std: float = 1.0, mean: float = 0.0) -> torch.Tensor:
+    return torch.randn(*shape, generator=gen) * std + mean
+
+
+def mlp_weights(C: int, gen: torch.Generator, prefix: str = "") -> dict[str, torch.Tensor]:
+    """Large enough that GELU's curve matters (inputs of order 1) and not ReLU-like."""
+    return {
+        f"{prefix}c_fc.weight": _normal(gen, 4 * C, C, std=1.0 / math.sqrt(C)),
+        f"{prefix}c_fc.bias": _normal(gen, 4 * C, std=0.3),
+        f"{prefix}c_proj.weight": _normal(gen, C, 4 * C, std=0.8 / math.sqrt(4 * C)),
+        f"{prefix}c_proj.bias": _normal(gen, C, std=0.2),
+    }
+
+
+def block_weights(C: int, gen: torch.Generator, prefix: str = "") -> dict[str, torch.Tensor]:
+    """A Block's state_dict: every LayerNorm with its own affine parameters (so that ln_1, ln_2
+    and a plain normalisation all differ), attention scores far from flat."""
+    sd = {}
+    for name in ("ln_1", "ln_2"):
+        sd[f"{prefix}{name}.weight"] = _normal(gen, C, std=0.3, mean=1.0)
+        sd[f"{prefix}{name}.bias"] = _normal(gen, C, std=0.3)
+    sd[f"{prefix}attn.qkv.weight"] = _normal(gen, 3 * C, C, std=0.35)
+    sd[f"{prefix}attn.qkv.bias"] = _normal(gen, 3 * C, std=0.1)
+    sd[f"{prefix}attn.proj.weight"] = _normal(gen, C, C, std=0.6 / math.sqrt(C))
+    sd[f"{prefix}attn.proj.bias"] = _normal(gen, C, std=0.2)
+    sd.update(mlp_weights(C, gen, f"{prefix}mlp."))
+    return sd
+
+
+def gpt_weights(cfg: dict, gen: torch.Generator) -> dict[str, torch.Tensor]:
+    """A GPT's state_dict with the tied head: lm_head.weight is the same tensor as wte's."""
+    V, C, bs = cfg["vocab_size"], cfg["n_embd"], cfg["block_size"]
+    wte = _normal(gen, V, C, std=0.5)
+    sd = {"transformer.wte.weight": wte, "transformer.wpe.weight": _normal(gen, bs, C, std=0.5)}
+    for i in range(cfg["n_layer"]):
+        sd.update(block_weights(C, gen, f"transformer.h.{i}."))
+    sd["transformer.ln_f.weight"] = _normal(gen, C, std=0.2, mean=1.0)
+    sd["transformer.ln_f.bias"] = _normal(gen, C, std=0.2)
+    sd["lm_head.weight"] = wte
+    return sd

@@ -6,6 +6,10 @@ code path is shared with the learner's modules (nor with the reference attention
 runs). Several functions take options that reproduce a recognisable mistake; the graders
 compare a learner's output to those variants to diagnose it ("your block matches a post-norm
 block").
+
+Every function takes and returns data only (tensors, numbers, dicts of them): in a learner's
+release this file is absent and the graders' calls are answered from a recording of them
+(autograder/engine/recording.py).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ EPS = 1e-5  # nn.LayerNorm's default
 # ---------------------------------------------------------------- pieces
 
 
-def layer_norm(
+def _layer_norm(
     x: torch.Tensor, weight: torch.Tensor | None = None, bias: torch.Tensor | None = None, over: str = "C"
 ) -> torch.Tensor:
     """LayerNorm over the channels (`over="C"`), or over (T, C) / everything (mistakes)."""
@@ -53,8 +57,22 @@ def linear(x: torch.Tensor, sd: dict, name: str) -> torch.Tensor:
     return y if bias is None else y + bias.double()
 
 
+def _ln(x: torch.Tensor, sd: dict, name: str, over: str = "C") -> torch.Tensor:
+    return _layer_norm(x, sd[f"{name}.weight"], sd[f"{name}.bias"], over=over)
+
+
+# What the graders ask of a LayerNorm: float32 (they compare in float32 to 1e-5), which keeps
+# the recording that answers practice grading half the size.
+
+
+def layer_norm(x: torch.Tensor, over: str = "C") -> torch.Tensor:
+    """x normalised (over "C", "TC" or "all") without affine parameters, in float32."""
+    return _layer_norm(x, over=over).float()
+
+
 def ln(x: torch.Tensor, sd: dict, name: str, over: str = "C") -> torch.Tensor:
-    return layer_norm(x, sd[f"{name}.weight"], sd[f"{name}.bias"], over=over)
+    """The LayerNorm `name` of `sd` applied to x (over "C", or "TC" as a mistake), in float32."""
+    return _ln(x, sd, name, over).float()
 
 
 def mlp(
@@ -66,6 +84,15 @@ def mlp(
     if order == "fc_proj_act":
         return activation(linear(h, sd, f"{prefix}c_proj"), act)
     return linear(activation(h, act), sd, f"{prefix}c_proj")
+
+
+def mlp_grads(x: torch.Tensor, sd: dict, v: torch.Tensor) -> tuple[dict, torch.Tensor]:
+    """The gradient of <mlp(x), v> with respect to every weight in `sd` and to x, in float32:
+    ({weight name: gradient}, x's gradient)."""
+    weights = {name: value.double().requires_grad_(True) for name, value in sd.items()}
+    xd = x.double().requires_grad_(True)
+    (mlp(xd, weights) * v.double()).sum().backward()
+    return {name: value.grad.float() for name, value in weights.items()}, xd.grad.float()
 
 
 def attention(x: torch.Tensor, sd: dict, n_head: int, prefix: str = "") -> torch.Tensor:
@@ -116,10 +143,10 @@ def block(
         return mlp(z, sd, f"{prefix}mlp.", act=act)
 
     def L1(z):
-        return ln(z, sd, f"{prefix}ln_1")
+        return _ln(z, sd, f"{prefix}ln_1")
 
     def L2(z):
-        return ln(z, sd, f"{prefix}ln_2")
+        return _ln(z, sd, f"{prefix}ln_2")
 
     if wiring == "pre":
         h = x + A(L1(x))
@@ -162,7 +189,7 @@ def gpt(idx: torch.Tensor, sd: dict, cfg: dict, targets: torch.Tensor | None = N
     x = sd["transformer.wte.weight"].double()[idx] + sd["transformer.wpe.weight"].double()[:T]
     for i in range(cfg["n_layer"]):
         x = block(x, sd, cfg["n_head"], f"transformer.h.{i}.", **block_options)
-    x = ln(x, sd, "transformer.ln_f")
+    x = _ln(x, sd, "transformer.ln_f")
     logits = x @ sd["lm_head.weight"].double().T
     if targets is None:
         return logits, None
@@ -181,54 +208,20 @@ def mlp_param_count(C: int) -> int:
     return (4 * C * C + 4 * C) + (4 * C * C + C)
 
 
-# ---------------------------------------------------------------- weights
-
-
-def _normal(gen: torch.Generator, *shape, std: float = 1.0, mean: float = 0.0) -> torch.Tensor:
-    return torch.randn(*shape, generator=gen) * std + mean
-
-
-def mlp_weights(C: int, gen: torch.Generator, prefix: str = "") -> dict[str, torch.Tensor]:
-    """Large enough that GELU's curve matters (inputs of order 1) and not ReLU-like."""
-    return {
-        f"{prefix}c_fc.weight": _normal(gen, 4 * C, C, std=1.0 / math.sqrt(C)),
-        f"{prefix}c_fc.bias": _normal(gen, 4 * C, std=0.3),
-        f"{prefix}c_proj.weight": _normal(gen, C, 4 * C, std=0.8 / math.sqrt(4 * C)),
-        f"{prefix}c_proj.bias": _normal(gen, C, std=0.2),
-    }
-
-
-def block_weights(C: int, gen: torch.Generator, prefix: str = "") -> dict[str, torch.Tensor]:
-    """A Block's state_dict: every LayerNorm with its own affine parameters (so that ln_1, ln_2
-    and a plain normalisation all differ), attention scores far from flat."""
-    sd = {}
-    for name in ("ln_1", "ln_2"):
-        sd[f"{prefix}{name}.weight"] = _normal(gen, C, std=0.3, mean=1.0)
-        sd[f"{prefix}{name}.bias"] = _normal(gen, C, std=0.3)
-    sd[f"{prefix}attn.qkv.weight"] = _normal(gen, 3 * C, C, std=0.35)
-    sd[f"{prefix}attn.qkv.bias"] = _normal(gen, 3 * C, std=0.1)
-    sd[f"{prefix}attn.proj.weight"] = _normal(gen, C, C, std=0.6 / math.sqrt(C))
-    sd[f"{prefix}attn.proj.bias"] = _normal(gen, C, std=0.2)
-    sd.update(mlp_weights(C, gen, f"{prefix}mlp."))
-    return sd
-
-
-def gpt_weights(cfg: dict, gen: torch.Generator) -> dict[str, torch.Tensor]:
-    """A GPT's state_dict with the tied head: lm_head.weight is the same tensor as wte's."""
-    V, C, bs = cfg["vocab_size"], cfg["n_embd"], cfg["block_size"]
-    wte = _normal(gen, V, C, std=0.5)
-    sd = {"transformer.wte.weight": wte, "transformer.wpe.weight": _normal(gen, bs, C, std=0.5)}
-    for i in range(cfg["n_layer"]):
-        sd.update(block_weights(C, gen, f"transformer.h.{i}."))
-    sd["transformer.ln_f.weight"] = _normal(gen, C, std=0.2, mean=1.0)
-    sd["transformer.ln_f.bias"] = _normal(gen, C, std=0.2)
-    sd["lm_head.weight"] = wte
-    return sd
-
-
 def attention_out(x: torch.Tensor, sd: dict, n_head: int) -> torch.Tensor:
-    """A Block's attention sublayer on its (captured) input."""
-    return attention(x, sd, n_head, "attn.")
+    """A Block's attention sublayer on its (captured) input, in float32."""
+    return attention(x, sd, n_head, "attn.").float()
+
+
+def gpt_mistakes(idx: torch.Tensor, sd: dict, cfg: dict, mistakes: list) -> torch.Tensor:
+    """The logits (float32) of the whole model built with each of `mistakes` (a list of keyword
+    options of gpt(): a wiring, an activation), stacked: (len(mistakes), B, T, V)."""
+    return torch.stack([gpt(idx, sd, cfg, **options)[0].float() for options in mistakes])
+
+
+def mlp_mistakes(x: torch.Tensor, sd: dict, mistakes: list) -> torch.Tensor:
+    """The MLP's output (float32) with each of `mistakes` (keyword options of mlp()), stacked."""
+    return torch.stack([mlp(x, sd, **options).float() for options in mistakes])
 
 
 # ---------------------------------------------------------------- initialisation

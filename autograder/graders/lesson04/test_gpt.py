@@ -8,12 +8,12 @@ import pytest
 import torch
 
 from autograder.core.results import Feedback, Figure, message
+from autograder.engine import recording
 from autograder.engine.checks import CheckFailure, describe_student_error, fail
 from autograder.engine.feedback import compare, heatmap, leaking_cells
 from autograder.engine.grader_helpers import generator, tokens
 from autograder.sandbox.client import StudentError
 
-from . import reference as ref
 from .harness import (
     MAIN,
     MAIN_T,
@@ -24,7 +24,11 @@ from .harness import (
     expect_finite,
     expect_shape,
     first_match,
+    for_diagnosis,
+    gpt_weights,
 )
+
+ref = recording.reference_of(__package__)
 
 WTE, HEAD = "transformer.wte.weight", "lm_head.weight"
 
@@ -118,6 +122,8 @@ def test_num_params(submission, check_seed):
         model = _own_init(submission, check_seed, cfg)
         count = submission.call(model.handle, method="num_params")
         expected = ref.param_count(cfg)
+        if recording.eager():
+            ref.mlp_param_count(cfg["n_embd"])
         if count == expected:
             continue
         V, C, L, bs = cfg["vocab_size"], cfg["n_embd"], cfg["n_layer"], cfg["block_size"]
@@ -153,68 +159,76 @@ _MODEL_VARIANTS = (
 )
 
 
+def _variant_logits(idx: torch.Tensor, sd: dict, cfg: dict) -> list:
+    """[(logits, diagnosis)] of the whole model wired or activated as each known mistake."""
+    logits = ref.gpt_mistakes(idx, sd, cfg, [options for options, _ in _MODEL_VARIANTS])
+    return [(value, message(key)) for value, (_, key) in zip(logits, _MODEL_VARIANTS)]
+
+
 @pytest.mark.check("model-parity")
 def test_model_parity(submission, check_seed):
     gen = generator(check_seed)
     for cfg, T, B in ((MAIN, MAIN_T, 2), (MAIN, MAIN["block_size"], 2), (SMALL, 1, 2), (SMALL, 3, 1)):
-        sd = ref.gpt_weights(cfg, gen)
-        model = Learner(submission, "GPT", cfg, sd)
-        idx, targets = tokens(B, T, cfg["vocab_size"], gen), tokens(B, T, cfg["vocab_size"], gen)
-        try:
-            logits, loss = model.logits_loss(idx, targets)
-            called = message(
-                "lesson04.called_gpt_targets",
-                call=model.call_text,
-                shape=tuple(idx.shape),
-                how=message("lesson04.how_weights"),
-            )
-            expect_shape(logits, (B, T, cfg["vocab_size"]), called, "lesson04.what_logits")
-            expected, expected_loss = ref.gpt(idx, sd, cfg, targets)
-            problem = compare(
-                logits,
-                expected.float(),
-                what=message("lesson04.what_logits"),
-                atol=MODEL_ATOL,
-                rtol=MODEL_RTOL,
-            )
-            if problem:
-                fail(
-                    called,
-                    problem,
-                    *first_match(
-                        logits,
-                        [
-                            (ref.gpt(idx, sd, cfg, **options)[0], message(key))
-                            for options, key in _MODEL_VARIANTS
-                        ],
-                    ),
-                )
-            if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
-                fail(
-                    called,
-                    message(
-                        "lesson04.loss_not_scalar",
-                        got=type(loss).__name__
-                        if not isinstance(loss, torch.Tensor)
-                        else f"Tensor{tuple(loss.shape)}",
-                    ),
-                )
-            problem = compare(
-                loss,
-                expected_loss.float(),
-                what=message("lesson04.what_loss"),
-                atol=MODEL_ATOL,
-                rtol=MODEL_RTOL,
-            )
-            if problem:
-                fail(called, problem)
-            _, no_loss = model.logits_loss(idx)
-            if no_loss is not None:
-                fail(model.called(idx), message("lesson04.loss_not_none", got=type(no_loss).__name__))
-        except CheckFailure as failure:
-            # This check belongs to no TODO: point at the ones whose checks say where to look.
-            raise CheckFailure(failure.feedback + Feedback.of(message("lesson04.parity_hint"))) from None
+        judge_model_parity(submission, gen, cfg, T, B)
     _judge_device(submission, check_seed)
+
+
+def judge_model_parity(submission, gen: torch.Generator, cfg: dict, T: int, B: int) -> None:
+    """The learner's GPT with the grader's weights on (B, T) tokens: its logits and loss
+    against trusted math, and no loss without targets."""
+    sd = gpt_weights(cfg, gen)
+    model = Learner(submission, "GPT", cfg, sd)
+    idx, targets = tokens(B, T, cfg["vocab_size"], gen), tokens(B, T, cfg["vocab_size"], gen)
+    try:
+        logits, loss = model.logits_loss(idx, targets)
+        called = message(
+            "lesson04.called_gpt_targets",
+            call=model.call_text,
+            shape=tuple(idx.shape),
+            how=message("lesson04.how_weights"),
+        )
+        expect_shape(logits, (B, T, cfg["vocab_size"]), called, "lesson04.what_logits")
+        expected, expected_loss = ref.gpt(idx, sd, cfg, targets)
+        if recording.eager():
+            _variant_logits(idx, sd, cfg)
+        problem = compare(
+            logits,
+            expected.float(),
+            what=message("lesson04.what_logits"),
+            atol=MODEL_ATOL,
+            rtol=MODEL_RTOL,
+        )
+        if problem:
+            fail(
+                called,
+                problem,
+                *first_match(logits, for_diagnosis(_variant_logits, idx, sd, cfg) or []),
+            )
+        if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
+            fail(
+                called,
+                message(
+                    "lesson04.loss_not_scalar",
+                    got=type(loss).__name__
+                    if not isinstance(loss, torch.Tensor)
+                    else f"Tensor{tuple(loss.shape)}",
+                ),
+            )
+        problem = compare(
+            loss,
+            expected_loss.float(),
+            what=message("lesson04.what_loss"),
+            atol=MODEL_ATOL,
+            rtol=MODEL_RTOL,
+        )
+        if problem:
+            fail(called, problem)
+        _, no_loss = model.logits_loss(idx)
+        if no_loss is not None:
+            fail(model.called(idx), message("lesson04.loss_not_none", got=type(no_loss).__name__))
+    except CheckFailure as failure:
+        # This check belongs to no TODO: point at the ones whose checks say where to look.
+        raise CheckFailure(failure.feedback + Feedback.of(message("lesson04.parity_hint"))) from None
 
 
 def _judge_device(submission, check_seed) -> None:
@@ -261,7 +275,7 @@ def test_future_leak(submission, check_seed):
     gen = generator(check_seed)
     cfg = MAIN
     V, T = cfg["vocab_size"], MAIN_T
-    model = Learner(submission, "GPT", cfg, ref.gpt_weights(cfg, gen))
+    model = Learner(submission, "GPT", cfg, gpt_weights(cfg, gen))
     idx = tokens(1, T, V, gen)
     batch = idx.repeat(T + 1, 1)
     for j in range(T):

@@ -13,11 +13,13 @@ import pytest
 import torch
 
 from autograder.core.results import Block, message
+from autograder.engine import recording
 from autograder.engine.checks import fail
 from autograder.engine.grader_helpers import generator, tokens
 
-from . import reference as ref
-from .harness import INIT, INIT_SEED, Learner, expect_finite
+from .harness import INIT, INIT_SEED, Learner, expect_finite, for_diagnosis
+
+ref = recording.reference_of(__package__)
 
 STD_TOLERANCE = 0.10  # relative
 RESIDUAL = ("attn.proj.weight", "mlp.c_proj.weight")
@@ -25,6 +27,11 @@ RESIDUAL = ("attn.proj.weight", "mlp.c_proj.weight")
 
 def _initialised(submission) -> tuple[Learner, dict]:
     model = Learner(submission, "GPT", INIT, seed=INIT_SEED)
+    if recording.eager():
+        # The diagnoses ask for these with the fan-ins of the course's layers (C and 4C).
+        for fan_in in (1, INIT["n_embd"], 4 * INIT["n_embd"]):
+            ref.default_linear_std(fan_in)
+        ref.residual_std(INIT["n_layer"])
     return model, model.parameters_named()
 
 
@@ -48,7 +55,8 @@ def _std_diagnosis(p: torch.Tensor, std: float):
     """Why a weight that should be N(0, 0.02) has this spread."""
     if _near(std, 1.0):
         return message("lesson04.diag_init_default_embedding")
-    if p.dim() == 2 and _near(std, ref.default_linear_std(_fan_in(p))):
+    default = for_diagnosis(ref.default_linear_std, _fan_in(p)) if p.dim() == 2 else None
+    if default is not None and _near(std, default):
         return message("lesson04.diag_init_default_linear")
     if _near(std, ref.residual_std(INIT["n_layer"])):
         return message("lesson04.diag_init_rescaled_too_much")
@@ -74,9 +82,10 @@ def test_init_std(submission):
                 diagnosis = diagnosis or _std_diagnosis(p, std)
         elif kind == "bias" and bool((d != 0).any()):
             wrong.append(f"{name}: {int((d != 0).sum())}/{d.numel()} ≠ 0")
+            default = for_diagnosis(ref.default_linear_std, _bias_fan_in(name, params))
             diagnosis = diagnosis or message(
                 "lesson04.diag_init_bias_default"
-                if _near(d.std().item(), ref.default_linear_std(_bias_fan_in(name, params)))
+                if default is not None and _near(d.std().item(), default)
                 else "lesson04.diag_init_bias"
             )
         elif kind == "norm":
@@ -136,7 +145,8 @@ def test_init_residual(submission):
         )
     else:
         diagnosis = next((message(key, L=L) for value, key in candidates if _near(std, value, 0.05)), None)
-        if diagnosis is None and _near(std, ref.default_linear_std(_fan_in(params[next(iter(wrong))]))):
+        default = for_diagnosis(ref.default_linear_std, _fan_in(params[next(iter(wrong))]))
+        if diagnosis is None and default is not None and _near(std, default):
             diagnosis = message("lesson04.diag_init_default_linear")
     fail(
         message("lesson04.called_init", call=model.call_text, seed=INIT_SEED),

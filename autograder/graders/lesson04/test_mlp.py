@@ -7,11 +7,11 @@ import pytest
 import torch
 
 from autograder.core.results import message
+from autograder.engine import recording
 from autograder.engine.checks import fail
 from autograder.engine.feedback import compare
 from autograder.engine.grader_helpers import generator
 
-from . import reference as ref
 from .harness import (
     MAIN,
     MAIN_T,
@@ -20,7 +20,10 @@ from .harness import (
     expect_close,
     expect_finite,
     expect_shape,
+    mlp_weights,
 )
+
+ref = recording.reference_of(__package__)
 
 # The layers the interface names (lessons 05 and 06 load weights by these names).
 LAYERS = {"c_fc": "Linear", "gelu": "GELU", "c_proj": "Linear", "dropout": "Dropout"}
@@ -73,35 +76,46 @@ def test_mlp_structure(submission, check_seed):
     expect_shape(y, x.shape, mlp.called(x))
 
 
+# What the MLP gives with a known mistake, and what to say when the output matches it.
+_MLP_MISTAKES = (
+    ({"act": "relu"}, "lesson04.diag_relu"),
+    ({"act": "gelu_tanh"}, "lesson04.diag_gelu_tanh"),
+    ({"act": "none"}, "lesson04.diag_no_activation"),
+    ({"order": "fc_proj_act"}, "lesson04.diag_gelu_after_proj"),
+)
+
+
 def _mlp_diagnoses(x, sd):
-    return [
-        (ref.mlp(x, sd, act="relu"), message("lesson04.diag_relu")),
-        (ref.mlp(x, sd, act="gelu_tanh"), message("lesson04.diag_gelu_tanh")),
-        (ref.mlp(x, sd, act="none"), message("lesson04.diag_no_activation")),
-        (ref.mlp(x, sd, order="fc_proj_act"), message("lesson04.diag_gelu_after_proj")),
-    ]
+    outputs = ref.mlp_mistakes(x, sd, [options for options, _ in _MLP_MISTAKES])
+    return [(value, message(key)) for value, (_, key) in zip(outputs, _MLP_MISTAKES)]
 
 
 @pytest.mark.check("mlp-parity")
 def test_mlp_parity(submission, check_seed):
     gen = generator(check_seed)
     for cfg, T in ((MAIN, MAIN_T), (SMALL, 1)):
-        C = cfg["n_embd"]
-        sd = ref.mlp_weights(C, gen)
-        mlp = Learner(submission, "MLP", cfg, sd)
-        x = torch.randn(3, T, C, generator=gen)
-        y = mlp.forward(x)
-        expect_shape(y, x.shape, mlp.called(x))
-        expect_close(
-            y,
-            ref.mlp(x, sd),
-            message("lesson04.what_output"),
-            mlp.called(x),
-            *_mlp_diagnoses(x, sd),
-            hint=message("lesson04.mlp_hint"),
-        )
-        if cfg is MAIN:
-            _judge_grads(mlp, x, sd, gen)
+        judge_mlp_parity(submission, gen, cfg, T, grads=cfg is MAIN)
+
+
+def judge_mlp_parity(submission, gen: torch.Generator, cfg: dict, T: int, B: int = 3, *, grads: bool = False):
+    """The learner's MLP with the grader's weights on a (B, T, C) input against trusted math
+    (and, with `grads`, its gradients)."""
+    C = cfg["n_embd"]
+    sd = mlp_weights(C, gen)
+    mlp = Learner(submission, "MLP", cfg, sd)
+    x = torch.randn(B, T, C, generator=gen)
+    y = mlp.forward(x)
+    expect_shape(y, x.shape, mlp.called(x))
+    expect_close(
+        y,
+        ref.mlp(x, sd),
+        message("lesson04.what_output"),
+        mlp.called(x),
+        *_mlp_diagnoses(x, sd),
+        hint=message("lesson04.mlp_hint"),
+    )
+    if grads:
+        _judge_grads(mlp, x, sd, gen)
 
 
 GRAD_ATOL = GRAD_RTOL = 1e-4
@@ -113,19 +127,17 @@ def _judge_grads(mlp: Learner, x: torch.Tensor, sd: dict, gen: torch.Generator) 
     trains)."""
     v = torch.randn(x.shape, generator=gen)
     grads, x_grad = mlp.grads(x, v)
-    weights = {name: value.double().requires_grad_(True) for name, value in sd.items()}
-    xd = x.double().requires_grad_(True)
-    (ref.mlp(xd, weights) * v.double()).sum().backward()
+    expected, expected_x = ref.mlp_grads(x, sd, v)
     called = mlp.called_grads(x)
     if not any(bool(g.abs().sum() > 0) for g in grads.values()) and not bool(x_grad.abs().sum() > 0):
         fail(called, message("lesson04.mlp_no_grad"), message("lesson04.mlp_hint"))
-    for name, value in weights.items():
+    for name, value in expected.items():
         got = grads.get(name)
         if got is None:
             continue  # a layer under another name: mlp-structure says which
         problem = compare(
             got,
-            value.grad.float(),
+            value,
             what=message("lesson04.what_param_grad", name=name),
             atol=GRAD_ATOL,
             rtol=GRAD_RTOL,
@@ -133,7 +145,7 @@ def _judge_grads(mlp: Learner, x: torch.Tensor, sd: dict, gen: torch.Generator) 
         if problem:
             fail(called, problem, message("lesson04.mlp_grad_hint"))
     problem = compare(
-        x_grad, xd.grad.float(), what=message("lesson04.what_input_grad"), atol=GRAD_ATOL, rtol=GRAD_RTOL
+        x_grad, expected_x, what=message("lesson04.what_input_grad"), atol=GRAD_ATOL, rtol=GRAD_RTOL
     )
     if problem:
         fail(called, problem, message("lesson04.mlp_grad_hint"))
@@ -149,7 +161,7 @@ def test_mlp_dropout(submission, check_seed):
     p = 0.5
     cfg = {**MAIN, "dropout": p}
     C = cfg["n_embd"]
-    sd = ref.mlp_weights(C, gen)
+    sd = mlp_weights(C, gen)
     mlp = Learner(submission, "MLP", cfg, sd)
     x = torch.randn(2, MAIN_T, C, generator=gen)
     plain = Learner(submission, "MLP", MAIN, sd).forward(x)
