@@ -8,6 +8,7 @@ here: a value is a tensor only if torch is already loaded), and return catalog m
     heatmap(weights, leaks=...)           an attention matrix as text, leaking cells marked
     leaking_cells(weights)                where a causal attention matrix looks at the future
     student_frames / format_traceback     a traceback trimmed to the learner's own files
+    relative_to(filename, root)           a frame's file relative to the learner's folder
     truncate / redact / secrets_from_environ / fmt_number
     to_float64(values)                    any numbers, tensors included, as a float64 array
 """
@@ -347,13 +348,15 @@ def student_frames(frames: Iterable[Mapping[str, Any]], root: str) -> list[dict[
     frames = [dict(frame) for frame in frames]
     kept = []
     for frame in frames:
-        relative = _relative_to(str(frame.get("filename", "")), root)
+        relative = relative_to(str(frame.get("filename", "")), root)
         if relative is not None:
             kept.append({**frame, "filename": relative})
     return kept or frames[-1:]
 
 
-def _relative_to(filename: str, root: str) -> str | None:
+def relative_to(filename: str, root: str) -> str | None:
+    """`filename` relative to `root` ("attention.py", posix), or None when it is not below it;
+    a symlinked temporary folder (macOS: /tmp -> /private/tmp) is the same folder."""
     if not filename or filename.startswith("<"):  # "<string>", "<frozen ...>"
         return None
     for normalise in (os.path.abspath, os.path.realpath):  # realpath: macOS /tmp -> /private/tmp

@@ -1,8 +1,8 @@
 """A learner's file that does not load, said in the learner's words.
 
 A syntax error, an import error, or any exception Python raises while it runs the top level of
-one of the learner's files means that no check of the lesson can run: the cause is one line of
-one file, not a TODO. This module turns such an error (sandbox.StudentError) into ONE catalog
+one of the learner's files means that no check that loads the file can run: the cause is one
+line of one file, not a TODO. This module turns such an error (sandbox.StudentError) into ONE catalog
 message naming the file as the learner sees it (relative to their course folder:
 exercises/03-atencion-causal/attention.py), its line, and what Python said, without a frame,
 a library's path or the worker's temporary folder:
@@ -28,6 +28,7 @@ from typing import Any
 
 from autograder.core import i18n
 from autograder.core.results import Block, Text
+from autograder.engine.feedback import relative_to
 
 KINDS = ("syntax", "import", "load")
 KEYS = tuple(f"errors.{kind}" for kind in KINDS)
@@ -43,12 +44,13 @@ _ABSOLUTE_PATH = re.compile(r"(?<![\w.])(?:[A-Za-z]:)?[/\\](?:[^\s'\"(),:]+[/\\]
 @dataclass(frozen=True)
 class LoadError:
     """A check stopped by a file that does not load: "syntax", "import" or "load" (another
-    exception at the file's top level), the file's course path, its line, and the message."""
+    exception at the file's top level), the file's course path, its line, and the message (the
+    catalog Text, also when it was read back from a results.json)."""
 
     kind: str
     path: str
     line: int
-    part: Text | Block
+    part: Text
 
     def where(self) -> str:
         return f"{self.path}:{self.line}" if self.line > 0 else self.path
@@ -72,11 +74,7 @@ def names_in(err: Any) -> dict[str, str]:
 
 
 def _relative(filename: str, root: str) -> str | None:
-    root = root.rstrip("/\\")
-    for sep in ("/", "\\"):
-        if filename.startswith(root + sep):
-            return filename[len(root) + 1 :].replace("\\", "/")
-    return None
+    return relative_to(filename, root) if filename and root else None
 
 
 def _learner_frames(err: Any) -> list[tuple[str, dict]]:
@@ -174,7 +172,7 @@ def of(check: Any) -> LoadError | None:
     return None
 
 
-def _load_error(key: str, params: dict, part: Text | Block) -> LoadError | None:
+def _load_error(key: str, params: dict, part: Text) -> LoadError | None:
     try:
         line = int(params.get("line", 0))
     except (TypeError, ValueError):
