@@ -62,6 +62,8 @@ WEIGHT_SEED = 0
 # enough that heads differ, flat enough that most visible cells get a visible share.
 QK_STD = 0.25
 ROW_SUM_TOLERANCE = 1e-4
+# max |fused - explicit| below which the two paths agree (float32 on the same weights).
+PARITY_TOLERANCE = 1e-5
 REQUEST_SECONDS = 20.0  # per measurement, once the worker is up: a hung forward is cut here
 
 MODES = ("explicit", "fused")
@@ -145,6 +147,11 @@ class FusedReport:
     # the explicit path could not run.
     parity: float | None = None
 
+    @property
+    def parity_ok(self) -> bool:
+        """The fused output matches the explicit one (not when they could not be compared)."""
+        return self.parity is not None and self.parity <= PARITY_TOLERANCE
+
 
 @dataclass
 class Measurement:
@@ -167,12 +174,17 @@ class Measurement:
     @property
     def status(self) -> str:
         """ "error" (nothing to draw), "leak" (the future is seen), "warning" (drawn, with the
-        graders' objections: NaN, rows that do not sum to 1, SDPA not causal) or "ok"."""
+        graders' objections: NaN, rows that do not sum to 1, SDPA not causal; or, on the fused
+        path, an output that differs from the explicit one, or could not be compared with it)
+        or "ok". The page shows the parity line under the status: "ok" above a parity line
+        that failed would tell the learner all is well when it is not."""
         if self.weights is None:
             return "error"
         if self.leaks.any():
             return "leak"
-        return "warning" if self.problems else "ok"
+        if self.problems or (self.fused is not None and not self.fused.parity_ok):
+            return "warning"
+        return "ok"
 
 
 def measure(submission: Path, tokens: list[str], mode: str, todo_titles: dict | None = None) -> Measurement:
@@ -347,7 +359,7 @@ def parity_text(fused: FusedReport) -> Text:
     """How the fused output compares with the explicit one, for the page."""
     if fused.parity is None:
         return message("viewer.parity_unknown")
-    key = "viewer.parity_ok" if fused.parity <= 1e-5 else "viewer.parity_differs"
+    key = "viewer.parity_ok" if fused.parity_ok else "viewer.parity_differs"
     return message(key, difference=fmt_number(fused.parity))
 
 
