@@ -518,8 +518,8 @@ def test_a_release_grades_with_practice_and_says_practice_everywhere(tmp_path, a
     readme = git(learner.origin, "show", "grades:README.md")
     assert f"## Rama de progreso de {course.name} (práctica)" in readme
     assert f"## {course.name}: progress branch (practice)" in readme
-    assert "**Práctica: este repositorio se corrige solo con las pruebas de práctica" in readme
-    assert "**Practice: this repository is graded with the practice tests only" in readme
+    assert "**Práctica: este repositorio se corrige en práctica" in readme
+    assert "**Practice: this repository is graded in practice mode" in readme
     # the organization's old secret reached nothing
     everything = job.summary + job.stdout + "".join(s.stderr for s in job.steps) + json.dumps(api.statuses)
     assert OLD_TOKEN not in everything and "curso-privado" not in everything
