@@ -23,7 +23,7 @@ from autograder.engine.checks import fail
 from autograder.engine.feedback import ATOL, RTOL, compare
 from autograder.engine.grader_helpers import generator, tokens
 
-from .harness import BIGRAM, LearnerBigram, random_table
+from .harness import BIGRAM, LearnerBigram, forked, random_table
 
 ref = recording.reference_of(__package__)
 
@@ -207,6 +207,8 @@ CUBE = 5
 def _loss_check(submission, gen, V: int, B: int, T: int) -> None:
     model = _model(submission, gen, V)
     idx, targets = _top_tokens(B, T, V, gen), tokens(B, T, V, gen)
+    if recording.eager():
+        _record_loss_of_lookup_slips(model, idx, targets, gen)
     # How the lookup alone shapes the logits (forward without targets).
     plain, _ = model.logits(idx, with_targets=False, pair=False)
     if tuple(plain.shape) not in ((B, T, V), (B * T, V)):
@@ -245,6 +247,30 @@ def _loss_check(submission, gen, V: int, B: int, T: int) -> None:
         if math.isclose(float(loss), float(value), rel_tol=1e-5, abs_tol=1e-6)
     ]
     fail(called, problem, *diagnoses[:1], message("lesson02.loss_hint", N=B * T, V=V))
+
+
+def _loss_answers(logits: torch.Tensor, targets: torch.Tensor) -> None:
+    """Every reference answer _loss_check may ask about these logits (float32, as it judges them)."""
+    ref.cross_entropy(logits, targets)
+    ref.loss_mistakes(logits, targets)
+    ref.cross_entropy_grad(logits, targets)
+
+
+def _record_loss_of_lookup_slips(model: LearnerBigram, idx, targets, gen) -> None:
+    """While recording: the loss answers for the logits a known lookup slip gives, on these
+    inputs and on the cube's (see CUBE), drawn next from gen. A learner still on TODO
+    [embedding-lookup] is then judged in practice on how their loss is formed, as officially,
+    instead of being left to the official grade."""
+    B, T = idx.shape
+    for logits in ref.lookup_mistakes(model.table, idx).values():
+        if tuple(logits.shape) == (B, T, model.V):
+            _loss_answers(logits.float(), targets)
+    ahead = forked(gen)
+    table = random_table(CUBE, CUBE, ahead)
+    cube_idx, cube_targets = _top_tokens(CUBE, CUBE, CUBE, ahead), tokens(CUBE, CUBE, CUBE, ahead)
+    for logits in ref.lookup_mistakes(table, cube_idx).values():
+        if logits.dim() == 3:
+            _loss_answers(logits.float(), cube_targets)
 
 
 def _expect_loss_gradient(
