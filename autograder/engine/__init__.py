@@ -4,8 +4,9 @@ Owns: grading lessons (grading.py, with the plugin pytest runs the graders under
 pytest_plugin.py; split.py shares a course's lessons between two processes), what a check may
 say and how a failure becomes feedback (checks.py, feedback.py), quizzes and practice tests
 (quiz.py, practice.py), which TODO a learner's error blames (blame.py), the reference pieces
-earlier lessons give later ones (references.py), and the helpers the lessons' graders share
-(grader_helpers.py).
+earlier lessons give later ones (references.py), how the graders reach their lesson's reference
+(recording.py: the live module, recorded by `autograder record`, or replayed from a recording
+in the learner release), and the helpers the lessons' graders share (grader_helpers.py).
 
 May import: core, sandbox.
 """
