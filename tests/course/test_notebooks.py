@@ -301,7 +301,7 @@ def test_build_writes_a_course_directory_and_never_clobbers_an_earlier_one(tmp_p
 
     # The same sources build the same bytes: a rebuild changes nothing.
     again = autograder("notebooks", "--out", str(out), "03")
-    assert again.returncode == 0 and "0 file(s) written" in again.stdout
+    assert again.returncode == 0 and "0 archivos escritos" in again.stdout
 
     # An edited notebook and a stray file are not replaced without --force; nothing is written.
     notebook.write_text(notebook.read_text(encoding="utf-8").replace("La idea", "Mi idea"), encoding="utf-8")
@@ -310,8 +310,8 @@ def test_build_writes_a_course_directory_and_never_clobbers_an_earlier_one(tmp_p
     (out / "submitted" / "ana").mkdir(parents=True)
     refused = autograder("notebooks", "--out", str(out), "03")
     assert refused.returncode == 2
-    assert "source/03-atencion-causal/03-atencion-causal.ipynb (would change)" in refused.stderr
-    assert "source/03-atencion-causal/notas.txt (not part of this build)" in refused.stderr
+    assert "source/03-atencion-causal/03-atencion-causal.ipynb (cambiaría)" in refused.stderr
+    assert "source/03-atencion-causal/notas.txt (no es de esta construcción)" in refused.stderr
     assert "Mi idea" in notebook.read_text(encoding="utf-8")
 
     forced = autograder("notebooks", "--out", str(out), "03", "--force")
@@ -334,7 +334,7 @@ def test_a_lesson_with_incomplete_sources_writes_nothing(tmp_path):
     out = tmp_path / "curso"
     done = autograder("--course", str(root / "course.yml"), "notebooks", "--out", str(out), "03")
     assert done.returncode == 2
-    assert "README.md: no '## La idea' section" in done.stderr
+    assert "README.md: no tiene la sección «## La idea»" in done.stderr
     assert not out.exists()
 
 
@@ -446,7 +446,7 @@ def test_release_notebooks_hold_no_solution_and_no_hidden_test(course, released)
             assert (f"· TODO [{check.todo}]" in comment) == bool(check.todo), comment
         for check_id in skipped:
             assert "no puntúa aquí: no hay GPU con CUDA" in tests[check_id].source, tests[check_id].source
-            assert f"check {check_id} cannot run on this machine" in log
+            assert f"la comprobación {check_id} no puede ejecutarse en esta máquina" in log
         intro = next(cell for cell in release.cells if cell.id == "checks").source
         assert f"({sum(points)} en total)" in intro
         for cell in lesson_cells(source):

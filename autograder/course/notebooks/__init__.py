@@ -28,8 +28,12 @@ gives the same code.
     practice.py  what the visible practice cell (`comprobar()`) runs in the learner's kernel:
                  the lesson's practice tests on the learner's cells; copied into the notebook
 
-This command is for instructors, so its own messages are in English; every text a learner
-reads in a notebook comes from the catalogs (messages/<lang>/notebooks.yml).
+Every text, the instructor's as well as the learner's, comes from the catalogs
+(messages/<lang>/notebooks.yml), in the notebooks' language (--lang, else the course's): the
+command's own lines (notebooks.build.*) and the lines the nbgrader hooks log while nbgrader
+runs (notebooks.log.*). nbgrader's own log lines ("Copying ...", "Converting notebook ...") are
+nbgrader's, in English. The one exception is an error in a lesson's solution files, reported in
+the words of `autograder stubs` (a maintainer's tool, in English).
 """
 
 from __future__ import annotations
@@ -62,38 +66,46 @@ def add_parser(subparsers) -> None:
 
 
 def main(course, args: argparse.Namespace) -> int:
+    from autograder.core import i18n
     from autograder.core.manifest import find_course_file
     from autograder.course.notebooks.build import NotebookBuildError, build_course_dir
     from autograder.course.stubs import StubError
 
     lessons = [course.lesson(key) for key in args.lessons] if args.lessons else list(course.lessons)
     course_file = Path(args.course) if getattr(args, "course", None) else find_course_file()
+    lang = args.lang or course.language
     try:
         report = build_course_dir(
             course,
             lessons,
             args.out,
             course_file=course_file,
-            lang=args.lang or course.language,
+            lang=lang,
             force=args.force,
         )
     except (NotebookBuildError, StubError, ValueError) as exc:
         # A lesson's sources are incomplete or DIR holds an earlier build: nothing was written.
-        print(f"autograder notebooks: {exc}", file=sys.stderr)
+        # (A StubError's words are `autograder stubs`' own, the maintainer's, in English.)
+        said = exc.text(lang) if isinstance(exc, NotebookBuildError) else str(exc)
+        print(f"autograder notebooks: {said}", file=sys.stderr)
         if not args.lessons and isinstance(exc, (StubError, ValueError)):
             print(
-                "autograder notebooks: nothing was written; to build only some lessons, name them "
-                "(e.g. `autograder notebooks --out DIR 01 02 03`)",
+                "autograder notebooks: "
+                + i18n.translate("notebooks.build.name_lessons", lang, out=str(args.out)),
                 file=sys.stderr,
             )
         return 2
     print(
-        f"nbgrader course directory written to {report.out}: {len(report.assignments)} assignment(s) "
-        f"({', '.join(report.assignments)}); {len(report.written)} file(s) written, "
-        f"{len(report.unchanged)} unchanged, {len(report.removed)} removed"
+        i18n.translate(
+            "notebooks.build.written",
+            lang,
+            out=str(report.out),
+            assignments=len(report.assignments),
+            names=", ".join(report.assignments),
+            written=len(report.written),
+            unchanged=len(report.unchanged),
+            removed=len(report.removed),
+        )
     )
-    example = report.assignments[0]
-    print(
-        f"next, from {report.out}:\n  nbgrader generate_assignment {example}\n  nbgrader autograde {example}"
-    )
+    print(i18n.translate("notebooks.build.next", lang, out=str(report.out), example=report.assignments[0]))
     return 0

@@ -46,6 +46,7 @@ import nbformat
 from autograder.core import i18n
 from autograder.core.files import walk_files
 from autograder.core.manifest import Course, Lesson
+from autograder.core.results import Text, message
 from autograder.course.notebooks.cells import (
     CHECKS_CELL,
     catalog_text,
@@ -93,7 +94,19 @@ CELL_TIMEOUT_MARGIN = 60
 
 
 class NotebookBuildError(Exception):
-    """The notebooks cannot be built (a lesson's sources are incomplete) or written."""
+    """The notebooks cannot be built (a lesson's sources are incomplete) or written: a catalog
+    message (notebooks.build.<key>) naming the file and what to do, and `lines` (catalog
+    messages too) listed one per line in its {listing}."""
+
+    def __init__(self, key: str, lines: tuple[Text, ...] = (), **params) -> None:
+        super().__init__(key)
+        self.key, self.lines, self.params = key, tuple(lines), params
+
+    def text(self, lang: str) -> str:
+        params = dict(self.params)
+        if self.lines:
+            params["listing"] = "\n".join(i18n.localize(line, lang) for line in self.lines)
+        return i18n.translate(f"notebooks.build.{self.key}", lang, **params)
 
 
 @dataclass
@@ -120,13 +133,11 @@ def build_course_dir(
     """
     out = Path(out)
     if out.exists() and not out.is_dir():
-        raise NotebookBuildError(f"{out}: exists and is not a folder")
+        raise NotebookBuildError("not_a_folder", out=str(out))
     planned = course_files(course, lessons, course_file=course_file, lang=lang)
     blocked = [rel for rel in planned if (out / rel).exists() and not (out / rel).is_file()]
     if blocked:
-        raise NotebookBuildError(
-            f"{out}: these must be files but are not: {', '.join(blocked)}; nothing was written"
-        )
+        raise NotebookBuildError("not_files", out=str(out), paths=", ".join(blocked))
     changed = [
         rel for rel, data in planned.items() if (out / rel).is_file() and (out / rel).read_bytes() != data
     ]
@@ -135,13 +146,9 @@ def build_course_dir(
         folder = out / SOURCE_FOLDER / lesson.folder
         stale += [rel for rel in _walk(folder, f"{SOURCE_FOLDER}/{lesson.folder}") if rel not in planned]
     if (changed or stale) and not force:
-        listing = "\n".join(f"  {rel} (would change)" for rel in changed)
-        listing += "".join(f"\n  {rel} (not part of this build)" for rel in stale)
-        raise NotebookBuildError(
-            f"{out} holds files of an earlier build that this one would replace or "
-            f"remove:\n{listing.strip(chr(10))}\nnothing was written; pass --force to "
-            "replace them (gradebook, submissions and releases are never touched)"
-        )
+        listing = [message("notebooks.build.would_change", path=rel) for rel in changed]
+        listing += [message("notebooks.build.not_this_build", path=rel) for rel in stale]
+        raise NotebookBuildError("earlier_build", tuple(listing), out=str(out))
     report = BuildReport(out, [lesson.folder for lesson in lessons])
     for rel, data in planned.items():
         path = out / rel
@@ -275,15 +282,18 @@ def lesson_notebook(course: Course, lesson: Lesson, lang: str) -> nbformat.Noteb
     generate_lesson(lesson, course.root / "solutions", course.root / "exercises")
     readme = course.root / "exercises" / lesson.folder / README  # the lesson's own files live there only
     if not readme.is_file():
-        raise NotebookBuildError(f"{readme}: not found; a lesson's notebook is built from its README")
+        raise NotebookBuildError("no_readme", readme=str(readme))
     title, sections = readme_sections(readme.read_text(encoding="utf-8"))
     headings = [heading for heading, _ in sections]
     if IDEA_SECTION not in headings:
-        raise NotebookBuildError(f"{readme}: no '## {IDEA_SECTION}' section; the notebook is built around it")
+        raise NotebookBuildError("no_idea_section", readme=str(readme), section=IDEA_SECTION)
     if lesson.quiz and QUIZ_SECTION not in headings:
         raise NotebookBuildError(
-            f"{readme}: no '## {QUIZ_SECTION}' section, but course.yml gives lesson "
-            f"{lesson.folder} a quiz ({lesson.quiz}) whose questions it should hold"
+            "no_quiz_section",
+            readme=str(readme),
+            section=QUIZ_SECTION,
+            lesson=lesson.folder,
+            quiz=lesson.quiz,
         )
 
     t = functools.partial(catalog_text, lang)
@@ -344,10 +354,7 @@ def lesson_notebook(course: Course, lesson: Lesson, lang: str) -> nbformat.Noteb
     grade_ids = [cell.metadata["nbgrader"]["grade_id"] for cell in cells]
     clashes = sorted({grade_id for grade_id in grade_ids if grade_ids.count(grade_id) > 1})
     if clashes:
-        raise NotebookBuildError(
-            f"lesson {lesson.folder}: check id(s) {', '.join(clashes)} are also the name of "
-            "another cell of its notebook; rename the check(s) in course.yml"
-        )
+        raise NotebookBuildError("grade_id_clash", lesson=lesson.folder, ids=", ".join(clashes))
     nbformat.validate(notebook)
     return notebook
 

@@ -96,24 +96,21 @@ class ChecksSkippedHere(Preprocessor):
             name: NotebookFile(name, strip_markers(file.text, name))
             for name, file in files_from_notebook(nb, names).items()
         }
+        lang = meta.get("lang", course.language)
         try:
-            result = grade_files(course_file, course.root, lesson, files, meta.get("lang", course.language))
+            result = grade_files(course_file, course.root, lesson, files, lang)
         except CheckFailed as exc:
-            self.log.warning(
-                "lesson %s: its solution could not be graded here, so no check is taken out of the "
-                "maximum: %s",
-                lesson.id,
-                exc,
+            said = i18n.translate(
+                "notebooks.log.solution_not_graded", lang, lesson=lesson.id, detail=str(exc)
             )
+            self.log.warning(said)
             return nb, resources
         skipped = {
             check["id"]: check["message"] for check in result["checks"] if check["status"] == "skipped"
         }
         for check_id in skip_checks(nb, course, skipped):
             self.log.info(
-                "check %s cannot run on this machine (%s): worth 0 of 0 points in this assignment",
-                check_id,
-                skipped[check_id],
+                i18n.translate("notebooks.log.check_skipped", lang, check=check_id, reason=skipped[check_id])
             )
         return nb, resources
 
