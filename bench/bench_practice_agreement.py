@@ -19,8 +19,13 @@ practice seed), and prints:
 With --correct, every correct-but-different variant is graded in practice too: a check that
 fails there is a practice-only failure (practice must never fail correct code).
 
+The learner's files keep each TODO's stub comments above its code, as a learner who filled in
+the stubs has them; --stripped grades the variants as the catalogs write them, without those
+comments (a learner who deleted them): in a learner's repository no stubs are made from
+solutions, so blame (engine/blame.py) then has less to go on than officially.
+
 Run from the repository root:  python bench/bench_practice_agreement.py [--lesson 03] [--correct]
-                                                                      [--out bench/results/practice-agreement.txt]
+                                      [--stripped] [--out bench/results/practice-agreement.txt]
 About 6 s per variant on 2 cores (two gradings), plus one recording per lesson whose committed
 recording is not current. Exit status 1 when any variant disagrees. A bench command, not CI:
 tests/lessons/test_practice_agreement.py grades each lesson's PRACTICE_SAMPLE only.
@@ -56,7 +61,7 @@ def percent(part: int, whole: int) -> str:
     return f"{part}/{whole} ({100 * part / whole:.0f} %)" if whole else "-"
 
 
-def bench_lesson(course, lesson, scratch: Path, with_correct: bool, out) -> dict:
+def bench_lesson(course, lesson, scratch: Path, with_correct: bool, comments: bool, out) -> dict:
     from support import agreement
 
     row = {"lesson": lesson.id, "variants": 0, "step": 0, "diagnosis": 0, "checks": Counter()}
@@ -68,7 +73,7 @@ def bench_lesson(course, lesson, scratch: Path, with_correct: bool, out) -> dict
         row["note"] = "no recording (graders import reference.py, or the solutions fail them)"
         return row | {"inventory": inventory, "lines": lines, "seconds": time.perf_counter() - start}
     for variant in agreement.catalog(lesson).BUGGY:
-        told = agreement.grade_both(course, lesson, variant, release, scratch / "buggy")
+        told = agreement.grade_both(course, lesson, variant, release, scratch / "buggy", comments=comments)
         inventory.add(told.practice)
         row["variants"] += 1
         row["step"] += told.same_step
@@ -89,12 +94,11 @@ def bench_lesson(course, lesson, scratch: Path, with_correct: bool, out) -> dict
 
         row["correct"], row["correct_ok"] = 0, 0
         for variant in agreement.catalog(lesson).CORRECT:
-            files = agreement.solution_files(lesson)
-            files.update(variant.apply(files))
-            folder = agreement.write_lesson(course, lesson, files, scratch / "correct" / variant.name)
+            files = agreement.learner_files(lesson, variant, comments=comments)
+            mine = agreement.learner_repository(course, lesson, files, scratch / "correct" / variant.name)
             with agreement.graders_at(release):
-                result = grade(course, [lesson], folder).lessons[0]
-            told = agreement.story(course, lesson, result)
+                result = grade(mine, [mine.lesson(lesson.id)]).lessons[0]
+            told = agreement.story(mine, mine.lesson(lesson.id), result)
             inventory.add(told)
             failing = [check for check, said in told.checks.items() if said.failing]
             row["correct"] += 1
@@ -111,6 +115,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lesson", action="append", help="a lesson id (repeatable); default every lesson")
     parser.add_argument("--correct", action="store_true", help="also grade every correct variant in practice")
+    parser.add_argument(
+        "--stripped",
+        action="store_true",
+        help="grade the variants as the catalogs write them (no TODO comments left in the learner's files) "
+        "instead of with each TODO's stub comments kept above its code",
+    )
     parser.add_argument("--out", type=Path, help="also write the tables and disagreements to this file")
     args = parser.parse_args()
     from autograder.core.manifest import load_course
@@ -121,10 +131,15 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="agreement-") as scratch:
         for lesson in lessons:
             print(f"lesson {lesson.id}:", flush=True)
-            rows.append(bench_lesson(course, lesson, Path(scratch) / lesson.id, args.correct, sys.stdout))
+            rows.append(
+                bench_lesson(
+                    course, lesson, Path(scratch) / lesson.id, args.correct, not args.stripped, sys.stdout
+                )
+            )
 
     report = []
-    report.append("Practice vs official, every buggy variant (same next step; same diagnosis):")
+    form = "as the catalogs write them, no TODO comments" if args.stripped else "TODO comments kept"
+    report.append(f"Practice vs official, every buggy variant ({form}; same next step; same diagnosis):")
     header = f"{'lesson':<7}{'buggy':>6}  {'same TODO':<16}{'same diagnosis':<16}"
     header += f"{'failed officially: same / different / official-only':<54}{'practice-only':>14}"
     header += f"{'correct ok':>14}{'time':>8}"

@@ -9,9 +9,13 @@ learner the same story:
   at the suite's seed (fresh inputs, as an official run has: learning the recorded values earns
   nothing there);
 - practice: a copy of the graders as the release ships them (no reference.py, no
-  test_official_*.py, no test_quiz.py; recording.json/.npz beside them), at the recording's
-  practice seed. The recording is the committed one when it is current, else one made into the
-  copy (course/record.py's record_lesson, what `autograder record` runs).
+  test_official_*.py, no test_quiz.py; recording.json/.npz beside them), grading a learner's
+  repository (course.yml and exercises/, no solutions/) as `autograder check` does, at the
+  recording's practice seed. The recording is the committed one when it is current, else one
+  made into the copy (course/record.py's record_lesson, what `autograder record` runs).
+
+The learner's files are the finished lesson with each TODO's stub comments kept above its code
+(as a learner who filled in the stub has them), the variant's substitutions made there.
 
 What must agree: the learner's next step (learner/steps.py: the TODO to fix first) and, check by
 check, the diagnosis: the catalog keys of the failed check's feedback. A check the practice
@@ -31,12 +35,14 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from autograder.core.manifest import Course, Lesson
+from autograder.core import regions
+from autograder.core.manifest import Course, Lesson, load_course
 from autograder.core.results import CheckResult, LessonResult, Status, Text
+from autograder.course.stubs import lesson_files
 from autograder.engine import recording
 from autograder.engine.grading import GRADERS_ROOT, grade
 from autograder.learner.steps import lesson_next_step
-from support.project import SEED
+from support.project import ROOT, SEED
 from support.variants import Variant, solution_files
 
 OFFICIAL_ONLY_KEYS = frozenset({"engine.official_only", "engine.official_only_again"})
@@ -205,35 +211,77 @@ def release_graders(course: Course, lesson: Lesson, dest: Path) -> Path | None:
     return root
 
 
-def write_lesson(course: Course, lesson: Lesson, files: dict[str, str], dest: Path) -> Path:
-    """The submission as a learner's repository lays it out: `lesson`'s files in its folder, and
-    beside it the solved files of the lessons it uses (the practice grading imports the
-    learner's own earlier pieces, which no reference replaces there). Returns the lesson's folder."""
-    root = Path(dest)
-    for used in (course.lesson(u) for u in lesson.uses):
-        folder = root / used.folder
-        folder.mkdir(parents=True, exist_ok=True)
-        for name, text in solution_files(used).items():
-            (folder / name).write_text(text, encoding="utf-8")
-    folder = root / lesson.folder
-    folder.mkdir(parents=True, exist_ok=True)
-    for name, text in files.items():
-        (folder / name).write_text(text, encoding="utf-8")
-    return folder
-
-
-def grade_both(course: Course, lesson: Lesson, variant: Variant, release_root: Path, work: Path) -> Agreement:
-    """Grade `variant` officially (the live graders, the suite's seed) and in practice (the
-    release copy at `release_root`, its recording's seed) and compare the two stories."""
-    files = solution_files(lesson)
+def learner_files(lesson: Lesson, variant: Variant | None = None, *, comments: bool = True) -> dict[str, str]:
+    """A finished lesson as a learner's files, with `variant`'s substitutions. With `comments`
+    (the default) each TODO's comment lines from the stub stay above the learner's code, as in
+    a file a learner filled in (engine/blame.py then knows a line's TODO from them, as it must in
+    a learner's repository, where no stubs are made from solutions); without, the solution with
+    its markers stripped (the catalogs' own form). A variant whose `find` texts do not each occur
+    once in the commented form is applied to the stripped one."""
+    stripped = solution_files(lesson)
+    files = dict(stripped)
+    if comments:
+        folder = lesson_files(ROOT, lesson.folder)
+        titles = {todo.id: todo.title["es"] for todo in lesson.todos}
+        for name in lesson.files:
+            if name.endswith(".py"):
+                files[name] = commented(folder[name].read_text(encoding="utf-8"), name, titles)
+    if variant is None:
+        return files
+    if any(files[variant.file].count(find) != 1 for find, _ in variant.substitutions):
+        files[variant.file] = stripped[variant.file]
     files.update(variant.apply(files))
-    folder = write_lesson(course, lesson, files, Path(work) / variant.name)
+    return files
+
+
+def commented(marked: str, filename: str, titles: dict[str, str]) -> str:
+    """A marked solution file with each region's markers replaced by the comment lines its stub
+    shows (`# TODO [id]: ...`), its code kept: what a learner who wrote every TODO has."""
+    lines = marked.split("\n")  # solutions/ is committed with \n line ends
+    out, position = [], 0
+    for region in regions.parse_regions(marked, filename):
+        out += lines[position : region.start_line - 1]
+        out += [line for line in region.stub(titles.get(region.id)) if line.lstrip().startswith("#")]
+        out += region.body
+        position = region.end_line
+    return "\n".join(out + lines[position:])
+
+
+def learner_repository(course: Course, lesson: Lesson, files: dict[str, str], dest: Path) -> Course:
+    """A learner's repository at `dest`, as the release hands it out and a learner fills it in:
+    course.yml and exercises/ (every lesson's stubs), no solutions/; `lesson`'s folder holds
+    `files`, and the lessons it uses their finished files (the practice grading imports the
+    learner's own earlier pieces: no reference replaces them there). Returns its course."""
+    root = Path(dest)
+    root.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(course.root / "course.yml", root / "course.yml")
+    shutil.copytree(course.root / "exercises", root / "exercises", dirs_exist_ok=True)
+    for used in (course.lesson(u) for u in lesson.uses):
+        for name, text in learner_files(used).items():
+            (root / "exercises" / used.folder / name).write_text(text, encoding="utf-8")
+    for name, text in files.items():
+        (root / "exercises" / lesson.folder / name).write_text(text, encoding="utf-8")
+    return load_course(root / "course.yml")
+
+
+def grade_both(
+    course: Course, lesson: Lesson, variant: Variant, release_root: Path, work: Path, *, comments: bool = True
+) -> Agreement:
+    """Grade `variant` officially (the live graders, the instructor's checkout with solutions/,
+    the suite's seed) and in practice (the release copy at `release_root`, in a learner's
+    repository without solutions/, as `autograder check` grades it, at the recording's seed),
+    and compare the two stories."""
+    files = learner_files(lesson, variant, comments=comments)
+    mine = learner_repository(course, lesson, files, Path(work) / variant.name)
+    folder = mine.root / "exercises" / lesson.folder
     with graders_at(GRADERS_ROOT):
         official = grade(course, [lesson], folder, seed=SEED).lessons[0]
     with graders_at(release_root):
-        practice = grade(course, [lesson], folder).lessons[0]
+        practice = grade(mine, [mine.lesson(lesson.id)]).lessons[0]
     assert practice.mode == "practice", f"{variant.name}: the release copy did not grade in practice mode"
-    agreement = compare(variant.name, story(course, lesson, official), story(course, lesson, practice))
+    agreement = compare(
+        variant.name, story(course, lesson, official), story(mine, mine.lesson(lesson.id), practice)
+    )
     agreement.results = (official, practice)
     return agreement
 
@@ -271,10 +319,12 @@ __all__ = [
     "catalog",
     "compare",
     "grade_both",
+    "commented",
     "graders_at",
+    "learner_files",
+    "learner_repository",
     "practice_sample",
     "release_graders",
     "solution_files",
     "story",
-    "write_lesson",
 ]
