@@ -237,17 +237,18 @@ def test_decode(submission, check_seed):
     called = message("lesson01.called_roundtrip", call=text_call(corpus), length=len(corpus))
     if not isinstance(ids, list):
         fail(called, message("lesson01.encode_not_list", got=type_name(ids)))
-    _expect_decoded(submission.call(tok, ids, method="decode"), corpus, called)
+    _expect_decoded(submission.call(tok, ids, method="decode"), corpus, called, "lesson01.vocabulary_given_own")
 
 
-def _expect_decoded(got, expected: str, called) -> None:
+def _expect_decoded(got, expected: str, called, given: str = "lesson01.vocabulary_given") -> None:
+    """Fails unless decode gave `expected`; `given` says which vocabulary the grader put in."""
     if got == expected:
         return
     if not isinstance(got, str):
         hint = message("lesson01.decode_list") if isinstance(got, list) else None
         fail(
             called,
-            message("lesson01.vocabulary_given"),
+            message(given),
             message("lesson01.decode_not_str", got=type_name(got)),
             hint,
         )
@@ -258,7 +259,7 @@ def _expect_decoded(got, expected: str, called) -> None:
             hint = message("lesson01.decode_separator", sep=repr(sep))
     fail(
         called,
-        message("lesson01.vocabulary_given"),
+        message(given),
         message(
             "lesson01.decode_wrong",
             got=show(got),
