@@ -667,3 +667,14 @@ CORRECT: list[Variant] = [
         note="nanoGPT's in-place top-k",
     ),
 ]
+
+
+# --------------------------------------------------------------------------- practice agreement
+
+# The CI sample of tests/lessons/test_practice_agreement.py: buggy variants whose diagnosis the
+# recording answers (the replay tells the same TODO and the same diagnosis as the official
+# grade). The KV-cache concatenated along the heads, which once got three stories; positions
+# restarting at 0 (cache-state, cache-one-token and cache-generate diagnose it from recorded
+# walks); a mask aligned to the top-left (judged on the learner's own keys and values, which are
+# the recorded ones when only the mask is wrong).
+PRACTICE_SAMPLE = ("cache-cat-heads-dim", "positions-from-zero", "mask-top-left")

@@ -25,6 +25,7 @@ from autograder.engine.grader_helpers import (
     config_text,
     first_hint,
     generator,
+    learner_frames,
     load_weights,
     tokens,
     worker_generator,
@@ -45,6 +46,14 @@ TIE = 1e-4
 
 def draw_seed(gen: torch.Generator) -> int:
     return int(torch.randint(0, 2**31 - 1, (1,), generator=gen))
+
+
+def fork(gen: torch.Generator) -> torch.Generator:
+    """A generator of its own for a probe, seeded by one draw from `gen`: what the probe draws
+    then depends on how far the learner's code gets, while `gen` always moves by one draw, so
+    the check's later inputs are the same whatever the probe found (a replay's recording holds
+    the inputs the solution was graded with)."""
+    return generator(draw_seed(gen))
 
 
 def function(sub: Sandbox, name: str):
@@ -190,6 +199,34 @@ def rows(context: torch.Tensor, got: torch.Tensor, expected: torch.Tensor, limit
     return Block("\n".join(lines) + "\n")
 
 
+# ---------------------------------------------------------------- sample_next, as the sampling checks call it
+
+
+def sample_called(shape, temperature, top_k, seed):
+    return message(
+        "lesson06.called_sample",
+        shape=tuple(shape),
+        temperature=temperature,
+        top_k="None" if top_k is None else top_k,
+        seed=seed,
+    )
+
+
+def learner_sample(
+    submission, logits, temperature, top_k, seed, hints=None, own=None, drew: list | None = None
+):
+    """(tokens (B, 1), the call described) from the learner's sample_next; with `drew` (a list),
+    whether the generator was used is appended to it."""
+    called = sample_called(logits.shape, temperature, top_k, seed)
+    fn = function(submission, "sample_next")
+    gen = worker_generator(submission, seed)
+    with hinted(*(SAMPLING_HINTS if hints is None else hints), own=own, called=called):
+        out = submission.call(fn, logits, temperature=temperature, top_k=top_k, generator=gen)
+    if drew is not None:
+        drew.append(not generator_untouched(submission, gen, seed))
+    return expect_tokens(out, (logits.shape[0], 1), called), called
+
+
 # ---------------------------------------------------------------- sampled generation
 # The generation checks of crop-context, kv-cache and eval-mode sample at temperature 1 with
 # no top_k and a seeded generator: at temperature 1 the temperature TODO's division changes
@@ -312,7 +349,7 @@ def crop_agrees(sub: Sandbox, B: int, lengths, block_size: int, V: int, gen: tor
     """Whether the learner's crop_context returns the reference crop for every length in
     `lengths` (TODO [crop-context]). An error in it goes to the engine, which says that the
     check waits on crop-context (a pending stub included)."""
-    fn = function(sub, "crop_context")
+    fn, gen = function(sub, "crop_context"), fork(gen)
     for T in sorted(set(lengths)):
         idx = tokens(B, T, V, gen)
         out = sub.call(fn, idx, block_size)
@@ -331,17 +368,20 @@ def learner_crop(sub: Sandbox, idx: torch.Tensor, block_size: int) -> torch.Tens
     """The learner's crop_context(idx, block_size) when it is a usable window of idx's rows
     ((B, L) int64 on the CPU, 1 <= L <= min(T, block_size)), else None."""
     out = sub.call(function(sub, "crop_context"), idx, block_size)  # an error: as in crop_agrees
+    return out if usable_window(out, idx, block_size) else None
+
+
+def usable_window(out, idx: torch.Tensor, block_size: int) -> bool:
+    """Whether `out` can stand for a crop of idx (B, T): (B, L) int64 on the CPU, 1 <= L <= min(T, block_size)."""
     B, T = idx.shape
-    if not (
+    return (
         isinstance(out, torch.Tensor)
         and out.device.type == "cpu"
         and out.dtype == torch.int64
         and out.dim() == 2
         and out.shape[0] == B
         and 1 <= out.shape[1] <= min(T, block_size)
-    ):
-        return None
-    return out
+    )
 
 
 def given_kv(
@@ -386,6 +426,7 @@ def alignment_agrees(sub: Sandbox, gen: torch.Generator) -> bool:
     code counts as no; anything else that cannot be judged, as yes (the check then runs as
     usual and fails where the mistake is), keys and values a replay has no recording for
     included."""
+    gen = fork(gen)
     attn = WorkerAttention(sub, gen)
     C, fn = attn.cfg["n_embd"], function(sub, "cached_attention")
     for B, P, T in ((2, 0, 4), (1, 4, 1), (2, 5, 3)):
@@ -436,6 +477,17 @@ def _error_text(err: StudentError) -> str:
 HEADS_DIFFER = r"must match the size of tensor b \(\d+\) at non-singleton dimension 1"
 
 
+def heads_differ(err: StudentError) -> bool:
+    """Whether `err` is that mismatch: dimension 1 raised inside cached_attention (elsewhere,
+    in sample_next for one, dimension 1 is something else)."""
+    frames = learner_frames(err)
+    return (
+        bool(re.search(HEADS_DIFFER, err.message))
+        and bool(frames)
+        and frames[-1].get("name") == "cached_attention"
+    )
+
+
 @contextlib.contextmanager
 def hinted(*patterns, own: str | None = None, called=None):
     """Re-raise a learner's error as feedback with a hint when it matches one of `patterns`
@@ -454,7 +506,7 @@ def hinted(*patterns, own: str | None = None, called=None):
         with shared_hinted(hint_of, called):
             yield
     except StudentError as err:
-        if own is not None and err.todo_pending is None and re.search(HEADS_DIFFER, _error_text(err)):
+        if own is not None and err.todo_pending is None and heads_differ(err):
             fail(
                 called,
                 described(err),

@@ -34,6 +34,7 @@ from .harness import (
     CROP_HINTS,
     DEVICE_HINTS,
     GPT_CFG,
+    SAMPLED_TEMPERATURE,
     B,
     WorkerAttention,
     WorkerGPT,
@@ -50,6 +51,7 @@ from .harness import (
     learner_crop,
     prime,
     raised_in,
+    usable_window,
 )
 
 ref = recording.reference_of(__package__)
@@ -263,18 +265,28 @@ def test_cache_state(submission, check_seed):
     _cache_on_meta(submission, gen)
 
 
-def _cache_model(submission, gen) -> WorkerGPT:
-    """The GPT for the kv-cache checks of logits and tokens: the real weights when the
-    learner's mask is right, else every layer's values at 0 (then the mask changes nothing)."""
+def _cache_models(submission, gen):
+    """The GPT the kv-cache checks of logits and tokens judge with: the real weights when the
+    learner's mask is right, else every layer's values at 0 (then the mask changes nothing).
+    While recording, both, each from the same draws of `gen` (the check's body runs once per
+    model): a replay then judges a learner whose mask is wrong as the official grade does."""
     right = alignment_agrees(submission, gen)
-    return WorkerGPT(submission, gen, blind=() if right else tuple(range(GPT_CFG["n_layer"])))
+    blind = tuple(range(GPT_CFG["n_layer"]))
+    start = gen.get_state()
+    for zeroed in ((), blind) if recording.eager() else (() if right else blind,):
+        gen.set_state(start)
+        yield WorkerGPT(submission, gen, blind=zeroed)
 
 
 @pytest.mark.check("cache-one-token")
 def test_cache_one_token(submission, check_seed):
     """block_size tokens fed one at a time: every step's logits equal the full forward's."""
     gen = generator(check_seed)
-    model = _cache_model(submission, gen)
+    for model in _cache_models(submission, gen):
+        _one_token(submission, model, gen)
+
+
+def _one_token(submission, model: WorkerGPT, gen) -> None:
     bs = GPT_CFG["block_size"]
     idx = tokens(B, bs, GPT_CFG["vocab_size"], gen)
     chunks = [1] * bs
@@ -320,10 +332,28 @@ def test_cache_generate(submission, check_seed):
     after the prefill, each step feeds the model one token while the cache has room. The cases
     that crop run only where crop_context gives the reference crop (TODO [crop-context])."""
     gen = generator(check_seed)
-    model = _cache_model(submission, gen)
+    for model in _cache_models(submission, gen):
+        _generate(submission, model, gen)
+
+
+def _prime_windows(model: WorkerGPT, idx, steps: int, seed: int) -> None:
+    """While recording: what the model draws, and how the cache is fed, from each window a
+    recognisable slip of crop_context gives, so that a replay judges generate with such a
+    learner's own crop of the prompt as the official grade does."""
+    bs = model.cfg["block_size"]
+    for window in ref.crop_slips(idx, bs):
+        if usable_window(window, idx, bs) and not torch.equal(window, idx):
+            ref.sampled(model.ref_cfg, model.state, window, steps, seed, temperature=SAMPLED_TEMPERATURE)
+            ref.cache_feeds(window.shape[1], steps, bs)
+
+
+def _generate(submission, model: WorkerGPT, gen) -> None:
     bs, V = GPT_CFG["block_size"], GPT_CFG["vocab_size"]
     for batch, T, steps in ((B, 4, bs - 4), (B, 3, bs + 2), (B, bs + 3, 4), (1, 1, bs + 1), (B, bs, 2)):
         idx = tokens(batch, T, V, gen)
+        seed = draw_seed(gen)  # before the probe: a case left aside draws as much as one judged
+        if recording.eager() and T + steps - 1 <= bs:
+            _prime_windows(model, idx, steps, seed)
         window = None
         if not crop_agrees(submission, batch, range(T, T + steps), bs, V, gen):
             # Judged with the learner's own crop of the prompt, where nothing else is cropped.
@@ -332,7 +362,6 @@ def test_cache_generate(submission, check_seed):
                 continue
             if torch.equal(window, idx):
                 window = None  # the prompt itself: judged as usual (and answered by a recording)
-        seed = draw_seed(gen)
         fed: list[int] = []
         out, called = generate_sampled(
             submission,

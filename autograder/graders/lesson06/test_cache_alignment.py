@@ -5,9 +5,9 @@ keys up to its own position, and made on x's device.
 Each output is judged against the reference attention over the keys and values the learner's
 cached_attention returned itself, so a slip in TODO [kv-cache] (how they were put together)
 plays no part: chunk-attention on lesson 03's reference attention (a prefill, one token after
-a cache, a chunk after a cache; a failure shows which keys each new query really sees). Its
-official-only twin, chunk-logits in every layer of lesson 04's reference GPT, chunk after
-chunk, is test_official_chunk_logits.py.
+a cache, a chunk after a cache; a failure shows which keys each new query really sees);
+chunk-logits, in every layer of lesson 04's reference GPT, chunk after chunk, is
+test_chunk_logits.py.
 """
 
 from __future__ import annotations
@@ -74,6 +74,7 @@ def test_chunk_attention(submission, check_seed):
         past_k = past_v = None
         if P:
             _, past_k, past_v = attn.past(batch, P, gen)
+        see = ref.visible(T, P + T)  # which keys each new query sees: shown when it is wrong
         result, called = cached(submission, attn, x, past_k, past_v, own="cache-alignment", hints=ALIGN_HINTS)
         expected = given_kv(attn.state, nh, x, result)
         if expected is None:
@@ -87,7 +88,6 @@ def test_chunk_attention(submission, check_seed):
         parts = [called, message("lesson06.chunk_attention_wrong", P=S - T, T=T, last=S - 1), *problems]
         influence = _influence(submission, attn, x, past_k, past_v, gen) if S == P + T else None
         if influence is not None and torch.isfinite(influence).all():
-            see = ref.visible(T, P + T)
             moved = influence > 1e-5
             leaks = moved & ~see
             blind = ~moved & see

@@ -6,7 +6,6 @@ the cache. When something does not fit, the message says which lesson to look at
 
 from __future__ import annotations
 
-import re
 from types import SimpleNamespace
 
 import pytest
@@ -19,7 +18,7 @@ from autograder.engine.feedback import ATOL, RTOL, compare
 from autograder.engine.grader_helpers import generator, innermost_learner_file, load_weights, tokens
 from autograder.sandbox.client import StudentError
 
-from .harness import ATTN_CFG, GPT_CFG, HEADS_DIFFER, TIE, described, function
+from .harness import ATTN_CFG, GPT_CFG, TIE, described, function, heads_differ
 
 ref = recording.reference_of(__package__)
 
@@ -43,7 +42,7 @@ def _run(what, fn):
                 message("lesson06.own_not_counted"),
             )
         # Queries and keys whose heads differ: the cache's concatenation, wherever it raised.
-        cat_dim = message("lesson06.hint_cat_dim") if re.search(HEADS_DIFFER, err.message) else None
+        cat_dim = message("lesson06.hint_cat_dim") if heads_differ(err) else None
         fail(
             message("lesson06.own_raised", what=message(what), lesson=lesson),
             described(err) if cat_dim else describe_student_error(err, None, {}),
@@ -52,19 +51,29 @@ def _run(what, fn):
         )
 
 
-def _their_attention_is_right(own, gen) -> bool:
+def _attention_case(gen: torch.Generator) -> tuple:
+    """(weights, input, reference output) of lesson 03's attention alone, drawn from a copy of
+    `gen` (which does not move): the same whether computed to judge or only while recording."""
+    copy = torch.Generator()
+    copy.set_state(gen.get_state())
+    state = ref.random_state("attention", ATTN_CFG, copy)
+    x = torch.randn(2, 5, ATTN_CFG["n_embd"], generator=copy)
+    expected, _, _ = ref.attend(state, x, None, None, ATTN_CFG["n_head"])
+    return state, x, expected
+
+
+def _their_attention_is_right(own, case: tuple) -> bool:
     """Whether the learner's own lesson-03 attention alone matches the reference."""
-    cfg = ATTN_CFG
+    state, x, expected = case
     try:
-        handle = own.call(own.getattr(own.module("attention"), "CausalSelfAttention"), SimpleNamespace(**cfg))
-        state = ref.random_state("attention", cfg, gen)
+        handle = own.call(
+            own.getattr(own.module("attention"), "CausalSelfAttention"), SimpleNamespace(**ATTN_CFG)
+        )
         own.call(handle, state, method="load_state_dict", strict=False)
         own.call(handle, method="eval")
-        x = torch.randn(2, 5, cfg["n_embd"], generator=gen)
         y = own.call(handle, x)
     except StudentError:
         return False
-    expected, _, _ = ref.attend(state, x, None, None, cfg["n_head"])
     return isinstance(y, torch.Tensor) and compare(y, expected.float(), what="", atol=ATOL, rtol=RTOL) is None
 
 
@@ -95,8 +104,10 @@ def test_own_pieces(own_submission, check_seed):
     logits = result[0] if isinstance(result, tuple) and result else result
     full = ref.logits(cfg, state, idx)
     problem = compare(logits, full.float(), what=message("lesson06.what_logits"), atol=ATOL, rtol=RTOL)
+    if recording.eager():
+        _attention_case(gen)  # what a learner whose GPT differs is asked next
     if problem:
-        lesson = "04" if _their_attention_is_right(own, gen) else "03"
+        lesson = "04" if _their_attention_is_right(own, _attention_case(gen)) else "03"
         fail(
             message("lesson06.own_model_differs", lesson=lesson), problem, message("lesson06.own_not_counted")
         )
