@@ -82,6 +82,7 @@ def describe_student_error(
     """A learner's exception as feedback: pending TODOs by name, otherwise a trimmed traceback;
     `raised_in` (results.RaisedIn) names the TODO whose code raised, when it is not this
     check's: the check waits on that one."""
+    from autograder.engine import learner_errors
     from autograder.engine.feedback import format_traceback, student_frames
 
     if err.type_name == "MissingSubmodule" and not err.frames_in_root():
@@ -95,7 +96,11 @@ def describe_student_error(
         return Feedback(tuple(parts))
     if err.type_name == "FileNotFoundError" and err.message.endswith(".py") and not err.frames_in_root():
         return Feedback.of(message("engine.missing_file", file=err.message))
-    parts = [message("engine.student_raised", type=err.type_name, message=_shorten(err.message))]
+    broken = learner_errors.load_error(err, learner_errors.names_in(err))
+    if broken is not None:  # a file that does not load: one line (engine/learner_errors.py)
+        return Feedback.of(broken)
+    said = learner_errors.without_root(err.message, err.root)  # never the worker's temporary folder
+    parts = [message("engine.student_raised", type=err.type_name, message=_shorten(said))]
     if err.frames_in_root():
         # The error itself is in the line above ("Tu código lanzó ..."): the frames only, once.
         parts.append(

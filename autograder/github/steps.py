@@ -203,6 +203,7 @@ def annotations(course: Course, result, lang: str, repo: Path) -> list[str]:
     """One error annotation per failed TODO (first failed check of it), on the TODO's line."""
     from autograder.core import i18n
     from autograder.core.results import Status
+    from autograder.engine import learner_errors
 
     lines: list[str] = []
     seen: set[tuple[str, str | None]] = set()
@@ -213,6 +214,19 @@ def annotations(course: Course, result, lang: str, repo: Path) -> list[str]:
             continue
         for check in lesson_result.checks:
             if check.status not in (Status.FAILED, Status.ERROR):
+                continue
+            broken = learner_errors.of(check)
+            if broken is not None:  # a file that does not load: one annotation, on its line
+                if ("load", broken.where()) in seen or len(lines) == MAX_ANNOTATIONS:
+                    continue
+                seen.add(("load", broken.where()))
+                text = " ".join(neutral.terminal(i18n.feedback_text(check.feedback, lang)).split())
+                title = f"{lesson.id} · {broken.path}"
+                lines.append(
+                    github.annotation(
+                        "error", text[:ANNOTATION_CHARS], file=broken.path, line=broken.line, title=title
+                    )
+                )
                 continue
             key = (lesson.id, check.todo or check.id)
             if key in seen:
