@@ -318,6 +318,7 @@ def test_a_malformed_recording_never_crashes_grading(course, lesson, made, tmp_p
 
 REFERENCE = """
 import math
+import numpy as np
 import torch
 
 SCALES = ("sqrt", "none")
@@ -331,6 +332,10 @@ def weights(n, generator):
 def affine(x, sd, *, scale="sqrt"):
     y = x @ sd["w"].T + sd["b"]
     return y / (math.sqrt(x.shape[-1]) if scale == "sqrt" else 1.0), float(y.abs().max())
+
+
+def total(x):
+    return x.sum(), np.asarray(x.numpy().sum())
 
 
 def module():
@@ -364,9 +369,10 @@ def test_tensors_and_generators_are_replayed(tiny_graders):
         after_weights = gen.get_state()
         expected, top = ref.affine(x, sd)
         unscaled = ref.affine(x, sd, scale="none")
+        summed, summed_np = ref.total(x)
         assert isinstance(ref.module(), torch.nn.Module)  # the real one while recording
         recorder.save(folder, lesson="99", graders=recording.graders_digest(folder), sources="test")
-    assert "module" in recorder.unrecordable and len(recorder.calls) == 3
+    assert "module" in recorder.unrecordable and len(recorder.calls) == 4
     (folder / "reference.py").unlink()
     assert recording.lesson_mode(folder) == "replay"
 
@@ -381,6 +387,9 @@ def test_tensors_and_generators_are_replayed(tiny_graders):
         y, m = ref.affine(x, replayed)
         assert torch.equal(y, expected) and y.dtype == torch.float32 and m == top
         assert torch.equal(ref.affine(x, replayed, scale="none")[0], unscaled[0])
+        tensor_sum, array_sum = ref.total(x)  # 0-d values stay 0-d
+        assert tensor_sum.shape == () and torch.equal(tensor_sum, summed)
+        assert isinstance(array_sum, np.ndarray) and array_sum.shape == () and array_sum == summed_np
         # Another platform's last bits still match; a learner's wrong value does not.
         y2, _ = ref.affine(x * (1 + 3e-6), replayed)
         assert torch.equal(y2, expected)
