@@ -58,10 +58,14 @@ def _block(submission, gen, cfg=MAIN, *, silent_outputs: bool = False):
     sd = block_weights(cfg["n_embd"], gen)
     block = Learner(submission, "Block", cfg)
     shapes = block.state_shapes()
+    # Weights for an MLP of other shapes come from a generator of their own, so that the
+    # grader's next draws (the input, the next case) are the same for every learner: the
+    # recording of practice grading answers the checks of such a learner too.
+    filler = torch.Generator().manual_seed(gen.initial_seed() + 1)
     mlp = {
         key: sd[key]
         if tuple(sd.get(key, torch.empty(0)).shape) == shape
-        else torch.randn(shape, generator=gen) * 0.3
+        else torch.randn(shape, generator=filler) * 0.3
         for key, shape in shapes.items()
         if key.startswith("mlp.")
     }
@@ -114,6 +118,17 @@ def _single(captured: list, name: str, block: Learner, x: torch.Tensor) -> torch
     return value
 
 
+def _norms(sd: dict) -> dict:
+    """The LayerNorms' weights of a Block's state_dict: all that the reference's ln asks for,
+    so that a recording answers it whatever the learner's MLP is like."""
+    return {key: value for key, value in sd.items() if key.startswith(("ln_1.", "ln_2."))}
+
+
+def _attention(sd: dict) -> dict:
+    """The attention's weights of a Block's state_dict (as _norms)."""
+    return {key: value for key, value in sd.items() if key.startswith("attn.")}
+
+
 def _n_head(block: Learner) -> int:
     return block.cfg["n_head"]
 
@@ -158,28 +173,28 @@ def _record_candidates(block: Learner, sd: dict, x: torch.Tensor, obs: Observed,
     ln_1's parameters or over (T, C)) and, for the MLP's input, what then reaches ln_2 and the
     MLP, so that a replay answers the checks of a learner who made one of those mistakes."""
     _post_norm(obs, sd, block)
-    ln_1 = ref.ln(x, sd, "ln_1")
+    ln_1 = ref.ln(x, _norms(sd), "ln_1")
     candidates = _attn_input_candidates(x, sd)
     if judged == "attn":
         return
     for attn_in in [ln_1, x, *(value for value, _ in candidates)]:
-        a = ref.attention_out(attn_in, sd, _n_head(block))
+        a = ref.attention_out(attn_in, _attention(sd), _n_head(block))
         if judged != "mlp":
             continue
         h = x.double() + a
-        ref.ln(h, sd, "ln_2")
+        ref.ln(h, _norms(sd), "ln_2")
         _mlp_input_candidates(x, h, sd)
         for stream in (h, x, a, ln_1 + a):  # what may reach ln_2, as the worker sends it
-            ref.ln(stream.float(), sd, "ln_2")
+            ref.ln(stream.float(), _norms(sd), "ln_2")
 
 
 def _mlp_input_candidates(x: torch.Tensor, h: torch.Tensor, sd: dict) -> list:
     """What reaches the MLP for known mistakes, given the stream h after the attention."""
     return [
         (h, message("lesson04.diag_mlp_raw")),
-        (ref.ln(h, sd, "ln_1"), message("lesson04.diag_mlp_ln_1")),
+        (ref.ln(h, _norms(sd), "ln_1"), message("lesson04.diag_mlp_ln_1")),
         (ref.layer_norm(h), message("lesson04.diag_norm_without_module", name="ln_2")),
-        (ref.ln(x, sd, "ln_2"), message("lesson04.diag_mlp_sees_old_x")),
+        (ref.ln(x, _norms(sd), "ln_2"), message("lesson04.diag_mlp_sees_old_x")),
         *_normalised_over_t(h, sd, "ln_2"),
     ]
 
@@ -189,7 +204,7 @@ def _normalised_over_t(z: torch.Tensor, sd: dict, name: str) -> list:
     with the LayerNorm `name`'s affine parameters or without them."""
     over_t = message("lesson04.diag_norm_over_T")
     return [
-        (ref.ln(z, sd, name, over="TC"), over_t),
+        (ref.ln(z, _norms(sd), name, over="TC"), over_t),
         (ref.layer_norm(z, over="TC"), over_t),
         (ref.layer_norm(z, over="all"), over_t),
     ]
@@ -198,7 +213,7 @@ def _normalised_over_t(z: torch.Tensor, sd: dict, name: str) -> list:
 def _attn_input_candidates(x: torch.Tensor, sd: dict) -> list:
     """What reaches the attention for known mistakes."""
     return [
-        (ref.ln(x, sd, "ln_2"), message("lesson04.diag_attn_ln_2")),
+        (ref.ln(x, _norms(sd), "ln_2"), message("lesson04.diag_attn_ln_2")),
         (ref.layer_norm(x), message("lesson04.diag_norm_without_module", name="ln_1")),
         *_normalised_over_t(x, sd, "ln_1"),
     ]
@@ -213,7 +228,7 @@ def test_pre_norm_attn(submission, check_seed):
     for _cfg, block, sd, x, obs, attn_in in _observed(
         submission, generator(check_seed), PRE_NORM_CASES, "attn"
     ):
-        expected = ref.ln(x, sd, "ln_1")
+        expected = ref.ln(x, _norms(sd), "ln_1")
         problem = compare(
             attn_in, expected.float(), what=message("lesson04.what_attn_input"), atol=ATOL, rtol=RTOL
         )
@@ -238,10 +253,12 @@ def test_pre_norm_mlp(submission, check_seed):
         submission, generator(check_seed), PRE_NORM_CASES, "mlp"
     ):
         mlp_in = _single(obs.mlp, "mlp", block, x)
-        h = x.double() + ref.attention_out(attn_in, sd, _n_head(block))  # the stream after attention
+        h = x.double() + ref.attention_out(
+            attn_in, _attention(sd), _n_head(block)
+        )  # the stream after attention
         problem = compare(
             mlp_in,
-            ref.ln(h, sd, "ln_2").float(),
+            ref.ln(h, _norms(sd), "ln_2").float(),
             what=message("lesson04.what_mlp_input"),
             atol=ATOL,
             rtol=RTOL,
@@ -250,7 +267,7 @@ def test_pre_norm_mlp(submission, check_seed):
             continue
         normalised_by_ln_2 = False
         if len(obs.ln_2) == 1:
-            stream_normed = for_diagnosis(ref.ln, obs.ln_2[0], sd, "ln_2")
+            stream_normed = for_diagnosis(ref.ln, obs.ln_2[0], _norms(sd), "ln_2")
             if stream_normed is None and not _post_norm(obs, sd, block):
                 # Practice only: the recording never saw what reached ln_2, and only a post-norm
                 # block (whose MLP input is never ln_2's output) can be judged without it.
@@ -291,10 +308,13 @@ def test_residual(submission, check_seed):
     """The output is x + attn(its input) + mlp(its input): judged on the sublayers' inputs the
     learner's block really produced, so a pre-norm mistake is not reported here."""
     gen = generator(check_seed)
+    # The gradient probe's own draws, so that the next cases' inputs never depend on whether
+    # this one passed (a recording answers them either way).
+    probes = generator(check_seed + 1)
     cases = ((MAIN, MAIN_T, 2), (SMALL, SMALL["block_size"], 2), (MAIN, 1, 1))
     for cfg, block, sd, x, obs, attn_in in _observed(submission, gen, cases, "residual"):
         mlp_in = _single(obs.mlp, "mlp", block, x)
-        a = ref.attention_out(attn_in, sd, _n_head(block))
+        a = ref.attention_out(attn_in, _attention(sd), _n_head(block))
         m = block.sublayer("mlp", mlp_in).double()
         xd = x.double()
         problem = compare(
@@ -302,7 +322,7 @@ def test_residual(submission, check_seed):
         )
         if problem is None:
             if cfg is MAIN and x.shape[1] > 1:
-                _judge_gradient_paths(block, x, mlp_in, gen)
+                _judge_gradient_paths(block, x, mlp_in, probes)
             continue
         if _whole_post_norm(obs, sd, block):
             continue  # the pre-norm checks report a post-norm block
@@ -328,7 +348,7 @@ def test_residual(submission, check_seed):
                     (xd + a, message("lesson04.diag_mlp_not_added")),
                     *[
                         (ln_1 + a + m, message("lesson04.diag_residual_normed"))
-                        for ln_1 in [for_diagnosis(ref.ln, x, sd, "ln_1")]
+                        for ln_1 in [for_diagnosis(ref.ln, x, _norms(sd), "ln_1")]
                         if ln_1 is not None
                     ],
                 ],
@@ -393,9 +413,9 @@ def test_residual_identity(submission, check_seed):
     problem = compare(out, x, what=message("lesson04.what_block_output"), atol=ATOL, rtol=RTOL)
     if problem is not None or recording.eager():
         # Reference values on the grader's own input: a recording answers them.
-        ln_1 = ref.ln(x, sd, "ln_1")
-        post_norm = ref.ln(ln_1, sd, "ln_2")
-        ln_2 = ref.ln(x, sd, "ln_2")
+        ln_1 = ref.ln(x, _norms(sd), "ln_1")
+        post_norm = ref.ln(ln_1, _norms(sd), "ln_2")
+        ln_2 = ref.ln(x, _norms(sd), "ln_2")
     if problem is not None:
         attn_in = _inputs(block, x, "attn")
         if len(attn_in) == 1 and close(attn_in[0], x) and close(out, post_norm):
