@@ -92,3 +92,47 @@ def quiz_blank(check: CheckResult) -> int | None:
         return None
     part = parts[0]
     return part.params.get("n") if isinstance(part, Text) and part.key == "quiz.blank" else None
+
+
+def pending_todo(check: CheckResult) -> str | None:
+    """The TODO a failing check waits on because it is still the stub (engine.todo_pending),
+    else None: such checks are work not yet started, not a mistake to explain."""
+    if check.status is Status.PASSED or check.informational or check.pending is None:
+        return None
+    return str(check.pending.params.get("todo", "")) or None
+
+
+def pending_line(checks: list[CheckResult], lang: str) -> str | None:
+    """The one line that stands for every check waiting on work not started (None when none
+    does): the TODOs still the stub that stopped them, in the order the checks meet them, and
+    the TODOs behind those, none of whose checks could run yet because each stopped at one of
+    them. So every TODO left to write is named, though a check meets only the first stub on its
+    way (a stub lesson 03 names its 9 TODOs, not the 5 its checks stop at)."""
+    waiting = [(check, todo) for check in checks if (todo := pending_todo(check)) is not None]
+    if not waiting:
+        return None
+    stubs = list(dict.fromkeys(todo for _, todo in waiting))
+    judged = {c.todo for c in checks if c.status is not Status.SKIPPED and pending_todo(c) is None}
+    behind = [
+        todo
+        for todo in dict.fromkeys(check.todo for check, _ in waiting if check.todo)
+        if todo not in stubs and todo not in judged
+    ]
+    named = ", ".join(_t("render.todo", lang, todo=todo) for todo in stubs)
+    title = waiting[0][0].pending.params.get("title") or ""
+    if len(stubs) == 1 and title:  # one TODO left: say what it is, as its own message did
+        named = _t("render.todo_titled", lang, todo=stubs[0], title=title)
+    if behind:
+        named = _t(
+            "render.pending_behind",
+            lang,
+            todos=named,
+            behind=", ".join(_t("render.todo", lang, todo=todo) for todo in behind),
+        )
+    return _t(
+        "render.pending_one" if len(stubs) == 1 and not behind else "render.pending_many",
+        lang,
+        todos=named,
+        checks=_t("render.waiting_one" if len(waiting) == 1 else "render.waiting_many", lang, n=len(waiting)),
+        points=score_number(sum(check.max_score - check.score for check, _ in waiting)),
+    )

@@ -31,6 +31,7 @@ from autograder.render.labels import (
     isolation_note,
     lesson_state,
     lesson_title,
+    pending_line,
     points_text,
     quiz_blank,
     score_number,
@@ -186,21 +187,7 @@ def _summaries(checks: list[CheckResult], lang: str) -> dict[int, tuple[Status, 
         )
         out[first_index] = (Status.FAILED, line, blocked)
     if pending:
-        todos = list(dict.fromkeys(todo for _, todo, _ in pending))
-        named = ", ".join(_t("render.todo", lang, todo=todo) for todo in todos)
-        title = pending[0][2].pending.params.get("title") or ""
-        if len(todos) == 1 and title:  # one TODO left: say what it is, as its own message did
-            named = _t("render.todo_titled", lang, todo=todos[0], title=title)
-        waiting = _t(
-            "render.waiting_one" if len(pending) == 1 else "render.waiting_many", lang, n=len(pending)
-        )
-        line = _t(
-            "render.pending_one" if len(todos) == 1 else "render.pending_many",
-            lang,
-            todos=named,
-            checks=waiting,
-            points=score_number(sum(c.max_score - c.score for _, _, c in pending)),
-        )
+        line = pending_line(checks, lang)  # every TODO left to write (labels.pending_line)
         out.setdefault(pending[0][0], (Status.FAILED, line, None))
     if blank:
         numbers = ", ".join(str(n) for _, n, _ in blank)

@@ -501,8 +501,8 @@ def test_checks_not_started_are_one_line_per_lesson_and_verbose_shows_them_all()
     result = CourseResult("c", "es", 1, [_not_started_lesson()])
     lines = render_text(result, "es", color=False, width=200).splitlines()
     assert lines[3:6] == [
-        "  ✘ Pendientes: TODO [vocab], TODO [split], TODO [batch-offsets] · de ellos dependen 5 comprobaciones "
-        "(25 puntos)",
+        "  ✘ Pendientes: TODO [vocab], TODO [split], TODO [batch-offsets]; y detrás, sin poder comprobarse aún, "
+        "TODO [targets-shift] · de ellos dependen 5 comprobaciones (25 puntos)",
         "  ✘ decode · TODO [vocab]  0/5  fallida",
         "      La comprobación falló: x",
     ]
@@ -510,8 +510,8 @@ def test_checks_not_started_are_one_line_per_lesson_and_verbose_shows_them_all()
     assert not any("pendiente:" in line or "sin responder en quiz.yml." in line for line in lines)
     english = render_text(result, "en", color=False, width=200)
     assert (
-        "  ✘ Pending: TODO [vocab], TODO [split], TODO [batch-offsets] · 5 checks depend on them (25 points)"
-        in english.splitlines()
+        "  ✘ Pending: TODO [vocab], TODO [split], TODO [batch-offsets]; and behind them, not checkable yet, "
+        "TODO [targets-shift] · 5 checks depend on them (25 points)" in english.splitlines()
     )
     assert "  ✘ Quiz: questions 1, 2, 3 are unanswered in quiz.yml (6 points)" in english.splitlines()
     # One TODO left: its title is said, as its own message did.
