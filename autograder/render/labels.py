@@ -1,7 +1,8 @@
 """What every rendering of a result says the same way: a score's number, points on the scale
 they were judged on, a lesson's title and state, a check's label, which walls were missing,
-which quiz answer was left blank. Each format (results_json.py, markdown.py, terminal.py,
-formats.py) and the cohort's report take these from here, so no two of them can disagree.
+which quiz answer was left blank, the one line of every TODO left to write. Each format
+(results_json.py, markdown.py, terminal.py, formats.py) and the cohort's report take these from
+here, so no two of them can disagree.
 """
 
 from __future__ import annotations
