@@ -451,3 +451,37 @@ def test_the_recording_is_never_read_as_a_pickle(lesson, made):
         for name in archive.namelist():
             header = archive.read(name)[:200]
             assert b"'descr': '|O'" not in header and b"'descr': '<O'" not in header
+
+
+def test_release_regenerates_a_missing_recording_first(tmp_path):
+    """`autograder release` in an instructor's checkout (here a copy, engine included) records a
+    lesson whose recording is missing before shipping it, and says so."""
+    checkout = tmp_path / "checkout"
+    skip = shutil.ignore_patterns("__pycache__", ".pytest_cache", "*.pyc")
+    for name in ("course.yml", "pyproject.toml", ".gitignore"):
+        checkout.mkdir(exist_ok=True)
+        shutil.copy2(ROOT / name, checkout / name)
+    for name in ("autograder", "exercises", "solutions", ".github", ".devcontainer"):
+        shutil.copytree(ROOT / name, checkout / name, ignore=skip)
+    graders = checkout / "autograder" / "graders" / "lesson01"
+    for name in recording.RECORDING_FILES:
+        (graders / name).unlink()
+    env = {key: value for key, value in os.environ.items() if not key.startswith("AUTOGRADER_")}
+    env["PYTHONPATH"] = str(checkout)  # the copy's engine, whose graders are the copy's
+    out = tmp_path / "learner-template"
+    proc = subprocess.run(
+        [sys.executable, "-m", "autograder", "release", "--out", str(out)],
+        cwd=checkout,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "lesson 01: recorded" in proc.stdout
+    for name in recording.RECORDING_FILES:
+        assert (out / "autograder" / "graders" / "lesson01" / name).read_bytes() == (
+            graders / name
+        ).read_bytes()
+    assert not (out / "autograder" / "graders" / "lesson01" / "reference.py").exists()
