@@ -8,7 +8,7 @@ the generator it is given and on nothing else.
 
 None of these checks asks the reference anything: they need no recording, and the learner
 release runs them as they are. test_official_batch.py adds randomized edge ranges to
-batch-range in official grading only.
+batch-range and batch-shapes in official grading only.
 """
 
 from __future__ import annotations

@@ -3,8 +3,7 @@ val_fraction of the tokens (rounded either way).
 
 The reference is asked only about the grader's own sizes and fractions (never about a
 learner's values), and the sizes a known mistake gives are asked for every case, so the
-learner release answers every call from its recording. test_official_split.py adds
-randomized sizes to split-fraction in official grading only."""
+learner release answers every call from its recording."""
 
 from __future__ import annotations
 

@@ -237,7 +237,9 @@ def test_decode(submission, check_seed):
     called = message("lesson01.called_roundtrip", call=text_call(corpus), length=len(corpus))
     if not isinstance(ids, list):
         fail(called, message("lesson01.encode_not_list", got=type_name(ids)))
-    _expect_decoded(submission.call(tok, ids, method="decode"), corpus, called, "lesson01.vocabulary_given_own")
+    _expect_decoded(
+        submission.call(tok, ids, method="decode"), corpus, called, "lesson01.vocabulary_given_own"
+    )
 
 
 def _expect_decoded(got, expected: str, called, given: str = "lesson01.vocabulary_given") -> None:

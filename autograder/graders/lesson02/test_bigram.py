@@ -6,8 +6,11 @@ cross-entropy of the learner's own logits, so that a lookup bug is not reported 
 
 In the learner release the reference's answers come from a recording: those about the
 grader's own table and tokens always; those about the learner's logits (the loss checks) when
-they are the right logits, which is what a learner working on the loss has. What the known
-mistakes give is asked for even when a check passes while recording (recording.eager()).
+they are the right logits, which is what a learner working on the loss has, or those of a
+known lookup slip. What the known mistakes give is asked for even when a check passes while
+recording (recording.eager()); where the learner's logits are none of those, the loss checks
+are judged only in the official grade. test_official_sizes.py adds randomized sizes to
+logits-lookup and loss-value in official grading only.
 """
 
 from __future__ import annotations
