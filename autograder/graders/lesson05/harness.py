@@ -55,6 +55,14 @@ class Trainer:
         # calling torch.set_grad_enabled(False)): that is its check's failure, not the next's.
         sub.call(sub.getattr(self.torch, "set_grad_enabled"), True)
 
+    def grad_enabled(self) -> bool:
+        """Whether autograd is on in the worker; switches it back on when it is not (a learner's
+        code that turned it off for good fails its own check, not the next ones)."""
+        enabled = self.sub.call(self.sub.getattr(self.torch, "is_grad_enabled"))
+        if enabled is not True:
+            self.sub.call(self.sub.getattr(self.torch, "set_grad_enabled"), True)
+        return enabled is True
+
     # ------------------------------------------------------------ the learner's functions
     def function(self, name: str) -> Handle:
         if name not in self._functions:
@@ -255,7 +263,7 @@ def random_batch(cfg: dict, B: int, T: int, generator: torch.Generator) -> tuple
 
 def flat(tensors: dict, names: list[str]) -> torch.Tensor:
     """The named tensors as one float64 vector, in the order of `names`."""
-    return torch.cat([tensors[name].detach().double().reshape(-1) for name in names])
+    return torch.cat([tensors[name].detach().reshape(-1) for name in names]).double()
 
 
 def norm(v: torch.Tensor) -> float:
