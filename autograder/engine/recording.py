@@ -85,6 +85,9 @@ REFERENCE = "reference.py"
 OFFICIAL_PREFIX = "test_official_"
 QUIZ = "test_quiz.py"
 _CACHES = frozenset({"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"})
+# The release's copy of the lesson's untouched stubs (exercises/ as generated, public), for
+# engine/blame.py where no solutions are: not graders code, so in no digest.
+STUBS_FOLDER = "stubs"
 
 
 class NotRecorded(Exception):
@@ -235,7 +238,8 @@ def _fresh_import(package: str, folder: Path, wanted: str) -> None:
     one's `ref = reference_of(__package__)` is evaluated for this run."""
     with _lock:
         loaded = [name for name in sys.modules if name == package or name.startswith(package + ".")]
-        stale = _loaded_as.get(package) != wanted or any(
+        # A module imported outside a grading session (a test's own import) is an official one.
+        stale = _loaded_as.get(package, "official") != wanted or any(
             not _under(getattr(sys.modules[name], "__file__", None), folder) for name in loaded
         )
         if stale:
@@ -741,6 +745,7 @@ def _graders_files(folder: Path) -> list[Path]:
         for path in folder.rglob("*")
         if path.is_file()
         and not _CACHES & set(path.relative_to(folder).parts)
+        and path.relative_to(folder).parts[0] != STUBS_FOLDER
         and not path.name.endswith((".pyc", ".pyo"))
     )
 
