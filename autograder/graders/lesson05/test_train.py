@@ -13,6 +13,7 @@ from autograder.core.results import message
 from autograder.engine import recording
 from autograder.engine.checks import fail
 from autograder.engine.grader_helpers import config_text, generator
+from autograder.sandbox.client import StudentError
 
 from .harness import CFG, Trainer, cfg_text, fmt, random_batch
 
@@ -42,7 +43,14 @@ def test_overfit(submission, check_seed):
     called = message(
         "lesson05.called_train", cfg=cfg_text(CFG), shape=tuple(x.shape), settings=config_text(SETTINGS)
     )
-    losses = trainer.call("train", model, batches, seed=check_seed, **SETTINGS)
+    try:
+        losses = trainer.call("train", model, batches, seed=check_seed, **SETTINGS)
+    except StudentError as err:
+        if err.todo_pending is None and not trainer.grad_enabled():
+            # The learner's estimate_loss switched autograd off for good (its checks say so):
+            # the crash in the next backward() is that TODO's, wherever the line that raised.
+            fail(called, message("lesson05.train_grad_off"), waits_on="eval-mode")
+        raise
     if not isinstance(losses, (list, tuple)) or len(losses) != STEPS:
         got = len(losses) if isinstance(losses, (list, tuple)) else type(losses).__name__
         fail(called, message("lesson05.train_losses_shape", got=got, steps=STEPS))
