@@ -11,7 +11,9 @@ that would give the course away:
                          recorded lesson's checks (harness.py, test_*.py) with its recording
                          (recording.json + recording.npz: reference values for the practice
                          inputs), but never its reference.py, its official-only checks
-                         (test_official_*.py) or its quiz check (test_quiz.py: the key is in it).
+                         (test_official_*.py) or its quiz check (test_quiz.py: the key is in it),
+                         and a copy of its exercises/ stubs (stubs/: what blame compares a
+                         learner's file with, the learner's own exercises/ being what is graded).
                          A lesson whose graders are not on recordings yet ships no graders
                          folder (it grades with its practice tests); no caches
   pyproject.toml         the instructor's, with pytest pointed at exercises/ instead of tests/
@@ -112,7 +114,9 @@ def build_release(course: Course, out: Path, *, force: bool = False, rerecord=No
     files: dict[str, bytes] = {}
     files.update(_exercises(course, root))
     files["course.yml"] = _read_bytes(root / "course.yml")
-    files.update(_engine(_recorded_lessons(course, rerecord)))
+    recorded = _recorded_lessons(course, rerecord)
+    files.update(_engine(recorded))
+    files.update(_graders_stubs(course, recorded, files))
     files["pyproject.toml"] = _learner_pyproject(root / "pyproject.toml").encode("utf-8")
     for rel in WORKFLOWS:
         path = root / rel
@@ -288,6 +292,20 @@ def _engine(recorded: set[str] = frozenset()) -> dict[str, bytes]:
                 f"{display_path(ENGINE_DIR / 'graders' / name)}: not found; the engine needs it"
             )
     return files
+
+
+def _graders_stubs(course: Course, recorded: set[str], files: dict[str, bytes]) -> dict[str, bytes]:
+    """Each shipped graders folder's stubs/: the lesson's Python files exactly as its exercises/
+    ship them (engine/references.py's shipped_stubs reads them)."""
+    return {
+        f"autograder/graders/{lesson.graders}/{recording.STUBS_FOLDER}/{name}": files[
+            f"exercises/{lesson.folder}/{name}"
+        ]
+        for lesson in course.lessons
+        if lesson.graders in recorded
+        for name in lesson.files
+        if name.endswith(".py") and f"exercises/{lesson.folder}/{name}" in files
+    }
 
 
 def _learner_pyproject(path: Path) -> str:

@@ -143,7 +143,8 @@ def grade(
     the command, never read from the learner's environment."""
     lessons = list(lessons)
     lang = lang or course.language
-    references.use(course, solutions_dir(course))  # for graders that compute with the reference pieces
+    # For graders that compute with the reference pieces, or ask blame with the lesson's stubs.
+    references.use(course, solutions_dir(course), graders_root())
     seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
     single = len(lessons) == 1
     # Start every worker first: their torch imports overlap ours and each other's.
@@ -216,9 +217,12 @@ def _provided_files(course: Course, lesson: Lesson, own: dict[str, Path] | None)
 
 def stub_folder(course: Course, lesson: Lesson, submission: Path) -> Path | None:
     """Where the lesson's untouched stubs are, for autograder/engine/blame.py: made from the
-    solutions, else the course's exercises/ when it is not the folder being graded (a learner's
-    repository holds their own code there); None when neither exists."""
-    return references.stub_folder(course, lesson, submission, solutions_dir(course))
+    solutions, else those a learner release ships beside the lesson's graders, else the course's
+    exercises/ when it is not the folder being graded (a learner's repository holds their own
+    code there); None when none exists."""
+    return references.stub_folder(
+        course, lesson, submission, solutions_dir(course), graders_root() / lesson.graders
+    )
 
 
 def grade_lesson(

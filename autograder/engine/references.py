@@ -16,7 +16,9 @@ project's own tests import by the same names) ever sees them by accident.
 Where the solutions are: the course's own solutions/ (an instructor's checkout), else the one
 beside the hidden graders in use (autograder/graders/ of a checkout named by
 $AUTOGRADER_GRADERS); a learner's release has neither, and needs neither (practice mode uses the
-learner's own files, and blame compares with the release's exercises/).
+learner's own files). Blame there compares with the stubs the release ships beside each lesson's
+graders (<graders>/lessonNN/stubs/, recording.STUBS_FOLDER: exercises/ as generated), since the
+learner's exercises/ is the very folder being graded.
 """
 
 from __future__ import annotations
@@ -34,12 +36,23 @@ from types import ModuleType
 
 from autograder.core import regions
 from autograder.core.manifest import Course, Lesson
+from autograder.engine.recording import STUBS_FOLDER
 
-__all__ = ["graded_stubs", "load", "reference_files", "solutions_dir", "stub_folder", "stub_texts", "use"]
+__all__ = [
+    "graded_stubs",
+    "load",
+    "reference_files",
+    "shipped_stubs",
+    "solutions_dir",
+    "stub_folder",
+    "stub_texts",
+    "use",
+]
 
 _lock = threading.Lock()
 _cache: dict[Path, dict[str, ModuleType]] = {}
 _current: tuple[Course, Path] | None = None  # what load() reads: set by the grading run
+_graded: tuple[Course, Path | None, Path | None] | None = None  # (course, solutions, graders root)
 
 
 def solutions_dir(course: Course, graders: Path) -> Path | None:
@@ -53,10 +66,12 @@ def solutions_dir(course: Course, graders: Path) -> Path | None:
     return None
 
 
-def use(course: Course, solutions: Path | None) -> None:
-    """Say which course and solutions `load()` serves (the grading run sets it before its graders run)."""
-    global _current
+def use(course: Course, solutions: Path | None, graders: Path | None = None) -> None:
+    """Say which course and solutions `load()` serves, and which graders folder (the root holding
+    lessonNN/) `graded_stubs` may fall back to (the grading run sets it before its graders run)."""
+    global _current, _graded
     _current = (course, solutions) if solutions is not None else None
+    _graded = (course, solutions, graders)
 
 
 def reference_files(course: Course, lesson: Lesson, solutions: Path | None) -> dict[str, Path]:
@@ -85,11 +100,14 @@ def stub_texts(lesson: Lesson, solutions: Path | None) -> dict[str, str] | None:
     return stubs
 
 
-def stub_folder(course: Course, lesson: Lesson, submission: Path, solutions: Path | None) -> Path | None:
+def stub_folder(
+    course: Course, lesson: Lesson, submission: Path, solutions: Path | None, graders: Path | None = None
+) -> Path | None:
     """A folder holding the lesson's untouched stubs (its files by name), for blame and watch:
-    made from the solutions, else the course's exercises/ when it is not the folder being graded
-    (a learner's repository holds their own code there); None when neither exists."""
-    made = _stub_folder(lesson, solutions)
+    made from the solutions, else the ones the release ships in the lesson's graders folder
+    `graders`, else the course's exercises/ when it is not the folder being graded (a learner's
+    repository holds their own code there); None when none exists."""
+    made = _stub_folder(lesson, solutions) or shipped_stubs(graders)
     if made is not None:
         return made
     exercises = course.root / "exercises" / lesson.folder
@@ -103,12 +121,26 @@ def stub_folder(course: Course, lesson: Lesson, submission: Path, solutions: Pat
 
 def graded_stubs(folder: str) -> Path | None:
     """The untouched stubs of the lesson in `folder` (e.g. "06-generar") of the course being
-    graded, for a grader that asks engine/blame.py itself; None without marked solutions."""
-    if _current is None:
+    graded, for a grader that asks engine/blame.py itself: made from the marked solutions, else
+    the ones a release ships with the graders; None without either."""
+    if _graded is None:
         return None
-    course, solutions = _current
+    course, solutions, graders = _graded
     lesson = next((item for item in course.lessons if item.folder == folder), None)
-    return _stub_folder(lesson, solutions) if lesson is not None else None
+    if lesson is None:
+        return None
+    return _stub_folder(lesson, solutions) or shipped_stubs(
+        Path(graders) / lesson.graders if graders is not None else None
+    )
+
+
+def shipped_stubs(graders: Path | None) -> Path | None:
+    """The stubs a learner release ships in the lesson's graders folder `graders`; None when
+    they are not there (an instructor's checkout makes them from the solutions instead)."""
+    if graders is None:
+        return None
+    folder = Path(graders) / STUBS_FOLDER
+    return folder if folder.is_dir() else None
 
 
 def _stub_folder(lesson: Lesson, solutions: Path | None) -> Path | None:

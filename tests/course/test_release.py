@@ -75,6 +75,17 @@ def shipped_graders(lesson) -> list[str]:
     ]
 
 
+def shipped_stubs(lesson) -> list[str]:
+    """The copy of a recorded lesson's exercise stubs its graders folder ships (stubs/)."""
+    if not recorded(lesson):
+        return []
+    return [
+        f"autograder/graders/{lesson.graders}/{recording.STUBS_FOLDER}/{name}"
+        for name in lesson.files
+        if name.endswith(".py")
+    ]
+
+
 @pytest.fixture(scope="module")
 def release(course, tmp_path_factory) -> tuple[Path, ReleaseReport]:
     out = tmp_path_factory.mktemp("release") / "learner-template"
@@ -124,6 +135,7 @@ def test_release_holds_exactly_the_learner_files(course, release):
             "autograder/graders/__init__.py",
             "autograder/graders/pytest.ini",
             *(rel for lesson in course.lessons for rel in shipped_graders(lesson)),
+            *(rel for lesson in course.lessons for rel in shipped_stubs(lesson)),
         ]
     )
     for lesson in course.lessons:
@@ -133,6 +145,9 @@ def test_release_holds_exactly_the_learner_files(course, release):
         assert (out / "autograder" / "graders" / lesson.graders).exists() == recorded(lesson)
         for rel in shipped_graders(lesson):
             assert (out / rel).read_bytes() == (ROOT / rel).read_bytes()
+        for rel in shipped_stubs(lesson):  # blame's untouched stubs: the exercises as generated
+            name = rel.rsplit("/", 1)[-1]
+            assert (out / rel).read_bytes() == (ROOT / "exercises" / lesson.folder / name).read_bytes()
     assert not any(part in CACHES or part.endswith(".pyc") for rel in on_disk for part in rel.split("/"))
     assert (out / "course.yml").read_bytes() == (ROOT / "course.yml").read_bytes()
     assert (out / ".gitignore").read_bytes() == (ROOT / ".gitignore").read_bytes()
