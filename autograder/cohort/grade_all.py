@@ -463,8 +463,13 @@ def _fetch(learners: list[Learner], jobs: int, allowed: Allowed) -> dict[str, da
         fetch(learner, allowed)
         finished[learner.id] = observations.now()
 
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+    pool = ThreadPoolExecutor(max_workers=max(1, jobs))
+    try:
         list(pool.map(one, learners))
+    finally:
+        # Interrupted: the fetches not started yet never start (the running ones end with
+        # their git, which Ctrl-C stops too).
+        pool.shutdown(wait=True, cancel_futures=True)
     return finished
 
 
