@@ -463,13 +463,8 @@ def _fetch(learners: list[Learner], jobs: int, allowed: Allowed) -> dict[str, da
         fetch(learner, allowed)
         finished[learner.id] = observations.now()
 
-    pool = ThreadPoolExecutor(max_workers=max(1, jobs))
-    try:
-        list(pool.map(one, learners))
-    finally:
-        # Interrupted: the fetches not started yet never start (the running ones end with
-        # their git, which Ctrl-C stops too).
-        pool.shutdown(wait=True, cancel_futures=True)
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        list(pool.map(one, learners))  # interrupted: map cancels the fetches not started yet
     return finished
 
 

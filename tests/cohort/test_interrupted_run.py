@@ -5,8 +5,10 @@ grading lento whenever it is interrupted."""
 
 from __future__ import annotations
 
+import os
 import queue
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -114,3 +116,51 @@ def test_an_interrupted_run_says_that_running_again_resumes_and_it_does(tmp_path
     assert "Traceback" not in said, said
     assert not survivors
     assert set(results(out)) == {"ana"}
+
+
+def test_ctrl_c_while_fetching_the_roster_starts_no_more_fetches(tmp_path):
+    """Ctrl-C reaches the whole foreground job, as in a terminal: the running git fetches stop
+    with it, the ones not started yet never start (each would hang on this host), and grade-all
+    says it was interrupted with nothing graded yet."""
+    silent = socket.create_server(("127.0.0.1", 0))  # accepts, never answers: a hung host
+    port, accepted = silent.getsockname()[1], []
+
+    def accept() -> None:
+        while True:
+            try:
+                accepted.append(silent.accept()[0])
+            except OSError:
+                return
+
+    threading.Thread(target=accept, daemon=True).start()
+    roster = tmp_path / "roster.csv"
+    roster.write_text(
+        "id,url\n" + "".join(f"l{i:02d},http://127.0.0.1:{port}/r{i}.git\n" for i in range(30)),
+        encoding="utf-8",
+    )
+    out = tmp_path / "out"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "autograder", "grade-all", str(tmp_path / "subs"), "--roster", str(roster)]
+        + ["--out", str(out), "--lessons", "01", "--allow-scheme", "http", "--allow-host", "127.0.0.1"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, which the test's Ctrl-C reaches whole
+        preexec_fn=ctrl_c_as_in_a_shell,
+    )
+    try:
+        deadline = time.monotonic() + WAIT
+        while not accepted and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.2)
+        assert accepted, "grade-all never started fetching"
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+        silent.close()
+    assert proc.returncode == 130, err
+    assert "grade-all interrumpido (SIGINT)" in err and "(0 resultados)" in err, err
+    assert len(accepted) < 30, "every fetch started after Ctrl-C"
