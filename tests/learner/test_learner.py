@@ -282,8 +282,9 @@ def test_check_in_practice_mode_says_so(tmp_path):
     data_file = root / "exercises" / "01-tokens-y-lotes" / "data.py"
     lines = proc.stdout.splitlines()
     assert (
-        "Corregido con las pruebas de práctica de tu carpeta (nota de práctica): las pruebas ocultas "
-        "del curso no están en esta copia."
+        "Corregido en práctica (nota de práctica): con las comprobaciones del curso y sus valores de "
+        "referencia grabados o, en una lección sin grabación, con las pruebas de práctica de tu carpeta. "
+        "La nota oficial la pone tu profesor."
     ) in lines
     assert (
         f"Siguiente: TODO [vocab] en exercises/01-tokens-y-lotes/data.py:{todo_line(data_file, 'vocab')}"
