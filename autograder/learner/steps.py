@@ -45,7 +45,10 @@ class NextStep:
         return f"{self.path}:{self.line}" if self.line else str(self.path)
 
     def to_state(self) -> dict[str, Any]:
-        return {"kind": self.kind, "todo": self.todo, "check": self.check}
+        state = {"kind": self.kind, "todo": self.todo, "check": self.check}
+        if self.kind == "fix":  # the error's place as graded: nothing to look up again
+            state.update(path=self.path, line=self.line, error=self.error)
+        return state
 
 
 def _failing(check) -> bool:

@@ -3,7 +3,8 @@
 history.jsonl  one record per grading, in the format of the `grades` branch
                (autograder.core.history), so `progress` merges both with the same XP/streak rules
 state.json     the hint level reached per TODO and the last next step per lesson, keyed by a
-               digest of the lesson's files (so `hint` needs no new grading while nothing changed)
+               digest of the lesson's files (so `hint` needs no new grading while nothing changed;
+               a file that does not load is remembered with its place and its own digest)
 figuras/       the attention matrix of a failing mask check as a PNG (the feedback names it)
 """
 
@@ -22,6 +23,7 @@ from typing import Any
 from autograder.core.file_lock import LockTimeout, append_line, exclusive
 from autograder.core.files import display_path
 from autograder.core.manifest import Course, Lesson
+from autograder.engine.learner_errors import KINDS
 from autograder.learner.folders import lesson_digest, lesson_dir
 from autograder.learner.steps import NextStep, lesson_next_step, locate_step
 from autograder.learner.terminal import t
@@ -206,6 +208,9 @@ def record_result(course: Course, result, store: LocalStore, lang: str) -> dict[
             "mode": lesson_result.mode,
             "step": step.to_state() if step else None,
         }
+        if step is not None and step.kind == "fix" and step.path:
+            # The file that does not load may be another lesson's (lesson 04 imports 03's).
+            saved[lesson.id]["fix_digest"] = _file_digest(course.root / step.path)
     store.update_state(lang, lambda state: state["next"].update(saved))
     return steps
 
@@ -219,6 +224,8 @@ def known_step(course: Course, lesson: Lesson, store: LocalStore, lang: str) -> 
     saved = entry.get("step")
     if saved is None:
         return True, None
+    if isinstance(saved, dict) and saved.get("kind") == "fix":
+        return _known_fix(course, lesson, entry, saved)
     if not isinstance(saved, dict) or saved.get("kind") not in ("todo", "quiz", "check"):
         return False, None
     todo, check = saved.get("todo"), saved.get("check")
@@ -228,3 +235,26 @@ def known_step(course: Course, lesson: Lesson, store: LocalStore, lang: str) -> 
         return False, None
     path, line = locate_step(course, lesson, todo if saved["kind"] == "todo" else None, check)
     return True, NextStep(saved["kind"], lesson, todo=todo, check=check, path=path, line=line)
+
+
+def _known_fix(course: Course, lesson: Lesson, entry: dict, saved: dict) -> tuple[bool, NextStep | None]:
+    """A remembered "fix the file that does not load" step, while that file is unchanged too."""
+    path, line, error, check = (saved.get(key) for key in ("path", "line", "error", "check"))
+    if not (
+        isinstance(path, str)
+        and path
+        and error in KINDS
+        and isinstance(check, str)
+        and (line is None or (isinstance(line, int) and line > 0))
+        and isinstance(entry.get("fix_digest"), str)
+        and entry["fix_digest"] == _file_digest(course.root / path)
+    ):
+        return False, None
+    return True, NextStep("fix", lesson, check=check, path=path, line=line, error=error)
+
+
+def _file_digest(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return None
