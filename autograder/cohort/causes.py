@@ -22,11 +22,7 @@ from dataclasses import dataclass
 
 from autograder.core import i18n
 from autograder.core.results import Block, CheckResult, LessonResult, Status, Text
-
-try:  # the engine's load errors; absent from an engine older than its errors.* messages
-    from autograder.engine import learner_errors
-except ImportError:  # pragma: no cover - only on such an engine
-    learner_errors = None
+from autograder.engine import learner_errors
 
 # The learner's exception, as the engine words it (params: type, message).
 RAISED_KEY = "engine.student_raised"
@@ -63,7 +59,7 @@ def check_does_not_run(check: CheckResult, lang: str) -> NoRun | None:
     """The load failure that stopped this check, or None (it ran, or failed another way)."""
     if check.status not in _FAILING:
         return None
-    loaded = learner_errors.of(check) if learner_errors is not None else None
+    loaded = learner_errors.of(check)
     if loaded is not None:
         return NoRun(loaded.path, loaded.line, loaded.part)
     raised = _raised(check, lang)
