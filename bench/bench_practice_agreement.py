@@ -14,7 +14,9 @@ practice seed), and prints:
 - the inventory: per lesson, the checks the recording answered in every grading, in some
   (a reference call on the learner's own values: answered when those values are right), in
   none, and the checks with an official-only part (test_official_*.py, never shipped);
-- every disagreement, one line each, so that each can be explained or fixed.
+- per variant, the checks that failed officially and that practice judged only officially
+  (what the inventory does not allow), and every disagreement, one line each, so that each can
+  be explained or fixed.
 
 With --correct, every correct-but-different variant is graded in practice too: a check that
 fails there is a practice-only failure (practice must never fail correct code).
@@ -67,11 +69,17 @@ def bench_lesson(course, lesson, scratch: Path, with_correct: bool, comments: bo
     row = {"lesson": lesson.id, "variants": 0, "step": 0, "diagnosis": 0, "checks": Counter()}
     inventory = agreement.Inventory(lesson.id)
     lines: list[str] = []
+    unanswered: list[str] = []  # official failures practice judged only officially
     start = time.perf_counter()
     release = agreement.release_graders(course, lesson, scratch / "release")
     if release is None:
         row["note"] = "no recording (graders import reference.py, or the solutions fail them)"
-        return row | {"inventory": inventory, "lines": lines, "seconds": time.perf_counter() - start}
+        return row | {
+            "inventory": inventory,
+            "lines": lines,
+            "unanswered": unanswered,
+            "seconds": time.perf_counter() - start,
+        }
     for variant in agreement.catalog(lesson).BUGGY:
         told = agreement.grade_both(course, lesson, variant, release, scratch / "buggy", comments=comments)
         inventory.add(told.practice)
@@ -83,6 +91,9 @@ def bench_lesson(course, lesson, scratch: Path, with_correct: bool, comments: bo
             row["diagnosis"] += 1
         for line in told.disagreements:
             lines.append(f"{lesson.id}:{variant.name}: {line}")
+        skipped = [check for check, verdict in told.checks.items() if verdict == agreement.OFFICIAL_ONLY]
+        if skipped:
+            unanswered.append(f"{lesson.id}:{variant.name}: {', '.join(skipped)}")
         print(
             f"  {lesson.id}:{variant.name}: step {'same' if told.same_step else 'DIFFERENT'}, "
             + ", ".join(f"{k} {v}" for k, v in sorted(verdicts.items())),
@@ -107,7 +118,7 @@ def bench_lesson(course, lesson, scratch: Path, with_correct: bool, comments: bo
                 lines.append(
                     f"{lesson.id}:{variant.name} (correct): practice fails {check} {list(told.checks[check].keys)}"
                 )
-    row.update(inventory=inventory, lines=lines, seconds=time.perf_counter() - start)
+    row.update(inventory=inventory, lines=lines, unanswered=unanswered, seconds=time.perf_counter() - start)
     return row
 
 
@@ -174,6 +185,10 @@ def main() -> int:
         report.append(
             f"    official-only parts (test_official_*.py): {', '.join(official_only_parts(lesson)) or '-'}"
         )
+    report.append("")
+    unanswered = [line for row in rows for line in row["unanswered"]]
+    report.append(f"Failed officially, judged only officially in practice ({len(unanswered)} variants):")
+    report += [f"  {line}" for line in unanswered] or ["  none"]
     report.append("")
     lines = [line for row in rows for line in row["lines"]]
     report.append(f"Disagreements ({len(lines)}):")
