@@ -3,7 +3,7 @@ is in test_cache_alignment.py).
 
 chunk-logits: the learner's cached_attention in every layer of lesson 04's reference GPT,
 chunk after chunk, each judged against the reference attention over the keys and values it
-returns itself. The chunk sizes are drawn from the check's seed (a prefill of 2 to 6 tokens,
+returns itself. The chunk sizes are drawn from the check's seed (a prefill of 3 to 6 tokens,
 then two chunks of at least 2): fixed in practice, where the recording answers them, and
 moving at each official grading.
 """
@@ -33,9 +33,11 @@ ref = recording.reference_of(__package__)
 
 
 def _chunks(block_size: int, gen: torch.Generator) -> list[int]:
-    """Three chunk sizes summing to block_size: a prefill of 2 .. block_size - 4 tokens, then
-    two chunks of at least 2 each (a chunk after a cache is where a top-left mask shows)."""
-    first = int(torch.randint(2, block_size - 3, (1,), generator=gen))
+    """Three chunk sizes summing to block_size: a prefill of 3 .. block_size - 4 tokens, then
+    two chunks of at least 2 each (a chunk after a cache is where a top-left mask shows). Not a
+    prefill of 2: there a mask that also sees the next token sees everything, and the diagnosis
+    could not tell it from no mask at all."""
+    first = int(torch.randint(3, block_size - 3, (1,), generator=gen))
     rest = block_size - first
     second = int(torch.randint(2, rest - 1, (1,), generator=gen))
     return [first, second, rest - second]
