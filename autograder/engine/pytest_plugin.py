@@ -275,6 +275,14 @@ class GradingPlugin:
 
     def classify(self, exc: BaseException, spec) -> tuple[Status, Feedback]:
         if isinstance(exc, CheckFailure):
+            caught = exc.__cause__ or exc.__context__  # the learner's error the grader was handling
+            broken = (
+                learner_errors.load_error(caught, self.learner_paths(caught))
+                if isinstance(caught, StudentError)
+                else None
+            )
+            if broken is not None:  # a file that does not load: its one line, not the grader's words
+                return Status.FAILED, Feedback.of(broken)
             return Status.FAILED, exc.feedback
         if isinstance(exc, StudentError):
             broken = learner_errors.load_error(exc, self.learner_paths(exc))
