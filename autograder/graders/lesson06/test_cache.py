@@ -1,9 +1,10 @@
-"""Hidden checks of TODO [kv-cache]: what the cache holds and what it gives.
+"""Checks of TODO [kv-cache]: what the cache holds and what it gives.
 
 cached_attention runs on lesson 03's reference attention, forward_cached and generate on
 lesson 04's reference GPT, both built in the worker with weights the grader draws. Expected
-values come from the float64 reference here: the full forward pass of the same GPT (the
-cache must not change a single logit beyond atol 1e-5) and an explicit cached attention.
+values come from reference.py in float64 (in a learner's release, from its recording): the
+full forward pass of the same GPT (the cache must not change a single logit beyond atol 1e-5)
+and an explicit cached attention.
 
 These checks leave TODO [cache-alignment]'s code (the mask, test_cache_alignment.py) out of
 the verdict: they judge the keys and values cached_attention returns (the mask plays no part

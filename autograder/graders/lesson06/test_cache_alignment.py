@@ -1,4 +1,4 @@
-"""Hidden checks of TODO [cache-alignment]: cached_attention's causal mask aligned to the
+"""Checks of TODO [cache-alignment]: cached_attention's causal mask aligned to the
 bottom-right corner of the (T, S) scores, so that new query i sees every cached key and the new
 keys up to its own position, and made on x's device.
 

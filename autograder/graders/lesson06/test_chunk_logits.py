@@ -1,4 +1,4 @@
-"""Hidden check of TODO [cache-alignment] in the whole model (its first check, chunk-attention,
+"""Check of TODO [cache-alignment] in the whole model (its first check, chunk-attention,
 is in test_cache_alignment.py).
 
 chunk-logits: the learner's cached_attention in every layer of lesson 04's reference GPT,

@@ -1,4 +1,4 @@
-"""Hidden checks of crop_context (TODO crop-context): the last block_size columns, for contexts
+"""Checks of crop_context (TODO crop-context): the last block_size columns, for contexts
 longer, as long and shorter than block_size; a wrong crop is named when it is a recognisable
 slip. generate with a context longer than block_size is checked officially only
 (test_official_crop_generate.py)."""

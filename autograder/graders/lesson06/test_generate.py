@@ -1,4 +1,4 @@
-"""Hidden check of generate's given frame: sampling in eval mode with the learner's generator,
+"""Check of generate's given frame: sampling in eval mode with the learner's generator,
 and the model's mode restored afterwards (no TODO: the code is given, but it can be broken)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Hidden checks of lesson 06's "Comprueba tu comprensión" answers (quiz.yml)."""
+"""Checks of lesson 06's "Comprueba tu comprensión" answers (quiz.yml)."""
 
 from autograder.engine.quiz import quiz_test
 

@@ -1,4 +1,4 @@
-"""Hidden checks of sample_next (TODOs temperature and top-k).
+"""Checks of sample_next (TODOs temperature and top-k).
 
 The README fixes the draw: F.softmax over the last dimension and one
 torch.multinomial(probs, num_samples=1, generator=generator) per call (given code). The grader
