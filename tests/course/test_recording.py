@@ -411,9 +411,10 @@ def test_tensors_and_generators_are_replayed(tiny_graders):
 def test_every_committed_recording_is_current(course):
     """A grader, reference or solution changed without `autograder record`: caught here (and
     `autograder release` regenerates it). Cheap: digests only, no grading."""
-    stale = []
+    stale, size = [], 0
     for item in course.lessons:
         folder = ROOT / "autograder" / "graders" / item.graders
+        size += sum(path.stat().st_size for path in folder.glob("recording.*"))
         state = record.status(course, item, folder)
         recorded = (folder / recording.JSON_NAME).exists() or (folder / recording.NPZ_NAME).exists()
         if state in (record.STALE, record.MISSING) or (recorded and state != record.CURRENT):
@@ -421,6 +422,7 @@ def test_every_committed_recording_is_current(course):
                 f"lesson {item.id}: {state}; run `autograder record --lesson {item.id}` and commit it"
             )
     assert stale == []
+    assert size < 8 * 2**20  # the whole course's recordings stay a few MB (3.7 MiB in December 2026)
 
 
 def test_record_skips_a_lesson_whose_graders_import_the_reference(course, tmp_path):
