@@ -165,19 +165,28 @@ def converted(folder: Path) -> bool:
 
 def lesson_mode(folder: Path) -> str:
     """How the graders in `folder` are graded: "record" while `recording_into(folder)` is active;
-    "replay" when reference.py is not there and a recording is (the learner release); "official"
-    for any other graders folder (graders that need no reference module included); "none" when
-    there is no graders folder."""
+    "official" when reference.py is there; "replay" when a recording is instead (the learner
+    release); "none" when there is no graders folder, or only graders asking for a reference
+    that is not there (engine/practice.py then grades with the lesson's practice tests); else
+    "official" (graders that need no reference module)."""
     folder = Path(folder)
     if _key(folder) in _pending:
         return "record"
     if not folder.is_dir():
         return "none"
-    if not (folder / REFERENCE).is_file() and (
-        (folder / JSON_NAME).is_file() or (folder / NPZ_NAME).is_file()
-    ):
+    if (folder / REFERENCE).is_file():
+        return "official"
+    if (folder / JSON_NAME).is_file() or (folder / NPZ_NAME).is_file():
         return "replay"
-    return "official"
+    # Graders that ask for a reference they cannot have (its recording deleted): as if absent.
+    return "none" if _asks_for_reference(folder) else "official"
+
+
+def _asks_for_reference(folder: Path) -> bool:
+    return any(
+        "reference_of(" in path.read_text(encoding="utf-8", errors="replace")
+        for path in sorted(Path(folder).glob("*.py"))
+    )
 
 
 @contextlib.contextmanager

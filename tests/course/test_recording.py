@@ -487,3 +487,16 @@ def test_release_regenerates_a_missing_recording_first(tmp_path):
             graders / name
         ).read_bytes()
     assert not (out / "autograder" / "graders" / "lesson01" / "reference.py").exists()
+
+
+def test_graders_whose_recording_is_gone_fall_back_to_the_practice_tests(course, lesson, made, tmp_path):
+    """Shipped graders without their recording (deleted by hand) cannot run: the lesson is
+    graded with its practice tests, as a lesson that ships no graders is."""
+    graders = _broken_copy(made, lesson, tmp_path)
+    for name in recording.RECORDING_FILES:
+        (graders / lesson.graders / name).unlink()
+    assert recording.lesson_mode(graders / lesson.graders) == "none"
+    result = _grade(course, lesson, ROOT / "exercises" / lesson.folder, graders)
+    assert result.mode == "practice" and result.checks
+    assert not {c.id for c in result.checks} & {spec.id for spec in lesson.checks}
+    assert all(c.status is Status.FAILED for c in result.checks)
