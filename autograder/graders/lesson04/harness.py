@@ -15,14 +15,17 @@ import math
 import re
 from types import SimpleNamespace
 
+import pytest
 import torch
 
 from autograder.core.results import message
 from autograder.engine import recording
 from autograder.engine.checks import fail
 from autograder.engine.feedback import ATOL, RTOL, compare
-from autograder.engine.grader_helpers import config_text, load_weights
+from autograder.engine.grader_helpers import config_text, generator, load_weights
 from autograder.sandbox.client import Sandbox, StudentError
+
+ref = recording.reference_of(__package__)
 
 FILE = "model"
 # T, nh, hs, C, V, block_size and n_layer all different, nh >= 2, T < block_size.
@@ -328,3 +331,48 @@ def gpt_weights(cfg: dict, gen: torch.Generator) -> dict[str, torch.Tensor]:
     sd["transformer.ln_f.bias"] = _normal(gen, C, std=0.2)
     sd["lm_head.weight"] = wte
     return sd
+
+
+# ---------------------------------------------------------------- practice grading
+
+PROBE_SEED = 4_040  # the attention probe's own inputs: fixed, so a recording answers them
+
+
+def needs_reference_attention(sub: Sandbox) -> None:
+    """For the checks whose expected values assume lesson 03's reference attention inside the
+    learner's block. Practice grading has no reference pieces: the attention there is the
+    learner's own, so where it does not give what the reference gives with the same weights
+    (a lesson-03 mistake) the check is skipped, saying why, rather than blaming a TODO of this
+    lesson. Officially nothing happens (the reference attention is in the worker); while
+    recording, the reference's answer for the probe is recorded."""
+    if attention_like_reference(sub) is False:
+        pytest.skip("lesson04.practice_attention_differs")
+
+
+def attention_like_reference(sub: Sandbox) -> bool | None:
+    """Practice grading: whether the attention in the worker (the learner's own) gives what the
+    reference gives on the probe's weights and input. None officially and while recording
+    (where the probe's reference value is recorded)."""
+    if recording.mode() == "official":
+        return None
+    gen = generator(PROBE_SEED)
+    cfg = MAIN
+    weights = {
+        key[len("attn.") :]: value
+        for key, value in block_weights(cfg["n_embd"], gen).items()
+        if key.startswith("attn.")
+    }
+    z = random_input(cfg["n_embd"], MAIN_T, gen)
+    expected = ref.attention_out(z, {f"attn.{key}": value for key, value in weights.items()}, cfg["n_head"])
+    if recording.mode() != "replay":
+        return None
+    try:
+        attention = sub.call(
+            sub.getattr(sub.module("attention"), "CausalSelfAttention"), SimpleNamespace(**cfg)
+        )
+        load_weights(sub, attention, weights)
+        sub.call(attention, method="eval")
+        got = sub.call_traced(attention, z, no_grad=True)["value"]
+    except StudentError:
+        got = None
+    return close(got, expected)

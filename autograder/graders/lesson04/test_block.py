@@ -33,6 +33,7 @@ from .harness import (
     expect_shape,
     first_match,
     for_diagnosis,
+    needs_reference_attention,
     random_input,
 )
 
@@ -158,6 +159,8 @@ def _observed(submission, gen: torch.Generator, cases, judged: str):
     """Per (cfg, T, B) case: (cfg, block, sd, x, obs, attn_in), the learner's Block observed on
     a fresh input, with the one input its attention got. `judged`: what the check judges
     ("attn", "mlp" or "residual"), for the values recorded eagerly."""
+    if judged != "attn":
+        needs_reference_attention(submission)
     for cfg, T, B in cases:
         block, sd = _block(submission, gen, cfg)
         x = random_input(cfg["n_embd"], T, gen, B=B)

@@ -26,6 +26,7 @@ from .harness import (
     first_match,
     for_diagnosis,
     gpt_weights,
+    needs_reference_attention,
 )
 
 ref = recording.reference_of(__package__)
@@ -167,6 +168,7 @@ def _variant_logits(idx: torch.Tensor, sd: dict, cfg: dict) -> list:
 
 @pytest.mark.check("model-parity")
 def test_model_parity(submission, check_seed):
+    needs_reference_attention(submission)
     gen = generator(check_seed)
     for cfg, T, B in ((MAIN, MAIN_T, 2), (MAIN, MAIN["block_size"], 2), (SMALL, 1, 2), (SMALL, 3, 1)):
         judge_model_parity(submission, gen, cfg, T, B)
@@ -272,6 +274,7 @@ def _judge_device(submission, check_seed) -> None:
 def test_future_leak(submission, check_seed):
     """Changing token j may only move the logits of positions i >= j (and must move some later
     one: the model has to read its past)."""
+    needs_reference_attention(submission)
     gen = generator(check_seed)
     cfg = MAIN
     V, T = cfg["vocab_size"], MAIN_T

@@ -15,12 +15,13 @@ from __future__ import annotations
 import math
 from types import SimpleNamespace
 
+import pytest
 import torch
 
 from autograder.core.results import message
 from autograder.engine import recording
 from autograder.engine.checks import fail
-from autograder.engine.grader_helpers import config_text
+from autograder.engine.grader_helpers import config_text, generator
 from autograder.sandbox.client import Sandbox, StudentError
 from autograder.sandbox.protocol import Handle
 
@@ -32,7 +33,14 @@ CFG = {"vocab_size": 13, "block_size": 8, "n_layer": 2, "n_head": 2, "n_embd": 1
 DROPOUT_CFG = {**CFG, "dropout": 0.5}
 B, T = 3, 5
 # A submodule of each kind whose mode matters: the embedding dropout and the attention's.
+PROBE_SEED = 5_050  # the model probe's own inputs: fixed, so a recording answers them
 MODE_PATHS = ("", "transformer.drop", "transformer.h.0.attn.attn_drop", "transformer.h.1.mlp.dropout")
+
+
+def model_text():
+    """Which GPT the checks built, for their messages: lesson 04's reference one officially; in
+    practice grading (a learner's release, no reference pieces) the learner's own."""
+    return message("lesson05.model_yours" if recording.mode() == "replay" else "lesson05.model_reference")
 
 
 def cfg_text(cfg: dict) -> str:
@@ -62,6 +70,39 @@ class Trainer:
         if enabled is not True:
             self.sub.call(self.sub.getattr(self.torch, "set_grad_enabled"), True)
         return enabled is True
+
+    def needs_reference_model(self, *, values: bool = True) -> None:
+        """For the checks that assume lesson 04's reference GPT in the worker. Practice grading
+        has no reference pieces: the GPT there is the learner's own (their lessons 03 and 04),
+        so where it does not take the reference's weights and run, or (with `values`, for the
+        checks whose expected values come from the reference) does not give the reference's
+        loss for them, the check is skipped, saying why, rather than blaming a TODO of this
+        lesson. Officially nothing happens; while recording, the reference's loss is recorded."""
+        if self.model_like_reference(values=values) is False:
+            pytest.skip("lesson05.practice_model_differs")
+
+    def model_like_reference(self, *, values: bool = True) -> bool | None:
+        """Practice grading: whether the GPT in the worker (the learner's own) takes the
+        reference's weights and runs and, with `values`, gives the reference's loss for them.
+        None officially and while recording (where the probe's reference loss is recorded)."""
+        if recording.mode() == "official":
+            return None
+        gen = generator(PROBE_SEED)
+        state = random_state(CFG, gen)
+        x, y = random_batch(CFG, B, T, gen)
+        expected = ref.loss_at(CFG, state, x, y)
+        if recording.mode() != "replay":
+            return None
+        try:
+            model = self.gpt(CFG, state, train=False)
+            value = self.sub.call(model, x, y)
+            loss = value[1] if isinstance(value, tuple) and len(value) == 2 else None
+            got = float(loss) if isinstance(loss, torch.Tensor) and loss.numel() == 1 else None
+        except StudentError:
+            got = None
+        return got is not None and (
+            not values or (math.isfinite(got) and relative_gap(got, expected) <= 1e-6)
+        )
 
     # ------------------------------------------------------------ the learner's functions
     def function(self, name: str) -> Handle:
@@ -199,7 +240,9 @@ class Step:
 
     def called(self, x: torch.Tensor, grad_clip: float, *, again: bool = False):
         key = "lesson05.called_step_again" if again else "lesson05.called_step"
-        return message(key, cfg=cfg_text(self.cfg), shape=tuple(x.shape), clip=fmt(grad_clip))
+        return message(
+            key, model=model_text(), cfg=cfg_text(self.cfg), shape=tuple(x.shape), clip=fmt(grad_clip)
+        )
 
 
 def expect_finite_update(update: torch.Tensor, *called) -> None:

@@ -22,6 +22,7 @@ from .harness import (
     cfg_text,
     expect_float,
     fmt,
+    model_text,
     random_state,
     relative_gap,
 )
@@ -32,17 +33,28 @@ N_BATCHES = 3
 INFERENCE_ERROR = "Inference tensors cannot be saved for backward"
 
 
-def _setup(submission, check_seed: int, cfg: dict, n_batches: int = N_BATCHES, shape: tuple = (B, T)):
+def _setup(
+    submission,
+    check_seed: int,
+    cfg: dict,
+    n_batches: int = N_BATCHES,
+    shape: tuple = (B, T),
+    *,
+    values: bool = False,
+):
+    trainer = Trainer(submission)
+    trainer.needs_reference_model(values=values)
     gen = generator(check_seed)
     state = random_state(cfg, gen)
     xs = torch.randint(cfg["vocab_size"], (n_batches, *shape), generator=gen)
     ys = torch.randint(cfg["vocab_size"], (n_batches, *shape), generator=gen)
-    return Trainer(submission), state, xs, ys
+    return trainer, state, xs, ys
 
 
 def _called(cfg: dict, train: bool, xs: torch.Tensor):
     return message(
         "lesson05.called_estimate",
+        model=model_text(),
         cfg=cfg_text(cfg),
         count=xs.shape[0],
         shape=tuple(xs.shape[1:]),
@@ -78,7 +90,7 @@ def _as_float(value, called) -> float:
 @pytest.mark.check("eval-loss")
 def test_eval_loss(submission, check_seed):
     """The mean of the batches' losses, with dropout (0.5 here) switched off."""
-    judge_eval_loss(*_setup(submission, check_seed, DROPOUT_CFG))
+    judge_eval_loss(*_setup(submission, check_seed, DROPOUT_CFG, values=True))
 
 
 def judge_eval_loss(trainer: Trainer, state: dict, xs: torch.Tensor, ys: torch.Tensor) -> None:

@@ -25,4 +25,6 @@ def test_official_eval_loss_sizes(submission, check_seed):
     state = random_state(DROPOUT_CFG, gen)
     xs = torch.randint(DROPOUT_CFG["vocab_size"], (n_batches, B, T), generator=gen)
     ys = torch.randint(DROPOUT_CFG["vocab_size"], (n_batches, B, T), generator=gen)
-    judge_eval_loss(Trainer(submission), state, xs, ys)
+    trainer = Trainer(submission)
+    trainer.needs_reference_model()
+    judge_eval_loss(trainer, state, xs, ys)

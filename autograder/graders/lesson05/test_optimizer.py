@@ -18,7 +18,7 @@ from autograder.engine.grader_helpers import generator
 from autograder.sandbox.client import StudentError
 from autograder.sandbox.protocol import Handle
 
-from .harness import CFG, Trainer, cfg_text, random_state
+from .harness import CFG, Trainer, cfg_text, model_text, random_state
 
 ref = recording.reference_of(__package__)
 
@@ -31,6 +31,7 @@ class Groups:
 
     def __init__(self, submission, check_seed: int, frozen: tuple[str, ...] = ()) -> None:
         self.trainer = Trainer(submission)
+        self.trainer.needs_reference_model(values=False)
         self.state = random_state(CFG, generator(check_seed))
         self.dims = ref.parameter_dims(CFG)
         model = self.trainer.gpt(CFG, self.state)
@@ -40,6 +41,7 @@ class Groups:
         self.trainable = [name for name in self.dims if name not in self.frozen]
         self.called = message(
             "lesson05.called_optimizer",
+            model=model_text(),
             cfg=cfg_text(CFG),
             wd=WD,
             lr=LR,

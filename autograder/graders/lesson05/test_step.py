@@ -38,9 +38,11 @@ ref = recording.reference_of(__package__)
 
 
 def _setup(submission, check_seed: int):
+    trainer = Trainer(submission)
+    trainer.needs_reference_model()
     gen = generator(check_seed)
     state = random_state(CFG, gen)
-    return Trainer(submission), gen, state
+    return trainer, gen, state
 
 
 # ---------------------------------------------------------------- TODO [zero-grad]

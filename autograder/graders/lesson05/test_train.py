@@ -15,7 +15,7 @@ from autograder.engine.checks import fail
 from autograder.engine.grader_helpers import config_text, generator
 from autograder.sandbox.client import StudentError
 
-from .harness import CFG, Trainer, cfg_text, fmt, random_batch
+from .harness import CFG, Trainer, cfg_text, fmt, model_text, random_batch
 
 ref = recording.reference_of(__package__)
 
@@ -36,12 +36,17 @@ BOUND = 1.2  # the last loss must be below this and below half the first
 @pytest.mark.check("overfit")
 def test_overfit(submission, check_seed):
     trainer = Trainer(submission)
+    trainer.needs_reference_model()
     gen = generator(check_seed)
     x, y = random_batch(CFG, 4, CFG["block_size"], gen)
     model = trainer.gpt(CFG, ref.initial_state(CFG, check_seed), double=False)
     batches = trainer.batch_source((x, y), (x, y))
     called = message(
-        "lesson05.called_train", cfg=cfg_text(CFG), shape=tuple(x.shape), settings=config_text(SETTINGS)
+        "lesson05.called_train",
+        model=model_text(),
+        cfg=cfg_text(CFG),
+        shape=tuple(x.shape),
+        settings=config_text(SETTINGS),
     )
     try:
         losses = trainer.call("train", model, batches, seed=check_seed, **SETTINGS)
