@@ -4,11 +4,16 @@ Run from the repository root:  python bench/bench_hangs.py [--learners 13] [--jo
 
 Two measurements, with the course's own budgets (course.yml: 10 s of CPU per check):
 
+Each is timed on the wall clock and in CPU seconds of everything it ran (load changes the first,
+hardly the second).
+
 - `check 03` (learner-side) on a course whose lesson 03 is finished but for a loop in its
   TODO [mask] code (tests/support/looping.py): the wall-clock time, how many checks said
   "Tiempo agotado", and whether the output names the loop's line;
 - `grade-all --lessons 03` (official) of N learners, one of them with that loop and the others
   the solution: the wall-clock time, and the looping learner's points.
+
+`--no-loop` grades the same cohort with no looping learner (the baseline).
 
 `--checkout DIR` runs the engine of another checkout (PYTHONPATH), e.g. the commit before a
 change (`git worktree add /tmp/before <sha>`), for before/after figures on the same machine; the
@@ -23,6 +28,7 @@ import argparse
 import datetime
 import json
 import os
+import resource
 import shlex
 import subprocess
 import sys
@@ -33,6 +39,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 FOLDER = "03-atencion-causal"
+
+
+def children_cpu() -> float:
+    """CPU seconds of every finished descendant waited for (the command, its grading processes,
+    zygote, supervisors and workers): unlike the wall clock, the same on a loaded machine."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def engine_env(engine: Path) -> dict[str, str]:
@@ -50,19 +63,20 @@ def bench_check(engine: Path, work: Path) -> dict:
     text, line = loop_in_mask(path.read_text(encoding="utf-8"))
     path.write_text(text, encoding="utf-8")
     command = [sys.executable, "-m", "autograder", "--course", str(root / "course.yml"), "check", "03"]
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), children_cpu()
     done = subprocess.run(command, cwd=root, capture_output=True, text=True, env=engine_env(engine))
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, children_cpu() - cpu
     if done.returncode != 0:
         sys.exit(f"check 03 failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
     return {
         "seconds": round(seconds, 1),
+        "cpu_seconds": round(cpu, 1),
         "timeouts": done.stdout.count("Tiempo agotado"),
         "names_line": f"attention.py:{line}" in done.stdout,
     }
 
 
-def bench_grade_all(engine: Path, work: Path, learners: int, jobs: int) -> dict:
+def bench_grade_all(engine: Path, work: Path, learners: int, jobs: int, loop: bool = True) -> dict:
     from support.looping import loop_in_mask
     from support.variants import solution_files
 
@@ -74,9 +88,10 @@ def bench_grade_all(engine: Path, work: Path, learners: int, jobs: int) -> dict:
     looping["attention.py"], _ = loop_in_mask(solved["attention.py"])
     submissions = work / "entregas"
     for n in range(learners):
-        folder = submissions / (f"{n:02d}-bucle" if n == 0 else f"{n:02d}-solucion") / "exercises" / FOLDER
+        looper = loop and n == 0
+        folder = submissions / (f"{n:02d}-bucle" if looper else f"{n:02d}-solucion") / "exercises" / FOLDER
         folder.mkdir(parents=True)
-        for name, text in (looping if n == 0 else solved).items():
+        for name, text in (looping if looper else solved).items():
             (folder / name).write_text(text, encoding="utf-8")
     out = work / "notas"
     command = [
@@ -94,9 +109,9 @@ def bench_grade_all(engine: Path, work: Path, learners: int, jobs: int) -> dict:
         "--seed",
         "1",
     ]
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), children_cpu()
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=engine_env(engine))
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, children_cpu() - cpu
     if done.returncode not in (0, 1):
         sys.exit(f"grade-all failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
     points = None
@@ -105,7 +120,7 @@ def bench_grade_all(engine: Path, work: Path, learners: int, jobs: int) -> dict:
             data = json.loads(path.read_text(encoding="utf-8"))
             if isinstance(data, dict) and "lessons" in data:
                 points = sum(c["score"] for lesson in data["lessons"] for c in lesson["checks"])
-    return {"seconds": round(seconds, 1), "looping_learner_points": points}
+    return {"seconds": round(seconds, 1), "cpu_seconds": round(cpu, 1), "looping_learner_points": points}
 
 
 def main() -> None:
@@ -114,6 +129,9 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--checkout", type=Path, help="run the engine of this checkout (PYTHONPATH)")
     parser.add_argument("--only", choices=("check", "grade-all"), help="one measurement only")
+    parser.add_argument(
+        "--no-loop", action="store_true", help="grade-all: every learner has the solution (the baseline)"
+    )
     args = parser.parse_args()
     engine = (args.checkout or ROOT).resolve()
     commit = subprocess.run(
@@ -125,8 +143,12 @@ def main() -> None:
             results["check 03"] = bench_check(engine, Path(tmp) / "check")
             print("check 03:", results["check 03"], flush=True)
         if args.only in (None, "grade-all"):
-            results["grade-all"] = bench_grade_all(engine, Path(tmp) / "cohort", args.learners, args.jobs)
-            print(f"grade-all of {args.learners} (one looping):", results["grade-all"], flush=True)
+            work = Path(tmp) / "cohort"
+            results["grade-all"] = bench_grade_all(engine, work, args.learners, args.jobs, not args.no_loop)
+            print(
+                f"grade-all of {args.learners} ({'none' if args.no_loop else 'one'} looping):",
+                results["grade-all"],
+            )
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     line = (
         f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC · engine {engine} (commit {commit}) · "

@@ -152,6 +152,7 @@ class LessonHangs:
         """Learner-side, after a hang: hold back, in a sandbox that holds the code that hung,
         the module it is in and every module that imports it (all of them, when the place is
         unknown); a check that imports none of them (another file of the lesson, a quiz) runs."""
+        box.stopped = None  # a new check: whatever stopped the last one is said already
         if self.policy != POLICY_LEARNER or box.held is not None or not self.affects(box):
             return
         place = self.hang.place
@@ -184,6 +185,8 @@ class LessonHangs:
             self._blame(spec, result)
             return
         stopped = next(((box, box.stopped) for box in boxes if box.stopped is not None), None)
+        for box in boxes:
+            box.stopped = None  # said once: never again by a later check's setup error
         if stopped is None or result.status is not Status.ERROR:
             return  # no timeout, or a grader that caught it and judged anyway
         box, info = stopped
