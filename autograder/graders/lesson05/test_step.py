@@ -66,8 +66,10 @@ def test_zero_grad(submission, check_seed):
         fail(*called, message("lesson05.no_update"))
     if not along(first, ga):
         fail(*called, message("lesson05.update_not_gradient"))
+    if recording.eager():
+        _record_after_clipping_mistakes(state, step.names, ga, clip, xb, yb)
     # At the weights the learner's first step left (a recording answers it when they are the
-    # right ones).
+    # right ones, or those a known clipping mistake leaves).
     gb = ref.gradient(CFG, after, xb, yb)
     clip = 1.5 * max(norm(gb), norm(ga + gb))
     _, _, second = step.run(xb, yb, clip)
@@ -80,6 +82,24 @@ def test_zero_grad(submission, check_seed):
     if norm(second) == 0:
         fail(*called, message("lesson05.no_update"))
     fail(*called, message("lesson05.update_not_gradient"))
+
+
+def _record_after_clipping_mistakes(state, names, ga, clip, x, y) -> None:
+    """While recording: the second batch's gradient at the weights the first step leaves when
+    the learner's clipping rescales every gradient to grad_clip, or clips to 1.0 whatever
+    grad_clip is (SGD of lr 1: the weights minus the scaled gradient), so that a replay judges
+    this check for those learners too."""
+    total = norm(ga)
+    tied = {key: owner for key, _, owner in ref.state_layout(CFG) if owner is not None}
+    for scale in (clip / (total + 1e-6), min(1.0, 1.0 / (total + 1e-6))):
+        moved, offset = dict(state), 0
+        for name in names:
+            size = state[name].numel()
+            moved[name] = state[name] - scale * ga[offset : offset + size].double().reshape(state[name].shape)
+            offset += size
+        for key, owner in tied.items():
+            moved[key] = moved[owner]
+        ref.gradient(CFG, moved, x, y)
 
 
 # ---------------------------------------------------------------- TODO [grad-clip]
