@@ -70,9 +70,12 @@ class GradingPlugin:
         self.hangs = LessonHangs(lesson, POLICY_OFFICIAL, None, self.learner_files)
 
     def pytest_keyboard_interrupt(self, excinfo) -> None:
-        # pytest also calls this for its own Interrupted (e.g. a collection error): only a
-        # real Ctrl-C stops the whole grading run.
-        self.interrupted = excinfo.errisinstance(KeyboardInterrupt)
+        # pytest also calls this for its own Interrupted (a collection error), which subclasses
+        # KeyboardInterrupt: only a real Ctrl-C stops the whole grading run; a graders file that
+        # does not collect is "graders broken" (grading.py), an instructor's problem.
+        self.interrupted = excinfo.errisinstance(KeyboardInterrupt) and not excinfo.errisinstance(
+            pytest.Session.Interrupted
+        )
 
     # ---------------------------------------------------------------- collection
     def pytest_configure(self, config: pytest.Config) -> None:

@@ -169,6 +169,17 @@ def test_a_grader_test_without_a_manifest_check_is_reported(toy_course, tmp_path
     assert "not-in-course-yml" in feedback_text(result.checks[0].feedback, "es")
 
 
+def test_a_graders_file_that_does_not_collect_is_an_internal_error_not_a_ctrl_c(toy_course, tmp_path):
+    # pytest reports a collection error as its own Interrupted, a KeyboardInterrupt subclass:
+    # grading must not take it for the learner's Ctrl-C and stop the whole run.
+    course, submission = toy_course
+    (tmp_path / "graders" / "toy" / "test_broken.py").write_text("def test_x(:\n    pass\n", encoding="utf-8")
+    result = grade(course, course.lessons, submission, seed=1).lessons[0]
+    assert all(c.status is Status.ERROR for c in result.checks)
+    text = feedback_text(result.checks[0].feedback, "es")
+    assert "los correctores no se pudieron ejecutar" in text and "test_broken.py" in text, text
+
+
 def test_a_grader_that_waits_on_another_todo_says_so_and_records_it(tmp_path, monkeypatch):
     """fail(..., waits_on=...) from a hidden grader: the result names the TODO it waits on, its
     message says to fix that one first, and the next step goes there."""
