@@ -272,7 +272,9 @@ def grade_lesson(
             with recording.session(folder) as active:
                 if active is not None and active.replay is not None:
                     plugin.seed = active.replay.seed  # the recording's practice inputs
-                _run_pytest(folder, plugin)
+                # A recording holds only what ships: the official-only checks and the quiz
+                # are not graded while recording (their values would ship unused).
+                _run_pytest(folder, plugin, only_shipped=mode == "record")
         except recording.RecordingError as exc:
             plugin.internal_error = Feedback.of(
                 message("engine.recording_invalid", lesson=lesson.id, detail=str(exc))
@@ -285,7 +287,7 @@ def grade_lesson(
         plugin.records.get(spec.id)
         or (
             recording_only(spec)  # an official-only check: its file does not ship
-            if mode == "replay" and plugin.internal_error is None
+            if mode in ("replay", "record") and plugin.internal_error is None
             else CheckResult(
                 spec.id,
                 spec.todo,
@@ -328,7 +330,7 @@ def say_official_only_once(checks: list[CheckResult]) -> None:
             said = True
 
 
-def _run_pytest(folder: Path, plugin: GradingPlugin) -> None:
+def _run_pytest(folder: Path, plugin: GradingPlugin, *, only_shipped: bool = False) -> None:
     has_alarm = hasattr(signal, "SIGALRM")
     args = [
         str(folder),
@@ -352,6 +354,12 @@ def _run_pytest(folder: Path, plugin: GradingPlugin) -> None:
         "-o",
         "timeout_method=signal",
     ]
+    if only_shipped:
+        args += [
+            f"--ignore={path}"
+            for path in sorted(folder.glob("test_*.py"))
+            if not recording.shipped(path.name)
+        ]
     previous = os.environ.get("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # only the plugins we name
     sink = io.StringIO()

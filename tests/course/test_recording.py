@@ -45,6 +45,23 @@ def test_probe_unrecorded_input(submission):
     assert ref.vocabulary(uuid.uuid4().hex) is not None
 '''
 
+# An official-only part of the same check: its file never ships, so recording never grades it
+# and no value of it ships either.
+OFFICIAL_MARK = "official-only-probe-text"
+OFFICIAL_PROBE = f'''"""An official-only probe: a reference call on a text no shipped check uses."""
+
+import pytest
+
+from autograder.engine import recording
+
+ref = recording.reference_of(__package__)
+
+
+@pytest.mark.check("decode")
+def test_official_probe(submission):
+    assert ref.vocabulary("{OFFICIAL_MARK}") is not None
+'''
+
 
 def _copy_graders(target: Path, lessons: tuple[str, ...], *, shipped_only: bool = False) -> Path:
     """A graders root (own package name, so nothing is shared with the engine's) holding the
@@ -89,6 +106,7 @@ def made(course, lesson, tmp_path_factory):
     base = tmp_path_factory.mktemp("recording")
     instructor = _copy_graders(base / "instructor_graders", (lesson.graders,))
     (instructor / lesson.graders / "test_aa_probe.py").write_text(PROBE, encoding="utf-8")
+    (instructor / lesson.graders / "test_official_zz_probe.py").write_text(OFFICIAL_PROBE, encoding="utf-8")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("AUTOGRADER_GRADERS", str(instructor))
         done = record.record_lesson(course, lesson)
@@ -159,6 +177,9 @@ def test_the_recording_holds_values_only(lesson, made):
     lines = [line.strip() for line in reference.splitlines() if len(line.strip()) >= 25]
     assert lines and not [line for line in lines if line in text]
     assert "def " not in text and "return " not in text
+    # What the official-only probe would have asked is not there; the shipped probe's call is.
+    assert OFFICIAL_MARK not in text
+    assert any(call["f"] == "vocabulary" for call in data["calls"]), data["calls"][:3]
     assert (folder / recording.JSON_NAME).stat().st_size + (
         folder / recording.NPZ_NAME
     ).stat().st_size < 2**20
