@@ -54,6 +54,14 @@ def engine_env(engine: Path) -> dict[str, str]:
     return env
 
 
+def assert_engine(engine: Path, cwd: Path) -> None:
+    """The engine a command run from `cwd` imports is `engine`'s (never this checkout's by accident)."""
+    probe = [sys.executable, "-c", "import autograder; print(autograder.__file__)"]
+    found = subprocess.run(probe, cwd=cwd, capture_output=True, text=True, env=engine_env(engine)).stdout
+    if not Path(found.strip()).resolve().is_relative_to(engine):
+        sys.exit(f"the engine imported from {cwd} is {found.strip()}, not {engine}'s")
+
+
 def bench_check(engine: Path, work: Path) -> dict:
     from support.learner_course import make_course
     from support.looping import loop_in_mask
@@ -63,6 +71,7 @@ def bench_check(engine: Path, work: Path) -> dict:
     text, line = loop_in_mask(path.read_text(encoding="utf-8"))
     path.write_text(text, encoding="utf-8")
     command = [sys.executable, "-m", "autograder", "--course", str(root / "course.yml"), "check", "03"]
+    assert_engine(engine, root)
     start, cpu = time.perf_counter(), children_cpu()
     done = subprocess.run(command, cwd=root, capture_output=True, text=True, env=engine_env(engine))
     seconds, cpu = time.perf_counter() - start, children_cpu() - cpu
@@ -109,8 +118,11 @@ def bench_grade_all(engine: Path, work: Path, learners: int, jobs: int, loop: bo
         "--seed",
         "1",
     ]
+    assert_engine(engine, work)
     start, cpu = time.perf_counter(), children_cpu()
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, env=engine_env(engine))
+    # Run from `work`, never from this checkout: `python -m` puts the current folder first on
+    # the import path, which would take this checkout's engine over --checkout's.
+    done = subprocess.run(command, cwd=work, capture_output=True, text=True, env=engine_env(engine))
     seconds, cpu = time.perf_counter() - start, children_cpu() - cpu
     if done.returncode not in (0, 1):
         sys.exit(f"grade-all failed ({done.returncode}):\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
