@@ -521,3 +521,16 @@ def test_graders_whose_recording_is_gone_fall_back_to_the_practice_tests(course,
     assert result.mode == "practice" and result.checks
     assert not {c.id for c in result.checks} & {spec.id for spec in lesson.checks}
     assert all(c.status is Status.FAILED for c in result.checks)
+
+
+def test_a_replayed_grading_names_the_practice_seed_it_used(course, lesson, made):
+    # Practice grades with the recording's fixed inputs whatever seed was asked for: the result
+    # (and the "Semilla de esta corrección" line made from it) names the seed that repeats it.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("AUTOGRADER_GRADERS", str(made[1]))
+        replayed = grading.grade(course, [lesson], ROOT / "exercises" / lesson.folder, seed=SEED)
+    assert SEED != recording.PRACTICE_SEED and replayed.seed == recording.PRACTICE_SEED
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("AUTOGRADER_GRADERS", str(made[0]))
+        official = grading.grade(course, [lesson], ROOT / "exercises" / lesson.folder, seed=SEED)
+    assert official.seed == SEED
