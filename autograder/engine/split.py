@@ -37,6 +37,7 @@ from autograder.core import i18n
 from autograder.core.manifest import Course, Lesson
 from autograder.core.results import CourseResult, LessonResult
 from autograder.engine import grading
+from autograder.engine.hangs import POLICY_OFFICIAL
 from autograder.sandbox.client import share_warm_pool, start_warm_pool
 
 ENV_SWITCH = "AUTOGRADER_SPLIT"
@@ -69,6 +70,7 @@ def grade(
     seed: int | None = None,
     on_lesson=None,
     boundary: Path | None = None,
+    hang_policy: str = POLICY_OFFICIAL,
     **live,
 ) -> CourseResult:
     """`grading.grade` with the same arguments and result, in two processes where that pays;
@@ -78,7 +80,7 @@ def grade(
     lang = lang or course.language
     # Drawn here, not in each process: both must grade with the same seed.
     seed = seed if seed is not None else random.SystemRandom().randrange(2**31)
-    plain = dict(lang=lang, seed=seed, on_lesson=on_lesson, boundary=boundary)
+    plain = dict(lang=lang, seed=seed, on_lesson=on_lesson, boundary=boundary, hang_policy=hang_policy)
     # Results come back by lesson id, and the queue holds one byte per lesson.
     distinct = len({lesson.id for lesson in lessons}) == len(lessons) <= 255
     showing = any(value is not None for value in live.values())  # watch: checks as they finish

@@ -55,7 +55,10 @@ def grade_lessons(
 
     if status is not None:
         status.update(t("grading", lang, id=lessons[0].id))
-    return grade(course, lessons, None, lang=lang, seed=seed, on_lesson=advance, **live)
+    # Learner-side: code that ran out of time is not run again in its lesson (engine/hangs.py).
+    return grade(
+        course, lessons, None, lang=lang, seed=seed, on_lesson=advance, hang_policy="learner", **live
+    )
 
 
 # --- what check prints after the result -------------------------------------------------------
