@@ -45,6 +45,7 @@ def assert_contract(data: dict) -> None:
             "checks",
             "xp_max",
             "mode",
+            "scale",
             "isolation",
         }
         assert_isolation(lesson["isolation"])

@@ -124,9 +124,13 @@ class LessonResult:
     title: dict[str, str]
     xp_max: int
     checks: list[CheckResult]
-    # "hidden": the course's hidden graders; "practice": only the learner-visible practice
-    # tests could run (a student release without the graders' token). Every renderer says so.
+    # "hidden": the course's hidden graders; "practice": graded on the learner's side (the
+    # release), never a record. Every renderer says so.
     mode: str = "hidden"
+    # What the points count: "points", the course's checks with course.yml's points (the
+    # hidden graders, or their checks answered from a recording); "tests", the lesson's own
+    # practice tests, one point each (a lesson with neither graders nor a recording).
+    scale: str = "points"
     # What walled in the workers that ran the learner's code (autograder/sandbox/isolation.py's
     # summary); None when no worker started (e.g. the files were missing).
     isolation: dict[str, Any] | None = None

@@ -82,7 +82,9 @@ def grade_practice(lesson: Lesson, sandbox: Sandbox, *, stubs: Path | None = Non
         checks = practice_errors.said_as_crashes(checks, lesson, sandbox, stubs)
     finally:
         sandbox.end_check()
-    return LessonResult(lesson.id, lesson.slug, dict(lesson.title), lesson.xp, checks, mode="practice")
+    return LessonResult(
+        lesson.id, lesson.slug, dict(lesson.title), lesson.xp, checks, mode="practice", scale="tests"
+    )
 
 
 def file_not_loading(checks: list[CheckResult], lesson: Lesson, sandbox: Sandbox) -> list[CheckResult]:

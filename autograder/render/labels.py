@@ -28,10 +28,11 @@ def check_language(lang: str) -> None:
 
 def points_text(result: Any, lang: str) -> str:
     """A result's points (a CourseResult or LessonResult) on the one scale of how it was judged:
-    the lesson's points with the hidden graders; practice tests passed when only the practice
-    tests could run (each worth 1), so "0/8" is never read as points out of a lesson's 100."""
+    the course's points (the hidden graders, or their checks answered from a recording);
+    practice tests passed when only the practice tests could run (each worth 1), so "0/8" is
+    never read as points out of a lesson's 100."""
     lessons = result.lessons if isinstance(result, CourseResult) else [result]
-    practice = bool(lessons) and all(lesson.mode == "practice" for lesson in lessons)
+    practice = bool(lessons) and all(lesson.scale == "tests" for lesson in lessons)
     return _t(
         "render.points_practice" if practice else "render.points",
         lang,

@@ -28,10 +28,12 @@ from autograder.render.labels import check_language, lesson_title, score_number
 def to_json_dict(result: CourseResult, lang: str) -> dict[str, Any]:
     """The project's JSON contract (results.json): course, language, xp, xp_max, score,
     max_score, seed, practice, isolation, and per lesson its id, slug, title, score, max_score,
-    xp, xp_max, completed, mode, isolation and checks.
+    xp, xp_max, completed, mode, scale, isolation and checks.
 
     What kind of grade it is: each lesson's `mode` is "hidden" (the course's hidden graders)
-    or "practice" (only the learner-visible practice tests, each worth 1 point); the top-level
+    or "practice" (graded on the learner's side: the course's checks answered from recorded
+    reference values, or the lesson's own practice tests); its `scale` says what the points
+    count: "points" (course.yml's) or "tests" (practice tests, each worth 1); the top-level
     `practice` is true when any lesson's mode is "practice". A result with `practice: true` is
     feedback, never a record: that is what a learner's own repository and machine produce (they
     hold no hidden graders), and every rendering of it says "práctica". No other top-level field
@@ -62,6 +64,7 @@ def to_json_dict(result: CourseResult, lang: str) -> dict[str, Any]:
                 "xp_max": int(lesson.xp_max),
                 "completed": bool(lesson.completed),
                 "mode": lesson.mode,
+                "scale": lesson.scale,
                 "isolation": lesson.isolation,
                 "checks": [
                     {
@@ -165,6 +168,7 @@ def from_json_dict(data: dict[str, Any]) -> CourseResult:
                     int(lesson["xp_max"]),
                     checks,
                     mode=str(lesson.get("mode", "hidden")),
+                    scale="tests" if lesson.get("scale") == "tests" else "points",
                     isolation=walls if isinstance(walls, dict) else None,
                 )
             )

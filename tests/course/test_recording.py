@@ -534,3 +534,20 @@ def test_a_replayed_grading_names_the_practice_seed_it_used(course, lesson, made
         patch.setenv("AUTOGRADER_GRADERS", str(made[0]))
         official = grading.grade(course, [lesson], ROOT / "exercises" / lesson.folder, seed=SEED)
     assert official.seed == SEED
+
+
+def test_a_replayed_lesson_counts_the_courses_points_not_practice_tests(course, lesson, solution_replayed):
+    # Answered from a recording, the checks keep course.yml's points: the total reads "puntos",
+    # in the result and after a round trip through results.json (practice tests, one point each,
+    # read "pruebas de práctica": tests/engine/test_practice.py).
+    from autograder.core.results import CourseResult
+    from autograder.render.labels import points_text
+    from autograder.render.results_json import from_json_dict, to_json_dict
+
+    result = CourseResult(course.name, "es", recording.PRACTICE_SEED, [solution_replayed])
+    assert solution_replayed.mode == "practice" and solution_replayed.scale == "points"
+    data = to_json_dict(result, "es")
+    assert data["practice"] is True and data["lessons"][0]["scale"] == "points"
+    again = from_json_dict(data)
+    for shown in (result, again):
+        assert "puntos" in points_text(shown, "es") and "pruebas" not in points_text(shown, "es")

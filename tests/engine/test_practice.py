@@ -17,6 +17,7 @@ from autograder.core.results import Status
 from autograder.engine import practice
 from autograder.engine.grading import grade
 from autograder.render.output import render_markdown, render_text, to_json_dict
+from autograder.render.results_json import from_json_dict
 
 
 @pytest.fixture
@@ -61,6 +62,8 @@ def test_solution_passes_practice_and_earns_the_lesson_labelled_practice(
     assert lesson.completed and lesson.xp == lesson03.xp
     data = to_json_dict(result, "es")
     assert data["practice"] is True and data["lessons"][0]["mode"] == "practice"
+    assert data["lessons"][0]["scale"] == "tests"
+    assert from_json_dict(data).lessons[0].scale == "tests"  # kept through results.json
     assert "Nota de práctica" in render_text(result, "es", color=False)
     assert "nota de práctica" in render_markdown(result, "es")
     assert "Practice grade" in render_text(result, "en", color=False)

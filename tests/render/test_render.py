@@ -143,10 +143,12 @@ def test_json_contract_types_and_values():
         "xp_max",
         "completed",
         "mode",
+        "scale",
         "isolation",
         "checks",
     }
     assert set(l03) == set(l04) == lesson_keys
+    assert l03["scale"] == l04["scale"] == "points"
     assert (l03["id"], l03["slug"], l03["title"]) == (
         "03",
         "atencion-causal",
