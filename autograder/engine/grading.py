@@ -306,7 +306,7 @@ def grade_lesson(
         for spec in lesson.checks
     ]
     if mode == "replay":
-        say_official_only_once(checks)
+        say_each_skip_reason_once(checks)
     for spec, check in zip(lesson.checks, checks):
         check.informational = spec.informational
     result = LessonResult(
@@ -326,14 +326,23 @@ def recording_only(spec) -> CheckResult:
     return CheckResult(spec.id, spec.todo, Status.SKIPPED, 0.0, 0.0, Feedback.of(message(OFFICIAL_ONLY)))
 
 
-def say_official_only_once(checks: list[CheckResult]) -> None:
-    """The first official-only check of a lesson says why; the others only that they are too."""
+def say_each_skip_reason_once(checks: list[CheckResult]) -> None:
+    """The first official-only check of a lesson says why; the others only that they are too.
+    Likewise a reason several checks were skipped for (lesson 05's own GPT differing from the
+    reference in practice, say): said in full by the first, named by the others."""
     said = False
+    reasons: list[tuple[Feedback, str]] = []  # (a skip's reason, the first check that gave it)
     for check in checks:
         if is_official_only(check):
             if said:
                 check.feedback = Feedback.of(message("engine.official_only_again"))
             said = True
+        elif check.status is Status.SKIPPED and check.feedback.parts:
+            first = next((check_id for reason, check_id in reasons if reason == check.feedback), None)
+            if first is None:
+                reasons.append((check.feedback, check.id))
+            else:
+                check.feedback = Feedback.of(message("engine.skipped_as", check=first))
 
 
 def _run_pytest(folder: Path, plugin: GradingPlugin, *, only_shipped: bool = False) -> None:

@@ -216,3 +216,30 @@ def test_a_grader_that_waits_on_another_todo_says_so_and_records_it(tmp_path, mo
     assert check.waits_on == "vocab"
     assert "arregla antes TODO [vocab]" in feedback_text(check.feedback, "es")
     assert blocking_todo(check, [t.id for t in lesson.todos]) == "vocab"
+
+
+def test_a_reason_several_checks_were_skipped_for_is_said_once():
+    # In practice, lesson 05 skips up to ten checks because the learner's own GPT differs from
+    # the reference: the first says why, the others name it; another reason is said in full.
+    from autograder.core.results import CheckResult, Feedback, message
+    from autograder.engine.grading import say_each_skip_reason_once
+
+    def skipped(check_id: str, key: str) -> CheckResult:
+        return CheckResult(check_id, None, Status.SKIPPED, 0.0, 0.0, Feedback.of(message(key)))
+
+    checks = [
+        skipped("a", "lesson05.practice_model_differs"),
+        CheckResult("b", None, Status.PASSED, 1.0, 1.0),
+        skipped("c", "lesson05.practice_model_differs"),
+        skipped("d", "lesson04.practice_attention_differs"),
+        skipped("e", "engine.official_only"),
+        skipped("f", "engine.official_only"),
+    ]
+    say_each_skip_reason_once(checks)
+    said = {check.id: feedback_text(check.feedback, "es") for check in checks}
+    assert said["a"].startswith("No se juzga en la práctica") and said["d"].startswith(
+        "No se juzga en la práctica"
+    )
+    assert said["c"] == "No se juzga aquí, por la misma razón que a."
+    assert said["e"].startswith("Esta comprobación se juzga solo en la nota oficial")
+    assert said["f"] == "También se juzga solo en la nota oficial."
