@@ -8,7 +8,9 @@ say and how a failure becomes feedback (checks.py, feedback.py), quizzes and pra
 load and a practice test's crash in the learner's words (learner_errors.py, practice_errors.py),
 the reference pieces earlier lessons give later ones (references.py), how the graders reach
 their lesson's reference (recording.py: the live module, recorded by `autograder record`, or
-replayed from a recording in the learner release), and the helpers the lessons' graders share
+replayed from a recording in the learner release; a recording's values and files in
+recording_values.py, what it is made from and what ships in recording_sources.py), and the
+helpers the lessons' graders share
 (grader_helpers.py).
 
 May import: core, sandbox.

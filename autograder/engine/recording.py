@@ -50,11 +50,32 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from autograder.engine import recording_values as values
+from autograder.engine.recording_sources import (
+    FORMAT,
+    JSON_NAME,
+    NPZ_NAME,
+    OFFICIAL_PREFIX,
+    QUIZ,
+    REFERENCE,
+    STUBS_FOLDER,
+    graders_digest,
+    graders_files,
+    shipped,
+    sources_digest,
+)
+from autograder.engine.recording_values import RecordingError
+
 __all__ = [
     "FORMAT",
     "JSON_NAME",
     "NPZ_NAME",
+    "OFFICIAL_PREFIX",
     "PRACTICE_SEED",
+    "QUIZ",
+    "RECORDING_FILES",
+    "REFERENCE",
+    "STUBS_FOLDER",
     "NotRecorded",
     "Recorder",
     "Recording",
@@ -69,35 +90,18 @@ __all__ = [
     "reference_of",
     "session",
     "shipped",
+    "sources_digest",
 ]
 
-# 2: a 0-d array or tensor is kept 0-d (format 1 stored it as 1-d): every older recording is stale.
-FORMAT = 2
-JSON_NAME = "recording.json"
-NPZ_NAME = "recording.npz"
 RECORDING_FILES = (JSON_NAME, NPZ_NAME)
 # The practice inputs: every replay grades with this seed (it is also stored in the recording).
 PRACTICE_SEED = 20_261_207
 RTOL, ATOL = 1e-4, 1e-6
-# Graders files that never ship (and so never take part in the `graders` digest): the reference
-# code, the official-only checks, the quiz check (its key is in it).
-REFERENCE = "reference.py"
-OFFICIAL_PREFIX = "test_official_"
-QUIZ = "test_quiz.py"
-_CACHES = frozenset({"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache"})
-# The release's copy of the lesson's untouched stubs (exercises/ as generated, public), for
-# engine/blame.py where no solutions are: not graders code, so in no digest.
-STUBS_FOLDER = "stubs"
 
 
 class NotRecorded(Exception):
     """Replay only: the recording cannot answer this reference call (an input the recording never
     saw, typically the learner's own values, or a result that is not plain data)."""
-
-
-class RecordingError(Exception):
-    """A recording that cannot be used: unreadable, edited, of another format, or made for other
-    graders. The message says which file and what to do."""
 
 
 # --------------------------------------------------------------------------- the active session
@@ -147,7 +151,7 @@ def converted(folder: Path) -> bool:
     files that never ship (the official-only and quiz checks) may import it as they like."""
     import ast
 
-    for path in _graders_files(folder):
+    for path in graders_files(folder):
         if not shipped(path.relative_to(folder).as_posix()) or not path.name.endswith(".py"):
             continue
         try:
@@ -266,157 +270,6 @@ def _under(path: str | None, folder: Path) -> bool:
         return False
 
 
-# --------------------------------------------------------------------------- values <-> data
-
-_PLAIN = (str, int, float, bool, type(None))
-
-
-class _Unrecordable(Exception):
-    """A value that is not plain data (a module, a function, an nn.Module, a meta tensor)."""
-
-
-def _torch():
-    return sys.modules.get("torch")
-
-
-class _Encoder:
-    """Turns a value into a JSON tree, its arrays set aside (the tree names them by index)."""
-
-    def __init__(self) -> None:
-        self.arrays: list[np.ndarray] = []
-        self.generators: list[Any] = []  # the generator objects met, in order
-
-    def array(self, tag: str, value: np.ndarray, **extra) -> dict:
-        self.arrays.append(value)
-        return {
-            "t": tag,
-            "i": len(self.arrays) - 1,
-            "shape": list(value.shape),
-            "dtype": str(value.dtype),
-            **extra,
-        }
-
-    def encode(self, value: Any) -> Any:
-        torch = _torch()
-        if isinstance(value, bool) or value is None or isinstance(value, str):
-            return value
-        if isinstance(value, int) and type(value) is int:
-            return value
-        if isinstance(value, float) and type(value) is float:
-            return {"t": "float", "v": repr(value)} if not math.isfinite(value) else value
-        if isinstance(value, np.ndarray):
-            if value.dtype.hasobject:
-                raise _Unrecordable("ndarray of objects")
-            return self.array("np", np.ascontiguousarray(value).reshape(value.shape))  # 0-d stays 0-d
-        if isinstance(value, np.generic):
-            if isinstance(value, np.object_):
-                raise _Unrecordable("numpy object")
-            return {"t": "npscalar", "dtype": str(value.dtype), "v": self.encode(value.item())}
-        if isinstance(value, np.random.Generator):
-            self.generators.append(value)
-            return {"t": "npgen", "s": _digest_json(value.bit_generator.state)}
-        if torch is not None:
-            if isinstance(value, torch.Tensor):
-                return self.tensor(value, torch)
-            if isinstance(value, torch.Generator):
-                if value.device.type != "cpu":
-                    raise _Unrecordable("generator not on the CPU")
-                self.generators.append(value)
-                return {"t": "tgen", "s": hashlib.sha256(value.get_state().numpy().tobytes()).hexdigest()}
-            if isinstance(value, torch.Size):
-                return {"t": "size", "v": list(value)}
-            if isinstance(value, torch.dtype):
-                return {"t": "tdtype", "v": str(value).replace("torch.", "")}
-        if type(value) in (list, tuple):
-            return {"t": type(value).__name__, "v": [self.encode(item) for item in value]}
-        if type(value) is dict:
-            items = []
-            for key, item in value.items():
-                if not isinstance(key, _PLAIN):
-                    raise _Unrecordable(f"dict key {type(key).__name__}")
-                items.append([self.encode(key), self.encode(item)])
-            return {"t": "dict", "v": items}
-        raise _Unrecordable(type(value).__name__)
-
-    def tensor(self, value, torch) -> dict:
-        if value.is_sparse or value.device.type == "meta" or value.layout != torch.strided:
-            raise _Unrecordable("tensor without plain values")
-        data = value.detach().cpu()
-        dtype = str(data.dtype).replace("torch.", "")
-        if data.dtype == torch.bfloat16:
-            data = data.float()  # NumPy has no bfloat16: kept exactly as float32
-        extra = {"torch_dtype": dtype}
-        if value.requires_grad:
-            extra["grad"] = True
-        # np.ascontiguousarray makes a 0-d array 1-d: the reshape keeps it 0-d.
-        return self.array("torch", np.ascontiguousarray(data.numpy()).reshape(tuple(data.shape)), **extra)
-
-
-def _decode(tree: Any, arrays: list[np.ndarray]) -> Any:
-    if not isinstance(tree, dict):
-        return tree
-    tag = tree.get("t")
-    if tag == "float":
-        return float(tree["v"])
-    if tag in ("list", "tuple"):
-        items = [_decode(item, arrays) for item in tree["v"]]
-        return items if tag == "list" else tuple(items)
-    if tag == "dict":
-        return {_decode(k, arrays): _decode(v, arrays) for k, v in tree["v"]}
-    if tag == "np":
-        return arrays[tree["i"]].copy()
-    if tag == "npscalar":
-        return np.dtype(tree["dtype"]).type(_decode(tree["v"], arrays))
-    import torch
-
-    if tag == "torch":
-        tensor = torch.from_numpy(arrays[tree["i"]].copy())
-        dtype = getattr(torch, tree.get("torch_dtype", ""), None)
-        if isinstance(dtype, torch.dtype) and tensor.dtype != dtype:
-            tensor = tensor.to(dtype)
-        if tree.get("grad"):
-            tensor.requires_grad_(True)
-        return tensor
-    if tag == "size":
-        return torch.Size(tree["v"])
-    if tag == "tdtype":
-        return getattr(torch, tree["v"])
-    raise RecordingError(f"unknown value kind {tag!r}")
-
-
-def _signature(tree: Any) -> str:
-    """The tree without its array indices: what must be equal for two calls to match."""
-
-    def strip(node):
-        if isinstance(node, dict):
-            return {k: strip(v) for k, v in node.items() if k != "i"}
-        if isinstance(node, list):
-            return [strip(item) for item in node]
-        return node
-
-    return json.dumps(strip(tree), sort_keys=True, separators=(",", ":"))
-
-
-def _digest_json(data: Any) -> str:
-    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
-
-
-def _generator_state(gen) -> Any:
-    torch = _torch()
-    if torch is not None and isinstance(gen, torch.Generator):
-        return np.ascontiguousarray(gen.get_state().numpy().copy())
-    return gen.bit_generator.state  # a dict of plain data (big ints included)
-
-
-def _set_generator_state(gen, state) -> None:
-    if isinstance(state, np.ndarray):
-        import torch
-
-        gen.set_state(torch.from_numpy(state.copy()))
-    else:
-        gen.bit_generator.state = state
-
-
 # --------------------------------------------------------------------------- record
 
 
@@ -453,9 +306,9 @@ class Recorder:
         if name in self.constants:
             return
         try:
-            encoder = _Encoder()
+            encoder = values.Encoder()
             tree = encoder.encode(value)
-        except _Unrecordable as exc:
+        except values.Unrecordable as exc:
             self.unrecordable.setdefault(name, str(exc))
             return
         self.constants[name] = self._renumber(tree, encoder.arrays)
@@ -464,9 +317,9 @@ class Recorder:
         """The arguments as data, before the call (a generator's state changes during it); None
         when they are not recordable."""
         try:
-            encoder = _Encoder()
+            encoder = values.Encoder()
             tree = encoder.encode([list(args), dict(kwargs)])
-        except _Unrecordable as exc:
+        except values.Unrecordable as exc:
             self.unrecordable.setdefault(name, f"argument: {exc}")
             return None
         return tree, encoder
@@ -474,9 +327,9 @@ class Recorder:
     def after(self, name: str, prepared, result: Any) -> None:
         tree, encoder = prepared
         try:
-            out = _Encoder()
+            out = values.Encoder()
             result_tree = out.encode(result)
-        except _Unrecordable as exc:
+        except values.Unrecordable as exc:
             self.unrecordable.setdefault(name, f"result: {exc}")
             return
         if out.generators:
@@ -487,7 +340,7 @@ class Recorder:
         result_tree = self._renumber(result_tree, out.arrays)
         posts = []
         for gen in encoder.generators:
-            state = _generator_state(gen)
+            state = values.generator_state(gen)
             posts.append(
                 {"t": "tstate", "i": self._store(state)}
                 if isinstance(state, np.ndarray)
@@ -581,15 +434,15 @@ class Recording:
     def constant(self, name: str) -> Any:
         if name not in self.constants:
             raise NotRecorded(name)
-        return _decode(self.constants[name], self.arrays)
+        return values.decode(self.constants[name], self.arrays)
 
     def answer(self, name: str, args: tuple, kwargs: dict) -> Any:
         try:
-            encoder = _Encoder()
+            encoder = values.Encoder()
             tree = encoder.encode([list(args), dict(kwargs)])
-        except _Unrecordable:
+        except values.Unrecordable:
             raise NotRecorded(name) from None
-        candidates = self.calls.get(name, {}).get(_signature(tree), [])
+        candidates = self.calls.get(name, {}).get(values.signature(tree), [])
         best, best_error = None, math.inf
         for recorded_arrays, result, posts in candidates:
             error = _match(encoder.arrays, recorded_arrays)
@@ -601,8 +454,8 @@ class Recording:
             raise NotRecorded(name)
         result, posts = best
         for gen, post in zip(encoder.generators, posts):
-            _set_generator_state(gen, self.arrays[post["i"]] if post["t"] == "tstate" else post["v"])
-        return _decode(result, self.arrays)
+            values.set_generator_state(gen, self.arrays[post["i"]] if post["t"] == "tstate" else post["v"])
+        return values.decode(result, self.arrays)
 
 
 def _match(given: list[np.ndarray], recorded: list[np.ndarray]) -> float:
@@ -704,7 +557,7 @@ def load(folder: Path) -> Recording:
             args = call["a"]
             recorded_arrays = [listed[index] for index in _array_indices(args)]
             by_signature = recording.calls.setdefault(str(call["f"]), {})
-            by_signature.setdefault(_signature(args), []).append(
+            by_signature.setdefault(values.signature(args), []).append(
                 (recorded_arrays, call["r"], list(call["g"]))
             )
             for index in _array_indices(call["r"]) + [p["i"] for p in call["g"] if p.get("t") == "tstate"]:
@@ -730,65 +583,3 @@ def _array_indices(tree: Any) -> list[int]:
 
     walk(tree)
     return found
-
-
-# --------------------------------------------------------------------------- what it was made from
-
-
-def shipped(name: str) -> bool:
-    """Whether a graders file (by its path relative to the lesson's graders folder) ships in the
-    learner release: everything but the reference code, the official-only checks, the quiz
-    check (its key) and the recording itself (which ships, but is not graders code)."""
-    base = name.rsplit("/", 1)[-1]
-    return not (
-        base == REFERENCE or base.startswith(OFFICIAL_PREFIX) or base == QUIZ or base in (JSON_NAME, NPZ_NAME)
-    )
-
-
-def _graders_files(folder: Path) -> list[Path]:
-    folder = Path(folder)
-    if not folder.is_dir():
-        return []
-    return sorted(
-        path
-        for path in folder.rglob("*")
-        if path.is_file()
-        and not _CACHES & set(path.relative_to(folder).parts)
-        and path.relative_to(folder).parts[0] != STUBS_FOLDER
-        and not path.name.endswith((".pyc", ".pyo"))
-    )
-
-
-def _normalised(path: Path) -> bytes:
-    # A Windows checkout may turn line ends into CRLF: the digest must not change with it.
-    return path.read_bytes().replace(b"\r\n", b"\n")
-
-
-def graders_digest(folder: Path) -> str:
-    """The digest of the graders files that ship (see `shipped`), line ends normalised."""
-    folder = Path(folder)
-    digest = hashlib.sha256(f"graders-format-{FORMAT}\0".encode())
-    for path in _graders_files(folder):
-        rel = path.relative_to(folder).as_posix()
-        if shipped(rel):
-            digest.update(f"{rel}\0".encode() + _normalised(path) + b"\0")
-    return digest.hexdigest()
-
-
-def sources_digest(folder: Path, solution_files: list[Path], checks: list[str]) -> str:
-    """The digest of everything a recording is made from: the recording format, every graders
-    file (reference.py and the official-only checks included), the solution files of the lesson
-    and of the lessons it uses (`solution_files`; a missing one counts as missing), and the
-    lesson's check ids (a check's inputs derive from its id)."""
-    folder = Path(folder)
-    digest = hashlib.sha256(f"sources-format-{FORMAT}\0".encode())
-    for path in _graders_files(folder):
-        rel = path.relative_to(folder).as_posix()
-        if path.name not in (JSON_NAME, NPZ_NAME):
-            digest.update(f"graders/{rel}\0".encode() + _normalised(path) + b"\0")
-    for path in solution_files:
-        path = Path(path)
-        shown = f"solutions/{path.parent.name}/{path.name}\0".encode()
-        digest.update(shown + (_normalised(path) if path.is_file() else b"<missing>") + b"\0")
-    digest.update(("checks\0" + "\0".join(checks)).encode())
-    return digest.hexdigest()
