@@ -8,7 +8,8 @@ to and from it (channel.py: one class per kind of connection, the same methods),
 zygote that forks walled workers (pool.py), the wire protocol (protocol.py),
 what walls to ask for and what a result says was enforced (isolation.py), reading a
 submission without following a link out of it (intake.py), CPU time per process
-(cpu_clock.py), the spawned worker of macOS and Windows (portable.py), and the worker itself
+(cpu_clock.py), the worker's stack as faulthandler wrote it when a check ran out of time
+(stack_dump.py), the spawned worker of macOS and Windows (portable.py), and the worker itself
 (worker/: supervisor, Landlock, seccomp, namespaces; it imports only itself and protocol.py).
 
 May import: core.

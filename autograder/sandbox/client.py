@@ -22,7 +22,6 @@ the bytes to and from it, whichever way it started, go through a channel (channe
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import signal
 import tempfile
@@ -41,6 +40,7 @@ from autograder.sandbox.cpu_clock import CpuBudget
 from autograder.sandbox.intake import MAX_FILE_BYTES, MAX_FILES, copy_submission, submission_files  # noqa: F401
 from autograder.sandbox.privileges import cuda_present, hand_over, limits_warning, process_limit, worker_user
 from autograder.sandbox.protocol import FrameReader, Handle, ProtocolError, decode, encode, frame_bytes
+from autograder.sandbox.stack_dump import stack_in_dump
 from autograder.sandbox.starters import (  # noqa: F401
     PACKAGE_PARENT,
     STARTUP_TIMEOUT,
@@ -111,11 +111,6 @@ class HeldBack(WorkerDied):
 # wait for the dump, and how much of the log to read for it.
 SAMPLE_WAIT_S = 1.0
 SAMPLE_BYTES = 1 << 20
-MAX_SAMPLED_FRAMES = 100
-_DUMP_HEADER = re.compile(
-    r"^(Current thread|Thread) 0x[0-9a-fA-F]+ \(most recent call first\):$|^Stack \(most recent call first\):$"
-)
-_DUMP_FRAME = re.compile(r'^  File "(.*)", line (\d+) in (.*)$')
 
 
 @dataclass(frozen=True)
@@ -608,35 +603,6 @@ class Sandbox:
         return self.request(
             "param_vjp", target=target, args=list(args), kwargs=kwargs, cotangents=cotangents, **options
         )
-
-
-def stack_in_dump(text: str) -> list[dict] | None:
-    """The frames (innermost first) of the thread that served the grader's request, from what
-    faulthandler wrote (`text`, which may hold other output around it); None when no whole
-    dump is there yet. The serving thread is the one whose stack holds the worker's `serve`
-    loop, else the thread faulthandler calls current."""
-    threads: list[tuple[bool, list[dict]]] = []
-    current: list[dict] | None = None
-    for line in text.split("\n"):
-        line = line.rstrip("\r")
-        header = _DUMP_HEADER.match(line)
-        if header:
-            current = []
-            threads.append((line.startswith(("Current", "Stack")), current))
-            continue
-        frame = _DUMP_FRAME.match(line) if current is not None else None
-        if frame:
-            if len(current) < MAX_SAMPLED_FRAMES:
-                current.append({"filename": frame[1][:500], "lineno": int(frame[2]), "name": frame[3][:200]})
-        else:
-            current = None
-    threads = [(is_current, frames) for is_current, frames in threads if frames]
-    if not threads:
-        return None
-    serving = [frames for _, frames in threads if any(f["name"] == "serve" for f in frames)]
-    if serving:
-        return serving[-1]
-    return next((frames for is_current, frames in reversed(threads) if is_current), threads[-1][1])
 
 
 def _names(raw: Any) -> tuple[str, ...]:

@@ -18,7 +18,8 @@ from autograder.core.i18n import feedback_text
 from autograder.core.results import Status
 from autograder.engine import hangs, practice
 from autograder.engine.grading import grade
-from autograder.sandbox.client import Sandbox, stack_in_dump
+from autograder.sandbox.client import Sandbox
+from autograder.sandbox.stack_dump import stack_in_dump
 
 BUDGET = 3.0  # each check's CPU seconds here; official short budgets are a quarter of it
 
