@@ -3,7 +3,8 @@ grades its own exercises/, so the untouched stubs blame compares a learner's fil
 the copy the release ships beside each recorded lesson's graders (autograder/graders/lessonNN/
 stubs/, exactly the exercises as generated; they are public). A `.view` without `.contiguous()`
 in a lesson 03 whose learner deleted every `# TODO [x]` comment is blamed on TODO
-[contiguous-view] at its line by `check` in the release, as official grading blames it.
+[contiguous-view] at its line by `check` in the release, as official grading blames it; the
+quiz checks, judged only officially there, are never grouped as the failures of a cause.
 
 Real runs: one release built per module, the release's own engine (PYTHONPATH), the real CLI."""
 
@@ -103,6 +104,9 @@ def test_check_in_the_release_blames_the_view_crash_as_official_grading_does(rel
     assert f"Siguiente: TODO [contiguous-view] en exercises/{LESSON}/attention.py:{line}" in text, text
     assert "Siguiente: TODO [mask]" not in text
     assert "heads-merge · TODO [contiguous-view] 0/6 fallida" in text, text
+    # The quiz is judged only officially here: each check says so, none is a cause's failure.
+    assert "se juzga solo en la nota oficial" in text
+    assert "las otras: quiz" not in text and "(0 puntos)" not in text, text
 
     practice = json.loads(in_release(release, "grade", "03", "--format", "json").stdout)
     official = json.loads(
