@@ -103,8 +103,8 @@ _PER_CHECK_PARTS = ("engine.waits_for", "engine.raised_in_other_todo")
 def _cause(check: CheckResult, lang: str) -> tuple | None:
     """What made a check fail, when other checks can share it: the TODO, file and line where
     the learner's code raised (or the pending TODO) and the error's own message."""
-    if check.status is Status.PASSED or not check.feedback.parts:
-        return None
+    if check.status in (Status.PASSED, Status.SKIPPED) or not check.feedback.parts:
+        return None  # a skipped check (judged only officially, no GPU) fails for no cause
     first = check.feedback.parts[0]
     if check.raised_in is None:
         # The engine's own verdicts (a missing file, a worker that died at import) are the same
