@@ -82,6 +82,7 @@ __all__ = [
     "RecordingError",
     "converted",
     "eager",
+    "for_diagnosis",
     "graders_digest",
     "lesson_mode",
     "load",
@@ -130,6 +131,16 @@ def eager() -> bool:
     """True only while recording: a harness computes every diagnosis candidate on its own inputs
     even when the check passes, so that the replay can answer the diagnoses of a failing learner."""
     return mode() == "record"
+
+
+def for_diagnosis(call, *args, **kwargs):
+    """A reference call that only names a mistake: its result, or None where a recording cannot
+    answer it (practice grading, on values the learner's own code made), so the check still
+    fails, with a plainer message, instead of being left to the official grade."""
+    try:
+        return call(*args, **kwargs)
+    except NotRecorded:
+        return None
 
 
 def reference_of(package: str):

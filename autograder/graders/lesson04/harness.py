@@ -256,16 +256,6 @@ def close(actual, expected: torch.Tensor, atol: float = 1e-4, rtol: float = 1e-4
     )
 
 
-def for_diagnosis(call, *args, **kwargs):
-    """A reference call that only names a mistake: None where a recording cannot answer it
-    (practice grading, on values the learner's own code made), so the check still fails, with
-    a plainer message, instead of being left to the official grade."""
-    try:
-        return call(*args, **kwargs)
-    except recording.NotRecorded:
-        return None
-
-
 def first_match(actual, candidates) -> list:
     """The message of the first (expected_variant, message) pair that `actual` matches."""
     for expected, text in candidates:

@@ -32,7 +32,6 @@ from .harness import (
     close,
     expect_shape,
     first_match,
-    for_diagnosis,
     needs_reference_attention,
     random_input,
 )
@@ -245,7 +244,7 @@ def test_pre_norm_attn(submission, check_seed):
         fail(
             block.called(x),
             problem,
-            *first_match(attn_in, for_diagnosis(_attn_input_candidates, x, sd) or []),
+            *first_match(attn_in, recording.for_diagnosis(_attn_input_candidates, x, sd) or []),
             message("lesson04.pre_norm_hint"),
         )
 
@@ -270,7 +269,7 @@ def test_pre_norm_mlp(submission, check_seed):
             continue
         normalised_by_ln_2 = False
         if len(obs.ln_2) == 1:
-            stream_normed = for_diagnosis(ref.ln, obs.ln_2[0], _norms(sd), "ln_2")
+            stream_normed = recording.for_diagnosis(ref.ln, obs.ln_2[0], _norms(sd), "ln_2")
             if stream_normed is None and not _post_norm(obs, sd, block):
                 # Practice only: the recording never saw what reached ln_2, and only a post-norm
                 # block (whose MLP input is never ln_2's output) can be judged without it.
@@ -298,7 +297,7 @@ def test_pre_norm_mlp(submission, check_seed):
         fail(
             block.called(x),
             problem,
-            *first_match(mlp_in, for_diagnosis(_mlp_input_candidates, x, h, sd) or []),
+            *first_match(mlp_in, recording.for_diagnosis(_mlp_input_candidates, x, h, sd) or []),
             message("lesson04.pre_norm_mlp_hint"),
         )
 
@@ -351,7 +350,7 @@ def test_residual(submission, check_seed):
                     (xd + a, message("lesson04.diag_mlp_not_added")),
                     *[
                         (ln_1 + a + m, message("lesson04.diag_residual_normed"))
-                        for ln_1 in [for_diagnosis(ref.ln, x, _norms(sd), "ln_1")]
+                        for ln_1 in [recording.for_diagnosis(ref.ln, x, _norms(sd), "ln_1")]
                         if ln_1 is not None
                     ],
                 ],

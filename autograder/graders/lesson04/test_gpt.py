@@ -24,7 +24,6 @@ from .harness import (
     expect_finite,
     expect_shape,
     first_match,
-    for_diagnosis,
     gpt_weights,
     needs_reference_attention,
 )
@@ -204,7 +203,7 @@ def judge_model_parity(submission, gen: torch.Generator, cfg: dict, T: int, B: i
             fail(
                 called,
                 problem,
-                *first_match(logits, for_diagnosis(_variant_logits, idx, sd, cfg) or []),
+                *first_match(logits, recording.for_diagnosis(_variant_logits, idx, sd, cfg) or []),
             )
         if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
             fail(

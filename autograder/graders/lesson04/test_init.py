@@ -17,7 +17,7 @@ from autograder.engine import recording
 from autograder.engine.checks import fail
 from autograder.engine.grader_helpers import generator, tokens
 
-from .harness import INIT, INIT_SEED, Learner, expect_finite, for_diagnosis
+from .harness import INIT, INIT_SEED, Learner, expect_finite
 
 ref = recording.reference_of(__package__)
 
@@ -55,7 +55,7 @@ def _std_diagnosis(p: torch.Tensor, std: float):
     """Why a weight that should be N(0, 0.02) has this spread."""
     if _near(std, 1.0):
         return message("lesson04.diag_init_default_embedding")
-    default = for_diagnosis(ref.default_linear_std, _fan_in(p)) if p.dim() == 2 else None
+    default = recording.for_diagnosis(ref.default_linear_std, _fan_in(p)) if p.dim() == 2 else None
     if default is not None and _near(std, default):
         return message("lesson04.diag_init_default_linear")
     if _near(std, ref.residual_std(INIT["n_layer"])):
@@ -82,7 +82,7 @@ def test_init_std(submission):
                 diagnosis = diagnosis or _std_diagnosis(p, std)
         elif kind == "bias" and bool((d != 0).any()):
             wrong.append(f"{name}: {int((d != 0).sum())}/{d.numel()} ≠ 0")
-            default = for_diagnosis(ref.default_linear_std, _bias_fan_in(name, params))
+            default = recording.for_diagnosis(ref.default_linear_std, _bias_fan_in(name, params))
             diagnosis = diagnosis or message(
                 "lesson04.diag_init_bias_default"
                 if default is not None and _near(d.std().item(), default)
@@ -145,7 +145,7 @@ def test_init_residual(submission):
         )
     else:
         diagnosis = next((message(key, L=L) for value, key in candidates if _near(std, value, 0.05)), None)
-        default = for_diagnosis(ref.default_linear_std, _fan_in(params[next(iter(wrong))]))
+        default = recording.for_diagnosis(ref.default_linear_std, _fan_in(params[next(iter(wrong))]))
         if diagnosis is None and default is not None and _near(std, default):
             diagnosis = message("lesson04.diag_init_default_linear")
     fail(

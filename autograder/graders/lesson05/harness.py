@@ -261,16 +261,6 @@ def expect_float(value, called, what) -> float:
     return float(value)
 
 
-def for_diagnosis(call, *args, **kwargs):
-    """A reference call that only names a mistake: None where a recording cannot answer it
-    (practice grading, on values the learner's own code made), so the check still fails, with
-    a plainer message, instead of being left to the official grade."""
-    try:
-        return call(*args, **kwargs)
-    except recording.NotRecorded:
-        return None
-
-
 def relative_gap(a: float, b: float) -> float:
     return abs(a - b) / max(abs(b), 1e-12)
 

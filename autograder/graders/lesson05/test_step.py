@@ -25,7 +25,6 @@ from .harness import (
     expect_finite_update,
     expect_float,
     fmt,
-    for_diagnosis,
     norm,
     random_batch,
     random_state,
@@ -177,7 +176,7 @@ def test_step_loss(submission, check_seed):
     if relative_gap(got, before) <= 1e-7:
         return
     diagnosis = None
-    after_loss = for_diagnosis(ref.loss_at, CFG, after, x, y)
+    after_loss = recording.for_diagnosis(ref.loss_at, CFG, after, x, y)
     if after_loss is not None and relative_gap(got, after_loss) <= 1e-7:
         diagnosis = message("lesson05.diag_loss_after_update")
     fail(called, message("lesson05.step_loss_wrong", got=fmt(got), expected=fmt(before)), diagnosis)
