@@ -245,6 +245,24 @@ BUGGY: list[Variant] = [
         "output projection not applied",
     ),
     # ---- TODO [fused]
+    # q and k (or k and v) swapped in the SDPA call alone: the output is what a shared-code bug
+    # (the projections split in another order) gives, but the explicit path is right.
+    Variant(
+        "fused-qk-swapped",
+        ATTN,
+        "            q, k, v,\n            attn_mask=None,",
+        "            k, q, v,\n            attn_mask=None,",
+        "fused",
+        "q and k swapped in the scaled_dot_product_attention call (the future leaks)",
+    ),
+    Variant(
+        "fused-kv-swapped",
+        ATTN,
+        "            q, k, v,\n            attn_mask=None,",
+        "            q, v, k,\n            attn_mask=None,",
+        "fused",
+        "k and v swapped in the scaled_dot_product_attention call",
+    ),
     Variant(
         "fused-not-causal",
         ATTN,

@@ -2,7 +2,8 @@
 output through torch's scaled_dot_product_attention, called causal (is_causal=True or a mask
 made on x's device), with dropout_p = the module's dropout in train mode only. The bugs the fused
 path shares with the explicit one (heads split or merged wrongly, no projection) are their own
-checks' business, so fused-parity excuses them.
+checks' business, so fused-parity excuses them, but only where the learner's explicit path gives
+the same output: a mistake of the fused path alone is never excused.
 """
 
 from __future__ import annotations
@@ -82,8 +83,16 @@ def test_fused_parity(submission, check_seed):
         problem = compare(y, expected.to(y.dtype), what=message("lesson03.what_output"), atol=ATOL, rtol=RTOL)
         if problem is None:
             continue
-        if any(compare(y, other.to(y.dtype), what="", atol=ATOL, rtol=RTOL) is None for other in shared):
-            continue
+        # A bug of the code both paths share is excused only when the learner's explicit path
+        # really has it (same weights, same input): a fused-only mistake that happens to give
+        # what a shared bug gives (q and k swapped in the SDPA call, say) is still this TODO's.
+        matched = [
+            other for other in shared if compare(y, other.to(y.dtype), what="", atol=ATOL, rtol=RTOL) is None
+        ]
+        if matched:
+            explicit = LearnerAttention(submission, cfg, gen, weights=attn.sd).forward(x)
+            if compare(explicit, y, what="", atol=ATOL, rtol=RTOL) is None:
+                continue
         fail(attn.called(x), problem, *diagnose(y, list(diagnoses)))
 
 
