@@ -13,16 +13,17 @@ from autograder.sandbox import cpu_clock
 
 # In the explicit (non-fused) path only: the fused path never reaches it.
 MASK_LINE = '            att = att.masked_fill(self.mask[:, :, :T, :T] == 0, float("-inf"))\n'
-LOOP = "            while att.shape[-1] > 0:\n                att = att + 0\n"
+# One line, condition and body: a stack sample may land on either, and both are this line.
+LOOP = "            while att.shape[-1] > 0: att = att + 0\n"
 
 
 def loop_in_mask(text: str) -> tuple[str, int]:
     """Lesson 03's finished attention.py with a loop that never ends right after the mask's line
-    (only the explicit path reaches it): (text, the 1-based line of the loop's body)."""
+    (only the explicit path reaches it): (text, the 1-based line of the loop)."""
     assert MASK_LINE in text, "lesson 03's solution changed: update tests/support/looping.py"
     before = text.split(MASK_LINE)[0]
-    body_line = before.count("\n") + 1 + 2  # the mask's line, the `while`, then its body
-    return text.replace(MASK_LINE, MASK_LINE + LOOP), body_line
+    loop_line = before.count("\n") + 1 + 1  # the mask's line, then the loop's
+    return text.replace(MASK_LINE, MASK_LINE + LOOP), loop_line
 
 
 def with_timeouts(lesson: Lesson, seconds: float) -> Lesson:
