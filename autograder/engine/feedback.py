@@ -9,7 +9,7 @@ here: a value is a tensor only if torch is already loaded), and return catalog m
     leaking_cells(weights)                where a causal attention matrix looks at the future
     student_frames / format_traceback     a traceback trimmed to the learner's own files
     relative_to(filename, root)           a frame's file relative to the learner's folder
-    truncate / redact / secrets_from_environ / fmt_number
+    truncate / redact / secrets_from_environ / fmt_number / fmt_pair
     to_float64(values)                    any numbers, tensors included, as a float64 array
 """
 
@@ -66,6 +66,37 @@ def fmt_number(x: Any) -> str:
     if x == 0:
         return "0"  # also -0.0
     text = f"{x:.4g}"
+    if "e" in text:
+        mantissa, exponent = text.split("e")
+        text = f"{mantissa}e{int(exponent)}"
+    return text
+
+
+def fmt_pair(got: Any, expected: Any) -> tuple[str, str]:
+    """Two numbers a message sets side by side, with as many significant digits as it takes for
+    them to print differently when they differ (4 at least, 17 at most): a message must never
+    read "0.1455, debería 0.1455". Equal numbers print alike."""
+    a, e = fmt_number(got), fmt_number(expected)
+    if a != e or _same_value(got, expected):
+        return a, e
+    for digits in range(5, 18):
+        a, e = _fmt_digits(float(got), digits), _fmt_digits(float(expected), digits)
+        if a != e:
+            break
+    return a, e
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    try:
+        return float(a) == float(b) or (math.isnan(float(a)) and math.isnan(float(b)))
+    except (TypeError, ValueError):
+        return False
+
+
+def _fmt_digits(x: float, digits: int) -> str:
+    if math.isnan(x) or math.isinf(x) or x == 0:
+        return fmt_number(x)
+    text = f"{x:.{digits}g}"
     if "e" in text:
         mantissa, exponent = text.split("e")
         text = f"{mantissa}e{int(exponent)}"
@@ -254,7 +285,7 @@ def _values_feedback(
         return Feedback.of(
             Text(
                 "feedback.scalar_differs",
-                {"what": what, "got": fmt_number(a), "expected": fmt_number(e), **tolerances},
+                {"what": what, **dict(zip(("got", "expected"), fmt_pair(a, e))), **tolerances},
             )
         )
     # The worst element: a NaN difference (NaN expected, a number obtained) ranks as infinite.
@@ -270,8 +301,7 @@ def _values_feedback(
             {
                 "error": fmt_number(diff[worst]),
                 "index": _fmt_index(worst),
-                "got": fmt_number(a[worst]),
-                "expected": fmt_number(e[worst]),
+                **dict(zip(("got", "expected"), fmt_pair(a[worst], e[worst]))),
             },
         ),
     )

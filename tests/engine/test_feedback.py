@@ -355,3 +355,28 @@ def test_secrets_from_environ():
     found = F.secrets_from_environ(env)
     assert set(found) == {"ghp_123456789", "k-abcdef", "hunter22", "c00kie!", "s3cr3tvalue", "Bearer xyz"}
     assert F.redact("push with ghp_123456789 from /home/learner", found) == "push with *** from /home/learner"
+
+
+# --- numbers side by side never print alike when they differ -----------------------------
+
+
+@pytest.mark.parametrize(
+    "got, expected",
+    [(0.1454551, 0.1454553), (np.float32(0.3), 0.30000001), (1e-9 + 1.0, 1.0), (-2.00000001, -2.0)],
+)
+def test_a_pair_that_differs_prints_differently(got, expected):
+    a, e = F.fmt_pair(got, expected)
+    assert a != e, (a, e)
+    assert float(a) != float(e)
+
+
+def test_a_pair_that_is_equal_prints_alike_and_short():
+    assert F.fmt_pair(0.5, 0.5) == ("0.5", "0.5")
+    assert F.fmt_pair(3, 3.0) == ("3", "3")
+    assert F.fmt_pair(float("nan"), float("nan")) == ("nan", "nan")
+
+
+def test_a_scalar_that_differs_past_four_digits_is_shown_with_the_digits_that_differ():
+    fb = F.compare(np.float64(0.14545512), np.float64(0.14545519), what="la norma", atol=0, rtol=0)
+    text = feedback_text(fb, "es")
+    assert "0.1454551" in text and "0.1454552" in text, text
