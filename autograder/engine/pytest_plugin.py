@@ -248,7 +248,10 @@ class GradingPlugin:
                 result.feedback = Feedback(
                     (
                         *result.feedback.parts,
-                        message("engine.waits_on_other_todo", todo=spec.todo, other=waits),
+                        # A check of no TODO (course.yml todo: null) must not read "TODO [None]".
+                        message("engine.waits_on_other_todo", todo=spec.todo, other=waits)
+                        if spec.todo is not None
+                        else message("engine.check_waits_on_todo", other=waits),
                     )
                 )
             if isinstance(call.excinfo.value, StudentError):

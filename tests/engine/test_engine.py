@@ -203,12 +203,16 @@ def test_a_grader_that_waits_on_another_todo_says_so_and_records_it(tmp_path, mo
         "from autograder.core.results import message\n\n"
         "@pytest.mark.check('split-order')\n"
         "def test_probe(submission):\n"
+        "    fail(message('engine.assertion', detail='x'), waits_on='vocab')\n\n"
+        # A check of no TODO (a quiz question here) waits on one too, and must not say "TODO [None]".
+        "@pytest.mark.check('quiz-1')\n"
+        "def test_probe_of_no_todo(submission):\n"
         "    fail(message('engine.assertion', detail='x'), waits_on='vocab')\n",
         encoding="utf-8",
     )
-    # Two tests for one check: the probe replaces the real split-order test's verdict.
-    for path in (graders / lesson.graders).glob("test_split.py"):
-        path.unlink()
+    # Two tests for one check: the probe replaces the real split-order and quiz tests' verdicts.
+    for name in ("test_split.py", "test_quiz.py"):
+        (graders / lesson.graders / name).unlink()
     monkeypatch.setenv("AUTOGRADER_GRADERS", str(graders))
     folder = write_submission(tmp_path / "sub", solution_files(lesson))
     result = grade(course, [lesson], folder, seed=SEED).lessons[0]
@@ -216,6 +220,10 @@ def test_a_grader_that_waits_on_another_todo_says_so_and_records_it(tmp_path, mo
     assert check.waits_on == "vocab"
     assert "arregla antes TODO [vocab]" in feedback_text(check.feedback, "es")
     assert blocking_todo(check, [t.id for t in lesson.todos]) == "vocab"
+    quiz = next(c for c in result.checks if c.id == "quiz-1")
+    text = feedback_text(quiz.feedback, "es")
+    assert quiz.waits_on == "vocab" and "arregla antes TODO [vocab]" in text, text
+    assert "None" not in text, text
 
 
 def test_a_reason_several_checks_were_skipped_for_is_said_once():
