@@ -123,7 +123,49 @@ BUGGY: list[Variant] = [
         "vocab",
         "ids counted from 1 (0 kept for padding)",
     ),
+    # issue 31: a text whose edges hold whitespace found nowhere else in it (EDGES)
+    Variant(
+        "vocab-stripped",
+        DATA,
+        CHARS,
+        "self.chars = sorted(set(text.strip()))",
+        "vocab",
+        "vocabulary of the stripped text: edge whitespace lost",
+    ),
     # ---- TODO [encode-decode]
+    Variant(
+        "encode-strips",
+        DATA,
+        "for pos, ch in enumerate(s):",
+        "for pos, ch in enumerate(s.strip()):",
+        "encode-decode",
+        "encode strips the string first: edge whitespace has no id",
+    ),
+    # issue 31: unknown characters of every kind (one byte, other case known, after multi-byte ones)
+    Variant(
+        "encode-unknown-lowercased",
+        DATA,
+        "            if ch not in self.stoi:\n",
+        "            if ch not in self.stoi:\n                ch = ch.lower()\n            if ch not in self.stoi:\n",
+        "encode-decode",
+        "an unknown capital falls back on its lower case in silence",
+    ),
+    Variant(
+        "encode-checks-only-non-ascii",
+        DATA,
+        "            if ch not in self.stoi:\n",
+        "            if not ch.isascii() and ch not in self.stoi:\n",
+        "encode-decode",
+        "only non-ASCII characters are taken as possibly unknown: a bare KeyError for the rest",
+    ),
+    Variant(
+        "encode-error-byte-position",
+        DATA,
+        ERROR_TEXT,
+        'f"carácter desconocido {ch!r} en la posición {len(s[:pos].encode())}"',
+        "encode-decode",
+        "the position counted in UTF-8 bytes",
+    ),
     Variant(
         "decode-joins-with-spaces",
         DATA,
@@ -282,6 +324,15 @@ n_val = int(len(data) * val_fraction)
         "split",
         "train cut from the end, val from the beginning",
     ),
+    # issue 31: dtypes of every returned tensor
+    Variant(
+        "split-float",
+        DATA,
+        SPLIT_RETURN,
+        "return data[:n_train].float(), data[n_train:].float()",
+        "split",
+        "train and val cast to float32",
+    ),
     # ---- TODO [batch-offsets]
     Variant(
         "offsets-off-by-one",
@@ -350,6 +401,24 @@ import random
     ix = [random.randint(0, len(data) - block_size - 1) for _ in range(batch_size)]""",
         "batch-offsets",
         "Python's random module: right range, but the generator is ignored",
+    ),
+    # issue 31: generator=None draws from torch's global generator
+    Variant(
+        "offsets-none-own-generator",
+        DATA,
+        IX,
+        f"if generator is None:\n        generator = torch.Generator()\n    {IX}",
+        "batch-offsets",
+        "a fresh torch.Generator() when none is given: the same batch whatever the global seed",
+    ),
+    # block_size starts: rows are windows cut right, one per start; only batch-offsets is charged
+    Variant(
+        "offsets-block-size-starts",
+        DATA,
+        IX,
+        "ix = torch.randint(len(data) - block_size, (block_size,), generator=generator)",
+        "batch-offsets",
+        "block_size starts instead of batch_size",
     ),
     # ---- TODO [targets-shift]
     Variant(
@@ -553,6 +622,21 @@ CORRECT: list[Variant] = [
         "n_train = len(data) - math.ceil(len(data) * val_fraction)",
         note="val rounded up with math.ceil",
         also=(("import torch\n", "import math\n\nimport torch\n"),),
+    ),
+    Variant(
+        "offsets-default-generator",
+        DATA,
+        IX,
+        "ix = torch.randint(len(data) - block_size, (batch_size,), "
+        "generator=generator if generator is not None else torch.default_generator)",
+        note="torch.default_generator named when generator is None: the global generator all the same",
+    ),
+    Variant(
+        "split-torch-split",
+        DATA,
+        SPLIT_RETURN,
+        "return tuple(torch.split(data, [n_train, len(data) - n_train]))",
+        note="torch.split into two pieces",
     ),
     Variant(
         "offsets-low-and-high",

@@ -12,7 +12,7 @@ import torch
 
 from autograder.core.results import message
 from autograder.engine import recording
-from autograder.engine.checks import fail
+from autograder.engine.checks import describe_student_error, fail
 from autograder.engine.feedback import truncate
 from autograder.engine.grader_helpers import hinted, worker_generator
 from autograder.sandbox.client import Sandbox, StudentError
@@ -31,8 +31,18 @@ SHOWN_CHARS = 240  # longer reprs are cut: a learner needs the start, not all 50
 SHORT = "hola mundo"
 ACCENTED = "¿Qué año es?\nÉl dijo: ¡mañana, sí!"
 ALPHABET = "abcdefghijklmnñopqrstuvwxyzáéíóúü ABCDEÉÑ¿?¡!,.;:\n"
-# Characters that no text above contains: what encode must refuse.
+# Whitespace at both edges that the text holds nowhere else (a tab first, a line break last):
+# a vocabulary built from text.strip() (or an lstrip/rstrip) loses a character only here.
+EDGES = "\tdos palabras, ¿y qué?\n"
+# Characters that no text above contains: what encode must refuse. Several kinds, so that an
+# encoder that refuses only some of them shows: multi-byte in UTF-8 (2, 3 and 4 bytes; Ω has a
+# lower-case form, ω); one-byte (ASCII) ones; and ones whose other case IS in the vocabulary
+# (an encoder that falls back on ch.lower() or ch.upper() maps them to a known id).
 UNKNOWN = "ßΩ€жø"
+UNKNOWN_WIDE = "€ж🙂Ω"
+UNKNOWN_ASCII = "xz#@k"
+UNKNOWN_UPPER_OF_SHORT = "HOLAMUND"  # lower() of each is in SHORT's vocabulary
+UNKNOWN_OTHER_CASE_OF_ACCENTED = "qELÑÍ"  # lower() or upper() of each is in ACCENTED's
 CORPUS_FILE = "cuentos.txt"
 CORPUS_MAX_BYTES = 512 * 1024
 
@@ -122,7 +132,19 @@ def text_call(text: str) -> str:
 
 
 def batch_call(n: int, block_size: int, batch_size: int, seed) -> dict:
-    """What get_batch was called with, in both languages (a message parameter)."""
+    """What get_batch was called with, in both languages (a message parameter); seed None:
+    generator=None, after torch.manual_seed (`seed` is then the global seed when known)."""
+    if seed is None:
+        return {
+            "es": (
+                f"get_batch(data, block_size={block_size}, batch_size={batch_size}, generator=None) con data "
+                f"un tensor int64 de {n} valores distintos"
+            ),
+            "en": (
+                f"get_batch(data, block_size={block_size}, batch_size={batch_size}, generator=None) with data "
+                f"an int64 tensor of {n} distinct values"
+            ),
+        }
     return {
         "es": (
             f"get_batch(data, block_size={block_size}, batch_size={batch_size}, generator) con data un "
@@ -158,26 +180,46 @@ def batch_hints(n: int, block_size: int):
     return hinted(hint_of)
 
 
+def no_starts(err: StudentError) -> bool:
+    """Whether a learner's error from get_batch is torch.stack given no rows at all: ix came out
+    empty, which is how many starts TODO [batch-offsets] draws, not how rows are cut."""
+    return err.todo_pending is None and "stack expects a non-empty TensorList" in err.message
+
+
 def get_batch(
     sub: Sandbox,
     data: torch.Tensor,
     block_size: int,
     batch_size: int,
-    seed: int,
+    seed: int | None,
     *,
     global_seed: int | None = None,
     hints: bool = True,
+    judging: str = "targets-shift",
 ):
     """(called, x, y): what was called (a message) and the learner's get_batch result, with a
-    fresh worker generator seeded with `seed`; `global_seed` also reseeds torch's global
-    generator first (to catch code that draws from it). hints=False lets the learner's
-    StudentError through as it is (the caller decides whose it is)."""
-    called = message("lesson01.called", call=batch_call(len(data), block_size, batch_size, seed))
-    generator = worker_generator(sub, seed)
-    with batch_hints(len(data), block_size) if hints else contextlib.nullcontext():
-        result = sub.call_traced(
-            function(sub, "get_batch"), data, block_size, batch_size, generator, seed=global_seed
-        )["value"]
+    fresh worker generator seeded with `seed` (None: generator=None, torch's global generator
+    per the contract); `global_seed` also reseeds torch's global generator first (to catch code
+    that draws from it). hints=False lets the learner's StudentError through as it is (the
+    caller decides whose it is). `judging`: the TODO the calling check judges; no starts at all
+    (an empty ix) fails there as TODO [batch-offsets]'s own or as waiting on it."""
+    call = batch_call(len(data), block_size, batch_size, seed)
+    called = message("lesson01.called", call=call)
+    generator = worker_generator(sub, seed) if seed is not None else None
+    try:
+        with batch_hints(len(data), block_size) if hints else contextlib.nullcontext():
+            result = sub.call_traced(
+                function(sub, "get_batch"), data, block_size, batch_size, generator, seed=global_seed
+            )["value"]
+    except StudentError as err:
+        if not no_starts(err):
+            raise
+        fail(
+            called,
+            describe_student_error(err, None, {}),
+            message("lesson01.no_starts", B=batch_size),
+            waits_on=None if judging == "batch-offsets" else "batch-offsets",
+        )
     if not (isinstance(result, (tuple, list)) and len(result) == 2):
         fail(called, message("lesson01.batch_not_pair", got=type_name(result)))
     for name, value in zip("xy", result):
@@ -246,6 +288,18 @@ def past_end_start(x: torch.Tensor, data: torch.Tensor, block_size: int) -> int 
 def has_values(value) -> bool:
     """A tensor whose values came back (not a meta tensor, which has only a shape)."""
     return isinstance(value, torch.Tensor) and value.device.type != "meta"
+
+
+def rows_of_starts(t: torch.Tensor, data: torch.Tensor, batch_size: int, block_size: int) -> int | None:
+    """How many rows t has when it is (k, block_size) with k != batch_size and every row a window
+    of data: the rows were cut right, one per start, but there are k starts instead of B (the
+    length of ix is TODO [batch-offsets]'s); None otherwise."""
+    if not has_values(t) or t.ndim != 2 or t.shape[1] != block_size or t.shape[0] == batch_size:
+        return None
+    where = positions(data)
+    if all(window_start(row, data, where) is not None for row in t):
+        return int(t.shape[0])
+    return None
 
 
 def as_rows(t: torch.Tensor, batch_size: int, block_size: int) -> torch.Tensor | None:

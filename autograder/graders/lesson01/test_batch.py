@@ -13,6 +13,8 @@ batch-range and batch-shapes in official grading only.
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 import torch
 
@@ -32,6 +34,7 @@ from .harness import (
     get_batch_whole,
     past_end_start,
     positions,
+    rows_of_starts,
     short_rows,
     show,
     type_name,
@@ -57,6 +60,9 @@ def _starts(x, y, data, B: int, T: int, called) -> tuple[list[int], bool | None]
     a y of the wrong shape is left to the checks of that TODO."""
     rows_x, rows_y = as_rows(x, B, T), as_rows(y, B, T)
     if rows_x is None:
+        count = rows_of_starts(x, data, B, T)
+        if count is not None:  # one row per start, so ix has `count` starts
+            fail(called, message("lesson01.starts_count", got=count, B=B, T=T))
         start = past_end_start(x, data, T)
         if start is not None:  # the start's fault, not how x is built
             n = len(data)
@@ -92,7 +98,9 @@ class _Draws:
         """(called, starts) of one call, or (called, None) when it broke."""
         called = message("lesson01.called", call=batch_call(len(self.data), self.T, B, seed))
         try:
-            called, x, y = get_batch(self.submission, self.data, self.T, B, seed, hints=False)
+            called, x, y = get_batch(
+                self.submission, self.data, self.T, B, seed, hints=False, judging="batch-offsets"
+            )
         except StudentError as err:
             if not short_rows(err):
                 raise
@@ -187,9 +195,10 @@ def test_batch_generator(submission, check_seed):
     # business) is traded for another; a break on every seed is let through as it is.
     for k in range(RETRIES):
         try:
-            _, x1, y1 = get_batch(submission, data, T, B, seed, global_seed=1, hints=False)
-            _, x2, y2 = get_batch(submission, data, T, B, seed, global_seed=2, hints=False)
-            _, x3, y3 = get_batch(submission, data, T, B, seed + 1, global_seed=1, hints=False)
+            batch = functools.partial(get_batch, submission, data, T, B, hints=False, judging="batch-offsets")
+            _, x1, y1 = batch(seed, global_seed=1)
+            _, x2, y2 = batch(seed, global_seed=2)
+            _, x3, y3 = batch(seed + 1, global_seed=1)
             break
         except StudentError as err:
             if not short_rows(err) or k == RETRIES - 1:
@@ -205,6 +214,40 @@ def test_batch_generator(submission, check_seed):
         fail(
             message("lesson01.called_other_seed", call=batch_call(n, T, B, seed), other=seed + 1),
             message("lesson01.ignores_generator", x=show(x1[:2])),
+        )
+    _expect_global_without_generator(submission, data, T, B, check_seed)
+
+
+def _expect_global_without_generator(submission, data: torch.Tensor, T: int, B: int, check_seed: int) -> None:
+    """generator=None draws from torch's global generator (the contract): the same global seed
+    gives the same batch, and another global seed another batch (a generator of get_batch's
+    own, torch.Generator() with its default seed, gives the same batch whatever the seed)."""
+    n = len(data)
+    base = 1 + check_seed % 1000
+    for k in range(RETRIES):
+        seeds = (base + 2 * k * RETRY_SEED_STEP, base + (2 * k + 1) * RETRY_SEED_STEP)
+        try:
+            batch = functools.partial(
+                get_batch, submission, data, T, B, None, hints=False, judging="batch-offsets"
+            )
+            _, x1, y1 = batch(global_seed=seeds[0])
+            _, x2, y2 = batch(global_seed=seeds[0])
+            _, x3, y3 = batch(global_seed=seeds[1])
+            break
+        except StudentError as err:
+            if not short_rows(err) or k == RETRIES - 1:
+                raise
+    if not (torch.equal(x1, x2) and torch.equal(y1, y2)):
+        fail(
+            message("lesson01.called_none_twice", call=batch_call(n, T, B, None), seed=seeds[0]),
+            message("lesson01.none_not_reproducible", x1=show(x1[:2]), x2=show(x2[:2])),
+        )
+    if torch.equal(x1, x3) and torch.equal(y1, y3):
+        fail(
+            message(
+                "lesson01.called_none_seeds", call=batch_call(n, T, B, None), seed=seeds[0], other=seeds[1]
+            ),
+            message("lesson01.none_ignores_global", x=show(x1[:2])),
         )
 
 
@@ -225,6 +268,7 @@ def judge_shapes(submission, gen, cases, seed: int) -> None:
     for k, (n, T, B) in enumerate(cases):
         data = distinct_data(n, gen)
         called, x, y = get_batch_whole(submission, data, T, B, seed + k)
+        _expect_rows_per_start(called, x, y, data, B, T)
         for name, t in (("x", x), ("y", y)):
             if tuple(t.shape) != (B, T):
                 hint = message("lesson01.shape_transposed") if tuple(t.shape) == (T, B) else None
@@ -238,6 +282,20 @@ def judge_shapes(submission, gen, cases, seed: int) -> None:
         for b in range(B):
             if window_start(x[b], data, where) is None:
                 fail(called, message("lesson01.row_not_window", name="x", b=b, row=show(x[b]), T=T))
+
+
+def _expect_rows_per_start(called, x, y, data: torch.Tensor, B: int, T: int) -> None:
+    """x and y with k != B rows, each a window of data: the rows were cut one per start, and
+    there are k starts. How many starts ix holds is TODO [batch-offsets]'s (batch-range says
+    so); this TODO's checks wait on it."""
+    count = rows_of_starts(x, data, B, T)
+    if count is not None and tuple(y.shape) == tuple(x.shape):
+        fail(
+            called,
+            message("lesson01.shape_wrong", name="x", got=tuple(x.shape), B=B, T=T),
+            message("lesson01.rows_follow_starts", got=count, B=B),
+            waits_on="batch-offsets",
+        )
 
 
 def _expect_batch_on_data_device(submission, check_seed: int) -> None:
@@ -289,6 +347,7 @@ def test_targets_shift(submission, check_seed):
     where = positions(data)
     for k in range(2):
         called, x, y = get_batch_whole(submission, data, T, B, check_seed % 10_000 + k)
+        _expect_rows_per_start(called, x, y, data, B, T)
         rows_x, rows_y = as_rows(x, B, T), as_rows(y, B, T)
         if rows_x is None or rows_y is None:
             bad, name = (x, "x") if rows_x is None else (y, "y")

@@ -12,8 +12,9 @@ import torch
 
 from autograder.core.results import message
 from autograder.engine import recording
-from autograder.engine.checks import fail
+from autograder.engine.checks import describe_student_error, fail
 from autograder.engine.grader_helpers import generator
+from autograder.sandbox.client import StudentError
 
 from .harness import distinct_data, function, has_values, show, type_name
 
@@ -26,16 +27,28 @@ ORDER_CASES = ((40, 0.25), (37, 0.3))
 SIZE_CASES = ((1000, None), (40, 0.25), (7, 0.5), (200, 0.05), (37, 0.3), (9, 0.1))
 
 
-def _split(submission, data: torch.Tensor, fraction):
-    args = (data,) if fraction is None else (data, fraction)
+def _split_call(data: torch.Tensor, fraction):
     shown = "split(data)" if fraction is None else f"split(data, {fraction})"
-    called = message(
+    if data.device.type == "meta":
+        return message(
+            "lesson01.called_split_meta",
+            call={
+                "es": f"{shown} con data un tensor int64 de {len(data)} valores",
+                "en": f"{shown} with data an int64 tensor of {len(data)} values",
+            },
+        )
+    return message(
         "lesson01.called",
         call={
             "es": f"{shown} con data un tensor int64 de {len(data)} valores distintos",
             "en": f"{shown} with data an int64 tensor of {len(data)} distinct values",
         },
     )
+
+
+def _split(submission, data: torch.Tensor, fraction):
+    args = (data,) if fraction is None else (data, fraction)
+    called = _split_call(data, fraction)
     result = submission.call(function(submission, "split"), *args)
     if not (isinstance(result, (tuple, list)) and len(result) == 2):
         fail(called, message("lesson01.split_not_pair", got=type_name(result)))
@@ -57,7 +70,8 @@ def test_split_order(submission, check_seed):
         for name, part in (("train", train), ("val", val)):
             if not has_values(part):
                 fail(called, message("lesson01.split_not_tensor", name=name, got=type_name(part)))
-        train, val = train.cpu().reshape(-1), val.cpu().reshape(-1)
+        _expect_pieces_like(data, called, train, val)
+        train, val = train.cpu(), val.cpu()
         joined = torch.cat([train, val.to(train.dtype)])
         if torch.equal(joined, data):
             continue
@@ -73,6 +87,48 @@ def test_split_order(submission, check_seed):
         if torch.equal(joined.sort().values, data.sort().values):
             fail(called, got, message("lesson01.split_shuffled"))
         fail(called, got, message("lesson01.split_not_pieces"))
+    _expect_split_on_data_device(submission)
+
+
+def _expect_pieces_like(data: torch.Tensor, called, *parts) -> None:
+    """train and val are pieces of data: 1-D, of data's dtype (int64 ids, not floats)."""
+    for name, part in zip(("train", "val"), parts):
+        if part.ndim != 1:
+            fail(called, message("lesson01.split_not_1d", name=name, got=tuple(part.shape)))
+        if part.dtype != data.dtype:
+            fail(
+                called,
+                message(
+                    "lesson01.split_dtype",
+                    name=name,
+                    got=str(part.dtype).removeprefix("torch."),
+                    expected=str(data.dtype).removeprefix("torch."),
+                ),
+            )
+
+
+def _expect_split_on_data_device(submission) -> None:
+    """The device contract without a GPU, as batch-shapes judges get_batch: data on the "meta"
+    device (shapes, no values). Pieces cut from data stay on its device; values copied out
+    through Python (.tolist(), torch.tensor(...)) cannot leave meta, as from a GPU they would
+    come back on the CPU."""
+    n, fraction = 30, 0.2
+    data = torch.empty(n, dtype=torch.int64, device="meta")
+    called = _split_call(data, fraction)
+    try:
+        result = submission.call(function(submission, "split"), data, fraction)
+    except StudentError as err:
+        if err.todo_pending is not None:
+            raise
+        fail(called, describe_student_error(err, None, {}), message("lesson01.split_device_error"))
+    if not (isinstance(result, (tuple, list)) and len(result) == 2):
+        fail(called, message("lesson01.split_not_pair", got=type_name(result)))
+    for name, part in zip(("train", "val"), result):
+        if not isinstance(part, torch.Tensor):
+            fail(called, message("lesson01.split_not_tensor", name=name, got=type_name(part)))
+        if part.device.type != "meta":
+            fail(called, message("lesson01.split_wrong_device", name=name, got=part.device.type))
+    _expect_pieces_like(data, called, *result)
 
 
 @pytest.mark.check("split-fraction")

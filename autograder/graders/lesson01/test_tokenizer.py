@@ -24,9 +24,14 @@ from .harness import (
     ACCENTED,
     CORPUS_FILE,
     CORPUS_MAX_BYTES,
+    EDGES,
     SHORT,
     SHOWN_CHARS,
     UNKNOWN,
+    UNKNOWN_ASCII,
+    UNKNOWN_OTHER_CASE_OF_ACCENTED,
+    UNKNOWN_UPPER_OF_SHORT,
+    UNKNOWN_WIDE,
     attribute,
     construct,
     random_text,
@@ -41,7 +46,7 @@ ref = recording.reference_of(__package__)
 
 
 def _texts(seed: int) -> list[str]:
-    return [SHORT, ACCENTED, random_text(seed)]
+    return [SHORT, ACCENTED, random_text(seed), EDGES]
 
 
 def _called_attr(text: str, name: str):
@@ -96,6 +101,13 @@ def _diagnose_chars(chars, text: str) -> list:
             message("lesson01.chars_missing", chars=show("".join(missing))),
             message("lesson01.chars_lowercased"),
         ]
+    if missing and not extra and all(ch.isspace() for ch in missing) and text.strip() != text:
+        edges = text[: len(text) - len(text.lstrip())] + text[len(text.rstrip()) :]
+        if set(missing) <= set(edges):
+            return [
+                message("lesson01.chars_missing", chars=show("".join(missing))),
+                message("lesson01.chars_stripped"),
+            ]
     parts = []
     if missing:
         parts.append(message("lesson01.chars_missing", chars=show("".join(missing))))
@@ -184,9 +196,17 @@ def _corpus_or_own(submission, seed: int) -> str:
 
 
 def _samples(text: str, seed: int) -> list[str]:
+    """text itself, a random string of its characters, one character, nothing, and (where the
+    vocabulary has whitespace) a string with whitespace at both edges, which a strip() in
+    encode or decode would lose."""
     rng = random.Random(seed)
     alphabet = ref.vocabulary(text)
-    return [text, "".join(rng.choice(alphabet) for _ in range(40)), text[:1], ""]
+    samples = [text, "".join(rng.choice(alphabet) for _ in range(40)), text[:1], ""]
+    spaces = [ch for ch in alphabet if ch.isspace()]
+    if spaces:
+        middle = "".join(rng.choice(alphabet) for _ in range(8))
+        samples.append(spaces[-1] + middle + spaces[0])
+    return samples
 
 
 def _encode_call(text: str, s: str):
@@ -274,34 +294,47 @@ def _expect_decoded(got, expected: str, called, given: str = "lesson01.vocabular
     )
 
 
-def _unknown_cases(seed: int) -> list[tuple[str, int, str]]:
-    """(s, position, character): s holds exactly one character outside SHORT's vocabulary."""
+def _unknown_cases(seed: int) -> list[tuple[str, str, int, str]]:
+    """(vocabulary text, s, position, character): s holds exactly one character outside the
+    vocabulary of the text. Every kind of unknown character comes out on every seed: multi-byte
+    and one-byte (ASCII) ones, ones whose other case is in the vocabulary, at the first and at
+    the last position, and after multi-byte known characters (where a position counted in
+    UTF-8 bytes is not the index of the character)."""
     rng = random.Random(seed)
-    known = ref.vocabulary(SHORT)
-    cases = [("hola ßmundo", 5, "ß")]
-    for _ in range(2):
-        position = rng.randrange(2, 25)
-        ch = rng.choice(UNKNOWN)
-        s = (
-            "".join(rng.choice(known) for _ in range(position))
-            + ch
-            + "".join(rng.choice(known) for _ in range(4))
-        )
-        cases.append((s, position, ch))
+    short, accented = ref.vocabulary(SHORT), ref.vocabulary(ACCENTED)
+    wide_known = [ch for ch in accented if len(ch.encode("utf-8")) > 1]
+
+    def draw(alphabet, n: int) -> str:
+        return "".join(rng.choice(alphabet) for _ in range(n))
+
+    cases = [(SHORT, "hola ßmundo", 5, "ß")]
+    position = rng.randrange(2, 25)
+    ch = rng.choice(UNKNOWN_UPPER_OF_SHORT)
+    cases.append((SHORT, draw(short, position) + ch + draw(short, 4), position, ch))
+    ch = rng.choice(UNKNOWN_ASCII)
+    cases.append((SHORT, ch + draw(short, rng.randrange(3, 9)), 0, ch))
+    position = rng.randrange(3, 20)
+    ch = rng.choice(UNKNOWN_OTHER_CASE_OF_ACCENTED)
+    prefix = rng.choice(wide_known) + draw(accented, position - 1)
+    cases.append((ACCENTED, prefix + ch + draw(accented, 4), position, ch))
+    position = rng.randrange(3, 20)
+    ch = rng.choice(UNKNOWN_WIDE + UNKNOWN)
+    cases.append((ACCENTED, rng.choice(wide_known) + draw(wide_known, position - 1) + ch, position, ch))
     return cases
 
 
 @pytest.mark.check("unknown-char")
 def test_unknown_char(submission, check_seed):
-    tok = with_vocabulary(submission, SHORT)
-    for s, position, ch in _unknown_cases(check_seed):
-        called = _encode_call(SHORT, s)
+    tokenizers = {text: with_vocabulary(submission, text) for text in (SHORT, ACCENTED)}
+    for text, s, position, ch in _unknown_cases(check_seed):
+        tok = tokenizers[text]
+        called = _encode_call(text, s)
         try:
             ids = submission.call(tok, s, method="encode")
         except StudentError as err:
             if err.todo_pending is not None:
                 raise
-            _judge_error(err, called, position, ch)
+            _judge_error(err, called, s, position, ch)
             continue
         hint = None
         if isinstance(ids, list) and len(ids) == len(s) - 1:
@@ -313,7 +346,7 @@ def test_unknown_char(submission, check_seed):
         )
 
 
-def _judge_error(err: StudentError, called, position: int, ch: str) -> None:
+def _judge_error(err: StudentError, called, s: str, position: int, ch: str) -> None:
     text = err.message
     raised = message(
         "lesson01.unknown_raised", type=err.type_name, message=truncate(text.strip(), SHOWN_CHARS)
@@ -328,4 +361,7 @@ def _judge_error(err: StudentError, called, position: int, ch: str) -> None:
     if position not in numbers:
         if position + 1 in numbers:
             fail(called, raised, message("lesson01.unknown_one_based", got=position + 1, position=position))
+        in_bytes = len(s[:position].encode("utf-8"))
+        if in_bytes != position and in_bytes in numbers:
+            fail(called, raised, message("lesson01.unknown_byte_position", got=in_bytes, position=position))
         fail(called, raised, message("lesson01.unknown_no_position", position=position))
