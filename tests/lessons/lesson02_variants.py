@@ -178,6 +178,15 @@ logits = logits.view(B * T, V)
         "loss-reshape",
         "probabilities into F.cross_entropy, which wants logits",
     ),
+    # issue 31: every target id occurs, so a class left out shows on every seed
+    Variant(
+        "loss-ignores-token-0",
+        BG,
+        LOSS_CALL,
+        "loss = F.cross_entropy(logits.view(B * T, V), targets.view(B * T), ignore_index=0)",
+        "loss-reshape",
+        "token 0 taken for padding and left out of the loss",
+    ),
     Variant(
         "loss-label-smoothing",
         BG,
@@ -441,6 +450,15 @@ logits = logits.view(B * T, V)
         "sampling",
         "num_samples = V: a whole permutation per step",
     ),
+    # issue 31: generator=None draws from torch's global generator
+    Variant(
+        "sampling-none-own-generator",
+        BG,
+        DRAW,
+        f"if generator is None:\n            generator = torch.Generator()\n        {DRAW}",
+        "sampling",
+        "a fresh torch.Generator() when none is given: the same text whatever the global seed",
+    ),
     Variant(
         "sampling-generator-positional",
         BG,
@@ -587,6 +605,14 @@ probs = torch.exp(logits - logits.max(dim=-1, keepdim=True).values)
         PROBS,
         "probs = torch.softmax(logits, dim=1)",
         note="torch.softmax over dim 1, the vocabulary of a (B, V) tensor",
+    ),
+    Variant(
+        "multinomial-default-generator",
+        BG,
+        DRAW,
+        "idx_next = torch.multinomial(probs, num_samples=1, "
+        "generator=generator if generator is not None else torch.default_generator)",
+        note="torch.default_generator named when generator is None: the global generator all the same",
     ),
     Variant(
         "multinomial-replacement",

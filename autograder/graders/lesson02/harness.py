@@ -256,8 +256,13 @@ class Generate:
         self.sub, self.model = sub, model
         self.fn = function(sub, "generate")
 
-    def called(self, idx: torch.Tensor, steps: int, seed: int, global_seed: int | None = None):
-        key = "lesson02.called_generate" if global_seed is None else "lesson02.called_generate_global"
+    def called(self, idx: torch.Tensor, steps: int, seed: int | None, global_seed: int | None = None):
+        if seed is None:
+            key = "lesson02.called_generate_none"
+        elif global_seed is None:
+            key = "lesson02.called_generate"
+        else:
+            key = "lesson02.called_generate_global"
         return message(
             key, shape=tuple(idx.shape), steps=steps, V=self.model.V, seed=seed, global_seed=global_seed
         )
@@ -266,7 +271,7 @@ class Generate:
         self,
         idx: torch.Tensor,
         steps: int,
-        seed: int,
+        seed: int | None,
         *,
         global_seed: int = 0,
         spy: bool = False,
@@ -275,13 +280,14 @@ class Generate:
     ) -> dict:
         """{"value": the output, "spied": torch.multinomial's calls} with torch's global seed
         set to `global_seed` first (so that a learner who ignores `generator` is
-        reproducible too, and can be told apart).
+        reproducible too, and can be told apart). seed None: generator=None, which the
+        contract says draws from torch's global generator.
 
         judging: the TODO the calling check judges. "sampling": an error that comes from the
         logits TODO [last-step] keeps (harness.last_step_broke) raises CannotJudge, since the
         sampling code cannot be judged on them; "last-step": only the hints that name TODO
         [last-step] are given, and any other error goes through as the learner raised it."""
-        gen = worker_generator(self.sub, seed)
+        gen = worker_generator(self.sub, seed) if seed is not None else None
         with generate_hints(
             idx.shape, self.model.V, only_last_step=judging == "last-step", rows_fine=rows_fine
         ):

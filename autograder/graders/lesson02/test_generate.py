@@ -279,6 +279,46 @@ def test_sampling_generator(submission, check_seed):
                 "lesson02.not_random", seed=seed, other=other_seed, tokens=str(runs["a"][0, T:].tolist())
             ),
         )
+    _expect_global_without_generator(learner, model, idx, steps, gen)
+
+
+def _expect_global_without_generator(learner, model, idx: torch.Tensor, steps: int, gen) -> None:
+    """generator=None draws from torch's global generator (the contract): after
+    torch.manual_seed(s), the tokens are the ones torch.multinomial draws from it, so the same
+    global seed gives the same tokens and another seed others (a generator of generate's own,
+    made when none is given, gives the same tokens whatever the global seed)."""
+    T = idx.shape[1]
+    seed, other = _seed(gen), _seed(gen)
+    expected = [
+        ref.replay(model.table, idx, steps, seed),
+        ref.replay(model.table, idx, steps, seed, replacement=True),
+    ]
+    runs = [
+        expect_generated(
+            learner.run(idx, steps, None, global_seed=g)["value"],
+            idx,
+            steps,
+            learner.called(idx, steps, None, g),
+        )
+        for g in (seed, seed, other)
+    ]
+    called = learner.called(idx, steps, None, seed)
+    if not torch.equal(runs[0], runs[1]):
+        fail(called, message("lesson02.none_not_reproducible", seed=seed))
+    if torch.equal(runs[0], runs[2]):
+        fail(
+            called,
+            message(
+                "lesson02.none_ignores_global", seed=seed, other=other, tokens=str(runs[0][0, T:].tolist())
+            ),
+        )
+    if not any(torch.equal(runs[0], draw) for draw in expected):
+        fail(
+            called,
+            message("lesson02.none_not_global"),
+            message("lesson02.samples_legend"),
+            _rows(idx, runs[0], expected[0]),
+        )
 
 
 @pytest.mark.check("generate-output")

@@ -87,6 +87,8 @@ def test_positions_value(submission, check_seed):
         idx = tokens(B, T, high, gen)
         judge_positions(emb, idx)
     _expect_position_gradient(emb, idx, gen)
+    # One position (T = 1): the only row of the position table is row 0.
+    judge_positions(emb, tokens(4, 1, cfg["V"], gen))
 
 
 def judge_positions(emb: LearnerEmbedding, idx: torch.Tensor) -> None:
