@@ -169,14 +169,16 @@ def run(
     send the survivors without a verdict to the oracle. {"graded", "skipped", "oracle"}: how
     many mutants were graded, found already judged, and judged by the oracle."""
     store.create()
-    reference = reference_root(course, store.root / "reference")
     known = store.load()
     by_lesson: dict[str, list[Mutant]] = {}
     for mutant in mutants:
         by_lesson.setdefault(mutant.lesson, []).append(mutant)
     counts = {"graded": 0, "skipped": 0, "oracle": 0}
+    # This run's own scratch: the reference root and the candidate roots. Never the run folder,
+    # which two runs (two lessons' helpers) may share.
     scratch = Path(tempfile.mkdtemp(prefix="mutation-"))
     try:
+        reference = reference_root(course, scratch / "reference")
         for lesson_id, todo in by_lesson.items():
             lesson = course.lesson(lesson_id)
             fingerprint = grading_fingerprint(course, [lesson], seed=settings.seed, lang=LANG)

@@ -14,8 +14,9 @@ graded again.
 Layout of the run folder:
     results.jsonl   the lines (see runner.record for the fields)
     runs.jsonl      one line per lesson graded: when, how many mutants, wall seconds
-    reference/      the solved course every mutant differs from in one file (remade per run)
     report.txt      the last report written
+Several runs may share a run folder (each line is one append); each run keeps its roots (the
+reference and the candidates) in a temporary folder of its own.
     .gitignore      "*": a run folder never shows up in git status
 """
 
