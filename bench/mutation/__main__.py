@@ -109,8 +109,15 @@ def _print_report(course, store: Store, lessons: list[str], todo: str | None, ar
         f"Mutation testing of the graders: python3 -m bench.mutation {' '.join(sys.argv[1:])}".rstrip()
         + f"\n(run folder {_shown(store.root)}, seed {args.seed}, {time.strftime('%Y-%m-%d %H:%M')})"
     )
+    todos = [f"{lesson.id} {t.id}" for lesson in course.lessons for t in lesson.todos]
+    order = {key: index for index, key in enumerate(todos)}  # the per-TODO table in course order
     text = report.render(
-        chosen, title=title, stale=stale, run_log=store.run_log(), skipped_lines=store.skipped_lines
+        chosen,
+        title=title,
+        stale=stale,
+        run_log=store.run_log(),
+        skipped_lines=store.skipped_lines,
+        todo_order=order,
     )
     print(text)
     if store.root.is_dir():

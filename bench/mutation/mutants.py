@@ -22,6 +22,7 @@ from pathlib import Path
 
 import libcst as cst
 from libcst.metadata import (
+    ExpressionContext,
     ExpressionContextProvider,
     MetadataWrapper,
     ParentNodeProvider,
@@ -278,8 +279,6 @@ def _bound_names(module: cst.Module, parents: dict, contexts: dict):
                     names.add(star.name.value)
 
         def visit_Name(self, node: cst.Name) -> None:
-            from libcst.metadata import ExpressionContext
-
             if contexts.get(node) is ExpressionContext.STORE:
                 function = function_of(node)
                 if function is not None:

@@ -55,6 +55,7 @@ def render(
     stale: set[str] = frozenset(),
     run_log: list[dict] = (),
     skipped_lines: int = 0,
+    todo_order: dict[str, int] | None = None,
 ) -> str:
     """The report as text: per lesson, per TODO, per operator, then the survivors, the
     misblamed kills and the gradings that did not finish."""
@@ -80,7 +81,7 @@ def render(
     out += _table(rows, key=lambda r: r["lesson"], label="lesson")
     out.append("")
     out.append("Per TODO")
-    out += _table(rows, key=lambda r: f"{r['lesson']} {r['todo']}", label="lesson todo")
+    out += _table(rows, key=lambda r: f"{r['lesson']} {r['todo']}", label="lesson todo", order=todo_order)
     out.append("")
     out.append("Per operator")
     out += _table(rows, key=lambda r: r["operator"], label="operator", sort=False)
@@ -118,11 +119,18 @@ def render(
     return "\n".join(out).rstrip() + "\n"
 
 
-def _table(rows: list[dict], key, label: str, sort: bool = True) -> list[str]:
+def _table(
+    rows: list[dict], key, label: str, sort: bool = True, order: dict[str, int] | None = None
+) -> list[str]:
+    """One row per group (sorted by name, by `order` where it knows the name, or by size when
+    `sort` is False), then "all"."""
     groups: dict[str, list[dict]] = {}
     for r in rows:
         groups.setdefault(key(r), []).append(r)
-    names = sorted(groups) if sort else sorted(groups, key=lambda name: -len(groups[name]))
+    if order is not None:
+        names = sorted(groups, key=lambda name: (order.get(name, len(order)), name))
+    else:
+        names = sorted(groups) if sort else sorted(groups, key=lambda name: -len(groups[name]))
     header = (
         f"  {label:<28} {'mutants':>7} {'killed':>6} {'surv':>5} {'equiv':>5} {'gaps':>5} "
         f"{'unjdg':>5} {'unfin':>5} {'score':>7} {'blame':>7}"
