@@ -459,6 +459,24 @@ import random
         "targets-shift",
         "y one token longer than x",
     ),
+    # issue 31 blame: x not (B, T) windows, or never defined (NameError in the provided `return x, y`):
+    # batch-range cannot read the starts off x and says it waits on targets-shift
+    Variant(
+        "targets-x-one-short",
+        DATA,
+        X,
+        "x = torch.stack([data[i : i + block_size - 1] for i in ix])",
+        "targets-shift",
+        "x's windows one token short",
+    ),
+    Variant(
+        "targets-x-misnamed",
+        DATA,
+        X,
+        "xb = torch.stack([data[i : i + block_size] for i in ix])",
+        "targets-shift",
+        "x stored under another name: `return x, y` raises NameError",
+    ),
     Variant(
         "batch-int32",
         DATA,

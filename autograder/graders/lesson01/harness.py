@@ -7,6 +7,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import random
+import re
 
 import torch
 
@@ -180,10 +181,28 @@ def batch_hints(n: int, block_size: int):
     return hinted(hint_of)
 
 
-def no_starts(err: StudentError) -> bool:
-    """Whether a learner's error from get_batch is torch.stack given no rows at all: ix came out
-    empty, which is how many starts TODO [batch-offsets] draws, not how rows are cut."""
-    return err.todo_pending is None and "stack expects a non-empty TensorList" in err.message
+# The names get_batch's TODOs define, and the TODO that defines each: a name used where it was
+# never defined (a line left out, a typo) is that TODO's, wherever the error is raised (y's line
+# reads ix; `return x, y` is provided code).
+DEFINED_IN = {"ix": "batch-offsets", "x": "targets-shift", "y": "targets-shift"}
+_UNDEFINED = re.compile(r"name '(\w+)' is not defined|local variable '(\w+)'")
+
+
+def fail_if_undefined(err: StudentError, called, judging: str) -> None:
+    """Fails when the learner's error is a name of get_batch's TODOs used undefined (NameError,
+    UnboundLocalError): as this check's own when the name is its TODO's (`judging`), otherwise
+    saying it waits on the TODO that defines it. Returns for any other error."""
+    found = _UNDEFINED.search(err.message) if err.todo_pending is None else None
+    todo = DEFINED_IN.get(next((g for g in found.groups() if g), "")) if found else None
+    if todo is None:
+        return
+    name = next(g for g in found.groups() if g)
+    fail(
+        called,
+        describe_student_error(err, None, {}),
+        message("lesson01.undefined_name", name=name, todo=todo),
+        waits_on=None if todo == judging else todo,
+    )
 
 
 def get_batch(
@@ -201,8 +220,8 @@ def get_batch(
     fresh worker generator seeded with `seed` (None: generator=None, torch's global generator
     per the contract); `global_seed` also reseeds torch's global generator first (to catch code
     that draws from it). hints=False lets the learner's StudentError through as it is (the
-    caller decides whose it is). `judging`: the TODO the calling check judges; no starts at all
-    (an empty ix) fails there as TODO [batch-offsets]'s own or as waiting on it."""
+    caller decides whose it is). `judging`: the TODO the calling check judges; a name of
+    get_batch's TODOs used undefined fails as that TODO's (see fail_if_undefined)."""
     call = batch_call(len(data), block_size, batch_size, seed)
     called = message("lesson01.called", call=call)
     generator = worker_generator(sub, seed) if seed is not None else None
@@ -212,14 +231,8 @@ def get_batch(
                 function(sub, "get_batch"), data, block_size, batch_size, generator, seed=global_seed
             )["value"]
     except StudentError as err:
-        if not no_starts(err):
-            raise
-        fail(
-            called,
-            describe_student_error(err, None, {}),
-            message("lesson01.no_starts", B=batch_size),
-            waits_on=None if judging == "batch-offsets" else "batch-offsets",
-        )
+        fail_if_undefined(err, called, judging)
+        raise
     if not (isinstance(result, (tuple, list)) and len(result) == 2):
         fail(called, message("lesson01.batch_not_pair", got=type_name(result)))
     for name, value in zip("xy", result):

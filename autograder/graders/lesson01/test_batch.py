@@ -29,6 +29,7 @@ from .harness import (
     as_rows,
     batch_call,
     distinct_data,
+    fail_if_undefined,
     function,
     get_batch,
     get_batch_whole,
@@ -67,13 +68,22 @@ def _starts(x, y, data, B: int, T: int, called) -> tuple[list[int], bool | None]
         if start is not None:  # the start's fault, not how x is built
             n = len(data)
             fail(called, message("lesson01.start_past_end", start=start, n=n, T=T, last=n - T - 1))
-        fail(called, message("lesson01.starts_unjudgeable_shape", name="x", got=tuple(x.shape), B=B, T=T))
+        # How x is built is TODO [targets-shift]'s: the starts cannot be read off it.
+        fail(
+            called,
+            message("lesson01.starts_unjudgeable_shape", name="x", got=tuple(x.shape), B=B, T=T),
+            waits_on="targets-shift",
+        )
     where = positions(data)
     starts, shifted = [], True
     for b in range(B):
         sx = window_start(rows_x[b], data, where)
         if sx is None:
-            fail(called, message("lesson01.starts_unjudgeable_row", name="x", b=b, row=show(rows_x[b]), T=T))
+            fail(
+                called,
+                message("lesson01.starts_unjudgeable_row", name="x", b=b, row=show(rows_x[b]), T=T),
+                waits_on="targets-shift",
+            )
         sy = window_start(rows_y[b], data, where) if rows_y is not None else None
         shifted = shifted and sy == sx + 1
         starts.append(sy if sy is not None and sy == sx - 1 else sx)
@@ -319,6 +329,7 @@ def _expect_batch_on_data_device(submission, check_seed: int) -> None:
         except StudentError as err:
             if err.todo_pending is not None:
                 raise
+            fail_if_undefined(err, called, "targets-shift")
             if short_rows(err):
                 if k == RETRIES - 1:
                     fail(
