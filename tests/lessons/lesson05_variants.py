@@ -46,6 +46,9 @@ CLIP_BLOCK = """\
         torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
 """
 STEP = "    optimizer.step()\n    return loss.item()\n"
+FORWARD_BACKWARD = (
+    "    _, loss = model(x, y)  # logits (B, T, V) y la pérdida, un tensor escalar\n" + BACKWARD
+)
 EVAL = "    model.eval()\n"
 RESTORE = "    model.train(was_training)  # train(False) es eval(): si ya estaba en eval, ahí se queda\n"
 NO_GRAD_LOOP = """\
@@ -257,6 +260,14 @@ BUGGY: list[Variant] = [
         "lr-schedule",
         "the cosine goes on after max_steps and climbs again",
     ),
+    Variant(
+        "min-lr-hardcoded",
+        TRAIN,
+        "return min_lr + coeff * (max_lr - min_lr)",
+        "return 0.1 * max_lr + coeff * (max_lr - 0.1 * max_lr)",
+        "lr-schedule",
+        "nanoGPT's min_lr = max_lr / 10 instead of the min_lr argument",
+    ),
     # ---- TODO [zero-grad]
     Variant("no-zero-grad", TRAIN, ZERO, "", "zero-grad", "gradients accumulate across steps"),
     Variant(
@@ -275,6 +286,46 @@ BUGGY: list[Variant] = [
         "zero-grad",
         "zeroes after backward: step() sees no gradient",
         also=((BACKWARD, BACKWARD + "    optimizer.zero_grad(set_to_none=True)\n"),),
+    ),
+    Variant(
+        "zero-grad-one-group",
+        TRAIN,
+        ZERO,
+        '    for p in optimizer.param_groups[0]["params"]:\n        p.grad = None\n',
+        "zero-grad",
+        "drops the gradients of the optimizer's first group only: seen with the learner's own two-group AdamW",
+    ),
+    Variant(
+        "zero-weights-not-grads",
+        TRAIN,
+        ZERO,
+        "    with torch.no_grad():\n        for p in model.parameters():\n            p.zero_()\n",
+        "zero-grad",
+        "zeroes the weights instead of their gradients: the clipping checks wait on zero-grad",
+    ),
+    Variant(
+        "grad-accumulation-unscaled",
+        TRAIN,
+        ZERO,
+        "    optimizer.zero_grad(set_to_none=True)\n"
+        "    for xm, ym in zip(x.split(2), y.split(2)):\n"
+        "        _, part = model(xm, ym)\n"
+        "        part.backward()\n",
+        "zero-grad",
+        "micro-batches of 2 and 1 whose losses are summed unscaled: same clipped norm, other direction",
+        also=((FORWARD_BACKWARD, "    with torch.no_grad():\n        _, loss = model(x, y)\n"),),
+    ),
+    Variant(
+        "grad-accumulation-per-sequence",
+        TRAIN,
+        ZERO,
+        "    optimizer.zero_grad(set_to_none=True)\n"
+        "    for xm, ym in zip(x, y):\n"
+        "        _, part = model(xm[None], ym[None])\n"
+        "        part.backward()\n",
+        "zero-grad",
+        "one sequence at a time, losses unscaled: the gradient is B times the batch's, clipped or not",
+        also=((FORWARD_BACKWARD, "    with torch.no_grad():\n        _, loss = model(x, y)\n"),),
     ),
     # ---- TODO [grad-clip]
     Variant(
@@ -358,6 +409,14 @@ BUGGY: list[Variant] = [
         "            p.grad.mul_(grad_clip / total)",
         "grad-clip",
         "rescales to grad_clip even a smaller gradient",
+    ),
+    Variant(
+        "clip-one-group",
+        TRAIN,
+        CLIP_CALL,
+        'torch.nn.utils.clip_grad_norm_(optimizer.param_groups[0]["params"], grad_clip)',
+        "grad-clip",
+        "clips the optimizer's first group only: seen with the learner's own two-group AdamW",
     ),
     # ---- train_step's return value (no TODO)
     Variant(
@@ -454,6 +513,14 @@ BUGGY: list[Variant] = [
     ),
     Variant(
         "estimate-sum", TRAIN, MEAN, "return sum(losses)", "eval-mode", "the sum of the losses, not the mean"
+    ),
+    Variant(
+        "estimate-over-batch-size",
+        TRAIN,
+        MEAN,
+        "return sum(losses) / x.shape[0]",
+        "eval-mode",
+        "divides by the last batch's size, not by the number of batches",
     ),
     Variant(
         "estimate-tensor",
@@ -604,6 +671,24 @@ CORRECT: list[Variant] = [
         "losses.append(loss)",
         note="keeps the loss tensors (made under no_grad) and takes their mean with torch",
         also=((MEAN, "return torch.stack(losses).mean().item()"),),
+    ),
+    Variant(
+        "zero-grad-every-group",
+        TRAIN,
+        ZERO,
+        '    for group in optimizer.param_groups:\n        for p in group["params"]:\n            p.grad = None\n',
+        note="drops the .grad of every parameter of every optimizer group by hand",
+    ),
+    Variant(
+        "grad-accumulation-scaled",
+        TRAIN,
+        ZERO,
+        "    optimizer.zero_grad(set_to_none=True)\n"
+        "    for xm, ym in zip(x.split(2), y.split(2)):\n"
+        "        _, part = model(xm, ym)\n"
+        "        (part * (len(xm) / len(x))).backward()\n",
+        note="micro-batches of 2 and 1, each part's loss scaled by its share: the batch's gradient",
+        also=((FORWARD_BACKWARD, "    with torch.no_grad():\n        _, loss = model(x, y)\n"),),
     ),
     Variant(
         "estimate-fsum", TRAIN, MEAN, "return math.fsum(losses) / len(losses)", note="math.fsum for the sum"

@@ -1,6 +1,7 @@
 """Helpers shared by lesson 05's graders: the learner's train.py behind the sandbox, next to
 lesson 04's reference GPT, and the worker-side objects the checks hand to it (a model with
-trusted weights, a plain SGD optimizer, batches).
+trusted weights, a plain SGD optimizer or the learner's own AdamW, batches); and, for blame,
+what reached the clipping of a train_step, seen from outside.
 
 Everything the worker sends back is data; every expected value comes from reference.py (in
 the trusted process, on the same weights; in a learner's release, from its recording), and the
@@ -20,7 +21,7 @@ import torch
 
 from autograder.core.results import message
 from autograder.engine import recording
-from autograder.engine.checks import fail
+from autograder.engine.checks import CheckFailure, fail
 from autograder.engine.grader_helpers import config_text, generator
 from autograder.sandbox.client import Sandbox, StudentError
 from autograder.sandbox.protocol import Handle
@@ -164,6 +165,13 @@ class Trainer:
         for target in targets:
             self.sub.request("setattr", target=target, name="zero_grad", value=noop)
 
+    def no_stepping(self, optimizer: Handle) -> None:
+        """Make optimizer.step a no-op (the same partial as no_zeroing): a train_step then must
+        leave the weights exactly as they were, whatever its gradients."""
+        partial = self._attr(self.sub.library("functools"), "partial")
+        noop = self.sub.call(partial, partial, self._attr(self.torch, "is_grad_enabled"))
+        self.sub.request("setattr", target=optimizer, name="step", value=noop)
+
     def sgd(self, model: Handle, lr: float = 1.0) -> Handle:
         """torch.optim.SGD(model.parameters(), lr): with lr 1 the update IS the gradient."""
         params = self.sub.call(model, method="parameters")
@@ -234,6 +242,16 @@ class Step:
         missing = [name for name in self.names if name not in after]
         if missing:  # the reference GPT always has them: something replaced the model's modules
             fail(message("lesson05.state_changed", names=", ".join(missing[:4])))
+        recast = [name for name in self.names if after[name].dtype != self.state[name].dtype]
+        if recast:  # the weights were float64: a step must not change what they are
+            fail(
+                message(
+                    "lesson05.state_dtype_changed",
+                    names=", ".join(recast[:4]),
+                    got=str(after[recast[0]].dtype).removeprefix("torch."),
+                    expected=str(self.state[recast[0]].dtype).removeprefix("torch."),
+                )
+            )
         update = flat(self.state, self.names) - flat(after, self.names)
         self.state = after
         return loss, after, update
@@ -243,6 +261,202 @@ class Step:
         return message(
             key, model=model_text(), cfg=cfg_text(self.cfg), shape=tuple(x.shape), clip=fmt(grad_clip)
         )
+
+
+# ---------------------------------------------------------------- the learner's own optimizer
+
+# configure_optimizer's arguments in the checks: none of them the defaults.
+WD, LR, BETAS = 0.07, 4e-3, (0.85, 0.97)
+
+
+def identify(tensor, state: dict, names) -> str | None:
+    """Which of the named parameters `tensor` is, by its values (random_state's weights are all
+    different), or None."""
+    if not isinstance(tensor, torch.Tensor):
+        return None
+    for name in names:
+        value = state[name]
+        if tensor.shape == value.shape and torch.equal(tensor.double(), value.double()):
+            return name
+    return None
+
+
+class OwnStep:
+    """train_steps of the learner's on lesson 04's reference GPT (float64, random weights) with
+    the optimizer their configure_optimizer returns: AdamW with their two groups. The gradient
+    that reached optimizer.step() is read from AdamW's state: after a step, each parameter's
+    exp_avg moved from m to m + (1 - beta1) * (g - m), so g = (exp_avg - beta1 * m) / (1 - beta1)
+    (with m = 0 before its first step; a parameter whose state did not advance got none).
+
+    Built with `OwnStep.of(...)`, which gives None where the learner's optimizer cannot serve
+    that reading (configure_optimizer raises or is still pending, or returns something other
+    than an AdamW without maximize whose groups hold the model's parameters at most once each):
+    TODO [weight-decay-groups]'s own checks say what is wrong there, and the check that drives
+    the optimizer, already judged with a plain SGD, is not charged for it. Which parameters it
+    holds, and in which groups, is the learner's: only those are judged."""
+
+    def __init__(self, trainer, cfg, state, model, optimizer, lr, held, group_of, beta1) -> None:
+        self.trainer, self.cfg, self.state = trainer, cfg, state
+        self.model, self.optimizer, self.lr = model, optimizer, lr
+        self.held, self.group_of, self.beta1 = held, group_of, beta1
+        self.names = ref.parameter_names(cfg)
+        self.moments: dict[str, torch.Tensor] = {}
+        self.steps: dict[str, float] = {}
+        self.slices, start = {}, 0
+        for name in self.names:
+            self.slices[name] = slice(start, start + state[name].numel())
+            start += state[name].numel()
+
+    @classmethod
+    def of(cls, trainer: Trainer, cfg: dict, state: dict, *, learning_rate: float, zeroing: bool):
+        """The learner's optimizer on a fresh model, ready to step; None where it cannot serve."""
+        model = trainer.gpt(cfg, state)
+        try:
+            optimizer = trainer.call(
+                "configure_optimizer", model, weight_decay=WD, learning_rate=learning_rate, betas=BETAS
+            )
+            if not isinstance(optimizer, Handle) or optimizer.type != "AdamW":
+                return None
+            raw = trainer.sub.getattr(optimizer, "param_groups")
+        except (StudentError, CheckFailure):  # raised, pending, or no configure_optimizer at all
+            return None
+        if not isinstance(raw, list):
+            return None
+        names = ref.parameter_names(cfg)
+        held, group_of, beta1 = [], {}, []
+        for index, group in enumerate(raw):
+            betas = group.get("betas") if isinstance(group, dict) else None
+            params = group.get("params") if isinstance(group, dict) else None
+            if (
+                group.get("maximize")
+                or not isinstance(params, list)
+                or not (isinstance(betas, (tuple, list)) and len(betas) == 2 and isinstance(betas[0], float))
+            ):
+                return None
+            beta1.append(float(betas[0]))
+            for tensor in params:
+                name = identify(tensor, state, names)
+                if name is None or name in group_of:
+                    return None
+                held.append(name)
+                group_of[name] = index
+        if not held:
+            return None
+        if not zeroing:
+            trainer.no_zeroing(model, optimizer)
+        return cls(trainer, cfg, state, model, optimizer, learning_rate, held, group_of, beta1)
+
+    def called(self, x: torch.Tensor, grad_clip: float, *, again: bool = False):
+        return message(
+            "lesson05.called_own_step_again" if again else "lesson05.called_own_step",
+            model=model_text(),
+            cfg=cfg_text(self.cfg),
+            wd=WD,
+            lr=self.lr,
+            betas=BETAS,
+            shape=tuple(x.shape),
+            clip=fmt(grad_clip),
+        )
+
+    def run(self, x: torch.Tensor, y: torch.Tensor, grad_clip: float) -> tuple[dict, torch.Tensor]:
+        """One train_step: (the weights after it, the gradient that reached optimizer.step() as
+        one float64 vector in parameter_names order, zeros for the parameters the optimizer does
+        not hold)."""
+        self.trainer.call("train_step", self.model, self.optimizer, x, y, grad_clip=grad_clip)
+        after = self.trainer.state(self.model)
+        if any(name not in after for name in self.names):
+            fail(
+                message(
+                    "lesson05.state_changed", names=", ".join(n for n in self.names if n not in after)[:200]
+                )
+            )
+        saved = self.trainer.sub.call(self.optimizer, method="state_dict")
+        per_param = saved.get("state") if isinstance(saved, dict) else None
+        if not isinstance(per_param, dict):
+            per_param = {}  # a torch AdamW always has one: no parameter got a gradient
+        reached = torch.zeros(sum(self.state[n].numel() for n in self.names), dtype=torch.float64)
+        for index, name in enumerate(self.held):
+            entry = per_param.get(index)
+            moment = entry.get("exp_avg") if isinstance(entry, dict) else None
+            count = entry.get("step") if isinstance(entry, dict) else None
+            if not isinstance(moment, torch.Tensor) or moment.shape != self.state[name].shape:
+                continue  # no step for it yet: no gradient reached it
+            count = float(count) if isinstance(count, (torch.Tensor, int, float)) else math.nan
+            if count == self.steps.get(name, 0.0):
+                continue  # its state did not advance: it had no gradient this step
+            b1 = self.beta1[self.group_of[name]]
+            before = self.moments.get(name, torch.zeros_like(moment, dtype=torch.float64))
+            reached[self.slices[name]] = ((moment.double() - b1 * before) / (1.0 - b1)).reshape(-1)
+            self.moments[name] = moment.double().clone()
+            self.steps[name] = count
+        return after, reached
+
+    def held_only(self, vector: torch.Tensor) -> torch.Tensor:
+        """`vector` (parameter_names order) with zeros where the optimizer holds no parameter."""
+        out = torch.zeros_like(vector, dtype=torch.float64)
+        for name in self.held:
+            out[self.slices[name]] = vector[self.slices[name]].double()
+        return out
+
+    def parts(self, names) -> dict[str, slice]:
+        return {name: self.slices[name] for name in names}
+
+
+# ---------------------------------------------------------------- before the clipping
+
+
+def weights_moved_without_step(trainer: Trainer, cfg: dict, state: dict, x, y) -> bool:
+    """Whether train_step changes the weights by itself: one train_step (grad_clip = 0, so no
+    clipping code has anything to do) with an optimizer whose step() is a no-op must leave every
+    weight as it was. Zeroing the weights (p.data.zero_(), p.zero_()) instead of the gradients
+    moves them. False when it cannot be told (the learner's code raised)."""
+    step = Step(trainer, cfg, state, zeroing=False)
+    trainer.no_stepping(step.optimizer)
+    try:
+        _, _, update = step.run(x, y, 0.0)
+    except StudentError:
+        return False
+    return not bool(torch.isfinite(update).all()) or norm(update) > 0
+
+
+def wrong_before_clipping(trainer: Trainer, cfg: dict, state: dict, x, y, g: torch.Tensor) -> dict | None:
+    """Whether the gradient was already wrong when it reached train_step's clipping, seen from
+    outside: one train_step on a fresh model (SGD of lr 1, zeroing made a no-op) with
+    grad_clip = 0, which by the contract clips nothing, and one with grad_clip a thousand times
+    the gradient's norm, where there is nothing to clip. When both give the same update and it
+    is not the batch's gradient `g`, the clipping code did not make the difference: the
+    gradient came wrong from the code before it (TODO [zero-grad], the only TODO a train_step
+    runs before backward: zeroing, or a loss split into parts and summed there). When one of
+    them is `g`, or they differ, the clipping code depends on grad_clip where it should not,
+    and the clipping checks judge it as theirs: None.
+
+    Returns {"scale": s or None (the update is s times g, or not along g at all),
+    "weights_moved": train_step changed the weights outside optimizer.step()}."""
+    updates = []
+    try:
+        for clip in (0.0, 1e3 * norm(g)):
+            _, _, update = Step(trainer, cfg, state, zeroing=False).run(x, y, clip)
+            updates.append(update)
+    except StudentError:
+        return None  # the learner's code raised: the check's own run says where
+    off, far = updates
+    if not torch.isfinite(off).all() or not close(far, off) or close(off, g) or close(far, g):
+        return None
+    scale = float(off @ g.double()) / float(g.double() @ g.double()) if along(off, g) else None
+    return {"scale": scale, "weights_moved": weights_moved_without_step(trainer, cfg, state, x, y)}
+
+
+def before_clipping_text(found: dict):
+    """The message of a check that waits on TODO [zero-grad] because of `found`
+    (wrong_before_clipping's answer)."""
+    scale = found["scale"]
+    return message(
+        "lesson05.wrong_before_clip",
+        detail=message("lesson05.wrong_before_clip_scaled", scale=fmt(scale))
+        if scale is not None
+        else message("lesson05.wrong_before_clip_other"),
+        moved=message("lesson05.wrong_before_clip_moved") if found["weights_moved"] else "",
+    )
 
 
 def expect_finite_update(update: torch.Tensor, *called) -> None:

@@ -152,7 +152,8 @@ def clip_case(
     """What a clipping check judges, all computed here from the grader's own inputs (so that a
     recording can answer it): the gradient's norm `total`, grad_clip = factor * total (for
     factor < 1, also at most half the largest component, so that clamping each component, a
-    different bug from not clipping at all, changes the gradient), the update a right
+    different bug from not clipping at all, changes the gradient, and at most 0.9, so that a
+    clipping that only starts above 1, `grad_clip > 1` where `> 0` is meant, shows), the update a right
     train_step gives with SGD of lr 1 (`expected`), and what each clipping mistake in
     `suspects` would give instead (`suspects`: {how: vector})."""
     names = parameter_names(cfg)
@@ -161,7 +162,7 @@ def clip_case(
     total = float(g.norm())
     clip = factor * total
     if factor < 1:
-        clip = min(clip, 0.5 * float(g.abs().max()))
+        clip = min(clip, 0.5 * float(g.abs().max()), 0.9)
     # float32 vectors: the checks compare them to 1e-5 of their norm, and the recording that
     # answers practice grading stays half the size.
     return {

@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 
 import pytest
-import torch
 
 from autograder.core.results import message
 from autograder.engine import recording
@@ -18,11 +17,10 @@ from autograder.engine.grader_helpers import generator
 from autograder.sandbox.client import StudentError
 from autograder.sandbox.protocol import Handle
 
-from .harness import CFG, Trainer, cfg_text, model_text, random_state
+from .harness import BETAS, CFG, LR, WD, Trainer, cfg_text, identify, model_text, random_state
 
 ref = recording.reference_of(__package__)
 
-WD, LR, BETAS = 0.07, 4e-3, (0.85, 0.97)  # none of them the defaults
 TIED = "transformer.wte.weight"  # named_parameters() gives the tied weight this name
 
 
@@ -65,13 +63,7 @@ class Groups:
         self.names = [[self._identify(t) for t in group["params"]] for group in raw]
 
     def _identify(self, tensor) -> str | None:
-        if not isinstance(tensor, torch.Tensor):
-            return None
-        for name in self.dims:
-            value = self.state[name]
-            if tensor.shape == value.shape and torch.equal(tensor.double(), value.double()):
-                return name
-        return None
+        return identify(tensor, self.state, self.dims)
 
     def expect_two(self) -> None:
         if len(self.raw) != 2:
