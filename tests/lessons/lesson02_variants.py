@@ -87,6 +87,15 @@ BUGGY: list[Variant] = [
         "a one-hot product in float64: the logits are no longer float32",
     ),
     # Values right, gradient cut: the table would never learn (logits-lookup asks autograd).
+    # issue 31 blame: logits never defined, read by the loss code: the loss checks wait on the lookup
+    Variant(
+        "lookup-misnamed",
+        BG,
+        LOOKUP,
+        "out = self.token_embedding_table(idx)  # (B, T, V)",
+        "embedding-lookup",
+        "the lookup stored under another name: logits is undefined",
+    ),
     Variant(
         "lookup-detached",
         BG,
@@ -153,6 +162,15 @@ logits = logits.view(B * T, V)
             loss = F.cross_entropy(logits, targets.view(B * T))""",
         "loss-reshape",
         "flattens logits in place and returns them (B*T, V)",
+    ),
+    # issue 31 blame: forward(idx) breaks in the loss code, so the lookup checks wait on loss-reshape
+    Variant(
+        "loss-undefined-without-targets",
+        BG,
+        LOSS_NONE,
+        "            pass\n",
+        "loss-reshape",
+        "no loss = None branch: forward(idx) raises UnboundLocalError at `return logits, loss`",
     ),
     Variant(
         "loss-without-targets",

@@ -4,12 +4,13 @@ the hints that name a recognisable mistake from the error it raises."""
 
 from __future__ import annotations
 
+import contextlib
 import re
 
 import torch
 
 from autograder.core.results import message
-from autograder.engine.checks import fail
+from autograder.engine.checks import describe_student_error, fail
 from autograder.engine.grader_helpers import first_hint, hinted, load_weights, worker_generator
 from autograder.sandbox.client import Sandbox, StudentError
 
@@ -59,8 +60,10 @@ def load_or_fail(sub: Sandbox, handle, weights: dict, call: str) -> None:
 class LearnerBigram:
     """A learner's BigramLanguageModel in the worker, holding a table drawn by the grader."""
 
-    def __init__(self, sub: Sandbox, V: int, table: torch.Tensor) -> None:
-        self.sub, self.V, self.table = sub, V, table
+    def __init__(self, sub: Sandbox, V: int, table: torch.Tensor, judging: str = "embedding-lookup") -> None:
+        """judging: the TODO of the check that drives it; an error that names the other
+        TODO's mistake fails the check as waiting on that TODO (see loss_hints)."""
+        self.sub, self.V, self.table, self.judging = sub, V, table, judging
         self.handle = sub.call(function(sub, "BigramLanguageModel"), V)
         load_or_fail(sub, self.handle, {TABLE: table}, self.call_text)
         sub.call(self.handle, method="eval")
@@ -86,7 +89,7 @@ class LearnerBigram:
 
         With pair=False a bare tensor is taken as the logits (loss None): returning only the
         logits without targets is the loss code's mistake, which loss-none reports."""
-        with loss_hints(idx.shape, self.V):
+        with loss_hints(idx.shape, self.V, self.judging):
             if targets is None and not with_targets:
                 result = self.sub.call(self.handle, idx)
             else:
@@ -118,7 +121,7 @@ class LearnerBigram:
         """Per cotangent (shaped like forward's output), the gradient reaching the table, or
         None where what the cotangent asks for carries no gradient to any parameter."""
         args = [idx] if targets is None else [idx, targets]
-        with loss_hints(idx.shape, self.V):
+        with loss_hints(idx.shape, self.V, self.judging):
             return parameter_grads(
                 self.sub, self.handle, args, cotangents, TABLE, self.called_grad(idx, targets)
             )
@@ -361,26 +364,67 @@ def _hinted(patterns):
     )
 
 
-def loss_hints(shape, V: int):
+@contextlib.contextmanager
+def _hinted_for(rules, judging: str):
+    """grader_helpers.hinted for rules that each name the TODO whose mistake they recognise
+    (pattern, make, todo): the check of `judging` fails with the hint, as its own failure when the
+    mistake is its TODO's and as waiting on the other TODO otherwise (a loss code that breaks
+    forward(idx) without targets is not the lookup's)."""
+    try:
+        yield
+    except StudentError as err:
+        if err.todo_pending is None:
+            text = err.message + "\n" + "\n".join(str(f.get("line", "")) for f in err.frames)
+            for pattern, make, todo in rules:
+                found = re.search(pattern, text)
+                hint = make(found) if found else None
+                if hint is not None:
+                    fail(
+                        describe_student_error(err, None, {}),
+                        hint,
+                        waits_on=None if todo == judging else todo,
+                    )
+        raise
+
+
+def loss_hints(shape, V: int, judging: str = "loss-reshape"):
+    """Hints for a learner's error in BigramLanguageModel.forward, each naming its TODO; judging:
+    the TODO of the calling check."""
     B, T = shape
-    return _hinted(
+    loss, lookup = "loss-reshape", "embedding-lookup"
+    return _hinted_for(
         (
             # F.cross_entropy on (B, T, V) logits: the classes are dim 1, so it wants targets (B, V).
             (
                 r"Expected target size \[\d+, \d+\], got \[\d+, \d+\]",
                 lambda m: message("lesson02.hint_ce_unflattened", T=T, V=V),
+                loss,
             ),
             (
                 r"Expected input batch_size \((\d+)\) to match target batch_size \((\d+)\)",
                 lambda m: message("lesson02.hint_ce_batch", got_in=m[1], got_t=m[2], N=B * T),
+                loss,
             ),
-            (r"one_hot", lambda m: message("lesson02.hint_one_hot", V=V)),
-            (r"'NoneType' object has no attribute|NoneType", lambda m: message("lesson02.hint_targets_none")),
+            (r"one_hot", lambda m: message("lesson02.hint_one_hot", V=V), lookup),
+            # logits never defined: the lookup's line is missing (read in the loss code or in the
+            # provided `return logits, loss`)
+            (
+                r"local variable 'logits'|name 'logits' is not defined",
+                lambda m: message("lesson02.hint_logits_undefined"),
+                lookup,
+            ),
+            (
+                r"'NoneType' object has no attribute|NoneType",
+                lambda m: message("lesson02.hint_targets_none"),
+                loss,
+            ),
             (
                 r"local variable 'loss'|cannot access local variable 'loss'|name 'loss' is not defined",
                 lambda m: message("lesson02.hint_loss_undefined"),
+                loss,
             ),
-        )
+        ),
+        judging,
     )
 
 

@@ -46,8 +46,8 @@ LOSS_DIAGNOSES = {
 }
 
 
-def _model(submission, gen, V=BIGRAM["V"]):
-    return LearnerBigram(submission, V, random_table(V, V, gen))
+def _model(submission, gen, V=BIGRAM["V"], judging: str = "embedding-lookup"):
+    return LearnerBigram(submission, V, random_table(V, V, gen), judging)
 
 
 def _matches(actual: torch.Tensor, expected: torch.Tensor) -> bool:
@@ -218,7 +218,7 @@ CUBE = 5
 
 
 def _loss_check(submission, gen, V: int, B: int, T: int) -> None:
-    model = _model(submission, gen, V)
+    model = _model(submission, gen, V, "loss-reshape")
     idx, targets = _top_tokens(B, T, V, gen), _every_target(B, T, V, gen)
     if recording.eager():
         _record_loss_of_lookup_slips(model, idx, targets, gen)
@@ -226,7 +226,7 @@ def _loss_check(submission, gen, V: int, B: int, T: int) -> None:
     plain, _ = model.logits(idx, with_targets=False, pair=False)
     if tuple(plain.shape) not in ((B, T, V), (B * T, V)):
         V = B = T = CUBE
-        model = _model(submission, gen, V)
+        model = _model(submission, gen, V, "loss-reshape")
         idx, targets = _top_tokens(B, T, V, gen), _every_target(B, T, V, gen)
     called = model.called(idx, targets)
     logits, loss = model.logits(idx, targets)
@@ -326,7 +326,7 @@ def test_loss_none(submission, check_seed):
     the logits come back (B, T, V) with targets too (flattening them is the loss code's)."""
     gen = generator(check_seed)
     V, B, T = BIGRAM["V"], BIGRAM["B"], BIGRAM["T"]
-    model = _model(submission, gen)
+    model = _model(submission, gen, judging="loss-reshape")
     idx = _top_tokens(B, T, V, gen)
     for with_targets in (False, True):  # forward(idx), then forward(idx, None)
         called = (
