@@ -6,7 +6,7 @@ rules hold.
 Each probe run is a fresh process that imports torch (2-4 s of CPU), so CI proves two lessons
 end to end, seven probe processes in all: 01 (the cheapest) and 03 (the flagship).
 `python3 -m bench.mutation.oracle --self-check` proves all six lessons, and `--handmade` runs
-every hand-written mutant of handmade.py, 37 over the six lessons (bench, not CI). One test per
+every hand-written mutant of handmade.py, 38 over the six lessons (bench, not CI). One test per
 lesson keeps the reference's run cached for its mutants whichever xdist worker takes it.
 """
 

@@ -86,7 +86,7 @@ def _start(lesson_id: str, root: Path, workdir: Path, side: str):
     return proc, out, log, time.monotonic()
 
 
-def _finish(started, deadline: float, workdir: Path, side: str) -> ProbeRun:
+def _finish(started, deadline: float, workdir: Path, side: str, timeout: float) -> ProbeRun:
     proc, out, log, t0 = started
     try:
         proc.wait(timeout=max(0.0, deadline - time.monotonic()))
@@ -103,7 +103,7 @@ def _finish(started, deadline: float, workdir: Path, side: str) -> ProbeRun:
         return ProbeRun(
             None,
             {},
-            f"timed out after {time.monotonic() - t0:.0f} s in probe {where!r}",
+            f"timed out after {timeout:g} s in probe {where!r}",
             True,
             time.monotonic() - t0,
         )
@@ -123,7 +123,12 @@ def _finish(started, deadline: float, workdir: Path, side: str) -> ProbeRun:
             False,
             seconds,
         )
-    meta, arrays = record.load(out)
+    try:
+        meta, arrays = record.load(out)
+    except (OSError, ValueError, KeyError) as exc:  # a file the child could not finish writing
+        return ProbeRun(
+            None, {}, f"its output could not be read: {type(exc).__name__}: {exc}", False, seconds
+        )
     return ProbeRun(meta, arrays, None, False, seconds)
 
 
@@ -131,7 +136,7 @@ def run_probes(lesson_id: str, root: Path, *, timeout: float = 60) -> ProbeRun:
     """One side's probe run (a fresh child process), for callers that want the raw outputs."""
     with tempfile.TemporaryDirectory(prefix="oracle-") as tmp:
         started = _start(lesson_id, Path(root).resolve(), Path(tmp), "run")
-        return _finish(started, time.monotonic() + timeout, Path(tmp), "run")
+        return _finish(started, time.monotonic() + timeout, Path(tmp), "run", timeout)
 
 
 def _cache_key(lesson_id: str, reference_root: Path) -> tuple:
@@ -164,10 +169,10 @@ def compare(lesson_id: str, candidate_root: Path, reference_root: Path, *, timeo
             None if key in _REFERENCE_CACHE else _start(lesson_id, reference_root, workdir, "reference")
         )
         cand = _finish(
-            _start(lesson_id, candidate_root, workdir, "candidate"), deadline, workdir, "candidate"
+            _start(lesson_id, candidate_root, workdir, "candidate"), deadline, workdir, "candidate", timeout
         )
         if ref_started is not None:
-            ref = _finish(ref_started, deadline, workdir, "reference")
+            ref = _finish(ref_started, deadline, workdir, "reference", timeout)
             if ref.failure is None and ref.meta.get("import_error") is None:
                 _REFERENCE_CACHE[key] = ref
         else:
