@@ -1,4 +1,4 @@
-"""Which TODO a line of the learner's file belongs to.
+"""Which TODO a line of the learner's file belongs to, and which TODO a learner's error is blamed on.
 
 When the learner's code raises, the line that raised says which TODO to fix, whatever check
 happened to run it: a `.view` crash in the head-reshape code is a head-reshape mistake even in
@@ -13,6 +13,11 @@ from the marked solutions by engine/references.py, or the course's `exercises/`)
   one run of new lines replaced several adjacent blocks, one statement per block goes in order,
   else the block whose hint text shares the most names with the line wins, and a tie goes
   to the block at the line's relative place in the run (or claims nothing).
+
+A torch error whose offending value another TODO made (scores made in float64 by `scaling` that
+given code then multiplies with float32) is blamed by cause instead: the worker traces the
+value back to the line that made it (engine/provenance.py says when that is certain enough), and
+`raised_in` names that TODO and line.
 
 A file that does not load (a syntax or import error, an exception at a file's top level) is
 no TODO's: it is filed under the file itself (engine/learner_errors.py), and this module claims
@@ -149,12 +154,32 @@ def raised_in(err, files, todos, stubs: Path | None) -> RaisedIn | None:
     """Where the learner's exception `err` (sandbox.StudentError) was raised among the TODOs
     `todos` of the lesson files `files` (names relative to the submission's root), comparing
     with the untouched stubs in the folder `stubs`: None when it claims nothing. The engine
-    records it in every check's result; a grader may ask it too."""
+    records it in every check's result; a grader may ask it too.
+
+    A torch error whose offending value was made by another TODO than the line that raised
+    (given code, or a later TODO) is that TODO's: the worker traced the value and
+    engine/provenance.py finds where it was made. Then the answer names the line that made
+    the value, and `err.traced_cause` keeps the whole Cause for the message
+    (provenance.explanation)."""
     pending = err.todo_pending
     if pending is not None:
         return RaisedIn(pending, "", 0)
     if learner_errors.while_loading(err):
         return None  # the file did not load: no TODO's code ran (engine/learner_errors.py)
+    crash = _crash_site(err)
+    todo = _todo_of_site(err, crash, files, todos, stubs)
+    if getattr(err, "cause", None) is not None:
+        from autograder.engine import provenance
+
+        cause = provenance.find_cause(err, files, set(todos), stubs, crash, todo)
+        if cause is not None:
+            err.traced_cause = cause
+            return RaisedIn(cause.todo, cause.file, cause.line)
+    return RaisedIn(todo, crash[0], crash[1]) if todo is not None and crash is not None else None
+
+
+def _crash_site(err) -> tuple[str, int] | None:
+    """The innermost frame of `err` in the learner's folder: (file relative to it, line)."""
     frame = innermost_learner_frame(err.frames, err.root)
     if frame is None:
         return None
@@ -162,14 +187,16 @@ def raised_in(err, files, todos, stubs: Path | None) -> RaisedIn | None:
         name = Path(frame["filename"]).relative_to(err.root).as_posix()
     except ValueError:
         return None
-    if name not in files:
+    return name, int(frame.get("lineno") or 0)
+
+
+def _todo_of_site(err, site: tuple[str, int] | None, files, todos, stubs: Path | None) -> str | None:
+    if site is None or site[0] not in files:
         return None
-    text = read_text(Path(err.root) / name)
+    text = read_text(Path(err.root) / site[0])
     if text is None:
         return None
-    line = int(frame.get("lineno") or 0)
-    todo = todo_at(text, line, read_text(stubs / name) if stubs is not None else None, set(todos))
-    return RaisedIn(todo, name, line) if todo is not None else None
+    return todo_at(text, site[1], read_text(stubs / site[0]) if stubs is not None else None, set(todos))
 
 
 def innermost_learner_frame(frames: list[dict], root: str) -> dict | None:

@@ -16,13 +16,18 @@ import json
 import os
 import select
 import sys
+import time
 import traceback
 from pathlib import Path
 from typing import Any
 
 from autograder.sandbox.protocol import FrameReader, ProtocolError, decode, encode, write_frame
+from autograder.sandbox.worker import provenance
 
 LIBRARIES = ("torch", "numpy", "math", "functools")
+# The operations that run the learner's code with the grader's arguments: a torch error in one
+# is replayed to find where its operands were made (cause_of).
+REPLAYABLE = ("call", "vjp", "param_vjp")
 
 
 class MissingSubmodule(Exception):
@@ -270,6 +275,7 @@ class Worker:
                 return
             self.serving = req.get("id")
             op = getattr(self, "op_" + str(req.get("op")), None)
+            started = time.perf_counter()
             try:
                 if op is None:
                     raise ProtocolError(f"unknown op {req.get('op')!r}")
@@ -279,7 +285,24 @@ class Worker:
                 msg = {"id": req.get("id"), "ok": tree}
             except BaseException as exc:  # SystemExit and KeyboardInterrupt from learner code too
                 msg, buffers = {"id": req.get("id"), "error": _describe_exception(exc)}, []
+                cause = self.cause_of(exc, req, time.perf_counter() - started)
+                if cause is not None:
+                    msg["error"]["cause"] = cause
             write_frame(self.resp_fd, msg, buffers)
+
+    def cause_of(self, exc: BaseException, req: dict, elapsed: float) -> dict | None:
+        """For a learner's torch error in a call: where the values of the operation that failed
+        were made (worker/provenance.py replays the call once, on copies; the trusted side,
+        engine/provenance.py, reads the answer). Only on this failure path: a call that returns
+        costs nothing more than reading the clock."""
+        name = str(req.get("op"))
+        if name not in REPLAYABLE or not isinstance(exc, provenance.ELIGIBLE):
+            return None
+        try:
+            fields = {k: self.arg(v) for k, v in req.items() if k not in ("op", "id")}
+        except BaseException:  # noqa: BLE001 - the request decoded once; if not now, no answer
+            return None
+        return provenance.explain(str(self.root), exc, elapsed, fields, getattr(self, "op_" + name))
 
 
 def _pair_outputs(out: Any, cotangent: Any) -> list:
