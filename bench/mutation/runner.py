@@ -10,9 +10,11 @@ the same two roots.
 Grading. One autograder.cohort.pool.GradingPool per lesson (its Setup names the lessons every
 task grades: the lesson of the mutants), with grade-all's engine call, seed and trust boundary:
 each mutant is a Task whose submission and boundary are its candidate root. The pool's
-processes stay warm across the lesson's mutants. A short learner timeout (default 60 s of wall
-time, against a few seconds for a lesson) stops a mutant that loops past the checks' own CPU
-budgets: it costs seconds and is recorded as "timeout".
+processes stay warm across the lesson's mutants. A short learner timeout (default 30 s of wall
+time; a lesson's grading took 1-9 s on a machine at load 11) stops a mutant that loops before the
+checks' own CPU budgets (10 s for the first check, then short ones) run out on a loaded machine:
+it is recorded as "timeout" and costs the 30 s plus a fresh grading process (measured: a loop in
+lesson 03's mask, 42 s of wall time with the pool's start, under 6 s of this process's CPU).
 
 Judging, as tests/lessons/test_variants.py judges a buggy variant: killed = the lesson is not
 completed; blame_ok = some failed check names the mutated TODO and every other failed check
@@ -52,7 +54,9 @@ __all__ = [
 ]
 
 DEFAULT_SEED = 20261202  # the suite's seed (tests/support/project.py): a result replays with it
-DEFAULT_LEARNER_TIMEOUT = 60.0  # wall seconds per mutant; a lesson on its solution takes ~2-5 s
+DEFAULT_LEARNER_TIMEOUT = (
+    30.0  # wall seconds per mutant: 3x the slowest grading seen (lesson 05, 8.7 s at load 11)
+)
 DEFAULT_ORACLE_TIMEOUT = 120.0
 LANG = "es"  # grade-all's default language for this course; the judgement does not read messages
 TRACEBACK_HEADER = "Traceback (most recent call last)"
