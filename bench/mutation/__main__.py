@@ -15,7 +15,7 @@ every result: the same command again resumes, and skips what is done.
 --list prints the chosen mutants (id, line, before -> after) without grading anything.
 
 Exit status: 0 when every chosen mutant has a result, 1 when the grading processes could not
-start, 2 for bad options.
+start, 2 for bad options, 130 when interrupted (the same command resumes).
 """
 
 from __future__ import annotations
@@ -78,6 +78,12 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     try:
         counts = run(course, mutants, store, settings)
+    except KeyboardInterrupt:
+        print(
+            f"bench.mutation: interrupted; what was judged is in {args.run}: the same command resumes",
+            file=sys.stderr,
+        )
+        return 130
     except Exception as exc:  # noqa: BLE001 - the pool's PoolError and the like: say it, keep what was stored
         print(f"bench.mutation: stopped: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
