@@ -82,7 +82,7 @@ def describe_student_error(
     """A learner's exception as feedback: pending TODOs by name, otherwise a trimmed traceback;
     `raised_in` (results.RaisedIn) names the TODO whose code raised, when it is not this
     check's: the check waits on that one."""
-    from autograder.engine import learner_errors
+    from autograder.engine import learner_errors, provenance
     from autograder.engine.feedback import format_traceback, student_frames
 
     if err.type_name == "MissingSubmodule" and not err.frames_in_root():
@@ -112,7 +112,12 @@ def describe_student_error(
         if needle in err.message:
             parts.append(Text(key))
             break
-    if raised_in is not None and check_todo and raised_in.todo != check_todo:
+    traced = provenance.explanation(err, check_todo)
+    if traced:
+        # The value that made the operation fail was made by a TODO (engine/provenance.py): say
+        # which, where and what it met, rather than "the error jumps in that TODO".
+        parts.extend(traced)
+    elif raised_in is not None and check_todo and raised_in.todo != check_todo:
         parts.append(
             message(
                 "engine.raised_in_other_todo",

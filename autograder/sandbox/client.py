@@ -66,12 +66,22 @@ class StudentError(Exception):
     """The learner's code raised an exception (in the worker)."""
 
     def __init__(
-        self, type_name: str, message: str, frames: list[dict], root: str, bases: tuple[str, ...] = ()
+        self,
+        type_name: str,
+        message: str,
+        frames: list[dict],
+        root: str,
+        bases: tuple[str, ...] = (),
+        cause: dict | None = None,
     ) -> None:
         super().__init__(f"{type_name}: {message}")
         self.type_name, self.message, self.frames, self.root = type_name, message, frames, root
         # The exception class's MRO by name (the worker sends it), the type itself first.
         self.bases = tuple(bases) or (type_name,)
+        # Where the values of the torch operation that failed were made, as the worker traced
+        # them (sandbox/worker/provenance.py): untrusted data, read only through
+        # engine/provenance.py, which bounds and checks it (blame by cause, engine/blame.py).
+        self.cause = cause if isinstance(cause, dict) else None
 
     def is_a(self, name: str) -> bool:
         """isinstance(exc, <builtin class `name`>), judged by name along the MRO: a learner's
@@ -420,6 +430,7 @@ class Sandbox:
                 _frames(err.get("frames")),
                 str(self.root),
                 _names(err.get("bases")),
+                err.get("cause") if isinstance(err.get("cause"), dict) else None,
             )
         return self._decode(msg.get("ok"), bufs)
 
