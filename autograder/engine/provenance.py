@@ -16,11 +16,11 @@ decides, in the trusted process:
    - dtype and device: an operation whose result has the dtype (device) of one of its inputs
      carried it from those inputs; one whose result differs from all of them (`.double()`,
      `torch.from_numpy(...)`, a factory) made it;
-   - shape: an operation whose result has the shape of one of its inputs carried it from those
-     (elementwise arithmetic, softmax, masked_fill, dropout, a LayerNorm, `.contiguous()`); a
-     matmul, linear or embedding derives it from all its inputs, and its own line counts too
-     (the layer it applied chose a size: a forward that skips c_proj gives (B, T, 4C) there);
-     any other (view, transpose, cat, indexing, a reduction, a factory) made it;
+   - shape: a matmul, linear or embedding derives it from all its inputs, and its own line
+     counts too (the layer it applied chose a size: a forward that skips c_proj gives
+     (B, T, 4C) there); any other operation whose result has the shape of one of its inputs
+     carried it from those (elementwise arithmetic, softmax, masked_fill, dropout, a LayerNorm,
+     `.contiguous()`); any other (view, transpose, cat, indexing, a reduction, a factory) made it;
    - a tensor made before the replay is an origin of its own: an argument the grader drew, a
      parameter, or other state (a buffer, an attribute, a global: possibly a TODO's, unknown).
 3. Which TODO each origin's line belongs to (engine/blame.py `todo_at`, the same rules as for
@@ -33,8 +33,11 @@ decides, in the trusted process:
      of every odd operand is a line of X, and some operand is not odd (what the value met);
    - shape: no operand can be called the odd one, so all of them count: the origins that are
      lines of a TODO are all X's, and no operand comes from other state (a buffer sized by a
-     TODO could be the wrong one); an operand the line that raised made itself, or one the TODO
-     that raised passed directly from state or a parameter, leaves the blame where it was;
+     TODO could be the wrong one). A TODO that raised while applying the operation itself
+     (not through a module such as a LayerNorm) keeps the blame: a transpose it left out, or
+     operands it swapped, look exactly like a wrong operand; so does a line that made one of
+     its own operands. What no operation did (a statement left out) leaves no trace: a shape
+     never reaches past a matmul or linear that derives it from several TODOs' values;
    - X is not the TODO that raised (that one is already blamed).
    These rules never guess: an operand that could be the culprit and is not traced, or two
    TODOs that could each be, leave the blame where it was.
@@ -356,12 +359,14 @@ def _walked_from(trace: Trace, record: Record, kind: str) -> tuple[list[int], bo
         if n not in trace.records:
             return None
         inputs.append(n)
+    if kind == "shape" and record.op in _DERIVED:
+        # Always derived, even where the result happens to have an input's shape (att @ v has
+        # v's): both inputs made it, and so did the layer applied there.
+        return inputs, True
     mine = record.looks(kind)
     same = [n for n in inputs if trace.records[n].looks(kind) == mine]
     if same:
         return same, False
-    if kind == "shape" and record.op in _DERIVED:
-        return inputs, True
     return [], True
 
 
@@ -467,12 +472,14 @@ def _given_value(origin: Origin) -> bool:
 def _blamed_shape(trace: Trace, walked: dict, todo_of, crash_todo: str | None):
     todos = set()
     blamed = []
+    if crash_todo is not None and trace.direct:
+        # The TODO that raised applied the operation itself: it may be what is wrong (a
+        # transpose left out, operands swapped), whatever made its operands.
+        return None
     for n in trace.operands:
         record = trace.records[n]
         if record.external is None and record.site == trace.site:
             return None  # the line that raised made this operand itself: it may be at fault
-        if crash_todo is not None and record.external is not None and trace.direct:
-            return None  # the TODO that raised chose this operand itself, a parameter or state
         for origin in sorted(walked[n], key=_order):
             if origin.external == "state":
                 return None

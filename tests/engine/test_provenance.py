@@ -566,3 +566,29 @@ def test_every_operand_one_todo_shaped_is_listed_since_none_can_be_called_the_od
     assert "`q` tiene forma (2, 3, 7, 8), que sale de a.py:5 (`b = a * 2`)" in said, said
     assert "`k` tiene forma (2, 7, 8, 3), que sale de a.py:6 (`c = b @ w`)" in said, said
     assert "`return x @ w` (a.py:9)" in said and "Arregla TODO [two]." in said and "TODO [one])" in said, said
+
+
+def test_a_todo_that_applied_the_failing_operation_itself_keeps_the_blame(tmp_path):
+    """The scaling TODO leaving out k's transpose: q and k come from head-reshape, but the
+    operation the scaling TODO applied on them is what is wrong, and nothing traces an
+    operation left out: the blame stays with the line that raised."""
+    lesson, text, module = _attention(tmp_path, "att = (q @ k) * (1.0 / math.sqrt(hs))")
+    err = _fail(tmp_path, {"target": module, "args": [torch.randn(2, 5, 24)], "kwargs": {}})
+    assert err.cause is not None
+
+    where = blame.raised_in(err, lesson.files, [t.id for t in lesson.todos], _stubs(lesson))
+
+    assert where.todo == "scaling" and not hasattr(err, "traced_cause")
+
+
+def test_a_statement_left_out_is_not_blamed_on_the_todo_whose_shape_reached_the_crash(tmp_path):
+    """contiguous-view left out: y keeps its (B, nh, T, hs) from `att @ v` (given code, v's
+    shape), and proj raises in given code. The matmul derives y's shape from att and v, made
+    by two TODOs: no claim (head-reshape made v right; the missing merge leaves no trace)."""
+    lesson, text, module = _attention(
+        tmp_path, SCORES, ("y = y.transpose(1, 2).contiguous().view(B, T, C)", "pass")
+    )
+    err = _fail(tmp_path, {"target": module, "args": [torch.randn(2, 5, 24)], "kwargs": {}})
+    assert err.cause is not None
+
+    assert blame.raised_in(err, lesson.files, [t.id for t in lesson.todos], _stubs(lesson)) is None

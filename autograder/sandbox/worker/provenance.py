@@ -292,7 +292,8 @@ class Tracer:
             return self.note(tensor, {"external": "argument"})
         if isinstance(tensor, torch.nn.Parameter):
             return self.note(tensor, {"external": "parameter"})
-        if id(tensor) in self.existing:
+        if id(tensor) in self.existing or len(self.records) >= MAX_RECORDS:
+            # There before the replay; or made after the tracer stopped noting: unknown either way.
             return self.note(tensor, {"external": "state"})
         # Made during the replay by a constructor no torch function mode sees (torch.from_numpy,
         # torch.Tensor(...), torch.frombuffer): it comes from the line that first uses it or
