@@ -416,6 +416,93 @@ BUGGY: list[Variant] = [
         "init",
         "0.2 instead of 0.02 in the rescaled std",
     ),
+    # ---- issue 31: kinds no catalog named (each slipped through, or cost another TODO, before)
+    Variant(
+        "mlp-dropout-p-in-forward",
+        MODEL,
+        MLP_RETURN,
+        "return F.dropout(x, 0.5, self.training)",
+        "mlp",
+        "p written as a number in forward (nn.Dropout(cfg.dropout) unused): right only when cfg.dropout is 0.5",
+    ),
+    Variant(
+        "mlp-returns-float64",
+        MODEL,
+        MLP_RETURN,
+        "return self.dropout(x).double()",
+        "mlp",
+        "the MLP's output in float64: the block's sum and the next LayerNorm mix dtypes",
+    ),
+    Variant(
+        "mlp-no-return",
+        MODEL,
+        MLP_RETURN,
+        "self.dropout(x)",
+        "mlp",
+        "forgets the return: the MLP gives None and `x = x + m` (TODO [residual]'s line) raises",
+    ),
+    Variant(
+        "pre-norm-detached",
+        MODEL,
+        ATTN,
+        "a = self.attn(self.ln_1(x).detach())",
+        "pre-norm",
+        "the normalised input detached: right values, ln_1 and what comes before never learn through attention",
+    ),
+    Variant(
+        "pre-norm-mlp-under-no-grad",
+        MODEL,
+        MLP_CALL,
+        "with torch.no_grad():\n            h = self.ln_2(x)\n        m = self.mlp(h)",
+        "pre-norm",
+        "ln_2 computed under torch.no_grad(): the MLP trains, ln_2 and x get no gradient through it",
+    ),
+    Variant(
+        "init-residual-mean",
+        MODEL,
+        "torch.nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * cfg.n_layer))",
+        "torch.nn.init.normal_(p, mean=0.02, std=0.02 / math.sqrt(2 * cfg.n_layer))",
+        "init",
+        "the residual projections' mean set to 0.02 (their std right)",
+    ),
+    Variant(
+        "init-n-layer-constant",
+        MODEL,
+        RESCALE_STD,
+        "std=0.02 / math.sqrt(6)",
+        "init",
+        "2*n_layer written as a number (6, right for 3 layers only)",
+    ),
+    Variant(
+        "init-residual-plus-one",
+        MODEL,
+        RESCALE_STD,
+        "std=0.02 / math.sqrt(2 * cfg.n_layer + 1)",
+        "init",
+        "counts the embedding as one more residual sum: each std about 4-7 % too small",
+    ),
+    Variant(
+        "init-replaces-parameters",
+        MODEL,
+        APPLY,
+        """\
+        for module in self.modules():
+            if isinstance(module, (nn.Linear, nn.Embedding)):
+                module.weight = nn.Parameter(torch.randn_like(module.weight) * 0.02)
+                if getattr(module, "bias", None) is not None:
+                    module.bias = nn.Parameter(torch.zeros_like(module.bias))
+""",
+        "init",
+        "new nn.Parameter objects instead of filling the weights: right values, but the tying line's work is undone",
+    ),
+    Variant(
+        "blocks-by-n-head",
+        MODEL,
+        "h=nn.ModuleList([Block(cfg) for _ in range(cfg.n_layer)]),",
+        "h=nn.ModuleList([Block(cfg) for _ in range(cfg.n_head)]),",
+        None,
+        "given code edited: as many blocks as heads",
+    ),
     Variant(
         "positions-on-cpu",
         MODEL,
@@ -560,6 +647,24 @@ CORRECT: list[Variant] = [
         "torch.nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * cfg.n_layer))",
         "p.data.normal_(mean=0.0, std=0.02 / math.sqrt(2 * cfg.n_layer))",
         note="Tensor.normal_ on p.data",
+    ),
+    Variant(
+        "tie-new-head-other-way",
+        MODEL,
+        TIE,
+        "self.lm_head = nn.Linear(cfg.n_embd, cfg.vocab_size, bias=False)\n"
+        "        self.lm_head.weight = self.transformer.wte.weight",
+        note="lm_head made again in the TODO, then given the embedding's Parameter",
+    ),
+    Variant(
+        "mlp-dropout-by-hand",
+        MODEL,
+        MLP_RETURN,
+        "if not self.training or self.dropout.p == 0:\n"
+        "            return x\n"
+        "        keep = (torch.rand_like(x) >= self.dropout.p).to(x.dtype)\n"
+        "        return x * keep / (1 - self.dropout.p)",
+        note="dropout written by hand from torch.rand: other draws than nn.Dropout's, the same law",
     ),
     Variant(
         "block-mlp-forward-call",

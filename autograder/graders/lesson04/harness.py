@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import re
+from contextlib import contextmanager, nullcontext
 from types import SimpleNamespace
 
 import pytest
@@ -20,7 +21,7 @@ import torch
 
 from autograder.core.results import message
 from autograder.engine import recording
-from autograder.engine.checks import fail
+from autograder.engine.checks import describe_student_error, fail
 from autograder.engine.feedback import ATOL, RTOL, compare
 from autograder.engine.grader_helpers import config_text, generator, load_weights
 from autograder.sandbox.client import Sandbox, StudentError
@@ -28,16 +29,28 @@ from autograder.sandbox.client import Sandbox, StudentError
 ref = recording.reference_of(__package__)
 
 FILE = "model"
-# T, nh, hs, C, V, block_size and n_layer all different, nh >= 2, T < block_size.
+# What a Block's forward defines in TODO [pre-norm] (and TODO [residual] uses).
+PRE_NORM_NAMES = ("a", "m")
+# B, T, nh, hs, C, 4C, V, block_size and n_layer all different, nh >= 2, T < block_size: a size
+# written where another is meant (a view, a layer's width) shows. n_head > n_layer here.
 MAIN = {"vocab_size": 29, "block_size": 9, "n_layer": 2, "n_head": 3, "n_embd": 24, "dropout": 0.0}
 MAIN_T = 7
+MAIN_B = 5
 # A second shape family (hs = 5), used at T = 1 and T = block_size.
 SMALL = {"vocab_size": 17, "block_size": 6, "n_layer": 1, "n_head": 4, "n_embd": 20, "dropout": 0.0}
+# A third with n_head < n_layer (the others have n_head > n_layer): a structure sized by one where
+# the other is meant (range(cfg.n_head) blocks) has the wrong size in one family or the other.
+DEEP = {"vocab_size": 23, "block_size": 11, "n_layer": 3, "n_head": 2, "n_embd": 14, "dropout": 0.0}
+DEEP_T, DEEP_B = 5, 4
 # Large enough to measure the initialisation's statistics (every weight tensor has thousands of
-# entries), small enough to build in milliseconds. C = 64 keeps nn.Linear's own init (std
-# 1/sqrt(3 fan_in): 0.072 and 0.036) far from 0.02, and 3 layers make 0.02/sqrt(2*n_layer) =
-# 0.0082 far from 0.02/sqrt(n_layer), 0.02/(2*n_layer) and 0.02/sqrt(2).
-INIT = {"vocab_size": 500, "block_size": 40, "n_layer": 3, "n_head": 4, "n_embd": 64, "dropout": 0.0}
+# entries), small enough to build in milliseconds. C = 64 and 56 keep nn.Linear's own init (std
+# 1/sqrt(3 fan_in): 0.072 and 0.036, 0.077 and 0.039) far from 0.02. The two differ in n_layer
+# (3 and 5) and have n_head on either side of it (8 and 2), so 0.02/sqrt(2*n_layer) (0.0082 and
+# 0.0063) is far from 0.02/sqrt(2*n_head), 0.02/sqrt(n_layer), 0.02/(2*n_layer), 0.02/sqrt(2)
+# and from any constant written for one of them.
+INIT = {"vocab_size": 500, "block_size": 40, "n_layer": 3, "n_head": 8, "n_embd": 64, "dropout": 0.0}
+INIT_DEEP = {"vocab_size": 300, "block_size": 32, "n_layer": 5, "n_head": 2, "n_embd": 56, "dropout": 0.0}
+INITS = (INIT, INIT_DEEP)
 INIT_SEED = 1234  # fixed: the statistics are measured on one known draw, so they never flake
 # The whole model chains 2 blocks in float32 against a float64 reference.
 MODEL_ATOL = MODEL_RTOL = 1e-4
@@ -119,9 +132,59 @@ class Learner:
     def traced(self, x: torch.Tensor, *, capture: tuple[str, ...] = (), seed: int | None = None) -> dict:
         """forward(x) with the inputs of the submodules in `capture` (one list for all of them,
         in call order: capture one submodule per call to know whose they are)."""
-        result = self.sub.call_traced(self.handle, x, capture=capture, seed=seed, no_grad=True)
+        with self.blamed(self.called(x)):
+            result = self.sub.call_traced(self.handle, x, capture=capture, seed=seed, no_grad=True)
         expect_tensor(result.get("value"), self.called(x))
         return result
+
+    @contextmanager
+    def blamed(self, called):
+        """A Block's or GPT's forward that raises because of what an earlier TODO gave it (the
+        MLP returned something else than a float32 tensor of its input's shape, or `a` / `m`
+        were never defined in TODO [pre-norm]) fails saying so and waits on that TODO, wherever
+        the error surfaced (often in `x = x + m`, TODO [residual]'s line)."""
+        try:
+            yield
+        except StudentError as err:
+            cause = self.crash_cause(err)
+            if cause is None:
+                raise
+            todo, why = cause
+            fail(called, describe_student_error(err, None, {}), why, waits_on=todo)
+
+    def crash_cause(self, err: StudentError):
+        """(TODO, message) when `err` comes from a value an earlier TODO made; None otherwise."""
+        if self.cls not in ("Block", "GPT") or err.todo_pending is not None:
+            return None
+        if err.is_a("NameError"):  # UnboundLocalError too
+            found = re.search(r"'(\w+)'", err.message)
+            if found and found[1] in PRE_NORM_NAMES:
+                return "pre-norm", message("lesson04.crash_name_cause", name=found[1])
+            return None
+        problem = self.mlp_output_problem("mlp" if self.cls == "Block" else "transformer.h.0.mlp")
+        return ("mlp", problem) if problem is not None else None
+
+    def mlp_output_problem(self, path: str):
+        """What is wrong with the learner's MLP at `path` as a function (B, T, C) float32 ->
+        (B, T, C) float32, tried alone on a small input; None when nothing is (or there is no
+        such module to try)."""
+        C = self.cfg["n_embd"]
+        z = torch.randn(2, 3, C, generator=torch.Generator().manual_seed(PROBE_SEED))
+        try:
+            value = self.sub.call_traced(self.child(path), z, no_grad=True)["value"]
+        except StudentError as err:
+            if err.is_a("MissingSubmodule") or err.is_a("AttributeError"):
+                return None
+            return message("lesson04.mlp_raises_cause", shape=tuple(z.shape))
+        if not isinstance(value, torch.Tensor):
+            got = type(value).__name__
+        elif tuple(value.shape) != tuple(z.shape):
+            got = f"Tensor{tuple(value.shape)}"
+        elif value.dtype != z.dtype:
+            got = f"Tensor(dtype={str(value.dtype).removeprefix('torch.')})"
+        else:
+            return None
+        return message("lesson04.mlp_output_cause", shape=tuple(z.shape), got=got)
 
     def forward(self, x: torch.Tensor, seed: int | None = None) -> torch.Tensor:
         return self.traced(x, seed=seed)["value"]
@@ -133,13 +196,14 @@ class Learner:
     def logits_loss(self, idx: torch.Tensor, targets: torch.Tensor | None = None, *, seed: int | None = None):
         """GPT.forward(idx, targets) as the pair (logits, loss) it must return."""
         args = (idx,) if targets is None else (idx, targets)
-        result = self.sub.call_traced(self.handle, *args, seed=seed, no_grad=True)["value"]
         called = message(
             "lesson04.called_gpt_targets" if targets is not None else "lesson04.called_gpt",
             call=self.call_text,
             shape=tuple(idx.shape),
             how=message("lesson04.how_weights" if self.weights is not None else "lesson04.how_init"),
         )
+        with self.blamed(called):
+            result = self.sub.call_traced(self.handle, *args, seed=seed, no_grad=True)["value"]
         if not (isinstance(result, tuple) and len(result) == 2):
             fail(called, message("lesson04.not_a_pair", got=type(result).__name__))
         expect_tensor(result[0], called)
@@ -170,7 +234,9 @@ class Learner:
         pairs = sub.request("call", target=target, method="named_parameters", options={"materialize": True})
         params = {str(name): value for name, value in pairs if isinstance(value, torch.Tensor)}
         called = self.called_grads(x)
-        result = sub.param_vjp(target, [x.detach().clone()], [v], input_grad=True, all_params=True)
+        # A sublayer tried alone (path) is judged as itself: no earlier TODO feeds it.
+        with self.blamed(called) if not path else nullcontext():
+            result = sub.param_vjp(target, [x.detach().clone()], [v], input_grad=True, all_params=True)
         out = result.get("output") if isinstance(result, dict) else None
         expect_tensor(out, called)
         if tuple(out.shape) != tuple(v.shape):
@@ -267,7 +333,9 @@ def first_match(actual, candidates) -> list:
 def expect_close(
     actual: torch.Tensor, expected: torch.Tensor, what, called, *diagnoses, atol=ATOL, rtol=RTOL, hint=None
 ) -> None:
-    problem = compare(actual, expected.to(actual.dtype), what=what, atol=atol, rtol=rtol)
+    # Against float32, the dtype a float32 input keeps through the course's layers: an output
+    # in float64 (a .double() on the way) is a mistake of its own, which compare() names.
+    problem = compare(actual, expected.float(), what=what, atol=atol, rtol=rtol)
     if problem:
         fail(called, problem, *first_match(actual, diagnoses), hint)
 
@@ -321,6 +389,40 @@ def gpt_weights(cfg: dict, gen: torch.Generator) -> dict[str, torch.Tensor]:
     sd["transformer.ln_f.bias"] = _normal(gen, C, std=0.2)
     sd["lm_head.weight"] = wte
     return sd
+
+
+def new_parameters(submission, cfg: dict, seed: int) -> list[tuple] | None:
+    """The shapes of the nn.Parameter objects the learner's own code makes while GPT(cfg) is
+    built (torch.nn's layers make theirs out of sight of this spy), in order; None when building
+    it that way raised."""
+    factory = submission.getattr(submission.module(FILE), "GPT")
+    try:
+        result = submission.call_traced(
+            factory, SimpleNamespace(**cfg), seed=seed, spy=("torch.nn.Parameter",)
+        )
+    except StudentError:
+        return None
+    shapes = []
+    for call in result.get("spied", []):
+        args = [*call.get("args", []), *call.get("kwargs", {}).values()]
+        first = args[0] if args else None
+        if isinstance(first, dict) and isinstance(first.get("shape"), list):
+            shapes.append(tuple(first["shape"]))
+    return shapes
+
+
+def untied_by_init(submission, cfg: dict, seed: int) -> bool:
+    """Whether the learner's code replaced parameters of the model's other layers with new
+    nn.Parameter objects (an initialisation that does module.weight = nn.Parameter(...)): done
+    after the tying, that unties lm_head from the embedding, whatever the tying line says. The
+    tying makes at most a (V, C) parameter and the MLP its own layers' shapes: a new parameter of
+    any other shape (wpe's, the attention's, a LayerNorm's) comes from a loop over the layers."""
+    shapes = new_parameters(submission, cfg, seed)
+    if not shapes:
+        return False
+    V, C = cfg["vocab_size"], cfg["n_embd"]
+    own = {(V, C), (4 * C, C), (4 * C,), (C, 4 * C)}
+    return any(shape not in own for shape in shapes)
 
 
 # ---------------------------------------------------------------- practice grading

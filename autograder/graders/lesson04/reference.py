@@ -113,6 +113,18 @@ def attention(x: torch.Tensor, sd: dict, n_head: int, prefix: str = "") -> torch
     return linear(torch.cat(heads, dim=-1), sd, f"{prefix}proj")
 
 
+def dropout_keep(shape: tuple, p: float, seed: int) -> torch.Tensor:
+    """Which values nn.Dropout(p) keeps (a float32 0/1 mask) when it runs on a tensor of `shape`
+    right after torch.manual_seed(seed), as the worker does before a seeded call: on the CPU it
+    draws bernoulli(1 - p) over the tensor, the only random numbers an MLP forward draws."""
+    state = torch.random.get_rng_state()
+    try:
+        torch.manual_seed(seed)
+        return torch.empty(shape).bernoulli_(1 - p)
+    finally:
+        torch.random.set_rng_state(state)
+
+
 # ---------------------------------------------------------------- the block
 
 # Ways a block can be wired: right, and recognisable mistakes.
@@ -178,6 +190,19 @@ def block(
     if wiring == "attn_not_added":  # `x + a` computed and thrown away
         return x + M(L2(x))
     raise ValueError(f"unknown wiring {wiring!r}")
+
+
+def block_grads(x: torch.Tensor, sd: dict, n_head: int, v: torch.Tensor, names: tuple) -> dict:
+    """The gradient of <block(x), v> (the pre-norm block, in float64) with respect to x (key
+    "x") and to each weight of `sd` named in `names`, in float32."""
+    weights = {name: value.double().requires_grad_(name in names) for name, value in sd.items()}
+    xd = x.double().requires_grad_(True)
+    (block(xd, weights, n_head) * v.double()).sum().backward()
+    grads = {"x": xd.grad.float()}
+    for name in names:
+        grad = weights[name].grad
+        grads[name] = (grad if grad is not None else torch.zeros_like(weights[name])).float()
+    return grads
 
 
 # ---------------------------------------------------------------- the model

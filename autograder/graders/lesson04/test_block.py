@@ -24,10 +24,12 @@ from autograder.sandbox.client import StudentError
 from .harness import (
     ATOL,
     MAIN,
+    MAIN_B,
     MAIN_T,
     RTOL,
     SMALL,
     Learner,
+    attention_like_reference,
     block_weights,
     close,
     expect_shape,
@@ -50,11 +52,14 @@ class Observed:
     ln_2: list
 
 
-def _block(submission, gen, cfg=MAIN, *, silent_outputs: bool = False):
+def _block(submission, gen, cfg=MAIN, *, silent_outputs: bool = False, silence: tuple[str, ...] = ()):
     """The learner's Block with the grader's weights for its LayerNorms and attention. Its MLP
     keeps the grader's weights only where their shapes fit (an MLP mistake is TODO [mlp]'s
     business); these checks run the learner's own MLP on what reached it. With
-    `silent_outputs` both output projections are zero: the sublayers add nothing."""
+    `silent_outputs` both output projections are zero: the sublayers add nothing. `silence`
+    names the sublayers ("attn", "mlp") made silent that way, one without the other."""
+    if silent_outputs:
+        silence = ("attn", "mlp")
     sd = block_weights(cfg["n_embd"], gen)
     block = Learner(submission, "Block", cfg)
     shapes = block.state_shapes()
@@ -70,12 +75,13 @@ def _block(submission, gen, cfg=MAIN, *, silent_outputs: bool = False):
         if key.startswith("mlp.")
     }
     sd = {**{key: value for key, value in sd.items() if not key.startswith("mlp.")}, **mlp}
-    if silent_outputs:
-        # Every MLP tensor at zero, whatever the learner named them: any MLP of linear layers
-        # and an activation with f(0) = 0 then adds exactly 0.
-        for key in sd:
-            if key in ("attn.proj.weight", "attn.proj.bias") or key.startswith("mlp."):
-                sd[key] = torch.zeros_like(sd[key])
+    # Every MLP tensor at zero, whatever the learner named them: any MLP of linear layers and
+    # an activation with f(0) = 0 then adds exactly 0, and passes no gradient back.
+    for key in sd:
+        if ("attn" in silence and key in ("attn.proj.weight", "attn.proj.bias")) or (
+            "mlp" in silence and key.startswith("mlp.")
+        ):
+            sd[key] = torch.zeros_like(sd[key])
     block.load(sd)
     return block, sd
 
@@ -222,7 +228,7 @@ def _attn_input_candidates(x: torch.Tensor, sd: dict) -> list:
 
 
 # The pre-norm checks' (cfg, T, B): T < block_size, and T = 1.
-PRE_NORM_CASES = ((MAIN, MAIN_T, 2), (SMALL, 1, 2))
+PRE_NORM_CASES = ((MAIN, MAIN_T, MAIN_B), (SMALL, 1, 2))
 
 
 @pytest.mark.check("pre-norm-attn")
@@ -247,6 +253,7 @@ def test_pre_norm_attn(submission, check_seed):
             *first_match(attn_in, recording.for_diagnosis(_attn_input_candidates, x, sd) or []),
             message("lesson04.pre_norm_hint"),
         )
+    _judge_norm_gradient(submission, generator(check_seed + 1), "attn")
 
 
 @pytest.mark.check("pre-norm-mlp")
@@ -300,6 +307,93 @@ def test_pre_norm_mlp(submission, check_seed):
             *first_match(mlp_in, recording.for_diagnosis(_mlp_input_candidates, x, h, sd) or []),
             message("lesson04.pre_norm_mlp_hint"),
         )
+    _judge_norm_gradient(submission, generator(check_seed + 1), "mlp")
+
+
+# The course's MLP weights, by name and shape for C (what the reference block computes with).
+def _mlp_shapes(C: int) -> dict:
+    return {
+        "mlp.c_fc.weight": (4 * C, C),
+        "mlp.c_fc.bias": (4 * C,),
+        "mlp.c_proj.weight": (C, 4 * C),
+        "mlp.c_proj.bias": (C,),
+    }
+
+
+def _judge_norm_gradient(submission, gen: torch.Generator, sublayer: str) -> None:
+    """TODO [pre-norm]'s gradient: the gradient of the block's output reaches x and the
+    LayerNorm's parameters through `sublayer` ("attn" or "mlp") as with trusted math. A
+    normalised input made under torch.no_grad() or .detach()ed (or a normalisation of
+    x.detach()) gives the right values and never trains the LayerNorm, nor what comes before the
+    block. The other sublayer is silent (its output projection at zero) so that only this path
+    counts. Mistakes elsewhere are left to their own checks: a forward that differs (the forward
+    checks), a sublayer off the autograd path (residual's a.detach(), mlp's no_grad), a residual
+    path that drops x's own gradient (residual-identity), an MLP whose own gradient is wrong
+    (mlp-parity)."""
+    if attention_like_reference(submission) is False:
+        return  # practice: the learner's own attention is not the reference's (the forward part said it)
+    cfg = MAIN
+    C = cfg["n_embd"]
+    norm = "ln_1" if sublayer == "attn" else "ln_2"
+    names = (f"{norm}.weight", f"{norm}.bias")
+    block, sd = _block(submission, gen, cfg, silence=("mlp",) if sublayer == "attn" else ("attn",))
+    x = random_input(C, MAIN_T, gen, B=MAIN_B)
+    v = torch.randn(x.shape, generator=gen)
+    u = torch.randn(x.shape, generator=gen)
+    shapes = _mlp_shapes(C)
+    if sublayer == "attn":
+        ref_sd = {k: t for k, t in sd.items() if not k.startswith("mlp.")}
+        ref_sd.update({name: torch.zeros(shape) for name, shape in shapes.items()})
+    else:
+        learner_mlp = {k: tuple(t.shape) for k, t in sd.items() if k.startswith("mlp.")}
+        if learner_mlp != shapes:
+            return  # an MLP of other names or shapes: TODO [mlp]'s checks say so
+        ref_sd = sd
+    mlp_sd = {k[len("mlp.") :]: t for k, t in ref_sd.items() if k.startswith("mlp.")}
+    n_head = _n_head(block)
+    expected_out = ref.block(x, ref_sd, n_head)
+    expected = ref.block_grads(x, ref_sd, n_head, v, names)
+    if recording.eager() and sublayer == "mlp":
+        ref.mlp_grads(x, mlp_sd, u)
+    if not close(block.forward(x), expected_out):
+        return  # a forward mistake: the forward checks report it
+    called = block.called_grads(x)
+    # An error here (an in-place sum autograd refuses) is blamed by the line that raised: the
+    # residual checks give its diagnosis.
+    grads, x_grad = block.grads(x, v)
+    if not any(bool(g.abs().sum() > 0) for name, g in grads.items() if name.startswith(f"{sublayer}.")):
+        return  # the sublayer itself is off the autograd path: its own checks or residual's say so
+    problems = [
+        compare(
+            grads.get(name),
+            expected[name],
+            what=message("lesson04.what_param_grad", name=name),
+            atol=1e-4,
+            rtol=1e-4,
+        )
+        if name in grads
+        else None
+        for name in names
+    ]
+    problems.append(
+        compare(x_grad, expected["x"], what=message("lesson04.what_input_grad"), atol=1e-4, rtol=1e-4)
+    )
+    problems = [problem for problem in problems if problem is not None]
+    if not problems:
+        return
+    if len(problems) == 1 and close(x_grad, expected["x"] - v):
+        return  # only x's own path (the residual's identity) is missing: residual-identity says so
+    if sublayer == "mlp":
+        _, z_grad = block.grads(x, u, path="mlp")
+        expected_z = recording.for_diagnosis(ref.mlp_grads, x, mlp_sd, u)
+        if expected_z is not None and not close(z_grad, expected_z[1]):
+            return  # the learner's MLP alone passes the wrong gradient back: mlp-parity says so
+    fail(
+        called,
+        message("lesson04.norm_no_grad", name=norm, sublayer=sublayer),
+        problems[0],
+        message("lesson04.pre_norm_hint" if sublayer == "attn" else "lesson04.pre_norm_mlp_hint"),
+    )
 
 
 # ---------------------------------------------------------------- TODO [residual]
@@ -313,11 +407,13 @@ def test_residual(submission, check_seed):
     # The gradient probe's own draws, so that the next cases' inputs never depend on whether
     # this one passed (a recording answers them either way).
     probes = generator(check_seed + 1)
-    cases = ((MAIN, MAIN_T, 2), (SMALL, SMALL["block_size"], 2), (MAIN, 1, 1))
+    cases = ((MAIN, MAIN_T, MAIN_B), (SMALL, SMALL["block_size"], 2), (MAIN, 1, 1))
     for cfg, block, sd, x, obs, attn_in in _observed(submission, gen, cases, "residual"):
         mlp_in = _single(obs.mlp, "mlp", block, x)
         a = ref.attention_out(attn_in, _attention(sd), _n_head(block))
-        m = block.sublayer("mlp", mlp_in).double()
+        m = block.sublayer("mlp", mlp_in)
+        _mlp_dtype_cause(block, x, obs.out, m)
+        m = m.double()
         xd = x.double()
         problem = compare(
             obs.out, (xd + a + m).float(), what=message("lesson04.what_block_output"), atol=ATOL, rtol=RTOL
@@ -356,6 +452,18 @@ def test_residual(submission, check_seed):
                 ],
             ),
             message("lesson04.residual_hint"),
+        )
+
+
+def _mlp_dtype_cause(block: Learner, x: torch.Tensor, out: torch.Tensor, m: torch.Tensor) -> None:
+    """A block output in another dtype than x's because the learner's MLP returns that dtype
+    (a .double() in its forward) is TODO [mlp]'s mistake, which mlp-parity reports: the
+    residual checks wait on it instead of blaming the sum."""
+    if out.dtype != x.dtype and m.dtype != x.dtype:
+        fail(
+            block.called(x),
+            message("lesson04.mlp_dtype_cause", got=str(m.dtype).removeprefix("torch."), expected="float32"),
+            waits_on="mlp",
         )
 
 
@@ -409,9 +517,13 @@ def test_residual_identity(submission, check_seed):
     gen = generator(check_seed)
     cfg = MAIN
     block, sd = _block(submission, gen, cfg, silent_outputs=True)
-    x = random_input(cfg["n_embd"], MAIN_T, gen)
+    x = random_input(cfg["n_embd"], MAIN_T, gen, B=MAIN_B)
     out = block.forward(x)
     expect_shape(out, x.shape, block.called(x))
+    if out.dtype != x.dtype:
+        mlp_in = _inputs(block, x, "mlp")
+        if len(mlp_in) == 1:
+            _mlp_dtype_cause(block, x, out, block.sublayer("mlp", mlp_in[0]))
     problem = compare(out, x, what=message("lesson04.what_block_output"), atol=ATOL, rtol=RTOL)
     if problem is not None or recording.eager():
         # Reference values on the grader's own input: a recording answers them.

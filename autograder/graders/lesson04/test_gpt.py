@@ -15,7 +15,11 @@ from autograder.engine.grader_helpers import generator, tokens
 from autograder.sandbox.client import StudentError
 
 from .harness import (
+    DEEP,
+    DEEP_B,
+    DEEP_T,
     MAIN,
+    MAIN_B,
     MAIN_T,
     MODEL_ATOL,
     MODEL_RTOL,
@@ -26,6 +30,7 @@ from .harness import (
     first_match,
     gpt_weights,
     needs_reference_attention,
+    untied_by_init,
 )
 
 ref = recording.reference_of(__package__)
@@ -68,6 +73,14 @@ def _shared_through(submission, model: Learner, gen) -> list:
     return broken
 
 
+def _tying_or_init(submission, check_seed, *parts) -> None:
+    """Fails with `parts` for TODO [weight-tying], or, when the learner's initialisation is what
+    untied the two, says so and waits on TODO [init] (whose init-std check reports it)."""
+    if untied_by_init(submission, MAIN, check_seed % 10_000):
+        fail(parts[0], message("lesson04.tying_undone_by_init"), waits_on="init")
+    fail(*parts, message("lesson04.tying_hint"))
+
+
 # ---------------------------------------------------------------- TODO [weight-tying]
 
 
@@ -79,10 +92,11 @@ def test_tying_shared(submission, check_seed):
     broken = _shared_through(submission, model, gen)
     if broken:
         source, target, unchanged = broken[0]
-        fail(
+        _tying_or_init(
+            submission,
+            check_seed,
             message("lesson04.tying_not_shared", source=source, target=target),
             message("lesson04.diag_tying_copy" if unchanged else "lesson04.diag_tying_other", target=target),
-            message("lesson04.tying_hint"),
         )
 
 
@@ -94,19 +108,22 @@ def test_tying_once(submission, check_seed):
     params = model.parameters_named()
     V, C = MAIN["vocab_size"], MAIN["n_embd"]
     listed = [name for name in (WTE, HEAD) if name in params]
-    same_shape = [name for name, p in params.items() if tuple(p.shape) == (V, C)]
-    if len(listed) == 1 and len(same_shape) == 1:
+    if len(listed) == 1:
+        # One of the two names, once: they are one parameter (another parameter of the same
+        # shape elsewhere, an MLP layer of V channels, is no tying matter).
         return
     if len(listed) == 2:
         shares_memory = not _shared_through(submission, model, gen)
-        fail(
+        _tying_or_init(
+            submission,
+            check_seed,
             message("lesson04.tying_twice", V=V, C=C),
             message(
                 "lesson04.diag_tying_data" if shares_memory else "lesson04.diag_tying_copy",
                 target="transformer.wte",
             ),
-            message("lesson04.tying_hint"),
         )
+    same_shape = [name for name, p in params.items() if tuple(p.shape) == (V, C)]
     fail(
         message("lesson04.tying_listed", names=", ".join(same_shape) or "—", V=V, C=C),
         message("lesson04.tying_hint"),
@@ -118,7 +135,7 @@ def test_tying_once(submission, check_seed):
 
 @pytest.mark.check("num-params")
 def test_num_params(submission, check_seed):
-    for cfg in (MAIN, SMALL):
+    for cfg in (MAIN, SMALL, DEEP):
         model = _own_init(submission, check_seed, cfg)
         count = submission.call(model.handle, method="num_params")
         expected = ref.param_count(cfg)
@@ -131,7 +148,12 @@ def test_num_params(submission, check_seed):
         params = model.parameters_named()
         mlp = sum(p.numel() for name, p in params.items() if name.startswith("transformer.h.0.mlp."))
         if isinstance(count, int) and count - expected == V * C:
-            hint = message("lesson04.diag_params_untied", extra=V * C)
+            hint = message(
+                "lesson04.diag_params_untied_by_init"
+                if untied_by_init(submission, cfg, check_seed % 10_000)
+                else "lesson04.diag_params_untied",
+                extra=V * C,
+            )
         elif mlp != ref.mlp_param_count(C):
             hint = message("lesson04.diag_params_mlp", got=mlp, expected=ref.mlp_param_count(C), C=C)
         else:
@@ -169,7 +191,14 @@ def _variant_logits(idx: torch.Tensor, sd: dict, cfg: dict) -> list:
 def test_model_parity(submission, check_seed):
     needs_reference_attention(submission)
     gen = generator(check_seed)
-    for cfg, T, B in ((MAIN, MAIN_T, 2), (MAIN, MAIN["block_size"], 2), (SMALL, 1, 2), (SMALL, 3, 1)):
+    cases = (
+        (MAIN, MAIN_T, MAIN_B),
+        (MAIN, MAIN["block_size"], 4),
+        (SMALL, 1, 2),
+        (SMALL, 3, 1),
+        (DEEP, DEEP_T, DEEP_B),
+    )
+    for cfg, T, B in cases:
         judge_model_parity(submission, gen, cfg, T, B)
     _judge_device(submission, check_seed)
 
@@ -229,7 +258,9 @@ def judge_model_parity(submission, gen: torch.Generator, cfg: dict, T: int, B: i
             fail(model.called(idx), message("lesson04.loss_not_none", got=type(no_loss).__name__))
     except CheckFailure as failure:
         # This check belongs to no TODO: point at the ones whose checks say where to look.
-        raise CheckFailure(failure.feedback + Feedback.of(message("lesson04.parity_hint"))) from None
+        raise CheckFailure(
+            failure.feedback + Feedback.of(message("lesson04.parity_hint")), failure.figures, failure.waits_on
+        ) from None
 
 
 def _judge_device(submission, check_seed) -> None:
@@ -237,7 +268,7 @@ def _judge_device(submission, check_seed) -> None:
     data) and fed meta indices. A tensor made on another device (torch.arange(T) without
     device=idx.device, a .cuda() or .to("cpu")) either raises or shows up on the CPU, and the
     positions that enter wpe are looked at on the way."""
-    cfg, B, T = MAIN, 2, MAIN_T
+    cfg, B, T = MAIN, MAIN_B, MAIN_T
     model = _own_init(submission, check_seed, cfg)
     idx = torch.empty(B, T, dtype=torch.long, device="meta")
     called = message("lesson04.called_meta", call=model.call_text, shape=(B, T))

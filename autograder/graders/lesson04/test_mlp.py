@@ -14,9 +14,11 @@ from autograder.engine.grader_helpers import generator
 
 from .harness import (
     MAIN,
+    MAIN_B,
     MAIN_T,
     SMALL,
     Learner,
+    close,
     expect_close,
     expect_finite,
     expect_shape,
@@ -71,7 +73,7 @@ def test_mlp_structure(submission, check_seed):
     p = submission.getattr(children["dropout"], "p")
     if not isinstance(p, float) or abs(p - cfg["dropout"]) > 1e-12:
         fail(message("lesson04.mlp_dropout_p", got=p, expected=cfg["dropout"]))
-    x = torch.randn(2, MAIN_T, C, generator=generator(check_seed))
+    x = torch.randn(MAIN_B, MAIN_T, C, generator=generator(check_seed))
     y = mlp.forward(x)
     expect_shape(y, x.shape, mlp.called(x))
 
@@ -93,8 +95,8 @@ def _mlp_diagnoses(x, sd):
 @pytest.mark.check("mlp-parity")
 def test_mlp_parity(submission, check_seed):
     gen = generator(check_seed)
-    for cfg, T in ((MAIN, MAIN_T), (SMALL, 1)):
-        judge_mlp_parity(submission, gen, cfg, T, grads=cfg is MAIN)
+    for cfg, T, B in ((MAIN, MAIN_T, MAIN_B), (SMALL, 1, 3)):
+        judge_mlp_parity(submission, gen, cfg, T, B, grads=cfg is MAIN)
 
 
 def judge_mlp_parity(submission, gen: torch.Generator, cfg: dict, T: int, B: int = 3, *, grads: bool = False):
@@ -151,41 +153,80 @@ def _judge_grads(mlp: Learner, x: torch.Tensor, sd: dict, gen: torch.Generator) 
         fail(called, problem, message("lesson04.mlp_grad_hint"))
 
 
+# Two probabilities, neither nn.Dropout's default 0.5 nor mlp-structure's 0.3: a p written as a
+# constant somewhere in the MLP matches at most one of them.
+DROPOUT_PS = (0.6, 0.25)
+DROPOUT_SEEDS = (1, 2)  # torch.manual_seed before each train-mode call
+# A dropout drawn otherwise than nn.Dropout (by hand, from torch.rand) is judged by its pattern:
+# the share of zeros within this many standard deviations of p (B*T*C = 840 values: +-0.08).
+ZEROS_SIGMAS = 5
+
+
 @pytest.mark.check("mlp-dropout")
 def test_mlp_dropout(submission, check_seed):
     """Judged against the learner's own MLP with dropout=0 and the same weights, so that a bug in
-    the layers (mlp-parity's business) is not reported as a dropout bug. Eval: no dropout. Train:
-    every output value is either 0 or the value without dropout / (1 - p), about a fraction p
-    of them 0."""
+    the layers (mlp-parity's business) is not reported as a dropout bug. Eval: no dropout. Train,
+    under torch.manual_seed(s): what nn.Dropout(p) gives on that output with the same seed (the
+    reference's mask); a dropout drawn otherwise passes when every value is 0 or the value
+    without dropout / (1 - p), about a fraction p of them 0."""
     gen = generator(check_seed)
-    p = 0.5
+    C = MAIN["n_embd"]
+    sd = mlp_weights(C, gen)
+    x = torch.randn(MAIN_B, MAIN_T, C, generator=gen)
+    plain = Learner(submission, "MLP", MAIN, sd).forward(x)
+    for p in DROPOUT_PS:
+        _judge_dropout(submission, sd, x, plain, p)
+
+
+def _judge_dropout(submission, sd: dict, x: torch.Tensor, plain: torch.Tensor, p: float) -> None:
     cfg = {**MAIN, "dropout": p}
     C = cfg["n_embd"]
-    sd = mlp_weights(C, gen)
     mlp = Learner(submission, "MLP", cfg, sd)
-    x = torch.randn(2, MAIN_T, C, generator=gen)
-    plain = Learner(submission, "MLP", MAIN, sd).forward(x)
     expect_finite(plain, mlp.called(x))
-    first, second = mlp.forward(x, seed=1), mlp.forward(x, seed=2)
+    first, second = (mlp.forward(x, seed=seed) for seed in DROPOUT_SEEDS)
     expect_shape(first, x.shape, mlp.called(x))
     problem = compare(first, plain, what=message("lesson04.what_output_eval"))
     if problem or not torch.equal(first, second):
         fail(mlp.called(x), message("lesson04.dropout_in_eval"), problem)
     mlp.mode(True)
-    a, b = mlp.forward(x, seed=1), mlp.forward(x, seed=2)
+    a, b = (mlp.forward(x, seed=seed) for seed in DROPOUT_SEEDS)
     expect_finite(a, mlp.called(x))
     if torch.equal(a, b):
         fail(mlp.called(x), message("lesson04.dropout_inactive", p=p))
+    keep = ref.dropout_keep(tuple(x.shape), p, DROPOUT_SEEDS[0])
+    if tuple(a.shape) == tuple(plain.shape) and close(a, plain * keep / (1 - p), 1e-6, 1e-5):
+        return  # nn.Dropout(p)'s own draw under the same seed
     kept = a != 0
     zeros = 1.0 - float(kept.double().mean())
     scaled_right = tuple(a.shape) == tuple(plain.shape) and torch.allclose(
         a[kept].double(), plain[kept].double() / (1 - p), atol=1e-4, rtol=1e-4
     )
-    if scaled_right and 0.3 <= zeros <= 0.7:
+    spread = ZEROS_SIGMAS * (p * (1 - p) / a.numel()) ** 0.5
+    if scaled_right and abs(zeros - p) <= spread:
         return
     before_proj = [t for t in mlp.inputs_of(x, "dropout") if t.shape[-1] == 4 * C]
-    fail(
-        mlp.called(x),
-        message("lesson04.dropout_pattern", p=p, zeros=f"{zeros:.2f}"),
-        message("lesson04.diag_dropout_before_proj") if before_proj else message("lesson04.dropout_hint"),
-    )
+    q = _other_p(a, plain, kept, p)
+    if before_proj:
+        diagnosis = message("lesson04.diag_dropout_before_proj")
+    elif q is not None:
+        diagnosis = message("lesson04.diag_dropout_other_p", q=q, p=p)
+    else:
+        diagnosis = message("lesson04.dropout_hint")
+    fail(mlp.called(x), message("lesson04.dropout_pattern", p=p, zeros=f"{zeros:.2f}"), diagnosis)
+
+
+def _other_p(a: torch.Tensor, plain: torch.Tensor, kept: torch.Tensor, p: float) -> str | None:
+    """The p of the dropout the learner applied, when every value kept is the value without
+    dropout times one same factor 1/(1 - q) with q other than p (a p written as a constant)."""
+    if tuple(a.shape) != tuple(plain.shape):
+        return None
+    base = plain[kept].double()
+    usable = base.abs() > 1e-3
+    if not bool(usable.any()):
+        return None
+    ratios = a[kept].double()[usable] / base[usable]
+    factor = float(ratios.mean())
+    if factor <= 0 or float((ratios - factor).abs().max()) > 1e-3 * factor:
+        return None
+    q = 1 - 1 / factor
+    return f"{q:.3g}" if 0 <= q < 1 and abs(q - p) > 1e-3 else None
