@@ -176,6 +176,14 @@ BUGGY: list[Variant] = [
         "weight-decay-groups",
         "walks the modules one by one: the tied weight comes twice (wte and lm_head)",
     ),
+    Variant(
+        "params-detached",
+        TRAIN,
+        PARAMS,
+        "params = [p.detach() for p in model.parameters() if p.requires_grad]",
+        "weight-decay-groups",
+        "the groups hold detached copies with the parameters' values: AdamW never moves the model",
+    ),
     # ---- TODO [lr-schedule]
     Variant(
         "warmup-nanogpt",
@@ -409,6 +417,14 @@ BUGGY: list[Variant] = [
         "            p.grad.mul_(grad_clip / total)",
         "grad-clip",
         "rescales to grad_clip even a smaller gradient",
+    ),
+    Variant(
+        "clip-twice",
+        TRAIN,
+        CLIP_CALL,
+        CLIP_CALL + "\n        " + CLIP_CALL,
+        "grad-clip",
+        "clips twice: the second clip_grad_norm_ shortens the step again by 1e-6 / grad_clip",
     ),
     Variant(
         "clip-one-group",
@@ -671,13 +687,6 @@ CORRECT: list[Variant] = [
         "losses.append(loss)",
         note="keeps the loss tensors (made under no_grad) and takes their mean with torch",
         also=((MEAN, "return torch.stack(losses).mean().item()"),),
-    ),
-    Variant(
-        "zero-grad-every-group",
-        TRAIN,
-        ZERO,
-        '    for group in optimizer.param_groups:\n        for p in group["params"]:\n            p.grad = None\n',
-        note="drops the .grad of every parameter of every optimizer group by hand",
     ),
     Variant(
         "grad-accumulation-scaled",

@@ -208,6 +208,22 @@ class Trainer:
         zip_ = builtins["zip"] if isinstance(builtins, dict) else self.sub.getattr(builtins, "zip")
         return self.sub.call(zip_, list(xs.unbind(0)), list(ys.unbind(0)))
 
+    def _builtin(self, name: str) -> Handle:
+        builtins = self.sub.getattr(self.sub.library("functools"), "__builtins__")
+        return builtins[name] if isinstance(builtins, dict) else self.sub.getattr(builtins, name)
+
+    def backward(self, model: Handle, x: torch.Tensor, y: torch.Tensor) -> None:
+        """model(x, y)[1].backward() in the worker, leaving each parameter's .grad there, built
+        out of library callables (no code of ours runs in the worker): map(model, [x], [y])
+        yields (logits, loss), dict() of that pair maps logits to loss, and
+        torch.autograd.backward(that dict's values()) is loss.backward(); list() runs it all."""
+        map_, dict_ = self._builtin("map"), self._builtin("dict")
+        outputs = self.sub.call(map_, model, [x], [y])
+        pairs = self.sub.call(map_, dict_, [outputs])
+        losses = self.sub.call(map_, self.sub.getattr(dict_, "values"), pairs)
+        done = self.sub.call(map_, self._attr(self.torch, "autograd.backward"), losses)
+        self.sub.call(self._builtin("list"), done)
+
     def batch_source(self, train: tuple, val: tuple) -> Handle:
         """A get_batch for train(): get_batch("train") -> train, get_batch("val") -> val.
 
@@ -390,6 +406,14 @@ class OwnStep:
             self.moments[name] = moment.double().clone()
             self.steps[name] = count
         return after, reached
+
+    def keep_stepped(self) -> bool:
+        """After the first step on a fresh model: judge only the tensors that got a gradient.
+        One that got none is not the model's parameter (a copy with its values, say
+        p.detach()): TODO [weight-decay-groups]'s. (A step that reached no gradient at all is
+        also the plain-SGD test's failure, judged there.) False when none is left."""
+        self.held = [name for name in self.held if name in self.steps]
+        return bool(self.held)
 
     def held_only(self, vector: torch.Tensor) -> torch.Tensor:
         """`vector` (parameter_names order) with zeros where the optimizer holds no parameter."""

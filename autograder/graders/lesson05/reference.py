@@ -110,7 +110,7 @@ def _flat(tensors: dict, names: list[str]) -> torch.Tensor:
 
 # ---------------------------------------------------------------- gradient clipping
 
-CLIPS = ("global", "none", "value", "per_parameter", "always", "to_zero")
+CLIPS = ("global", "none", "value", "per_parameter", "always", "to_zero", "twice")
 
 
 def clipped(grads: dict, names: list[str], max_norm: float, how: str = "global") -> torch.Tensor:
@@ -122,6 +122,8 @@ def clipped(grads: dict, names: list[str], max_norm: float, how: str = "global")
     per_parameter  each parameter's gradient clipped to its own norm
     always         rescaled to norm max_norm even when it was smaller
     to_zero        clipped to a norm of 0 (grad_clip = 0 taken literally)
+    twice          clipped globally twice in a row: each clip_grad_norm_ divides by the norm
+                   plus CLIP_EPS, so the second shortens the step by about CLIP_EPS / max_norm
     """
     g = _flat(grads, names)
     total = float(g.norm())
@@ -142,6 +144,9 @@ def clipped(grads: dict, names: list[str], max_norm: float, how: str = "global")
         return g * (max_norm / (total + CLIP_EPS))
     if how == "to_zero":
         return torch.zeros_like(g)
+    if how == "twice":
+        once = g * min(1.0, max_norm / (total + CLIP_EPS))
+        return once * min(1.0, max_norm / (float(once.norm()) + CLIP_EPS))
     raise ValueError(f"unknown clipping {how!r}")
 
 
@@ -152,8 +157,11 @@ def clip_case(
     """What a clipping check judges, all computed here from the grader's own inputs (so that a
     recording can answer it): the gradient's norm `total`, grad_clip = factor * total (for
     factor < 1, also at most half the largest component, so that clamping each component, a
-    different bug from not clipping at all, changes the gradient, and at most 0.9, so that a
-    clipping that only starts above 1, `grad_clip > 1` where `> 0` is meant, shows), the update a right
+    different bug from not clipping at all, changes the gradient, and at most 0.02: below 1, so
+    that a clipping that only starts above 1, `grad_clip > 1` where `> 0` is meant, shows, and
+    small enough that clipping twice, which shortens the step by CLIP_EPS / grad_clip, differs
+    by 5e-5 of the norm, five times the checks' tolerance, while a clipping written by hand
+    without the epsilon differs by CLIP_EPS / total, far below it), the update a right
     train_step gives with SGD of lr 1 (`expected`), and what each clipping mistake in
     `suspects` would give instead (`suspects`: {how: vector})."""
     names = parameter_names(cfg)
@@ -162,7 +170,7 @@ def clip_case(
     total = float(g.norm())
     clip = factor * total
     if factor < 1:
-        clip = min(clip, 0.5 * float(g.abs().max()), 0.9)
+        clip = min(clip, 0.5 * float(g.abs().max()), 0.02)
     # float32 vectors: the checks compare them to 1e-5 of their norm, and the recording that
     # answers practice grading stays half the size.
     return {

@@ -17,7 +17,20 @@ from autograder.engine.grader_helpers import generator
 from autograder.sandbox.client import StudentError
 from autograder.sandbox.protocol import Handle
 
-from .harness import BETAS, CFG, LR, WD, Trainer, cfg_text, identify, model_text, random_state
+from .harness import (
+    BETAS,
+    CFG,
+    LR,
+    WD,
+    B,
+    T,
+    Trainer,
+    cfg_text,
+    identify,
+    model_text,
+    random_batch,
+    random_state,
+)
 
 ref = recording.reference_of(__package__)
 
@@ -32,7 +45,7 @@ class Groups:
         self.trainer.needs_reference_model(values=False)
         self.state = random_state(CFG, generator(check_seed))
         self.dims = ref.parameter_dims(CFG)
-        model = self.trainer.gpt(CFG, self.state)
+        self.model = model = self.trainer.gpt(CFG, self.state)
         for path in frozen:
             self.trainer.freeze(model, path)
         self.frozen = {name for name in self.dims if any(name.startswith(path + ".") for path in frozen)}
@@ -103,12 +116,45 @@ class Groups:
                 hint,
             )
 
+    def expect_the_parameters_themselves(self) -> None:
+        """The groups' tensors are the model's parameters, not copies with their values
+        (p.detach(), p.clone(), nn.Parameter(p.data)): an optimizer of copies never moves the
+        model. Seen from outside: with every parameter's .grad set by one backward of a batch's
+        loss on the model, one optimizer.step() gives each tensor that has a .grad an Adam state;
+        a copy has none. Judged for Adam-family optimizers only (an SGD keeps no state;
+        optimizer-settings says it is not AdamW)."""
+        if self.optimizer.type not in ("AdamW", "Adam"):
+            return
+        sub = self.trainer.sub
+        x, y = random_batch(CFG, B, T, generator(0))
+        self.trainer.backward(self.model, x, y)
+        try:
+            sub.call(self.optimizer, method="step")
+            saved = sub.call(self.optimizer, method="state_dict")
+        except StudentError:
+            return  # a step that raises is not what this check judges
+        state = saved.get("state") if isinstance(saved, dict) else None
+        if not isinstance(state, dict):
+            return
+        flat = [name for group in self.names for name in group]
+        copies = sorted({name for index, name in enumerate(flat) if name is not None and index not in state})
+        if copies:
+            fail(
+                self.called,
+                message(
+                    "lesson05.param_copies",
+                    count=len(copies),
+                    names=", ".join(copies[:5]) + (" …" if len(copies) > 5 else ""),
+                ),
+            )
+
 
 @pytest.mark.check("param-groups")
 def test_param_groups(submission, check_seed):
     groups = Groups(submission, check_seed)
     groups.expect_two()
     groups.expect_each_once(groups.trainable)
+    groups.expect_the_parameters_themselves()
 
 
 @pytest.mark.check("decay-by-dim")
