@@ -909,6 +909,107 @@ BUGGY += [
 ]
 
 
+# Issue 31: a dropout probability written as a constant passed while the checks used only
+# dropout = 0.5; a dropout applied after scaled_dot_product_attention went unseen.
+BUGGY += [
+    Variant(
+        "fused-dropout-constant",
+        ATTN,
+        FUSED_DROPOUT,
+        "dropout_p=0.5 if self.training else 0.0,",
+        "fused",
+        "dropout_p = 0.5 written as a constant instead of self.dropout",
+    ),
+    Variant(
+        "fused-dropout-after-sdpa",
+        ATTN,
+        SDPA_CALL,
+        """\
+        y = F.scaled_dot_product_attention(q, k, v, dropout_p=self.dropout if self.training else 0.0,
+                                           is_causal=True)
+        return F.dropout(y, self.dropout, self.training)  # a second dropout, on the heads' output
+""",
+        "fused",
+        "drops the heads' output again after SDPA already dropped the weights",
+    ),
+    Variant(
+        "attn-drop-constant",
+        ATTN,
+        "self.attn_drop = nn.Dropout(cfg.dropout)",
+        "self.attn_drop = nn.Dropout(0.5)",
+        None,
+        "nn.Dropout(0.5) for the weights instead of cfg.dropout",
+    ),
+]
+
+# Issue 31: each TODO's own checks run with T < block_size and every size different; a softmax
+# over the wrong dimension is no mask's fault; q and k mixed up in the scores are TODO [scaling]'s
+# when the fused path shows the heads right; v cut wrongly is TODO [head-reshape]'s, not the fused
+# path's; the fused path's gradient is judged too.
+BUGGY += [
+    Variant(
+        "merge-view-block-size",
+        ATTN,
+        MERGE,
+        "y = y.transpose(1, 2).contiguous().view(B, self.mask.size(-1), C)",
+        "contiguous-view",
+        "the merged length read from the mask's size (block_size) instead of T",
+    ),
+    Variant(
+        "softmax-dim-heads",
+        ATTN,
+        SOFTMAX,
+        "att = F.softmax(att, dim=1)",
+        None,
+        "softmax over the heads: NaN where the mask put -inf, though the mask is right",
+    ),
+    Variant(
+        "scores-k-q",
+        ATTN,
+        SCORES,
+        "att = (k @ q.transpose(-2, -1)) * (1.0 / math.sqrt(hs))",
+        "scaling",
+        "k q^T: the same weights as q and k swapped in the split, but the split is right",
+    ),
+    Variant(
+        "v-heads-interleaved",
+        ATTN,
+        "v = v.view(B, T, self.n_head, hs).transpose(1, 2)",
+        "v = v.view(B, T, hs, self.n_head).transpose(2, 3).transpose(1, 2)",
+        "head-reshape",
+        "only v's channels dealt to the heads interleaved: the weights are right",
+    ),
+    Variant(
+        "fused-k-detached",
+        ATTN,
+        "            q, k, v,\n            attn_mask=None,",
+        "            q, k.detach(), v,\n            attn_mask=None,",
+        "fused",
+        "k detached in the fused call: the same output, no gradient through the keys",
+    ),
+]
+
+# Issue 31: masked_self_attention judged on one size only let a length written as a constant pass;
+# the mask's dtype was never checked.
+BUGGY += [
+    Variant(
+        "np-attention-mask-of-5",
+        NP,
+        NP_SCORES,
+        "scores = Q @ K.T / np.sqrt(d_k) + causal_mask(5)",
+        "np-attention",
+        "the mask's length written as the length of the one input it was tried on",
+    ),
+    Variant(
+        "np-mask-integers",
+        NP,
+        NP_WHERE,
+        "return np.where(future, -10**9, 0)",
+        "np-mask",
+        "an integer mask: the values are right, the dtype is not float",
+    ),
+]
+
 # --------------------------------------------------------------------------- practice sample
 
 # The CI sample of practice-vs-official agreement (tests/lessons/test_practice_agreement.py):

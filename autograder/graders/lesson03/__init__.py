@@ -9,6 +9,9 @@ reference's values for the practice inputs; engine/recording.py). What the recor
 - heads-merge only when the learner's attention weights are right: it rebuilds the output from
   those weights with the reference's merge, a call on the learner's own values; otherwise it is
   judged only officially (its TODO comes after those whose checks then fail);
+- heads-split's second part (the output made of each head's own values, rebuilt from the
+  learner's weights the same way) likewise; where it cannot be answered, the weights' part
+  judges alone;
 - never: quiz-1..3 (test_quiz.py holds the key and does not ship).
 
 Official-only parts (test_official_*.py, never shipped): np-edges on lengths drawn over a wide

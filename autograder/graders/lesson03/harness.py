@@ -10,6 +10,7 @@ recording, so that the replay can answer whichever one a failing learner's check
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 from collections.abc import Callable, Iterable, Iterator
@@ -21,7 +22,7 @@ import numpy as np
 import torch
 
 from autograder.core.results import Block, Figure, message
-from autograder.engine import recording
+from autograder.engine import blame, recording, references
 from autograder.engine.checks import CheckFailure, fail
 from autograder.engine.feedback import ATOL, RTOL, compare
 from autograder.engine.grader_helpers import config_text, hinted, learner_frames, load_weights
@@ -99,7 +100,7 @@ class LearnerAttention:
         self,
         sub: Sandbox,
         cfg: dict,
-        gen: torch.Generator,
+        gen: torch.Generator | None,
         *,
         fused: bool = False,
         train: bool = False,
@@ -135,9 +136,11 @@ class LearnerAttention:
         seed: int | None = None,
         spy: bool = False,
         capture: tuple[str, ...] = ("attn_drop",),
+        hint: bool = True,
     ) -> dict:
-        """forward(x), with the attention weights captured where they enter attn_drop."""
-        with mask_crop_hint(self.cfg, x.shape[1]):
+        """forward(x), with the attention weights captured where they enter attn_drop (an error
+        from a mask applied without its crop to T named as such, unless `hint` is off)."""
+        with mask_crop_hint(self.cfg, x.shape[1]) if hint else contextlib.nullcontext():
             result = self.sub.call_traced(
                 self.handle, x, capture=capture, spy=(SDPA,) if spy else (), seed=seed, no_grad=True
             )
@@ -153,6 +156,19 @@ class LearnerAttention:
                 ),
             )
         return result
+
+    def traced_short(self, x_full: torch.Tensor, T: int, **options) -> tuple[torch.Tensor, dict]:
+        """(x, traced(x)) for x = x_full[:, :T], T < block_size: the length every TODO's own
+        check runs at, so that a size read from block_size where T is meant shows. Where that
+        forward raises in TODO [mask]'s code (a mask not cropped to T: its own checks say so),
+        x is x_full, whose length is block_size: the check still judges its own TODO."""
+        x = x_full[:, :T]
+        try:
+            return x, self.traced(x, hint=False, **options)
+        except StudentError as err:
+            if raised_in(err) != "mask" and not mask_not_cropped(err, self.cfg, T):
+                raise
+        return x_full, self.traced(x_full, **options)
 
     def weights(
         self, x: torch.Tensor, traced: dict | None = None, *, required: bool = True
@@ -226,6 +242,46 @@ class LearnerAttention:
         return y
 
 
+def short_inputs(attn: LearnerAttention, x_full: torch.Tensor, T: int) -> Iterator[tuple[torch.Tensor, dict]]:
+    """(x, traced(x)) for a TODO's own check: at T < block_size, or at block_size where the
+    mask's crop breaks forward (LearnerAttention.traced_short). While recording, the whole
+    x_full first too, so that the replay answers the reference calls of either length."""
+    if recording.eager():
+        yield x_full, attn.traced(x_full)
+    yield attn.traced_short(x_full, T)
+
+
+def fused_witness(submission, attn: LearnerAttention, x: torch.Tensor) -> str | None:
+    """What the learner's fused path says of the heads, which it takes from TODO [head-reshape]
+    as the explicit path does: "right" when its output is the reference's (q, k and v are cut
+    right: a mix-up of q and k that the explicit weights show is in the scores, TODO [scaling]);
+    "<split>" when it gives what the reference gives with q, k, v cut as that entry of
+    ref.SPLITS (both paths share that cut); None when it says neither (not written yet, raises,
+    or wrong its own way)."""
+    n_head = attn.n_head
+    candidates = each(
+        [
+            lambda: ("right", ref.attention_forward(x, attn.sd, n_head)),
+            *(
+                lambda split=split: (split, ref.attention_forward(x, attn.sd, n_head, split=split))
+                for split in ref.SPLITS[1:]
+            ),
+        ]
+    )
+    try:
+        fused = LearnerAttention(submission, attn.cfg, None, fused=True, weights=attn.sd)
+        y = fused.forward(x)
+    except (StudentError, CheckFailure):
+        return None
+    for name, expected in candidates:
+        if (
+            y.shape == expected.shape
+            and compare(y, expected.to(y.dtype), what="", atol=ATOL, rtol=RTOL) is None
+        ):
+            return name
+    return None
+
+
 # Errors a whole (block_size, block_size) mask applied to (T, T) scores gives, e.g. "The size of
 # tensor a (11) must match the size of tensor b (7) at non-singleton dimension 3", or with T = 1
 # (where masked_fill broadcasts) "Expected size for first two dimensions of batch2 tensor to be:
@@ -236,18 +292,48 @@ _SIZE_MISMATCH = (
 )
 
 
+def mask_not_cropped(err: StudentError, cfg: dict, T: int) -> bool:
+    """Whether `err` is what the whole (block_size, block_size) mask applied to (T, T) scores
+    gives (raised in TODO [mask]'s line, or with T = 1, where masked_fill broadcasts, in the
+    weighted sum after it)."""
+    bs = cfg["block_size"]
+    found = [m for m in (p.search(err.message) for p in _SIZE_MISMATCH) if m]
+    return bool(found) and T != bs and {int(found[0][1]), int(found[0][2])} == {bs, T}
+
+
 def mask_crop_hint(cfg: dict, T: int):
     """Adds a hint to a learner's error that comes from applying the whole (block_size,
     block_size) mask to (T, T) scores: the most common way to break forward for T < block_size."""
-    bs = cfg["block_size"]
 
     def hint_of(err: StudentError):
-        found = [m for m in (p.search(err.message) for p in _SIZE_MISMATCH) if m]
-        if found and T != bs and {int(found[0][1]), int(found[0][2])} == {bs, T}:
-            return message("lesson03.hint_mask_not_cropped", T=T, bs=bs)
+        if mask_not_cropped(err, cfg, T):
+            return message("lesson03.hint_mask_not_cropped", T=T, bs=cfg["block_size"])
         return None
 
     return hinted(hint_of)
+
+
+TODOS = frozenset(
+    {
+        "np-mask",
+        "np-softmax",
+        "np-attention",
+        "np-edges",
+        "mask",
+        "head-reshape",
+        "scaling",
+        "contiguous-view",
+        "fused",
+    }
+)
+
+
+def raised_in(err: StudentError) -> str | None:
+    """The TODO whose code raised `err`, as the engine tells it (autograder/engine/blame.py), or None."""
+    where = blame.raised_in(
+        err, ["attention.py", "attention_numpy.py"], TODOS, references.graded_stubs("03-atencion-causal")
+    )
+    return where.todo if where is not None else None
 
 
 def _raised_at(err: StudentError, *, function: str | None = None, mentions: str | None = None) -> bool:
@@ -306,6 +392,37 @@ def vjp_or_none(submission, attn: LearnerAttention, x: torch.Tensor, cotangents:
     return grads
 
 
+# Paths a .detach() (or .data, torch.tensor(...)) can cut, as the gradient checks name them.
+GRAD_CUTS = (("q",), ("k",), ("v",), ("q", "k"), ("weights",), ("q", "k", "v"))
+
+
+def gradient_problem(submission, attn: LearnerAttention, x: torch.Tensor, cotangents: list) -> tuple | None:
+    """None when the module's vector-Jacobian products at x are the reference's; else the parts
+    of a failure (what was called, what differs, which path a .detach() cut where one explains
+    it). The reference's products with each cut are made as asked (all at once while recording)."""
+    grads = vjp_or_none(submission, attn, x, cotangents)
+    called = message("lesson03.called_grad", call=attn.call_text, shape=tuple(x.shape))
+    if grads is None:
+        return called, message("lesson03.no_gradient")
+    expected = ref.input_vjp(x, attn.sd, attn.n_head, cotangents)
+    cuts = each(
+        lambda cut=cut: ref.input_vjp(x, attn.sd, attn.n_head, cotangents, detach=cut) for cut in GRAD_CUTS
+    )
+    problem = compare(
+        torch.stack(grads),
+        torch.stack(expected).float(),
+        what=message("lesson03.what_grad"),
+        atol=1e-4,
+        rtol=1e-4,
+    )
+    if problem is None:
+        return None
+    for cut, other in zip(GRAD_CUTS, cuts):
+        if compare(torch.stack(grads), torch.stack(other).float(), what="", atol=1e-4, rtol=1e-4) is None:
+            return called, problem, message("lesson03.grad_cut", path=" + ".join(cut))
+    return called, problem, message("lesson03.grad_wrong")
+
+
 @dataclass(frozen=True)
 class ScoreFit:
     """How well attention weights are explained as softmax(scores / divisor) row by row."""
@@ -331,30 +448,37 @@ class ScoreFit:
         )
 
 
-def fit_scores(weights: torch.Tensor, raw: torch.Tensor) -> ScoreFit:
-    """Whether `weights` (B, nh, T, T) are, in every row, a softmax of raw / d for one d > 0
-    over the keys the row lets through, whatever the mask did to the other keys.
+def fit_scores(weights: torch.Tensor, raw: torch.Tensor, dim: int = -1) -> ScoreFit:
+    """Whether `weights` (B, nh, T, T) are a softmax of raw / d over dimension `dim` for one
+    d > 0, over the entries each softmax lets through, whatever the mask did to the others.
 
-    Within a row, log w_ij - log w_ik = (raw_ij - raw_ik) / d for any two keys that both got
-    a weight: that holds with no mask, with -inf or -1e9 masks of any pattern, with masked
-    scores set to 0, and with weights zeroed after the softmax. So this judges how q and k are
-    formed (which `raw` fits) and the scale (d) without depending on the mask. It uses the
-    causal keys (j <= i) when they are enough, else every key with a weight.
+    Along one softmax (a row when dim is -1), log w_a - log w_b = (raw_a - raw_b) / d for any two
+    entries that both got a weight: that holds with no mask, with -inf or -1e9 masks of any
+    pattern, with masked scores set to 0, and with weights zeroed after the softmax. So this
+    judges how q and k are formed (which `raw` fits) and the scale (d) without depending on the
+    mask, nor on which dimension the softmax ran over (a softmax over the queries, the heads or
+    the batch is a slip outside the TODOs). Over the keys it uses the causal keys (j <= i) when
+    they are enough, else every key with a weight; a softmax with a NaN or inf entry (all its
+    scores -inf) is left out.
     """
     w = weights.detach().double()
     T = w.shape[-1]
-    rows_ok = torch.isfinite(w).all(dim=-1, keepdim=True)
-    visible = (w > 1e-30) & rows_ok
+    if w.shape != raw.shape or w.dim() != 4:
+        return ScoreFit(math.nan, math.inf, 0.0, 0)
+    fibres_ok = torch.isfinite(w).all(dim=dim, keepdim=True)
+    visible = (w > 1e-30) & fibres_ok
 
     def pairs(use):
-        return int((use.sum(dim=-1) - 1).clamp_min(0).sum())
+        return int((use.sum(dim=dim) - 1).clamp_min(0).sum())
 
-    use = visible & torch.ones(T, T, dtype=torch.bool).tril()
-    if pairs(use) < ScoreFit.MIN_PAIRS:
-        use = visible
+    use = visible
+    if dim in (-1, 3):
+        causal = visible & torch.ones(T, T, dtype=torch.bool).tril()
+        use = causal if pairs(causal) >= ScoreFit.MIN_PAIRS else visible
     n = pairs(use)
-    if n < ScoreFit.MIN_PAIRS or w.shape != raw.shape:
+    if n < ScoreFit.MIN_PAIRS:
         return ScoreFit(math.nan, math.inf, 0.0, n)
+    w, raw, use = w.movedim(dim, -1), raw.movedim(dim, -1), use.movedim(dim, -1)
     log_w = torch.where(use, w.clamp_min(1e-300).log(), torch.zeros_like(w))
     anchor = torch.where(use, w, torch.full_like(w, -1.0)).argmax(dim=-1, keepdim=True)
     L = (log_w - log_w.gather(-1, anchor))[use]
@@ -374,22 +498,30 @@ def split_scores(x: torch.Tensor, sd: dict, n_head: int) -> dict[str, torch.Tens
     return {split: ref.raw_scores(x, sd, n_head, split) for split in ref.SPLITS}
 
 
-def explain_weights(
-    weights: torch.Tensor, x: torch.Tensor, sd: dict, n_head: int
-) -> tuple[str, ScoreFit] | None:
-    """The first split of ref.SPLITS under which the weights are a row softmax of q k^T / d;
-    failing that, a softmax over the queries (dim=-2: a slip outside the TODOs, judged by
-    reference-parity), so that how q and k are formed and the scale can still be judged."""
+# The dimensions a softmax may have run over, the right one (the keys) first: the queries, the
+# heads and the batch are slips of the line outside the TODOs, judged by reference-parity.
+SOFTMAX_DIMS = (-1, -2, 1, 0)
+
+
+@dataclass(frozen=True)
+class Explained:
+    """Attention weights explained as softmax(q k^T / d) under one split, over one dimension."""
+
+    split: str  # an entry of ref.SPLITS: how q and k were cut into heads
+    fit: ScoreFit
+    dim: int  # the dimension the softmax ran over (-1: the keys, right)
+
+
+def explain_weights(weights: torch.Tensor, x: torch.Tensor, sd: dict, n_head: int) -> Explained | None:
+    """The first split of ref.SPLITS under which the weights are a softmax of q k^T / d, over
+    the keys or, failing that, over another dimension (SOFTMAX_DIMS), so that how q and k are
+    formed and the scale can be judged whichever dimension the softmax took."""
     raws = split_scores(x, sd, n_head)
-    for transposed in (False, True):
+    for dim in SOFTMAX_DIMS:
         for split, raw in raws.items():
-            fit = (
-                fit_scores(weights.transpose(-1, -2), raw.transpose(-1, -2))
-                if transposed
-                else fit_scores(weights, raw)
-            )
+            fit = fit_scores(weights, raw, dim)
             if fit.fits:
-                return split, fit
+                return Explained(split, fit, dim)
     return None
 
 
@@ -404,16 +536,40 @@ def columns_sum_to_one(weights: torch.Tensor) -> bool:
     return rows_sum_to_one(weights.transpose(-1, -2))
 
 
+def softmax_elsewhere(weights: torch.Tensor | None) -> bool:
+    """Whether the weights are what a right mask gives when the softmax runs over the heads or
+    the batch (dim 1 or 0, a slip outside the TODOs): -inf put exactly where j > i makes every
+    such entry NaN (all its scores -inf) while each visible entry is finite, and those sum to 1
+    over the heads or over the batch. The mask did its job; reference-parity names the slip."""
+    if weights is None or weights.dim() != 4 or weights.shape[-1] != weights.shape[-2]:
+        return False
+    w = weights.double()
+    T = w.shape[-1]
+    future = torch.ones(T, T, dtype=torch.bool).triu(1).expand_as(w)
+    finite = torch.isfinite(w)
+    if T < 2 or not torch.equal(~finite, future) or bool((w[finite] < 0).any()):
+        return False
+    visible = torch.where(finite, w, torch.zeros_like(w))
+    for dim in (1, 0):
+        sums = visible.sum(dim=dim)[..., ~future[0, 0]]
+        if torch.allclose(sums, torch.ones_like(sums), atol=1e-5):
+            return True
+    return False
+
+
 def mask_explains(weights: torch.Tensor | None) -> bool:
     """Whether attention weights show a mask bug, when the output leaks or changes with T.
 
     Weights that are finite, exactly 0 where j > i and a softmax over the keys (rows sum to 1)
     are what a right mask gives: the leak then comes from mixing positions (heads split or
     merged wrongly, checks of their own TODOs). Rows that do not sum to 1 while the columns do
-    are a softmax over the queries (outside the TODOs: reference-parity). Anything else, e.g.
-    the future zeroed after the softmax (rows < 1), is the mask's. No weights: no excuse."""
+    are a softmax over the queries, and NaN exactly where j > i with the rest summing to 1 over
+    the heads or the batch a softmax over those (outside the TODOs: reference-parity). Anything
+    else, e.g. the future zeroed after the softmax (rows < 1), is the mask's. No weights: no excuse."""
     if weights is None:
         return True
+    if softmax_elsewhere(weights):
+        return False
     w = weights.double()
     if w.dim() < 2 or w.shape[-1] != w.shape[-2] or not torch.isfinite(w).all():
         return True
@@ -448,8 +604,8 @@ def expect_finite(value: torch.Tensor, called) -> None:
 
 
 def expect_some_finite_weights(weights: torch.Tensor, called) -> None:
-    """Fail when no attention row is finite: nothing left to judge."""
-    if not torch.isfinite(weights).all(dim=-1).any():
+    """Fail when no attention weight is finite: nothing left to judge."""
+    if not torch.isfinite(weights).any():
         fail(called, message("lesson03.weights_nan"), *attention_heatmap(weights))
 
 
@@ -460,7 +616,7 @@ def diagnose(actual, candidates) -> list:
         if (
             isinstance(actual, torch.Tensor)
             and actual.shape == expected.shape
-            and torch.allclose(actual.double(), expected.double(), atol=1e-4, rtol=1e-4)
+            and torch.allclose(actual.double(), expected.double(), atol=1e-4, rtol=1e-4, equal_nan=True)
         ):
             found.append(text)
             break
@@ -469,6 +625,52 @@ def diagnose(actual, candidates) -> list:
 
 def random_input(cfg: dict, T: int, gen: torch.Generator, B: int = 2) -> torch.Tensor:
     return torch.randn(B, T, cfg["n_embd"], generator=gen)
+
+
+def dropped_weights(merged: torch.Tensor, v_heads: list[torch.Tensor], n_head: int) -> torch.Tensor | None:
+    """The weights D (B, nh, T, T), float64, that the heads' merged output (what entered proj,
+    (B, T, C)) implies for the reference's values v: merged = concat_h(D_h @ v_h), solved head by
+    head (exact when hs >= T, where v_h has full row rank; None otherwise). In train mode D is
+    what left the dropout of the weights: each entry 0 or the weight scaled by 1/(1 - p), whatever
+    random numbers drew it, so dropout is judged without reproducing the learner's generator."""
+    B, T, C = merged.shape
+    hs = C // n_head
+    if not (1 <= T <= hs) or len(v_heads) != n_head or not torch.isfinite(merged).all():
+        return None
+    m = merged.double()
+    return torch.stack(
+        [m[..., h * hs : (h + 1) * hs] @ torch.linalg.pinv(v_heads[h].double()) for h in range(n_head)], dim=1
+    )
+
+
+@dataclass(frozen=True)
+class DropoutFit:
+    """How dropped weights D compare with the weights w before the dropout, for probability p."""
+
+    p: float  # the probability the configuration asks for
+    stray: int  # entries of D neither 0 nor w / (1 - p)
+    dropped: float  # the share of w's clearly positive entries that D zeroed
+    scale: float  # the median D / w over the kept entries: 1 / (1 - p) when p is the module's
+
+    @property
+    def implied_p(self) -> float:
+        return 1.0 - 1.0 / self.scale if self.scale > 0 and math.isfinite(self.scale) else math.nan
+
+
+def fit_dropout(dropped: torch.Tensor, weights: torch.Tensor, p: float) -> DropoutFit:
+    """Compare `dropped` (B, nh, T, T) with `weights` of the same shape under dropout p."""
+    D, w = dropped.double(), weights.double()
+    tol = 1e-4
+    scaled = w / (1.0 - p)
+    zero = D.abs() <= tol
+    kept_right = (D - scaled).abs() <= tol * scaled.abs().clamp_min(1.0)
+    stray = int((~(zero | kept_right)).sum())
+    clear = w > 1e-3  # a weight clearly above 0: whether dropout zeroed it is visible
+    n = int(clear.sum())
+    dropped_share = float((zero & clear).sum()) / n if n else math.nan
+    kept = clear & ~zero
+    scale = float((D[kept] / w[kept]).median()) if bool(kept.any()) else math.nan
+    return DropoutFit(p, stray, dropped_share, scale)
 
 
 def attention_heatmap(weights, title_key: str = "lesson03.heatmap_title"):

@@ -14,12 +14,12 @@ import pytest
 
 from autograder.core.results import Figure, message
 from autograder.engine import recording
-from autograder.engine.checks import fail
+from autograder.engine.checks import describe_student_error, fail
 from autograder.engine.feedback import compare, heatmap, leaking_cells
 from autograder.engine.grader_helpers import hinted
 from autograder.sandbox.client import StudentError
 
-from .harness import mask_grid
+from .harness import mask_grid, raised_in
 
 ref = recording.reference_of(__package__)
 
@@ -84,6 +84,9 @@ def test_np_mask(submission):
                     mask_grid(mask),
                     message("lesson03.mask_grid_legend"),
                 )
+        # Added to float64 scores: the values above in float64 (np.where(..., -1e9, 0.0) gives it).
+        if mask.dtype != np.float64:
+            fail(called, message("lesson03.np_mask_dtype", got=str(mask.dtype)))
 
 
 @pytest.mark.check("np-softmax")
@@ -93,6 +96,17 @@ def test_np_softmax(submission, check_seed):
     x = rng.normal(size=(3, 5)) * 2
     # Over each axis: the expected value of one is the wrong-axis diagnosis of the other.
     over = {axis: ref.np_softmax(x, axis=axis) for axis in (-1, 0, 1)}
+    # The middle axis of a 3-d array: a softmax that handles only the rows or columns of a matrix
+    # (a transpose for axis=0, say) does not pass for it.
+    cube = rng.normal(size=(2, 3, 4)) * 2
+    cube_called = message(
+        "lesson03.called_fn",
+        call={
+            "es": f"softmax(x, axis=1) con x de forma {cube.shape}",
+            "en": f"softmax(x, axis=1) with x of shape {cube.shape}",
+        },
+    )
+    expected_cube = ref.np_softmax(cube, axis=1)
     for axis in (-1, 0):
         called = message(
             "lesson03.called_fn",
@@ -110,6 +124,11 @@ def test_np_softmax(submission, check_seed):
                 "lesson03.np_softmax_axis" if out.shape == x.shape and np.allclose(out, wrong_axis) else None
             )
             fail(called, problem, message(hint) if hint else None)
+    with keepdims_hint():
+        out = as_array(submission.call(softmax, cube, axis=1), cube_called)
+    problem = compare(out, expected_cube, what=message("lesson03.what_softmax"))
+    if problem:
+        fail(cube_called, problem, message("lesson03.np_softmax_axis_general"))
 
 
 @pytest.mark.check("np-softmax-stable")
@@ -131,9 +150,15 @@ def test_np_softmax_stable(submission):
         fail(called, problem, message("lesson03.np_softmax_keepdims") if lost_axis else None)
 
 
-def _attention_inputs(seed: int):
+# (T, d_model, d_k, d_v) of masked_self_attention's inputs: all different within each, so that a
+# transposed matrix or one size read for another cannot hide, and across them, so that a size
+# written as a constant shows; T = 1 too.
+ATTENTION_SIZES = ((5, 6, 4, 3), (3, 2, 7, 4), (1, 3, 2, 5))
+
+
+def _attention_inputs(seed: int, sizes=ATTENTION_SIZES[0]):
     rng = np.random.default_rng(seed)
-    T, d_model, d_k, d_v = 5, 6, 4, 3  # all different, so a transposed matrix cannot hide
+    T, d_model, d_k, d_v = sizes
     X = rng.normal(size=(T, d_model))
     W_Q, W_K, W_V = (rng.normal(size=(d_model, d)) for d in (d_k, d_k, d_v))
     return X, W_Q, W_K, W_V
@@ -141,17 +166,37 @@ def _attention_inputs(seed: int):
 
 def _call_attention(submission, inputs):
     fn = function(submission, "masked_self_attention")
+    X, W_Q, _, W_V = inputs
     called = message(
         "lesson03.called_fn",
         call={
-            "es": "masked_self_attention(X, W_Q, W_K, W_V) con X (5, 6), W_Q y W_K (6, 4), W_V (6, 3)",
-            "en": "masked_self_attention(X, W_Q, W_K, W_V) with X (5, 6), W_Q and W_K (6, 4), W_V (6, 3)",
+            "es": f"masked_self_attention(X, W_Q, W_K, W_V) con X {X.shape}, W_Q y W_K {W_Q.shape}, W_V {W_V.shape}",
+            "en": f"masked_self_attention(X, W_Q, W_K, W_V) with X {X.shape}, W_Q and W_K {W_Q.shape}, W_V {W_V.shape}",
         },
     )
-    result = submission.call(fn, *inputs)
+    try:
+        result = submission.call(fn, *inputs)
+    except StudentError as err:
+        # A mask of the wrong shape breaks the sum in masked_self_attention's own line: the cause
+        # is TODO [np-mask]'s value (its check says what is wrong), so this check waits on it.
+        if raised_in(err) == "np-attention" and not _mask_shape_ok(submission, X.shape[0]):
+            fail(
+                called,
+                describe_student_error(err, None, {}),
+                waits_on="np-mask",
+            )
+        raise
     if not (isinstance(result, tuple) and len(result) == 2):
         fail(called, message("lesson03.np_attention_tuple", got=type(result).__name__))
     return called, as_array(result[0], called), as_array(result[1], called)
+
+
+def _mask_shape_ok(submission, T: int) -> bool:
+    try:
+        mask = submission.call(function(submission, "causal_mask"), T)
+    except StudentError:
+        return False
+    return isinstance(mask, np.ndarray) and mask.shape == (T, T)
 
 
 # masked_self_attention's recognisable mistakes: the options of ref.np_attention that make them.
@@ -180,8 +225,8 @@ class AttentionCase:
     probe_softmax: np.ndarray
 
 
-def _attention_case(seed: int) -> AttentionCase:
-    inputs = _attention_inputs(seed)
+def _attention_case(seed: int, sizes=ATTENTION_SIZES[0]) -> AttentionCase:
+    inputs = _attention_inputs(seed, sizes)
     X, W_Q, W_K, W_V = inputs
     output, weights = ref.np_attention(*inputs)
     probe = _softmax_probe(X.shape[0])
@@ -203,13 +248,17 @@ def _softmax_probe(T: int) -> np.ndarray:
 
 @pytest.mark.check("np-attention")
 def test_np_attention(submission, check_seed):
-    case = _attention_case(check_seed)
+    for offset, sizes in enumerate(ATTENTION_SIZES):
+        _judge_attention(submission, _attention_case(check_seed + 2 * offset, sizes))
+
+
+def _judge_attention(submission, case: AttentionCase) -> None:
     called, out, weights = _call_attention(submission, case.inputs)
     expected_out, expected_w = case.output, case.weights
     problem = compare(weights, expected_w, what=message("lesson03.what_weights"))
     if problem:
         # This check judges masked_self_attention itself: with the learner's own causal_mask
-        # (a TODO with a check of its own), is the computation right?
+        # and softmax (TODOs with checks of their own), is the computation right?
         own = _with_learner_pieces(submission, case)
         if own is not None and _matches(weights, own):
             expected_w = own
@@ -228,8 +277,10 @@ def test_np_attention(submission, check_seed):
 
 def _with_learner_pieces(submission, case: AttentionCase):
     """The weights a right masked_self_attention gives with the learner's own causal_mask and
-    softmax (TODOs with checks of their own): so that np-attention judges the composition only.
-    None when those pieces are right (nothing to excuse), do not run, or return no (T, T) array."""
+    softmax (TODOs with checks of their own), as that softmax returns them (its dtype kept): so
+    that np-attention judges the composition only. None when those pieces are right (nothing to
+    excuse: the mask is causal and the softmax of the masked scores is the reference's, dtype
+    included), do not run, or return no (T, T) array."""
     T = case.inputs[0].shape[0]
     try:
         mask = submission.call(function(submission, "causal_mask"), T)
@@ -250,21 +301,25 @@ def _with_learner_pieces(submission, case: AttentionCase):
     if (
         not isinstance(weights, np.ndarray)
         or weights.shape != (T, T)
-        or not np.issubdtype(weights.dtype, np.number)
+        or not np.issubdtype(weights.dtype, np.floating)
     ):
         return None
     # A causal mask (0 where seen, <= -1e9 where hidden) and a right softmax give exactly the
-    # reference's weights.
+    # reference's weights, in float64.
     with np.errstate(all="ignore"):
-        if is_causal_mask(mask, T) and np.allclose(weights, case.weights, atol=1e-9, equal_nan=True):
+        if (
+            is_causal_mask(mask, T)
+            and weights.dtype == np.float64
+            and np.allclose(weights, case.weights, atol=1e-9, equal_nan=True)
+        ):
             return None
-    return weights.astype(np.float64)
+    return weights
 
 
 def _matches(actual, expected) -> bool:
     return (
         actual.shape == expected.shape
-        and np.issubdtype(actual.dtype, np.number)
+        and actual.dtype == expected.dtype
         and bool(np.allclose(actual, expected, atol=1e-6, equal_nan=True))
     )
 
