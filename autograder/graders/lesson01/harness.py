@@ -79,6 +79,60 @@ def type_name(value) -> str:
     return value.type if isinstance(value, Handle) else type(value).__name__
 
 
+# ---------------------------------------------------------------- texts the tokenizer checks use
+
+
+def texts(seed: int) -> list[str]:
+    return [SHORT, ACCENTED, random_text(seed), EDGES]
+
+
+def samples(text: str, seed: int) -> list[str]:
+    """text itself, a random string of its characters, one character, nothing, and (where the
+    vocabulary has whitespace) a string with whitespace at both edges, which a strip() in
+    encode or decode would lose."""
+    rng = random.Random(seed)
+    alphabet = ref.vocabulary(text)
+    samples = [text, "".join(rng.choice(alphabet) for _ in range(40)), text[:1], ""]
+    spaces = [ch for ch in alphabet if ch.isspace()]
+    if spaces:
+        middle = "".join(rng.choice(alphabet) for _ in range(8))
+        samples.append(spaces[-1] + middle + spaces[0])
+    return samples
+
+
+def unknown_cases(seed: int) -> list[tuple[str, str, int, str]]:
+    """(vocabulary text, s, position, character): s holds exactly one character outside the
+    vocabulary of the text. Every kind of unknown character comes out on every seed: multi-byte
+    and one-byte (ASCII) ones, ones whose other case is in the vocabulary, at the first and at
+    the last position, and after two or more multi-byte known characters (where a position
+    counted in UTF-8 bytes is at least 2 past the index of the character, never what counting
+    from 1 gives). No s starts with whitespace, so a strip() in encode (the encode check's
+    business) moves no position here on any seed."""
+    rng = random.Random(seed)
+    short, accented = ref.vocabulary(SHORT), ref.vocabulary(ACCENTED)
+    wide_known = [ch for ch in accented if len(ch.encode("utf-8")) > 1]
+    letters = [ch for ch in short if not ch.isspace()]
+
+    def draw(alphabet, n: int) -> str:
+        return "".join(rng.choice(alphabet) for _ in range(n))
+
+    cases = [(SHORT, "hola ßmundo", 5, "ß")]
+    position = rng.randrange(2, 25)
+    ch = rng.choice(UNKNOWN_UPPER_OF_SHORT)
+    prefix = rng.choice(letters) + draw(short, position - 1)
+    cases.append((SHORT, prefix + ch + draw(short, 4), position, ch))
+    ch = rng.choice(UNKNOWN_ASCII)
+    cases.append((SHORT, ch + draw(short, rng.randrange(3, 9)), 0, ch))
+    position = rng.randrange(3, 20)
+    ch = rng.choice(UNKNOWN_OTHER_CASE_OF_ACCENTED)
+    prefix = draw(wide_known, 2) + draw(accented, position - 2)
+    cases.append((ACCENTED, prefix + ch + draw(accented, 4), position, ch))
+    position = rng.randrange(3, 20)
+    ch = rng.choice(UNKNOWN_WIDE + UNKNOWN)
+    cases.append((ACCENTED, draw(wide_known, position) + ch, position, ch))
+    return cases
+
+
 # ---------------------------------------------------------------- the tokenizer
 
 

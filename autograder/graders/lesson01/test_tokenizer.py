@@ -9,7 +9,6 @@ replay can name it."""
 
 from __future__ import annotations
 
-import random
 import re
 
 import pytest
@@ -24,29 +23,22 @@ from .harness import (
     ACCENTED,
     CORPUS_FILE,
     CORPUS_MAX_BYTES,
-    EDGES,
     SHORT,
     SHOWN_CHARS,
-    UNKNOWN,
-    UNKNOWN_ASCII,
-    UNKNOWN_OTHER_CASE_OF_ACCENTED,
-    UNKNOWN_UPPER_OF_SHORT,
-    UNKNOWN_WIDE,
     attribute,
     construct,
     random_text,
+    samples,
     show,
     text_call,
+    texts,
     type_name,
+    unknown_cases,
     with_any_vocabulary,
     with_vocabulary,
 )
 
 ref = recording.reference_of(__package__)
-
-
-def _texts(seed: int) -> list[str]:
-    return [SHORT, ACCENTED, random_text(seed), EDGES]
 
 
 def _called_attr(text: str, name: str):
@@ -58,7 +50,7 @@ def _called_attr(text: str, name: str):
 
 @pytest.mark.check("vocab")
 def test_vocab(submission, check_seed):
-    for text in _texts(check_seed):
+    for text in texts(check_seed):
         tok = construct(submission, text)
         called = _called_attr(text, "chars")
         chars = attribute(submission, tok, "chars", called)
@@ -122,7 +114,7 @@ def _diagnose_chars(chars, text: str) -> list:
 
 @pytest.mark.check("vocab-maps")
 def test_vocab_maps(submission, check_seed):
-    for text in _texts(check_seed)[1:]:
+    for text in texts(check_seed)[1:]:
         tok = construct(submission, text)
         chars = attribute(submission, tok, "chars", _called_attr(text, "chars"))
         if not (
@@ -195,20 +187,6 @@ def _corpus_or_own(submission, seed: int) -> str:
     return "\n".join(random_text(seed + k, length=400) for k in range(10))
 
 
-def _samples(text: str, seed: int) -> list[str]:
-    """text itself, a random string of its characters, one character, nothing, and (where the
-    vocabulary has whitespace) a string with whitespace at both edges, which a strip() in
-    encode or decode would lose."""
-    rng = random.Random(seed)
-    alphabet = ref.vocabulary(text)
-    samples = [text, "".join(rng.choice(alphabet) for _ in range(40)), text[:1], ""]
-    spaces = [ch for ch in alphabet if ch.isspace()]
-    if spaces:
-        middle = "".join(rng.choice(alphabet) for _ in range(8))
-        samples.append(spaces[-1] + middle + spaces[0])
-    return samples
-
-
 def _encode_call(text: str, s: str):
     return message("lesson01.called_method", call=text_call(text), method="encode", arg=show(s))
 
@@ -221,7 +199,7 @@ def _decode_call(text: str, ids):
 def test_encode(submission, check_seed):
     for text in (ACCENTED, random_text(check_seed)):
         tok = with_vocabulary(submission, text)
-        for s in _samples(text, check_seed):
+        for s in samples(text, check_seed):
             called = _encode_call(text, s)
             ids = submission.call(tok, s, method="encode")
             expected = ref.encode(text, s)
@@ -245,7 +223,7 @@ def test_encode(submission, check_seed):
 def test_decode(submission, check_seed):
     text = ACCENTED
     tok = with_vocabulary(submission, text)
-    for s in _samples(text, check_seed):
+    for s in samples(text, check_seed):
         ids = ref.encode(text, s)
         _expect_decoded(submission.call(tok, ids, method="decode"), s, _decode_call(text, ids))
     # The whole corpus there and back: every character, line breaks included, must survive.
@@ -294,43 +272,10 @@ def _expect_decoded(got, expected: str, called, given: str = "lesson01.vocabular
     )
 
 
-def _unknown_cases(seed: int) -> list[tuple[str, str, int, str]]:
-    """(vocabulary text, s, position, character): s holds exactly one character outside the
-    vocabulary of the text. Every kind of unknown character comes out on every seed: multi-byte
-    and one-byte (ASCII) ones, ones whose other case is in the vocabulary, at the first and at
-    the last position, and after two or more multi-byte known characters (where a position
-    counted in UTF-8 bytes is at least 2 past the index of the character, never what counting
-    from 1 gives). No s starts with whitespace, so a strip() in encode (the encode check's
-    business) moves no position here on any seed."""
-    rng = random.Random(seed)
-    short, accented = ref.vocabulary(SHORT), ref.vocabulary(ACCENTED)
-    wide_known = [ch for ch in accented if len(ch.encode("utf-8")) > 1]
-    letters = [ch for ch in short if not ch.isspace()]
-
-    def draw(alphabet, n: int) -> str:
-        return "".join(rng.choice(alphabet) for _ in range(n))
-
-    cases = [(SHORT, "hola ßmundo", 5, "ß")]
-    position = rng.randrange(2, 25)
-    ch = rng.choice(UNKNOWN_UPPER_OF_SHORT)
-    prefix = rng.choice(letters) + draw(short, position - 1)
-    cases.append((SHORT, prefix + ch + draw(short, 4), position, ch))
-    ch = rng.choice(UNKNOWN_ASCII)
-    cases.append((SHORT, ch + draw(short, rng.randrange(3, 9)), 0, ch))
-    position = rng.randrange(3, 20)
-    ch = rng.choice(UNKNOWN_OTHER_CASE_OF_ACCENTED)
-    prefix = draw(wide_known, 2) + draw(accented, position - 2)
-    cases.append((ACCENTED, prefix + ch + draw(accented, 4), position, ch))
-    position = rng.randrange(3, 20)
-    ch = rng.choice(UNKNOWN_WIDE + UNKNOWN)
-    cases.append((ACCENTED, draw(wide_known, position) + ch, position, ch))
-    return cases
-
-
 @pytest.mark.check("unknown-char")
 def test_unknown_char(submission, check_seed):
     tokenizers = {text: with_vocabulary(submission, text) for text in (SHORT, ACCENTED)}
-    for text, s, position, ch in _unknown_cases(check_seed):
+    for text, s, position, ch in unknown_cases(check_seed):
         tok = tokenizers[text]
         called = _encode_call(text, s)
         try:

@@ -11,7 +11,7 @@ import torch
 
 from autograder.core.results import message
 from autograder.engine.checks import describe_student_error, fail
-from autograder.engine.grader_helpers import first_hint, hinted, load_weights, worker_generator
+from autograder.engine.grader_helpers import first_hint, hinted, load_weights, tokens, worker_generator
 from autograder.sandbox.client import Sandbox, StudentError
 
 FILE = "bigram"
@@ -44,6 +44,16 @@ def chain_table(succ: torch.Tensor, peak: float = 40.0) -> torch.Tensor:
     table = torch.zeros(V, V)
     table[torch.arange(V), succ] = peak
     return table
+
+
+def every_target(B: int, T: int, V: int, gen) -> torch.Tensor:
+    """Random targets (B, T) in which every token id 0..V-1 is the target of some position
+    (min(V, B*T) distinct ids where B*T < V): a loss that leaves a class out (ignore_index=0,
+    the last id cut off the logits) differs from the right one on every seed."""
+    targets = tokens(B, T, V, gen)
+    n = min(V, B * T)
+    targets.view(-1)[torch.randperm(B * T, generator=gen)[:n]] = torch.randperm(V, generator=gen)[:n]
+    return targets
 
 
 def function(sub: Sandbox, name: str):

@@ -26,7 +26,7 @@ from autograder.engine.checks import fail
 from autograder.engine.feedback import ATOL, RTOL, compare
 from autograder.engine.grader_helpers import generator, tokens
 
-from .harness import BIGRAM, LearnerBigram, forked, random_table
+from .harness import BIGRAM, LearnerBigram, every_target, forked, random_table
 
 ref = recording.reference_of(__package__)
 
@@ -201,16 +201,6 @@ def _top_tokens(B: int, T: int, V: int, gen) -> torch.Tensor:
     return idx
 
 
-def _every_target(B: int, T: int, V: int, gen) -> torch.Tensor:
-    """Random targets (B, T) in which every token id 0..V-1 is the target of some position
-    (min(V, B*T) distinct ids where B*T < V): a loss that leaves a class out (ignore_index=0,
-    the last id cut off the logits) differs from the right one on every seed."""
-    targets = tokens(B, T, V, gen)
-    n = min(V, B * T)
-    targets.view(-1)[torch.randperm(B * T, generator=gen)[:n]] = torch.randperm(V, generator=gen)[:n]
-    return targets
-
-
 # Where the lookup's logits are not (B, T, V), the loss is judged with B = T = V: any 3-D
 # lookup result then has the sizes a right loss code needs, and is taken as the learner's
 # logits (a lookup that indexes the table's columns gives (V, B, T) there).
@@ -219,7 +209,7 @@ CUBE = 5
 
 def _loss_check(submission, gen, V: int, B: int, T: int) -> None:
     model = _model(submission, gen, V, "loss-reshape")
-    idx, targets = _top_tokens(B, T, V, gen), _every_target(B, T, V, gen)
+    idx, targets = _top_tokens(B, T, V, gen), every_target(B, T, V, gen)
     if recording.eager():
         _record_loss_of_lookup_slips(model, idx, targets, gen)
     # How the lookup alone shapes the logits (forward without targets).
@@ -227,7 +217,7 @@ def _loss_check(submission, gen, V: int, B: int, T: int) -> None:
     if tuple(plain.shape) not in ((B, T, V), (B * T, V)):
         V = B = T = CUBE
         model = _model(submission, gen, V, "loss-reshape")
-        idx, targets = _top_tokens(B, T, V, gen), _every_target(B, T, V, gen)
+        idx, targets = _top_tokens(B, T, V, gen), every_target(B, T, V, gen)
     called = model.called(idx, targets)
     logits, loss = model.logits(idx, targets)
     _expect_scalar_loss(loss, called, B, T)
@@ -280,7 +270,7 @@ def _record_loss_of_lookup_slips(model: LearnerBigram, idx, targets, gen) -> Non
             _loss_answers(logits.float(), targets)
     ahead = forked(gen)
     table = random_table(CUBE, CUBE, ahead)
-    cube_idx, cube_targets = _top_tokens(CUBE, CUBE, CUBE, ahead), _every_target(CUBE, CUBE, CUBE, ahead)
+    cube_idx, cube_targets = _top_tokens(CUBE, CUBE, CUBE, ahead), every_target(CUBE, CUBE, CUBE, ahead)
     for logits in ref.lookup_mistakes(table, cube_idx).values():
         if logits.dim() == 3:
             _loss_answers(logits.float(), cube_targets)
