@@ -458,6 +458,14 @@ BUGGY: list[Variant] = [
         "ln_2 computed under torch.no_grad(): the MLP trains, ln_2 and x get no gradient through it",
     ),
     Variant(
+        "residual-dropout-constant",
+        MODEL,
+        RES_1,
+        "x = x + F.dropout(a, 0.1, self.training)",
+        "residual",
+        "the original Transformer's residual dropout, p written as a number: seen in train mode only",
+    ),
+    Variant(
         "init-residual-mean",
         MODEL,
         "torch.nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * cfg.n_layer))",

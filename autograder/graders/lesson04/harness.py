@@ -122,6 +122,11 @@ class Learner:
         self.sub.call(self.handle, method="train" if train else "eval")
         self.training = train
 
+    def called_train(self, x: torch.Tensor):
+        """As called(x), in train mode (whatever mode the module is in now)."""
+        how = message("lesson04.how_weights" if self.weights is not None else "lesson04.how_init")
+        return message("lesson04.called_train", call=self.call_text, how=how, shape=tuple(x.shape))
+
     def called(self, x: torch.Tensor):
         key = {("GPT", False): "lesson04.called_gpt", ("GPT", True): "lesson04.called_gpt_train"}.get(
             (self.cls, self.training), "lesson04.called_train" if self.training else "lesson04.called"
@@ -213,9 +218,10 @@ class Learner:
         """A handle to the submodule at `path` ("lm_head", "transformer.wte")."""
         return self.sub.call(self.handle, path, method="get_submodule")
 
-    def sublayer(self, path: str, x: torch.Tensor) -> torch.Tensor:
-        """The learner's submodule at `path` applied to `x` (as it is, in the worker)."""
-        value = self.sub.call_traced(self.child(path), x, no_grad=True)["value"]
+    def sublayer(self, path: str, x: torch.Tensor, seed: int | None = None) -> torch.Tensor:
+        """The learner's submodule at `path` applied to `x` (as it is, in the worker; after
+        torch.manual_seed(seed) when given)."""
+        value = self.sub.call_traced(self.child(path), x, seed=seed, no_grad=True)["value"]
         expect_tensor(value, self.called(x))
         return value
 

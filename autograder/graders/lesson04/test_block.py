@@ -421,6 +421,7 @@ def test_residual(submission, check_seed):
         if problem is None:
             if cfg is MAIN and x.shape[1] > 1:
                 _judge_gradient_paths(block, x, mlp_in, probes)
+                _judge_train_mode(block, x, obs.out, attn_in, mlp_in)
             continue
         if _whole_post_norm(obs, sd, block):
             continue  # the pre-norm checks report a post-norm block
@@ -464,6 +465,31 @@ def _mlp_dtype_cause(block: Learner, x: torch.Tensor, out: torch.Tensor, m: torc
             block.called(x),
             message("lesson04.mlp_dtype_cause", got=str(m.dtype).removeprefix("torch."), expected="float32"),
             waits_on="mlp",
+        )
+
+
+def _judge_train_mode(
+    block: Learner, x: torch.Tensor, out: torch.Tensor, attn_in: torch.Tensor, mlp_in: torch.Tensor
+) -> None:
+    """With cfg.dropout = 0 every dropout of the course is off, so train mode gives what eval
+    mode gives: a dropout of the learner's own in the block's forward, with p written as a number
+    (x + F.dropout(a, 0.1, self.training), the original Transformer's residual dropout), shows
+    here and nowhere in eval. A sublayer whose own train mode differs (its dropout's p written
+    as a number) is its own checks' business (mlp-dropout), so each is tried alone first."""
+    assert block.cfg["dropout"] == 0.0
+    sublayers = (("attn", attn_in), ("mlp", mlp_in))
+    in_eval = [block.sublayer(name, z) for name, z in sublayers]
+    block.mode(True)
+    try:
+        for (name, z), value in zip(sublayers, in_eval):
+            if not close(block.sublayer(name, z, seed=1), value, 1e-6, 1e-6):
+                return
+        trained = block.forward(x, seed=1)
+    finally:
+        block.mode(False)
+    if not close(trained, out, 1e-6, 1e-6):
+        fail(
+            block.called_train(x), message("lesson04.block_train_differs"), message("lesson04.residual_hint")
         )
 
 
