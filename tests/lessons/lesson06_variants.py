@@ -472,6 +472,88 @@ BUGGY: list[Variant] = [
         "cache-alignment",
         "T_past read from past_k, which is None with an empty cache",
     ),
+    # ---- issue 31: inputs at the contract's edges, config values, dtypes
+    Variant(
+        "temperature-clamped",
+        GEN,
+        DIVIDE,
+        "    logits = logits / max(temperature, 0.5)\n",
+        "temperature",
+        "clamps the temperature to 0.5: any T in (0, 0.5) samples as 0.5",
+    ),
+    Variant(
+        "generator-none-own-generator",
+        GEN,
+        DIVIDE,
+        DIVIDE + "    generator = generator if generator is not None else torch.Generator()\n",
+        "temperature",
+        "generator=None draws from a fresh generator instead of torch's global one",
+    ),
+    Variant(
+        "top-k-quantile",
+        GEN,
+        TOPK_KTH,
+        "        kth = torch.quantile(logits, 1 - k / logits.size(-1), dim=-1, keepdim=True)",
+        "top-k",
+        "the k-th largest as the quantile 1 - k/V: in float32 it lands on the (k+1)-th over a large vocabulary",
+    ),
+    Variant(
+        "top-k-at-most-v-minus-1",
+        GEN,
+        TOPK_K,
+        "        k = min(top_k, logits.size(-1) - 1)",
+        "top-k",
+        "caps k at V - 1: with top_k >= V the least likely token is dropped",
+    ),
+    Variant(
+        "crop-as-float",
+        GEN,
+        CROP,
+        "    return idx[:, -block_size:].float()",
+        "crop-context",
+        "returns the crop as floats: torch.equal alone compares values, the embedding refuses them",
+    ),
+    Variant(
+        "crop-constant-block-size",
+        GEN,
+        CROP,
+        "    return idx[:, -8:]",
+        "crop-context",
+        "a block size written as a constant",
+    ),
+    Variant(
+        "cache-sized-by-heads",
+        GEN,
+        "KVCache(len(model.transformer.h))",
+        "KVCache(model.cfg.n_head)",
+        "kv-cache",
+        "one cache entry per head instead of per block: passes while n_head >= n_layer",
+    ),
+    # ---- issue 31: blame by cause (the checks of other TODOs wait on the one at fault)
+    Variant(
+        "greedy-condition-inverted",
+        GEN,
+        "    if temperature == 0:",
+        "    if temperature:",
+        "temperature",
+        "`if temperature:` takes every T > 0 as greedy: the sampled checks of other TODOs wait on it",
+    ),
+    Variant(
+        "attention-call-forgotten",
+        GEN,
+        SDPA + "\n",
+        "",
+        "cache-alignment",
+        "the mask is built but y is never computed: given code reads y undefined, the kv-cache checks wait",
+    ),
+    Variant(
+        "attention-keys-values-swapped",
+        GEN,
+        SDPA,
+        "    y = F.scaled_dot_product_attention(q, v, k, attn_mask=visible)  # (B, nh, T, hs)",
+        "cache-alignment",
+        "v and k swapped in the attention call: the kv-cache checks that need the output wait",
+    ),
     # ---- outside the TODO regions
     Variant("generate-not-eval", GEN, EVAL, "    pass", None, "generates with dropout on (no model.eval())"),
     Variant(
@@ -665,6 +747,21 @@ CORRECT: list[Variant] = [
         logits = logits.clone()
         logits[logits < v[:, [-1]]] = -float("Inf")""",
         note="nanoGPT's in-place top-k",
+    ),
+    # ---- issue 31
+    Variant(
+        "generator-none-default-generator",
+        GEN,
+        DIVIDE,
+        DIVIDE + "    generator = generator if generator is not None else torch.default_generator\n",
+        note="None replaced by torch.default_generator, which is the global generator",
+    ),
+    Variant(
+        "crop-explicit-long",
+        GEN,
+        CROP,
+        "    return idx[:, -block_size:].long()",
+        note="the crop converted to long explicitly",
     ),
 ]
 

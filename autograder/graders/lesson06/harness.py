@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import contextlib
 import re
+from pathlib import Path
 from types import SimpleNamespace
 
 import torch
 
 from autograder.core.results import Block, Feedback, Text, message
-from autograder.engine import blame, recording, references
+from autograder.engine import blame, provenance, recording, references
 from autograder.engine.checks import describe_student_error, fail
 from autograder.engine.feedback import ATOL, RTOL, compare
 from autograder.engine.grader_helpers import (
@@ -202,9 +203,9 @@ def rows(context: torch.Tensor, got: torch.Tensor, expected: torch.Tensor, limit
 # ---------------------------------------------------------------- sample_next, as the sampling checks call it
 
 
-def sample_called(shape, temperature, top_k, seed):
+def sample_called(shape, temperature, top_k, seed, *, given: bool = True):
     return message(
-        "lesson06.called_sample",
+        "lesson06.called_sample" if given else "lesson06.called_sample_global",
         shape=tuple(shape),
         temperature=temperature,
         top_k="None" if top_k is None else top_k,
@@ -213,18 +214,40 @@ def sample_called(shape, temperature, top_k, seed):
 
 
 def learner_sample(
-    submission, logits, temperature, top_k, seed, hints=None, own=None, drew: list | None = None
+    submission,
+    logits,
+    temperature,
+    top_k,
+    seed,
+    hints=None,
+    own=None,
+    drew: list | None = None,
+    *,
+    given: bool = True,
 ):
     """(tokens (B, 1), the call described) from the learner's sample_next; with `drew` (a list),
-    whether the generator was used is appended to it."""
-    called = sample_called(logits.shape, temperature, top_k, seed)
+    whether the generator was used is appended to it. With `given` False, generator=None and
+    the worker's global generator seeded `seed` just before the call (torch.manual_seed draws
+    the same stream as torch.Generator().manual_seed, so the same replay judges both)."""
+    called = sample_called(logits.shape, temperature, top_k, seed, given=given)
     fn = function(submission, "sample_next")
-    gen = worker_generator(submission, seed)
     with hinted(*(SAMPLING_HINTS if hints is None else hints), own=own, called=called):
-        out = submission.call(fn, logits, temperature=temperature, top_k=top_k, generator=gen)
-    if drew is not None:
+        if given:
+            gen = worker_generator(submission, seed)
+            out = submission.call(fn, logits, temperature=temperature, top_k=top_k, generator=gen)
+        else:
+            out = submission.call_traced(
+                fn, logits, temperature=temperature, top_k=top_k, generator=None, seed=seed
+            )["value"]
+    if drew is not None and given:
         drew.append(not generator_untouched(submission, gen, seed))
     return expect_tokens(out, (logits.shape[0], 1), called), called
+
+
+def wide_logits(seed: int, B: int, V: int, scale: float) -> torch.Tensor:
+    """(B, V) logits over a GPT-2-sized vocabulary, drawn from `seed` (reference.wide_logits draws
+    the same): the reference calls take the seed, so the recording holds no (B, V) array."""
+    return torch.randn(B, V, generator=generator(seed)) * scale
 
 
 # ---------------------------------------------------------------- sampled generation
@@ -346,9 +369,9 @@ def generator_untouched(sub: Sandbox, gen_handle, seed: int) -> bool:
 
 
 def crop_agrees(sub: Sandbox, B: int, lengths, block_size: int, V: int, gen: torch.Generator) -> bool:
-    """Whether the learner's crop_context returns the reference crop for every length in
-    `lengths` (TODO [crop-context]). An error in it goes to the engine, which says that the
-    check waits on crop-context (a pending stub included)."""
+    """Whether the learner's crop_context returns the reference crop (int64: torch.equal alone
+    would take floats) for every length in `lengths` (TODO [crop-context]). An error in it goes
+    to the engine, which says that the check waits on crop-context (a pending stub included)."""
     fn, gen = function(sub, "crop_context"), fork(gen)
     for T in sorted(set(lengths)):
         idx = tokens(B, T, V, gen)
@@ -357,6 +380,7 @@ def crop_agrees(sub: Sandbox, B: int, lengths, block_size: int, V: int, gen: tor
         if not (
             isinstance(out, torch.Tensor)
             and out.device.type == "cpu"
+            and out.dtype == torch.int64
             and tuple(out.shape) == tuple(expected.shape)
             and torch.equal(out, expected)
         ):
@@ -437,7 +461,7 @@ def alignment_agrees(sub: Sandbox, gen: torch.Generator) -> bool:
         try:
             result = sub.call(fn, attn.handle, x, past_k, past_v)
         except StudentError as err:
-            return raised_in(err) != "cache-alignment"
+            return cause_of(err) != "cache-alignment"
         try:
             expected = given_kv(attn.state, attn.n_head, x, result)
         except recording.NotRecorded:
@@ -445,6 +469,43 @@ def alignment_agrees(sub: Sandbox, gen: torch.Generator) -> bool:
         if expected is not None and not close(result[0], expected):
             return False
     return True
+
+
+def sampling_agrees(sub: Sandbox, gen: torch.Generator) -> bool:
+    """Whether the learner's sample_next draws the reference's tokens at temperature 1 without
+    top_k (64 rows, a generator given): the only path of it the checks of the other TODOs take,
+    where TODO [temperature]'s code is the only TODO code that runs. An error there counts as no,
+    except a pending stub's, which goes to the engine (it groups the checks that wait on it)."""
+    gen = fork(gen)
+    logits = torch.randn(64, GPT_CFG["vocab_size"], generator=gen) * 1.5
+    seed = draw_seed(gen)
+    try:
+        out = sub.call(
+            function(sub, "sample_next"),
+            logits,
+            temperature=SAMPLED_TEMPERATURE,
+            top_k=None,
+            generator=worker_generator(sub, seed),
+        )
+    except StudentError as err:
+        if err.todo_pending is not None:
+            raise
+        return False
+    expected = ref.sample_replay(logits, seed, temperature=SAMPLED_TEMPERATURE)
+    return (
+        isinstance(out, torch.Tensor)
+        and out.device.type == "cpu"
+        and out.dtype == torch.int64
+        and tuple(out.shape) == tuple(expected.shape)
+        and bool(torch.equal(out, expected))
+    )
+
+
+def wait_for_sampling(sub: Sandbox, gen: torch.Generator) -> None:
+    """Fail, waiting on TODO [temperature], when the learner's sample_next at temperature 1 is
+    wrong: a check of another TODO that samples through it cannot judge its own then."""
+    if not sampling_agrees(sub, gen):
+        fail(message("lesson06.waits_sampling"), waits_on="temperature")
 
 
 # ---------------------------------------------------------------- errors with a known cause
@@ -488,14 +549,105 @@ def heads_differ(err: StudentError) -> bool:
     )
 
 
+# Names a TODO's code defines and given code after it reads. With the TODO's line missing the
+# error (NameError, or UnboundLocalError where given code assigns the name later) is raised in
+# given code, but it is that TODO's: (function, name) -> TODO.
+DEFINED_BY = {
+    ("cached_attention", "y"): "cache-alignment",
+    ("forward_cached", "pos"): "kv-cache",
+    ("generate", "logits"): "kv-cache",
+}
+UNDEFINED = r"name '(\w+)' is not defined|local variable '(\w+)'"
+
+
+def undefined_in(err: StudentError) -> str | None:
+    """The TODO that should have defined the name `err` says is undefined (DEFINED_BY), or None."""
+    if err.type_name not in ("NameError", "UnboundLocalError"):
+        return None
+    found = re.search(UNDEFINED, err.message)
+    frames = learner_frames(err)
+    if found is None or not frames:
+        return None
+    return DEFINED_BY.get((frames[-1].get("name"), found.group(1) or found.group(2)))
+
+
+# Given lines whose only value a TODO made is that TODO's result: an error there (a shape that
+# cannot be viewed back to (B, T, C)) is that TODO's. (function, code without its comment) -> TODO.
+READS_ONLY = {
+    ("cached_attention", "y = y.transpose(1, 2).contiguous().view(B, T, C)"): "cache-alignment",
+}
+
+
+def read_only_in(err: StudentError) -> str | None:
+    """The TODO whose result the given line that raised `err` reads alone (READS_ONLY), or None."""
+    frames = learner_frames(err)
+    if not frames:
+        return None
+    code = str(frames[-1].get("line", "")).split("#")[0].strip()
+    return READS_ONLY.get((frames[-1].get("name"), code))
+
+
+def kv_inconsistent(err: StudentError) -> bool:
+    """Whether `err` is scaled_dot_product_attention refusing queries, keys and values whose
+    shapes do not fit together (keys or values not (B, nh, S, hs) with the queries' B, nh and
+    hs, or keys and values of different lengths), as the worker traced the call's operands
+    (engine/provenance.py reads its answer). The queries come from given code, so the keys or
+    values are TODO [kv-cache]'s, whatever the mask (TODO [cache-alignment]'s line raised),
+    provided the first operand is that given q (else the call's arguments are in the wrong
+    order, the mask TODO's own line). Untrusted, like a traceback: it only moves the blame."""
+    trace = provenance.read_trace(getattr(err, "cause", None))
+    if trace is None or "scaled_dot_product_attention" not in trace.op or len(trace.operands) < 3:
+        return False
+    first = trace.records[trace.operands[0]]
+    if not _given_line(err, first.site):
+        return False  # the queries passed are not the given q (the call's arguments swapped)
+    q, k, v = (trace.records[n].shape for n in trace.operands[:3])
+    if len(q) != 4:
+        return False
+    return not (
+        len(k) == 4 and len(v) == 4 and k[:2] == q[:2] and v[:2] == q[:2] and k[3] == q[3] and k[2] == v[2]
+    )
+
+
+def _given_line(err: StudentError, site: tuple[str, int] | None) -> bool:
+    """Whether `site` (file, line) of the learner's files is a line of given code (one the stub
+    of that file has outside its TODO blocks)."""
+    stubs = references.graded_stubs("06-generar")
+    if site is None or stubs is None:
+        return False
+    text = blame.read_text(Path(err.root) / site[0])
+    stub = blame.read_text(stubs / site[0])
+    if text is None or stub is None:
+        return False
+    rows = text.splitlines()
+    return 1 <= site[1] <= len(rows) and rows[site[1] - 1].strip() in blame.stub_blocks(stub).given
+
+
+def cause_of(err: StudentError) -> str | None:
+    """The TODO whose mistake made the learner's error `err`: a pending stub's; a name a TODO
+    should have defined (undefined_in), or a given line that reads only a TODO's result
+    (read_only_in); keys and values that do not fit the queries (the heads
+    concatenated, heads_differ, or any traced shape, kv_inconsistent), which are TODO
+    [kv-cache]'s wherever they raise; else the TODO whose code raised (the engine's answer)."""
+    if err.todo_pending is not None:
+        return err.todo_pending
+    named = undefined_in(err) or read_only_in(err)
+    if named is not None:
+        return named
+    if heads_differ(err) or kv_inconsistent(err):
+        return "kv-cache"
+    return raised_in(err)
+
+
 @contextlib.contextmanager
 def hinted(*patterns, own: str | None = None, called=None):
     """Re-raise a learner's error as feedback with a hint when it matches one of `patterns`
     ((regex, lambda match: message or None)); other errors pass through to the engine. An error
     raised in another TODO's code than `own` passes through (the engine then says that the
-    check waits on that TODO), except one whose cause is known to be elsewhere: queries and keys
-    whose heads differ are TODO [kv-cache]'s concatenation wherever they raise, so a check of
-    kv-cache fails with its diagnosis and a check of another TODO says it waits on kv-cache."""
+    check waits on that TODO), except one whose cause is known to be elsewhere (cause_of): keys
+    and values that do not fit the queries are TODO [kv-cache]'s, a name a TODO should have
+    defined is that TODO's, wherever they raise; so a check of that TODO fails with its
+    diagnosis and a check of another TODO says it waits on it."""
 
     def hint_of(err: StudentError):
         if own is not None and raised_in(err) not in (None, own):
@@ -506,13 +658,14 @@ def hinted(*patterns, own: str | None = None, called=None):
         with shared_hinted(hint_of, called):
             yield
     except StudentError as err:
-        if own is not None and err.todo_pending is None and heads_differ(err):
-            fail(
-                called,
-                described(err),
-                message("lesson06.hint_cat_dim"),
-                waits_on=None if own == "kv-cache" else "kv-cache",
-            )
+        if own is not None and err.todo_pending is None:
+            cause = cause_of(err)
+            if cause is not None and (cause != raised_in(err) or heads_differ(err)):
+                if cause == "kv-cache":
+                    hint = message("lesson06.hint_cat_dim")
+                else:
+                    hint = message("lesson06.hint_undefined", todo=cause)
+                fail(called, described(err), hint, waits_on=None if own == cause else cause)
         raise
 
 

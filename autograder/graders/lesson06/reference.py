@@ -43,6 +43,19 @@ def sample_replay(
     return torch.multinomial(probs.float(), num_samples=1, generator=g)
 
 
+def wide_logits(seed: int, B: int, V: int, scale: float) -> torch.Tensor:
+    """(B, V) logits drawn from `seed`, as the graders draw them (harness.wide_logits)."""
+    return torch.randn(B, V, generator=torch.Generator().manual_seed(seed)) * scale
+
+
+def sample_replay_wide(
+    logit_seed: int, B: int, V: int, scale: float, seed: int, *, top_k: int | None = None
+) -> torch.Tensor:
+    """sample_replay on wide_logits(logit_seed, B, V, scale): a large vocabulary described by
+    its seed, so that a recording of this call holds no (B, V) array."""
+    return sample_replay(wide_logits(logit_seed, B, V, scale), seed, top_k=top_k)
+
+
 def least_likely(logits: torch.Tensor) -> torch.Tensor:
     """(B, 1): each row's smallest logit's index (an argmin where the argmax was meant)."""
     return logits.argmin(dim=-1, keepdim=True)

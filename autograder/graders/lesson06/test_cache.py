@@ -19,12 +19,14 @@ on the CPU.
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import torch
 
-from autograder.core.results import message
+from autograder.core.results import Feedback, message
 from autograder.engine import recording
-from autograder.engine.checks import fail
+from autograder.engine.checks import CheckFailure, fail
 from autograder.engine.feedback import ATOL, RTOL, compare
 from autograder.engine.grader_helpers import generator, tokens
 from autograder.sandbox.client import StudentError
@@ -53,9 +55,15 @@ from .harness import (
     prime,
     raised_in,
     usable_window,
+    wait_for_sampling,
 )
 
 ref = recording.reference_of(__package__)
+
+# A second GPT for generate with the cache: n_layer > n_head (GPT_CFG has n_head > n_layer), and
+# with its case (B = 4, T = 5, 6 steps) every size different: B, T, steps, nh = 2, hs = 7,
+# C = 14, V = 23, block_size = 9, n_layer = 3.
+DEEP_CFG = {"vocab_size": 23, "block_size": 9, "n_layer": 3, "n_head": 2, "n_embd": 14, "dropout": 0.0}
 
 # ---------------------------------------------------------------- cached_attention
 
@@ -208,6 +216,12 @@ def test_cache_state(submission, check_seed):
     a mask (TODO [cache-alignment]); the last layer's values vary from token to token. Then
     forward_cached on the meta device: positions made where idx_new is."""
     gen = generator(check_seed)
+    right = alignment_agrees(submission, gen)
+    with _judged_with(right):
+        _cache_state(submission, gen)
+
+
+def _cache_state(submission, gen) -> None:
     n_layer = GPT_CFG["n_layer"]
     model = WorkerGPT(submission, gen, blind=tuple(range(n_layer - 1)), why="lesson06.model_blind_state")
     idx = tokens(1, 4, GPT_CFG["vocab_size"], gen)
@@ -266,62 +280,95 @@ def test_cache_state(submission, check_seed):
     _cache_on_meta(submission, gen)
 
 
-def _cache_models(submission, gen):
-    """The GPT the kv-cache checks of logits and tokens judge with: the real weights when the
-    learner's mask is right, else every layer's values at 0 (then the mask changes nothing).
-    While recording, both, each from the same draws of `gen` (the check's body runs once per
-    model): a replay then judges a learner whose mask is wrong as the official grade does."""
-    right = alignment_agrees(submission, gen)
-    blind = tuple(range(GPT_CFG["n_layer"]))
+@contextlib.contextmanager
+def _judged_with(right: bool):
+    """Where the learner's attention output is wrong (`right` False: alignment_agrees, TODO
+    [cache-alignment]), a failure of a kv-cache check judged with the values at 0 may still be
+    that attention's (keys and values swapped in the call, the output never made): it then says
+    it waits on cache-alignment instead of blaming the cache."""
+    try:
+        yield
+    except CheckFailure as failure:
+        if right or failure.waits_on is not None:
+            raise
+        parts = (*failure.feedback.parts, message("lesson06.cache_waits_alignment"))
+        raise CheckFailure(Feedback(parts), failure.figures, "cache-alignment") from None
+
+
+def _cache_models(submission, gen, cfg: dict | None = None, right: bool | None = None):
+    """The GPT (of `cfg`, GPT_CFG by default) the kv-cache checks of logits and tokens judge
+    with: the real weights when the learner's mask is right (`right`, probed here when None),
+    else every layer's values at 0 (then the mask changes nothing). While recording, both, each
+    from the same draws of `gen` (the check's body runs once per model): a replay then judges a
+    learner whose mask is wrong as the official grade does."""
+    cfg = cfg or GPT_CFG
+    right = alignment_agrees(submission, gen) if right is None else right
+    blind = tuple(range(cfg["n_layer"]))
     start = gen.get_state()
     for zeroed in ((), blind) if recording.eager() else (() if right else blind,):
         gen.set_state(start)
-        yield WorkerGPT(submission, gen, blind=zeroed)
+        yield WorkerGPT(submission, gen, cfg, blind=zeroed)
 
 
 @pytest.mark.check("cache-one-token")
 def test_cache_one_token(submission, check_seed):
-    """block_size tokens fed one at a time: every step's logits equal the full forward's."""
+    """block_size tokens fed one at a time, then in chunks (a prefill of 4, then 2, 1 and the
+    rest: the positions of several new tokens after a cache): every step's logits equal the full
+    forward's."""
     gen = generator(check_seed)
-    for model in _cache_models(submission, gen):
-        _one_token(submission, model, gen)
+    bs = GPT_CFG["block_size"]
+    right = alignment_agrees(submission, gen)
+    with _judged_with(right):
+        for model in _cache_models(submission, gen, right=right):
+            _fed_in_chunks(submission, model, gen, [1] * bs)
+            _fed_in_chunks(submission, model, gen, [4, 2, 1, bs - 7])
 
 
-def _one_token(submission, model: WorkerGPT, gen) -> None:
+def _fed_in_chunks(submission, model: WorkerGPT, gen, chunks: list[int]) -> None:
     bs = GPT_CFG["block_size"]
     idx = tokens(B, bs, GPT_CFG["vocab_size"], gen)
-    chunks = [1] * bs
     called = _feed_called(model, idx, chunks)
     full = model.full_logits(idx)
     # What each step gives under a recognisable slip (computed when a step is wrong, or while
     # recording): positions restarting at 0, the cache ignored.
     slips = {}
 
-    def slip(key: str, t: int, **options):
-        def logits_at_t():
+    def slip(key: str, n: int, **options):
+        def logits_at_n():
             if key not in slips:
                 slips[key] = model.walk(idx, chunks, **options)[0]
-            return slips[key][t]
+            return slips[key][n]
 
-        return logits_at_t, key
+        return logits_at_n, key
 
     cache = Cached(submission, model)
-    for t in range(bs):
-        logits = cache.feed(idx[:, t : t + 1], called)
+    start = 0
+    for n, size in enumerate(chunks):
+        logits = cache.feed(idx[:, start : start + size], called)
         candidates = [
-            slip("lesson06.diag_positions_zero", t, positions="zero"),
-            slip("lesson06.diag_ignores_past", t, order="no_past"),
+            slip("lesson06.diag_positions_zero", n, positions="zero"),
+            slip("lesson06.diag_ignores_past", n, order="no_past"),
         ]
         problem = compare(
             logits,
-            full[:, t : t + 1].float(),
-            what=message("lesson06.what_step_logits", t=t),
+            full[:, start : start + size].float(),
+            what=(
+                message("lesson06.what_step_logits", t=start)
+                if size == 1
+                else message("lesson06.what_chunk_logits", first=start, last=start + size - 1)
+            ),
             atol=ATOL,
             rtol=RTOL,
         )
         if problem:
-            fail(called, message("lesson06.one_token_wrong", t=t), problem, *diagnose(logits, candidates))
+            head = (
+                message("lesson06.one_token_wrong", t=start)
+                if set(chunks) == {1}
+                else message("lesson06.chunk_feed_wrong", first=start, last=start + size - 1)
+            )
+            fail(called, head, problem, *diagnose(logits, candidates))
         prime(candidates)
+        start += size
 
 
 @pytest.mark.check("cache-generate")
@@ -329,12 +376,26 @@ def test_cache_generate(submission, check_seed):
     """generate with the cache: the same tokens as the full forward with the same generator
     seed (temperature 1, so sample_next's own TODOs play no part), from a prompt that never
     needs cropping, past block_size (the cache must be rebuilt), from a prompt longer than
-    block_size, from one token (B = 1) and from exactly block_size; and the cache is reused:
+    block_size, from one token (B = 1) and from exactly block_size, and on a second GPT with more
+    layers than heads (a cache sized by the heads, or the batch, fails there); and the cache is reused:
     after the prefill, each step feeds the model one token while the cache has room. The cases
     that crop run only where crop_context gives the reference crop (TODO [crop-context])."""
     gen = generator(check_seed)
-    for model in _cache_models(submission, gen):
-        _generate(submission, model, gen)
+    wait_for_sampling(submission, gen)  # it samples at temperature 1 through sample_next
+    right = alignment_agrees(submission, gen)
+    bs = GPT_CFG["block_size"]
+    with _judged_with(right):
+        for model in _cache_models(submission, gen, right=right):
+            _generate(
+                submission,
+                model,
+                gen,
+                ((B, 4, bs - 4), (B, 3, bs + 2), (B, bs + 3, 4), (1, 1, bs + 1), (B, bs, 2)),
+            )
+        # More layers than heads (GPT_CFG has fewer), every size different (B, T, nh, hs, C, V,
+        # block_size, n_layer): a cache sized by another field than the number of blocks fails here.
+        for model in _cache_models(submission, gen, DEEP_CFG, right):
+            _generate(submission, model, gen, ((4, 5, 6),))
 
 
 def _prime_windows(model: WorkerGPT, idx, steps: int, seed: int) -> None:
@@ -348,9 +409,10 @@ def _prime_windows(model: WorkerGPT, idx, steps: int, seed: int) -> None:
             ref.cache_feeds(window.shape[1], steps, bs)
 
 
-def _generate(submission, model: WorkerGPT, gen) -> None:
-    bs, V = GPT_CFG["block_size"], GPT_CFG["vocab_size"]
-    for batch, T, steps in ((B, 4, bs - 4), (B, 3, bs + 2), (B, bs + 3, 4), (1, 1, bs + 1), (B, bs, 2)):
+def _generate(submission, model: WorkerGPT, gen, cases) -> None:
+    """generate with the cache for each (batch, prompt length, steps) of `cases`."""
+    bs, V = model.cfg["block_size"], model.cfg["vocab_size"]
+    for batch, T, steps in cases:
         idx = tokens(batch, T, V, gen)
         seed = draw_seed(gen)  # before the probe: a case left aside draws as much as one judged
         if recording.eager() and T + steps - 1 <= bs:

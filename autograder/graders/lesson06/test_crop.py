@@ -1,7 +1,7 @@
-"""Checks of crop_context (TODO crop-context): the last block_size columns, for contexts
-longer, as long and shorter than block_size; a wrong crop is named when it is a recognisable
-slip. generate with a context longer than block_size is checked officially only
-(test_official_crop_generate.py)."""
+"""Checks of crop_context (TODO crop-context): the last block_size columns, int64 like the
+tokens, for contexts longer, as long and shorter than block_size, for two block sizes; a wrong
+crop is named when it is a recognisable slip. generate with a context longer than block_size is
+checked officially only (test_official_crop_generate.py)."""
 
 from __future__ import annotations
 
@@ -41,8 +41,11 @@ def _crop_diagnosis(out: torch.Tensor, slips: list, idx: torch.Tensor, bs: int):
 def test_crop_context(submission, check_seed):
     gen = generator(check_seed)
     fn = function(submission, "crop_context")
-    bs, V = 8, 50
-    for B, T in ((3, 13), (3, bs), (3, 5), (3, 1), (1, 9), (1, 1)):
+    V = 50
+    # block_size 8 and 3 (a constant written for block_size fails one), contexts longer, as
+    # long and shorter than it, and of one token.
+    cases = ((3, 13, 8), (3, 8, 8), (3, 5, 8), (3, 1, 8), (1, 9, 8), (1, 1, 8), (2, 7, 3), (4, 2, 3))
+    for B, T, bs in cases:
         idx = tokens(B, T, V, gen)
         called = message("lesson06.called_crop", shape=tuple(idx.shape), bs=bs)
         out = submission.call(fn, idx, bs)
@@ -52,6 +55,12 @@ def test_crop_context(submission, check_seed):
         if not isinstance(out, torch.Tensor) or out.device.type != "cpu":
             got = f"Tensor(device={out.device.type})" if isinstance(out, torch.Tensor) else type(out).__name__
             fail(called, message("lesson06.not_a_tensor", what=message("lesson06.what_cropped"), got=got))
+        if out.dtype != torch.int64:
+            # torch.equal compares values only: token indices as floats would pass it.
+            fail(
+                called,
+                message("lesson06.dtype_wrong", what=message("lesson06.what_cropped"), got=str(out.dtype)),
+            )
         if tuple(out.shape) == tuple(expected.shape) and torch.equal(out, expected):
             continue
         fail(

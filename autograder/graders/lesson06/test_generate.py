@@ -9,7 +9,17 @@ from autograder.core.results import message
 from autograder.engine.checks import fail
 from autograder.engine.grader_helpers import generator, tokens
 
-from .harness import CACHE_HINTS, CROP_HINTS, GPT_CFG, WorkerGPT, draw_seed, generate_sampled, judge_sampled
+from .harness import (
+    CACHE_HINTS,
+    CROP_HINTS,
+    GPT_CFG,
+    WorkerGPT,
+    crop_agrees,
+    draw_seed,
+    generate_sampled,
+    judge_sampled,
+    wait_for_sampling,
+)
 
 
 @pytest.mark.check("eval-mode")
@@ -18,8 +28,13 @@ def test_eval_mode(submission, check_seed):
     tokens as the reference with the same generator seed) and leaves the model in train mode;
     a model in eval mode stays in eval mode."""
     gen = generator(check_seed)
+    wait_for_sampling(submission, gen)  # it samples at temperature 1 through sample_next
     model = WorkerGPT(submission, gen, {**GPT_CFG, "dropout": 0.4}, train=True)
     steps = 6
+    if not crop_agrees(submission, 2, range(4, 4 + steps), GPT_CFG["block_size"], GPT_CFG["vocab_size"], gen):
+        # generate feeds the model through the learner's crop_context: what comes back cannot be
+        # judged (token indices as floats do not reach the embedding).
+        fail(message("lesson06.eval_waits_crop"), waits_on="crop-context")
     for use_cache, train in ((False, True), (True, True), (True, False)):
         submission.call(model.handle, method="train" if train else "eval")
         idx = tokens(2, 4, GPT_CFG["vocab_size"], gen)

@@ -17,7 +17,7 @@ import torch
 from autograder.core.results import message
 from autograder.engine.grader_helpers import generator, tokens
 
-from .harness import GPT_CFG, WorkerGPT, draw_seed, generate_sampled, judge_sampled
+from .harness import GPT_CFG, WorkerGPT, draw_seed, generate_sampled, judge_sampled, wait_for_sampling
 
 
 def _between(low: int, high: int, gen: torch.Generator) -> int:
@@ -30,6 +30,7 @@ def test_crop_generate(submission, check_seed):
     """generate without cache from a prompt longer than block_size, exactly block_size, and a
     short one (B = 1) generated past block_size."""
     gen = generator(check_seed)
+    wait_for_sampling(submission, gen)  # it samples at temperature 1 through sample_next
     model = WorkerGPT(submission, gen)
     bs = GPT_CFG["block_size"]
     cases = ((2, bs + _between(1, 6, gen), 4), (2, bs, 3), (1, _between(1, 3, gen), bs + 1))

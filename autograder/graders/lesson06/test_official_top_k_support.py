@@ -16,7 +16,7 @@ from autograder.engine import recording
 from autograder.engine.checks import fail
 from autograder.engine.grader_helpers import generator
 
-from .harness import draw_seed, learner_sample
+from .harness import draw_seed, learner_sample, wait_for_sampling
 
 ref = recording.reference_of(__package__)
 
@@ -29,6 +29,7 @@ def test_top_k_support(submission, check_seed):
     part), only the k best of each row are ever drawn, and each of the k ranks is drawn at
     least once (k drawn from 3 .. 6, and k = 1)."""
     gen = generator(check_seed)
+    wait_for_sampling(submission, gen)  # it samples at temperature 1 through sample_next
     B = 300
     for k in (int(torch.randint(3, 7, (1,), generator=gen)), 1):
         logits = torch.randn(B, V, generator=gen) * 0.15
