@@ -592,3 +592,26 @@ def test_a_statement_left_out_is_not_blamed_on_the_todo_whose_shape_reached_the_
     assert err.cause is not None
 
     assert blame.raised_in(err, lesson.files, [t.id for t in lesson.todos], _stubs(lesson)) is None
+
+
+def test_an_error_the_learners_code_raises_on_purpose_is_not_replayed(tmp_path):
+    (tmp_path / "tok.py").write_text(
+        "def encode(s, stoi):\n"
+        "    for ch in s:\n"
+        "        if ch not in stoi:\n"
+        "            raise ValueError(f'carácter desconocido: {ch!r}')\n"
+        "    return [stoi[ch] for ch in s]\n",
+        encoding="utf-8",
+    )
+    module = _load(tmp_path / "tok.py", "prov_tok")
+    ran = []
+
+    def run(fields):
+        ran.append(fields)
+        return module.encode("ab", {"a": 0})
+
+    with pytest.raises(ValueError) as caught:
+        run({})
+    ran.clear()
+    assert tracer.explain(str(tmp_path), caught.value, 0.001, {}, run) is None
+    assert ran == []  # not even replayed: graders ask correct code for this error
