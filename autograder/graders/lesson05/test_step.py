@@ -323,9 +323,8 @@ def test_step_loss(submission, check_seed):
     gradient = recording.for_diagnosis(ref.gradient, CFG, state, x, y)
     found = None if gradient is None else wrong_before_clipping(trainer, CFG, state, x, y, gradient)
     if found is not None and found["weights_moved"]:
-        # The loss was taken at weights the code before the forward changed: TODO [zero-grad]'s
-        # (this check belongs to no TODO, so it says where to look rather than waiting on it).
-        fail(called, wrong, message("lesson05.loss_at_moved_weights"))
+        # The loss was taken at weights the code before the forward changed: TODO [zero-grad]'s.
+        fail(called, wrong, message("lesson05.loss_at_moved_weights"), waits_on="zero-grad")
     diagnosis = None
     after_loss = recording.for_diagnosis(ref.loss_at, CFG, after, x, y)
     if after_loss is not None and relative_gap(got, after_loss) <= 1e-7:
