@@ -554,6 +554,15 @@ BUGGY: list[Variant] = [
         "cache-alignment",
         "v and k swapped in the attention call: the kv-cache checks that need the output wait",
     ),
+    Variant(
+        "cache-cat-last-dim",
+        GEN,
+        CAT_K,
+        "        k = torch.cat((past_k, k), dim=-1)",
+        "kv-cache",
+        "concatenates along the last dimension (hs): the cat raises, cache-alignment's checks wait",
+        also=((CAT_V, "        v = torch.cat((past_v, v), dim=-1)"),),
+    ),
     # ---- outside the TODO regions
     Variant("generate-not-eval", GEN, EVAL, "    pass", None, "generates with dropout on (no model.eval())"),
     Variant(

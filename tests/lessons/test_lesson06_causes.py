@@ -6,6 +6,8 @@ attention-call-forgotten, attention-keys-values-swapped and greedy-condition-inv
 - a name a TODO defines, read undefined by given code after it, is that TODO's;
 - the given line that views the attention's output back to (B, T, C) reads nothing but that
   output: what raises there is TODO [cache-alignment]'s;
+- torch.cat or torch.stack refusing the cache (a tensor the call was handed, or state) in
+  cached_attention is TODO [kv-cache]'s, whichever line it was written on;
 - scaled_dot_product_attention refusing keys or values that do not fit the given queries (as
   the worker traced the call's operands) is TODO [kv-cache]'s, but not when the queries it was
   handed are not the given q (the call's arguments swapped: the mask TODO's own line).
@@ -117,3 +119,50 @@ def test_queries_that_are_not_the_given_q_leave_the_blame_where_it_raised(monkey
 def test_without_a_trace_nothing_is_claimed():
     err = _error("RuntimeError", "size mismatch", "cached_attention", SDPA)
     assert not harness.kv_inconsistent(err)
+
+
+def _cat_trace(external: str | None, function_shape=(2, 4, 5, 5)) -> dict:
+    """A worker's trace of a failed torch.cat((past, new), dim=3) in cached_attention."""
+    past = {
+        "op": "",
+        "site": None,
+        "direct": False,
+        "external": external,
+        "dtype": "float32",
+        "shape": list(function_shape),
+        "device": "cpu",
+        "inputs": [],
+    }
+    new = {
+        "op": "transpose",
+        "site": ["generate.py", 92],
+        "direct": True,
+        "external": None,
+        "dtype": "float32",
+        "shape": [2, 4, 1, 5],
+        "device": "cpu",
+        "inputs": [],
+    }
+    return {
+        "op": "cat",
+        "site": ["generate.py", 95],
+        "direct": True,
+        "operands": [0, 1],
+        "names": {},
+        "records": {"0": past, "1": new},
+    }
+
+
+@pytest.mark.parametrize(
+    "external, function, expected",
+    [
+        ("argument", "cached_attention", True),  # past_k as the grader handed it
+        ("state", "cached_attention", True),  # a cache the learner's object holds
+        (None, "cached_attention", False),  # two tensors the learner's code made
+        ("argument", "forward_cached", False),  # another function's concatenation
+    ],
+)
+def test_the_cache_refused_where_it_is_joined_is_the_caches(external, function, expected):
+    line = "k = torch.cat((past_k, k), dim=3)  # (B, nh, T_past + T, hs)"
+    err = _error("RuntimeError", "Sizes of tensors must match", function, line, _cat_trace(external))
+    assert harness.cache_joined(err) is expected

@@ -609,6 +609,23 @@ def kv_inconsistent(err: StudentError) -> bool:
     )
 
 
+def cache_joined(err: StudentError) -> bool:
+    """Whether `err` is a torch.cat or torch.stack in cached_attention refusing the cached keys
+    or values (a 4-D operand the call was handed, or state it holds, as the worker traced it):
+    putting the cache and the new keys together is TODO [kv-cache]'s, whichever line a learner
+    wrote it on. Untrusted, like a traceback: it only moves the blame."""
+    frames = learner_frames(err)
+    if not frames or frames[-1].get("name") != "cached_attention":
+        return False
+    trace = provenance.read_trace(getattr(err, "cause", None))
+    if trace is None or trace.op not in ("cat", "concat", "concatenate", "stack"):
+        return False
+    return any(
+        trace.records[n].external in ("argument", "state") and len(trace.records[n].shape) == 4
+        for n in trace.operands
+    )
+
+
 def _given_line(err: StudentError, site: tuple[str, int] | None) -> bool:
     """Whether `site` (file, line) of the learner's files is a line of given code (one the stub
     of that file has outside its TODO blocks)."""
@@ -626,15 +643,16 @@ def _given_line(err: StudentError, site: tuple[str, int] | None) -> bool:
 def cause_of(err: StudentError) -> str | None:
     """The TODO whose mistake made the learner's error `err`: a pending stub's; a name a TODO
     should have defined (undefined_in), or a given line that reads only a TODO's result
-    (read_only_in); keys and values that do not fit the queries (the heads
-    concatenated, heads_differ, or any traced shape, kv_inconsistent), which are TODO
-    [kv-cache]'s wherever they raise; else the TODO whose code raised (the engine's answer)."""
+    (read_only_in); the cache refused where it is put together with the new keys
+    (cache_joined), or keys and values that do not fit the queries (the heads concatenated,
+    heads_differ, or any traced shape, kv_inconsistent), which are TODO [kv-cache]'s wherever
+    they raise; else the TODO whose code raised (the engine's answer)."""
     if err.todo_pending is not None:
         return err.todo_pending
     named = undefined_in(err) or read_only_in(err)
     if named is not None:
         return named
-    if heads_differ(err) or kv_inconsistent(err):
+    if heads_differ(err) or cache_joined(err) or kv_inconsistent(err):
         return "kv-cache"
     return raised_in(err)
 
