@@ -133,14 +133,6 @@ BUGGY: list[Variant] = [
         "vocabulary of the stripped text: edge whitespace lost",
     ),
     # ---- TODO [encode-decode]
-    Variant(
-        "encode-strips",
-        DATA,
-        "for pos, ch in enumerate(s):",
-        "for pos, ch in enumerate(s.strip()):",
-        "encode-decode",
-        "encode strips the string first: edge whitespace has no id",
-    ),
     # issue 31: unknown characters of every kind (one byte, other case known, after multi-byte ones)
     Variant(
         "encode-unknown-lowercased",
