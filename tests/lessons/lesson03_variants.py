@@ -1010,6 +1010,28 @@ BUGGY += [
     ),
 ]
 
+# Issue 31: a crash where a value is first used, caused by the TODO that made it. Both paths
+# fail where they first use q, k, v (a head-reshape mistake, not the scores' nor the fused
+# call's); self.proj fails on what the merge left (not the mask's nor the heads').
+BUGGY += [
+    Variant(
+        "q-not-transposed",
+        ATTN,
+        "q = q.view(B, T, self.n_head, hs).transpose(1, 2)",
+        "q = q.view(B, T, self.n_head, hs)",
+        "head-reshape",
+        "q left as (B, T, nh, hs): the scores' matmul and the fused call raise",
+    ),
+    Variant(
+        "merge-forgotten",
+        ATTN,
+        MERGE,
+        "pass  # the heads are never merged back",
+        "contiguous-view",
+        "y left as (B, nh, T, hs): self.proj raises in the given code",
+    ),
+]
+
 # --------------------------------------------------------------------------- practice sample
 
 # The CI sample of practice-vs-official agreement (tests/lessons/test_practice_agreement.py):

@@ -23,8 +23,8 @@ import torch
 
 from autograder.core.results import Block, Figure, message
 from autograder.engine import blame, recording, references
-from autograder.engine.checks import CheckFailure, fail
-from autograder.engine.feedback import ATOL, RTOL, compare
+from autograder.engine.checks import CheckFailure, describe_student_error, fail
+from autograder.engine.feedback import ATOL, RTOL, compare, fmt_number, fmt_pair
 from autograder.engine.grader_helpers import config_text, hinted, learner_frames, load_weights
 from autograder.sandbox.client import Sandbox, StudentError
 
@@ -140,12 +140,14 @@ class LearnerAttention:
     ) -> dict:
         """forward(x), with the attention weights captured where they enter attn_drop (an error
         from a mask applied without its crop to T named as such, unless `hint` is off)."""
-        with mask_crop_hint(self.cfg, x.shape[1]) if hint else contextlib.nullcontext():
+        with self.shared_cause(x), mask_crop_hint(self.cfg, x.shape[1]) if hint else contextlib.nullcontext():
             result = self.sub.call_traced(
                 self.handle, x, capture=capture, spy=(SDPA,) if spy else (), seed=seed, no_grad=True
             )
         if not isinstance(result.get("value"), torch.Tensor):
             fail(self.called(x), message("lesson03.not_a_tensor", got=type(result.get("value")).__name__))
+        if result["value"].device.type != "meta":
+            expect_output_shape(self, x, result["value"])
         if result["value"].device.type == "meta" or result["value"].is_complex():
             # A tensor without values (or of a kind attention never produces) cannot be judged.
             fail(
@@ -157,6 +159,24 @@ class LearnerAttention:
             )
         return result
 
+    @contextlib.contextmanager
+    def shared_cause(self, x: torch.Tensor) -> Iterator[None]:
+        """A shape error whose cause is a value the code both paths share made (see
+        shared_cause below) fails the check, naming that TODO as the one it waits on; any other
+        error goes on to the engine as it was raised."""
+        try:
+            yield
+        except StudentError as err:
+            cause = shared_cause(self, x, err)
+            if cause is not None:
+                fail(
+                    self.called(x),
+                    describe_student_error(err, None, {}),
+                    message(f"lesson03.cause_{cause.replace('-', '_')}"),
+                    waits_on=cause,
+                )
+            raise
+
     def traced_short(self, x_full: torch.Tensor, T: int, **options) -> tuple[torch.Tensor, dict]:
         """(x, traced(x)) for x = x_full[:, :T], T < block_size: the length every TODO's own
         check runs at, so that a size read from block_size where T is meant shows. Where that
@@ -166,7 +186,7 @@ class LearnerAttention:
         try:
             return x, self.traced(x, hint=False, **options)
         except StudentError as err:
-            if raised_in(err) != "mask" and not mask_not_cropped(err, self.cfg, T):
+            if raised_in(err) != "mask" and not mask_not_cropped(err, self.cfg, T, x.shape[0]):
                 raise
         return x_full, self.traced(x_full, **options)
 
@@ -290,15 +310,34 @@ _SIZE_MISMATCH = (
     re.compile(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)"),
     re.compile(r"batch2 tensor to be: \[\d+, (\d+)\] but got: \[\d+, (\d+)\]"),
 )
+# A view that asks for a shape its input's number of elements does not fill.
+_VIEW_SIZE = re.compile(r"shape '\[([\d, -]+)\]' is invalid for input of size (\d+)")
 
 
-def mask_not_cropped(err: StudentError, cfg: dict, T: int) -> bool:
-    """Whether `err` is what the whole (block_size, block_size) mask applied to (T, T) scores
-    gives (raised in TODO [mask]'s line, or with T = 1, where masked_fill broadcasts, in the
-    weighted sum after it)."""
+def _merge_input_size(err: StudentError, x_shape: tuple) -> int | None:
+    """The number of elements the heads' merge got, when it raised asking for x's own shape
+    (B, T, C): then its target was right and what it got was not."""
+    found = _VIEW_SIZE.search(err.message)
+    if not found or raised_in(err) != "contiguous-view":
+        return None
+    try:
+        asked = tuple(int(n) for n in found[1].split(","))
+    except ValueError:
+        return None
+    return int(found[2]) if asked == tuple(x_shape) else None
+
+
+def mask_not_cropped(err: StudentError, cfg: dict, T: int, B: int | None = None) -> bool:
+    """Whether `err` is what a mask whose rows or columns are not cropped to T gives applied to
+    (T, T) scores (raised in TODO [mask]'s line; or with T = 1, where masked_fill broadcasts,
+    in the weighted sum after it, or, with only the columns cropped, in the heads' merge, which
+    then gets block_size rows per head: B * block_size * C elements)."""
     bs = cfg["block_size"]
     found = [m for m in (p.search(err.message) for p in _SIZE_MISMATCH) if m]
-    return bool(found) and T != bs and {int(found[0][1]), int(found[0][2])} == {bs, T}
+    if found and T != bs and {int(found[0][1]), int(found[0][2])} == {bs, T}:
+        return True
+    size = _merge_input_size(err, (B, T, cfg["n_embd"])) if B is not None else None
+    return T == 1 != bs and size == B * bs * cfg["n_embd"]
 
 
 def mask_crop_hint(cfg: dict, T: int):
@@ -334,6 +373,97 @@ def raised_in(err: StudentError) -> str | None:
         err, ["attention.py", "attention_numpy.py"], TODOS, references.graded_stubs("03-atencion-causal")
     )
     return where.todo if where is not None else None
+
+
+_SHAPE_ERROR = re.compile(r"size|shape|dimension", re.IGNORECASE)
+
+
+def _innermost_line(err: StudentError) -> str:
+    frames = learner_frames(err)
+    return str(frames[-1].get("line", "")) if frames else ""
+
+
+def _first_use_of_heads(err: StudentError) -> bool:
+    """Whether `err` is a shape error raised where a path first uses q, k and v: the explicit
+    path's scores (TODO [scaling]) or weighted sum (y = att @ v, given code), or the fused call
+    (TODO [fused])."""
+    if err.todo_pending is not None or not _SHAPE_ERROR.search(err.message):
+        return False
+    where = raised_in(err)
+    return where in ("scaling", "fused") or (
+        where is None and bool(re.search(r"@\s*v\b", _innermost_line(err)))
+    )
+
+
+# The TODO that assigns each of forward's local variables (a name read before it is assigned is
+# that TODO's statement left out, wherever the read raises).
+ASSIGNED_BY = {"att": "scaling", "q": "head-reshape", "k": "head-reshape", "v": "head-reshape"}
+_UNASSIGNED = re.compile(r"local variable '(\w+)'|name '(\w+)' is not defined")
+
+
+def shared_cause(attn: LearnerAttention, x: torch.Tensor, err: StudentError) -> str | None:
+    """The TODO whose value an error of forward(x) comes from, where lesson 03's structure tells
+    it and the engine's blame (the line that raised) would not:
+
+    - the TODO that assigns a variable (ASSIGNED_BY) read before it was assigned;
+    - "contiguous-view" when self.proj (given code) raised a shape error: what enters it comes
+      straight from the heads' merge, which makes (B, T, C) or raises itself; and when autograd
+      found the output's shape is not the input's (only the merge's view sets it);
+    - "head-reshape" when the merge, asking for (B, T, C), got another number of elements
+      (the heads' output is sized by q, k, v; a mask not cropped to T = 1 excepted); and when
+      this path raised a shape error where it first uses q, k, v (see _first_use_of_heads;
+      for the explicit path also where the mask meets the scores) and the other path (fused or
+      explicit, same weights and input), which takes the same q, k, v from TODO
+      [head-reshape], raises a shape error where it first uses them too, or hands the merge a
+      heads' output of the wrong size: a scores line that left out k's transpose, or a mask
+      cropped wrongly, does not make the fused call fail.
+
+    None otherwise (a pending TODO, another kind of error, or no evidence)."""
+    if err.todo_pending is not None:
+        return None
+    unassigned = (
+        _UNASSIGNED.search(err.message) if err.type_name in ("UnboundLocalError", "NameError") else None
+    )
+    if unassigned:
+        return ASSIGNED_BY.get(unassigned[1] or unassigned[2])
+    if not err.frames_in_root() and "Mismatch in shape: grad_output" in err.message:
+        return "contiguous-view"
+    if not _SHAPE_ERROR.search(err.message):
+        return None
+    if raised_in(err) is None and "self.proj(" in _innermost_line(err):
+        return "contiguous-view"
+    B, T, C = x.shape
+    merged = _merge_input_size(err, tuple(x.shape))
+    if merged is not None and merged != B * T * C and not mask_not_cropped(err, attn.cfg, T, B):
+        # The merge asked for (B, T, C), its own target: the heads' output it got has another
+        # size, which only q, k, v (their number of heads, tokens or channels) set.
+        return "head-reshape"
+    # The explicit path may also first trip over bad heads where the mask meets the scores they
+    # made (a batch of one broadcasts what would fail elsewhere).
+    if not (_first_use_of_heads(err) or (not attn.fused and raised_in(err) == "mask")):
+        return None
+    try:
+        other = LearnerAttention(attn.sub, attn.cfg, None, fused=not attn.fused, weights=attn.sd)
+        attn.sub.call(other.handle, x)
+    except StudentError as other_err:
+        merged_other = _merge_input_size(other_err, tuple(x.shape))
+        bad_size = merged_other is not None and merged_other != B * T * C
+        return "head-reshape" if _first_use_of_heads(other_err) or bad_size else None
+    except CheckFailure:
+        return None
+    return None
+
+
+def expect_output_shape(attn: LearnerAttention, x: torch.Tensor, y: torch.Tensor) -> None:
+    """forward keeps x's shape; where it does not, only the heads' merge (the last reshape
+    before proj) can have changed it: a check of another TODO waits on TODO [contiguous-view]."""
+    if tuple(y.shape) != tuple(x.shape):
+        fail(
+            attn.called(x),
+            message("lesson03.shape_wrong", got=tuple(y.shape), expected=tuple(x.shape)),
+            message("lesson03.merge_hint"),
+            waits_on="contiguous-view",
+        )
 
 
 def _raised_at(err: StudentError, *, function: str | None = None, mentions: str | None = None) -> bool:
@@ -378,7 +508,8 @@ def vjp_or_none(submission, attn: LearnerAttention, x: torch.Tensor, cotangents:
     """The learner's vector-Jacobian products, or None when the output carries no gradient
     back to x at all (the worker's own RuntimeError, no learner frame)."""
     try:
-        grads = submission.vjp(attn.handle, x, cotangents)
+        with attn.shared_cause(x):
+            grads = submission.vjp(attn.handle, x, cotangents)
     except StudentError as err:
         if not err.frames_in_root() and "does not depend on the input" in err.message:
             return None
@@ -603,10 +734,27 @@ def expect_finite(value: torch.Tensor, called) -> None:
         fail(called, message("lesson03.not_finite", count=int(bad.sum()), total=value.numel()))
 
 
-def expect_some_finite_weights(weights: torch.Tensor, called) -> None:
-    """Fail when no attention weight is finite: nothing left to judge."""
+def expect_some_finite_weights(weights: torch.Tensor, called, attn: LearnerAttention | None = None) -> None:
+    """Fail when no attention weight is finite: nothing left to judge. Where the module's mask
+    buffer is not the causal pattern (every row hidden, say), the check waits on TODO [mask]."""
     if not torch.isfinite(weights).any():
-        fail(called, message("lesson03.weights_nan"), *attention_heatmap(weights))
+        waits = "mask" if attn is not None and mask_buffer_wrong(attn) else None
+        fail(called, message("lesson03.weights_nan"), *attention_heatmap(weights), waits_on=waits)
+
+
+def mask_buffer_wrong(attn: LearnerAttention) -> bool:
+    """Whether the module's buffer "mask" is missing, not (1, 1, block_size, block_size), or
+    does not let through exactly j <= i (as a 0/1 or True/False keep-mask, or an additive one)."""
+    buffers = dict(
+        attn.sub.request("call", target=attn.handle, method="named_buffers", options={"materialize": True})
+    )
+    mask = buffers.get("mask")
+    bs = attn.cfg["block_size"]
+    if not isinstance(mask, torch.Tensor) or tuple(mask.shape) != (1, 1, bs, bs):
+        return True
+    m = mask[0, 0].double()
+    keep = (m != 0) if mask.dtype == torch.bool or bool(((m == 0) | (m == 1)).all()) else (m == 0)
+    return not torch.equal(keep, torch.ones(bs, bs, dtype=torch.bool).tril())
 
 
 def diagnose(actual, candidates) -> list:
@@ -655,6 +803,15 @@ class DropoutFit:
     @property
     def implied_p(self) -> float:
         return 1.0 - 1.0 / self.scale if self.scale > 0 and math.isfinite(self.scale) else math.nan
+
+
+def dropout_scale_hint(key: str, fit: DropoutFit):
+    """The message `key` naming the p the kept weights' scale implies, beside the configuration's
+    (with the digits that tell them apart), when that scale is not 1 / (1 - p); else None."""
+    if not math.isfinite(fit.scale) or math.isclose(fit.scale, 1 / (1 - fit.p), rel_tol=1e-3):
+        return None
+    implied, p = fmt_pair(fit.implied_p, fit.p)
+    return message(key, scale=fmt_number(fit.scale), implied=implied, p=p)
 
 
 def fit_dropout(dropped: torch.Tensor, weights: torch.Tensor, p: float) -> DropoutFit:

@@ -26,7 +26,7 @@ import torch
 from autograder.core.results import message
 from autograder.engine import recording
 from autograder.engine.checks import expect, fail
-from autograder.engine.feedback import ATOL, RTOL, compare
+from autograder.engine.feedback import ATOL, RTOL, compare, fmt_pair
 from autograder.engine.grader_helpers import generator
 
 from .harness import (
@@ -125,7 +125,7 @@ def _judge_split(submission, attn: LearnerAttention, x: torch.Tensor, traced: di
         attn.called(x),
         message("lesson03.weights_shape", got=tuple(w.shape), expected=expected_shape),
     )
-    expect_some_finite_weights(w, attn.called(x))
+    expect_some_finite_weights(w, attn.called(x), attn)
     correct = ref.attention_weights(x, attn.sd, attn.n_head)
     # Weights the reference gives with q and k cut right (only the scale or the mask differ).
     qk_right = any(
@@ -216,7 +216,7 @@ def _judge_scale(submission, attn: LearnerAttention, x: torch.Tensor, traced: di
     """The scores are q k^T / sqrt(hs): the weights' fitted divisor is sqrt(hs), and q and k play
     their roles (a mix-up of the two is this TODO's when the fused path shows the heads right)."""
     w = _own_weights(submission, attn, x, traced)
-    expect_some_finite_weights(w, attn.called(x))
+    expect_some_finite_weights(w, attn.called(x), attn)
     C, T = attn.cfg["n_embd"], x.shape[1]
     hs = C // attn.n_head
     correct = ref.attention_weights(x, attn.sd, attn.n_head)
@@ -250,11 +250,8 @@ def _judge_scale(submission, attn: LearnerAttention, x: torch.Tensor, traced: di
             fail(attn.called(x), problem, message(f"lesson03.diag_scale_{scale}", hs=hs, C=C))
     if math.isclose(d, math.sqrt(T), rel_tol=1e-4):
         fail(attn.called(x), problem, message("lesson03.diag_scale_sqrt_T", T=T, hs=hs))
-    fail(
-        attn.called(x),
-        problem,
-        message("lesson03.diag_scale_other", d=f"{d:.4g}", hs=hs, sqrt_hs=f"{math.sqrt(hs):.4g}"),
-    )
+    d_text, sqrt_hs = fmt_pair(d, math.sqrt(hs))
+    fail(attn.called(x), problem, message("lesson03.diag_scale_other", d=d_text, hs=hs, sqrt_hs=sqrt_hs))
 
 
 # ---------------------------------------------------------------- TODO [contiguous-view]
@@ -279,7 +276,7 @@ def _judge_merge(attn: LearnerAttention, x: torch.Tensor, traced: dict, *, first
     w, y = attn.weights(x, traced), traced["value"]
     if not first and not torch.isfinite(w).any():
         return
-    expect_some_finite_weights(w, attn.called(x))
+    expect_some_finite_weights(w, attn.called(x), attn)
     v = ref.values(x, attn.sd, attn.n_head)
     wd = w.double()
     # Values cut into heads the wrong way (heads-split fails for them) or a forgotten self.proj

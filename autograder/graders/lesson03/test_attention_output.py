@@ -7,8 +7,6 @@ resid_drop on the output).
 
 from __future__ import annotations
 
-import math
-
 import pytest
 import torch
 
@@ -26,6 +24,7 @@ from .harness import (
     SMALL,
     LearnerAttention,
     captured_weights,
+    dropout_scale_hint,
     dropped_weights,
     exact,
     expect_finite,
@@ -229,7 +228,5 @@ def _expect_attn_drop_scales(submission, attn: LearnerAttention, x: torch.Tensor
         fail(
             attn.called(x, train=True),
             message("lesson03.attn_drop_pattern", p=p, stray=fit.stray, total=w_train.numel()),
-            message("lesson03.attn_drop_scale", scale=f"{fit.scale:.4g}", implied=f"{fit.implied_p:.3g}", p=p)
-            if math.isfinite(fit.scale) and not math.isclose(fit.scale, 1 / (1 - p), rel_tol=1e-3)
-            else None,
+            dropout_scale_hint("lesson03.attn_drop_scale", fit),
         )

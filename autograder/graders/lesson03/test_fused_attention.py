@@ -28,6 +28,7 @@ from .harness import (
     SMALL,
     LearnerAttention,
     diagnose,
+    dropout_scale_hint,
     dropped_weights,
     each,
     expect_forward_on_meta,
@@ -185,9 +186,5 @@ def _expect_dropped_once(attn: LearnerAttention, x: torch.Tensor, y_eval, train:
         fail(
             called,
             message("lesson03.fused_dropout_pattern", p=p, stray=fit.stray, total=w.numel()),
-            message(
-                "lesson03.fused_dropout_scale", scale=f"{fit.scale:.4g}", implied=f"{fit.implied_p:.3g}", p=p
-            )
-            if math.isfinite(fit.scale) and not math.isclose(fit.scale, 1 / (1 - p), rel_tol=1e-3)
-            else None,
+            dropout_scale_hint("lesson03.fused_dropout_scale", fit),
         )

@@ -179,16 +179,30 @@ def _call_attention(submission, inputs):
     except StudentError as err:
         # A mask of the wrong shape breaks the sum in masked_self_attention's own line: the cause
         # is TODO [np-mask]'s value (its check says what is wrong), so this check waits on it.
-        if raised_in(err) == "np-attention" and not _mask_shape_ok(submission, X.shape[0]):
-            fail(
-                called,
-                describe_student_error(err, None, {}),
-                waits_on="np-mask",
+        if raised_in(err) == "np-attention":
+            # Likewise a softmax that returns no (T, T) array (None, a list...): TODO [np-softmax]'s.
+            waits = (
+                "np-mask"
+                if not _mask_shape_ok(submission, X.shape[0])
+                else "np-softmax"
+                if not _softmax_shape_ok(submission, X.shape[0])
+                else None
             )
+            if waits is not None:
+                fail(called, describe_student_error(err, None, {}), waits_on=waits)
         raise
     if not (isinstance(result, tuple) and len(result) == 2):
         fail(called, message("lesson03.np_attention_tuple", got=type(result).__name__))
     return called, as_array(result[0], called), as_array(result[1], called)
+
+
+def _softmax_shape_ok(submission, T: int) -> bool:
+    """Whether the learner's softmax gives a (T, T) float array for a (T, T) input."""
+    try:
+        out = submission.call(function(submission, "softmax"), _softmax_probe(T), axis=-1)
+    except StudentError:
+        return False
+    return isinstance(out, np.ndarray) and out.shape == (T, T) and np.issubdtype(out.dtype, np.floating)
 
 
 def _mask_shape_ok(submission, T: int) -> bool:
