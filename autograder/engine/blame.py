@@ -166,19 +166,21 @@ def raised_in(err, files, todos, stubs: Path | None) -> RaisedIn | None:
         return RaisedIn(pending, "", 0)
     if learner_errors.while_loading(err):
         return None  # the file did not load: no TODO's code ran (engine/learner_errors.py)
-    crash = _crash_site(err)
-    todo = _todo_of_site(err, crash, files, todos, stubs)
+    crash = crash_site(err)
+    todo = todo_of_site(err, crash, files, todos, stubs)
     if getattr(err, "cause", None) is not None:
         from autograder.engine import provenance
 
-        cause = provenance.find_cause(err, files, set(todos), stubs, crash, todo)
+        cause = provenance.find_cause(
+            err, files, set(todos), stubs, crash, todo, read_text=read_text, todo_at=todo_at
+        )
         if cause is not None:
             err.traced_cause = cause
             return RaisedIn(cause.todo, cause.file, cause.line)
     return RaisedIn(todo, crash[0], crash[1]) if todo is not None and crash is not None else None
 
 
-def _crash_site(err) -> tuple[str, int] | None:
+def crash_site(err) -> tuple[str, int] | None:
     """The innermost frame of `err` in the learner's folder: (file relative to it, line)."""
     frame = innermost_learner_frame(err.frames, err.root)
     if frame is None:
@@ -190,7 +192,7 @@ def _crash_site(err) -> tuple[str, int] | None:
     return name, int(frame.get("lineno") or 0)
 
 
-def _todo_of_site(err, site: tuple[str, int] | None, files, todos, stubs: Path | None) -> str | None:
+def todo_of_site(err, site: tuple[str, int] | None, files, todos, stubs: Path | None) -> str | None:
     if site is None or site[0] not in files:
         return None
     text = read_text(Path(err.root) / site[0])

@@ -55,7 +55,6 @@ from pathlib import Path
 from typing import Any
 
 from autograder.core.results import Part, message
-from autograder.engine import blame
 
 KINDS = ("device", "dtype", "shape")
 DEFAULT_DTYPE = "float32"
@@ -377,10 +376,15 @@ def find_cause(
     stubs: Path | None,
     crash: tuple[str, int] | None,
     crash_todo: str | None,
+    *,
+    read_text,
+    todo_at,
 ) -> Cause | None:
     """The Cause of the learner's error `err` (sandbox.StudentError with the worker's `cause`),
     given where it was raised (`crash`: the innermost frame in the learner's files, relative to
-    their folder) and that line's TODO; None: no claim (see the module docstring)."""
+    their folder) and that line's TODO; None: no claim (see the module docstring). `read_text` and
+    `todo_at` are engine/blame.py's, handed in by blame.raised_in (this module never imports blame:
+    blame calls here, and one direction keeps the engine's imports free of cycles)."""
     trace = read_trace(getattr(err, "cause", None))
     if trace is None or crash is None or trace.site != crash:
         return None  # a replay that failed elsewhere does not explain this error
@@ -393,13 +397,13 @@ def find_cause(
         if site is None or site[0] not in files:
             return None
         if site[0] not in texts:
-            text = blame.read_text(Path(err.root) / site[0])
+            text = read_text(Path(err.root) / site[0])
             texts[site[0]] = text
         text = texts[site[0]]
         if text is None:
             return None
-        stub = blame.read_text(stubs / site[0]) if stubs is not None else None
-        return blame.todo_at(text, site[1], stub, todos)
+        stub = read_text(stubs / site[0]) if stubs is not None else None
+        return todo_at(text, site[1], stub, todos)
 
     found = _blamed(trace, kind, todo_of, crash_todo)
     if found is None:
@@ -417,7 +421,7 @@ def find_cause(
         )
         if value not in values:
             values.append(value)
-    crash_text = texts.get(crash[0]) or blame.read_text(Path(err.root) / crash[0])
+    crash_text = texts.get(crash[0]) or read_text(Path(err.root) / crash[0])
     return Cause(
         todo, kind, tuple(values[:MAX_VALUES]), other, crash[0], crash[1], _code(crash_text, crash[1])
     )

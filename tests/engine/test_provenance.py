@@ -154,10 +154,10 @@ def test_a_concatenated_residual_is_blamed_where_the_next_todo_raises(tmp_path):
     torch.manual_seed(0)
     block = module.Block(module.GPTConfig(vocab_size=11, block_size=8, n_layer=2, n_head=2, n_embd=12))
     err = _fail(tmp_path, {"target": block, "args": [torch.randn(2, 5, 12)], "kwargs": {}})
-    crash = blame._crash_site(err)
+    crash = blame.crash_site(err)
     assert crash == ("model.py", _line(text, "m = self.mlp(self.ln_2(x))"))
     assert (
-        blame._todo_of_site(err, crash, lesson.files, [t.id for t in lesson.todos], _stubs(lesson))
+        blame.todo_of_site(err, crash, lesson.files, [t.id for t in lesson.todos], _stubs(lesson))
         == "pre-norm"
     )
 
