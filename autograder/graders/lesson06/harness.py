@@ -649,12 +649,19 @@ def cause_of(err: StudentError) -> str | None:
     they raise; else the TODO whose code raised (the engine's answer)."""
     if err.todo_pending is not None:
         return err.todo_pending
+    return known_cause(err) or raised_in(err)
+
+
+def known_cause(err: StudentError) -> str | None:
+    """The TODO one of this lesson's rules (cause_of's) names for `err`, or None: the same in
+    practice and officially, where the engine's own answer may differ (without the stubs a
+    given line under a TODO's comments is taken for that TODO's)."""
     named = undefined_in(err) or read_only_in(err)
     if named is not None:
         return named
     if heads_differ(err) or cache_joined(err) or kv_inconsistent(err):
         return "kv-cache"
-    return raised_in(err)
+    return None
 
 
 @contextlib.contextmanager
@@ -662,14 +669,15 @@ def hinted(*patterns, own: str | None = None, called=None):
     """Re-raise a learner's error as feedback with a hint when it matches one of `patterns`
     ((regex, lambda match: message or None)); other errors pass through to the engine. An error
     raised in another TODO's code than `own` passes through (the engine then says that the
-    check waits on that TODO), except one whose cause is known to be elsewhere (cause_of): keys
-    and values that do not fit the queries are TODO [kv-cache]'s, a name a TODO should have
-    defined is that TODO's, wherever they raise; so a check of that TODO fails with its
-    diagnosis and a check of another TODO says it waits on it."""
+    check waits on that TODO), except one whose cause this lesson's rules know (known_cause):
+    keys and values that do not fit the queries, or a cache refused where it is joined, are TODO
+    [kv-cache]'s, a name a TODO should have defined is that TODO's, wherever they raise; so a
+    check of that TODO fails with its diagnosis and a check of another TODO says it waits on it,
+    in practice as officially."""
 
     def hint_of(err: StudentError):
-        if own is not None and raised_in(err) not in (None, own):
-            return None
+        if own is not None and (raised_in(err) not in (None, own) or known_cause(err) is not None):
+            return None  # said below, with the cause
         return first_hint(_error_text(err), patterns)
 
     try:
@@ -677,8 +685,8 @@ def hinted(*patterns, own: str | None = None, called=None):
             yield
     except StudentError as err:
         if own is not None and err.todo_pending is None:
-            cause = cause_of(err)
-            if cause is not None and (cause != raised_in(err) or heads_differ(err)):
+            cause = known_cause(err)
+            if cause is not None:
                 if cause == "kv-cache":
                     hint = message("lesson06.hint_cat_dim")
                 else:
