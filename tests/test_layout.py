@@ -21,13 +21,18 @@ ALLOWED: dict[str, set[str]] = {
     "engine": {"core", "sandbox"},
     "render": {"core", "engine"},
     "learner": {"core", "sandbox", "engine", "render"},
-    "cohort": {"core", "sandbox", "engine", "render"},
+    "cohort": {"core", "sandbox", "engine", "render", "term"},
     "github": {"core", "engine", "render"},
     "course": {"core", "sandbox", "engine", "render"},
     "graders": {"core", "sandbox", "engine"},
     # The grading service composes the instructor's tools: cohort's grading processes and
     # exports, github's REST client; nothing below imports it.
-    "service": {"core", "sandbox", "engine", "render", "cohort", "github"},
+    "service": {"core", "sandbox", "engine", "render", "cohort", "github", "term"},
+    # The instructor's term (deadlines, late policy, which submission counts, LMS files) works on
+    # plain data: cohort and the service hand it their submissions and grades.
+    "term": {"core"},
+    # The similarity report reads a grade-all output folder and the learners' repositories.
+    "similarity": {"core", "cohort"},
     "cli": {
         "core",
         "sandbox",
@@ -38,6 +43,8 @@ ALLOWED: dict[str, set[str]] = {
         "github",
         "course",
         "service",
+        "term",
+        "similarity",
         "cli_language",
     },
     "cli_language": {"core"},

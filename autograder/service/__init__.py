@@ -11,5 +11,5 @@ engine and hidden graders (worker.py). The ASGI app (app.py, configured by confi
 learner's job and renders each submission's page (page.py, verdict.py); serve.py is the command,
 export.py the gradebook and CSVs made from the store on demand; errors.py the one refusal.
 
-May import: core, sandbox, engine, render, cohort, github.
+May import: core, sandbox, engine, render, cohort, github, term.
 """

@@ -293,6 +293,36 @@ def test_a_replay_past_its_budget_is_abandoned(tmp_path):
     assert time.perf_counter() - started < tracer.REPLAY_BASE_S + 0.5
 
 
+@pytest.mark.parametrize("ends", ["fails", "out-of-time"])
+def test_the_replay_leaves_autograd_and_the_default_dtype_as_it_found_them(tmp_path, ends):
+    """A learner's code that switches autograd off (or the default dtype to float64) and then
+    fails, or loops until the replay's budget cuts it: the grader's next call in the same worker
+    still computes gradients in float32."""
+
+    def careless(fields):
+        torch.set_grad_enabled(False)
+        torch.set_default_dtype(torch.float64)
+        x = torch.ones(2)
+        if ends == "out-of-time":
+            while True:
+                x = x + 1
+        return x @ torch.ones(3)
+
+    with pytest.raises(RuntimeError) as caught:
+        torch.ones(2) @ torch.ones(3)
+    assert torch.is_grad_enabled() and torch.get_default_dtype() == torch.float32
+    try:
+        tracer.explain(str(tmp_path), caught.value, 0.0, {}, careless)
+        assert torch.is_grad_enabled()
+        assert torch.get_default_dtype() == torch.float32
+        weight = torch.ones(3, requires_grad=True)
+        (weight * 2).sum().backward()  # the next call: a gradient, as a grader's check asks
+        assert torch.equal(weight.grad, torch.full((3,), 2.0))
+    finally:
+        torch.set_grad_enabled(True)
+        torch.set_default_dtype(torch.float32)
+
+
 # ---------------------------------------------------------------- the trusted reading, by hand
 
 

@@ -98,6 +98,7 @@ def _explain(
     tracer.arguments = _tensor_ids(torch, [copied.get(k) for k in ("args", "kwargs", "input")])
     tracer.existing = existing_tensors(torch, copied, prefix)
     states = _random_states(torch)
+    switches = _global_switches(torch)
     try:
         with tracer:
             try:
@@ -111,6 +112,7 @@ def _explain(
                 return tracer.report(failure)
     finally:
         _restore_random(torch, states)
+        _restore_switches(torch, switches)
     return None  # the replay did not fail: the failure depended on something not replayed
 
 
@@ -153,6 +155,21 @@ def _restore_random(torch, states: tuple) -> None:
     random.setstate(python_state)
     if numpy_state is not None:
         sys.modules["numpy"].random.set_state(numpy_state)
+
+
+def _global_switches(torch) -> tuple:
+    """torch's process-wide switches a learner's code may flip and, failing half-way or cut off
+    by the replay's budget, leave flipped: autograd, the default dtype, anomaly detection. The
+    worker serves the grader's next call in this process, so the replay puts them back as it
+    found them (a later check must never see autograd off because of a replay)."""
+    return (torch.is_grad_enabled(), torch.get_default_dtype(), torch.is_anomaly_enabled())
+
+
+def _restore_switches(torch, switches: tuple) -> None:
+    grad, dtype, anomaly = switches
+    torch.set_grad_enabled(grad)
+    torch.set_default_dtype(dtype)
+    torch.set_anomaly_enabled(anomaly)
 
 
 def _tensor_ids(torch, value: Any, depth: int = 0) -> set[int]:
