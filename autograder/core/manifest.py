@@ -17,33 +17,57 @@ documented), then what a schema cannot say: the time zone exists; lesson ids and
 todo ids and check ids are unique; a check's todo is one of its lesson's todos; a todo's
 file is one of its lesson's files; an informational check is worth 0 points; a lesson `uses`
 only earlier lessons.
+
+The term (issue 32): the optional `term` block (which submission counts, the grace, the default
+late policy) and each lesson's `due` and `late` become `Course.term`, `Lesson.due` (a UTC
+instant) and `Lesson.late`. A due date is a wall-clock time in the course's `timezone`, turned
+into an instant with zoneinfo: a time the clocks skip (the hour lost when summer time starts) is
+an error naming the line; a time they show twice (the hour repeated when it ends) is its first
+occurrence, the earlier instant. A day is 24 hours of elapsed time, across a DST change too.
+A problem in these fields names the file, the LINE and the field (`course.yml:12:
+lessons[0].due: ...`), in words from the catalogs (messages/<lang>/term.yml), in the language of
+$AUTOGRADER_LANG, else of the course; the rest of this module's messages are English, as above.
+What the deadlines mean for a grade is autograder/term/'s (deadlines, policy, counting).
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import zoneinfo
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from autograder.core import yaml_loader
+from autograder.core import i18n, yaml_loader
 from autograder.core.files import display_path
 from autograder.core.json_schema import ValidationError, best_match, schema, validator
+from autograder.core.results import Text, message
 
 __all__ = [
     "ENV_VAR",
     "SCHEMA_PATH",
+    "NO_TERM",
+    "REFUSED",
     "CheckSpec",
     "Course",
+    "LatePolicy",
     "Lesson",
     "ManifestError",
+    "Term",
     "Todo",
+    "WallTimeError",
     "find_course_file",
+    "format_duration",
     "load_course",
+    "parse_duration",
+    "parse_wall_time",
+    "wall_time",
 ]
 
 COURSE_FILE = "course.yml"
@@ -56,6 +80,42 @@ QUIZ_REGION = "quiz"
 
 class ManifestError(Exception):
     """course.yml is missing or invalid, or something asked for isn't in it."""
+
+
+# --- the term's model (issue 32): plain data, read by autograder/term/ --------------------------
+
+
+@dataclass(frozen=True)
+class LatePolicy:
+    """What happens to a submission after its due date (+ the grace): course.schema.json's
+    `latePolicy`. autograder/term/policy.py computes a submission's lateness from it."""
+
+    accepted: bool  # False: nothing after due (+ grace) counts
+    period: timedelta = timedelta(0)  # how long after due a late submission is still accepted
+    per: str | None = None  # "hour" | "day": the penalty is per started unit
+    percent: float = 0.0  # penalty per started unit, % of the earned points
+    floor: float = 0.0  # % of the earned points a late submission always keeps (0..100)
+
+    @property
+    def unit(self) -> timedelta | None:
+        """The penalty's unit as elapsed time (a day is 24 hours); None when not accepted."""
+        return {"hour": timedelta(hours=1), "day": timedelta(days=1)}.get(self.per or "")
+
+
+REFUSED = LatePolicy(accepted=False)  # the default: a late submission does not count
+
+
+@dataclass(frozen=True)
+class Term:
+    """course.yml's `term` block: which accepted submission counts, the grace for Actions'
+    queueing, and the late policy of every lesson that does not set its own."""
+
+    counting: str = "latest"  # "latest" | "best"
+    grace: timedelta = timedelta(minutes=10)
+    late: LatePolicy = REFUSED
+
+
+NO_TERM = Term()  # a course.yml without `term`: the schema's defaults (a test keeps them equal)
 
 
 @dataclass(frozen=True)
@@ -90,6 +150,10 @@ class Lesson:
     checks: tuple[CheckSpec, ...]
     # Earlier lessons whose files this lesson's files import (graded against their reference).
     uses: tuple[str, ...] = ()
+    # The due date as a UTC instant (written as a wall-clock time in the course's zone); None:
+    # no deadline. `late`: this lesson's own late policy, None for the term's (Course.late_policy).
+    due: datetime | None = None
+    late: LatePolicy | None = None
 
     @property
     def folder(self) -> str:
@@ -127,6 +191,11 @@ class Course:
     timezone: str
     lessons: tuple[Lesson, ...]
     root: Path  # the folder holding course.yml, exercises/ and solutions/
+    term: Term = field(default=NO_TERM)
+
+    def late_policy(self, lesson: Lesson) -> LatePolicy:
+        """The late policy of `lesson`: its own `late`, else the term's."""
+        return lesson.late if lesson.late is not None else self.term.late
 
     def lesson(self, key: str | int) -> Lesson:
         """A lesson by id ("03", or "3"), slug ("atencion-causal") or folder ("03-atencion-causal")."""
@@ -159,13 +228,79 @@ def load_course(path: Path | str | None = None) -> Course:
     else:
         path, origin = Path(path), None
     shown = display_path(path)
-    data = _parse_yaml(_read(path, shown, origin), shown)
+    text = _read(path, shown, origin)
+    data = _parse_yaml(text, shown)
     problems = _schema_problems(data)
     if not problems:  # the semantic checks assume the shapes the schema guarantees
         problems = _semantic_problems(data)
     if problems:
-        raise ManifestError("\n".join(_format(shown, where, msg) for where, msg in problems))
+        raise ManifestError(_report(problems, shown, text, data))
     return _build(data, path.resolve().parent)
+
+
+def _report(problems: list[tuple[str, str | Text]], shown: str, text: str, data: Any) -> str:
+    """Every problem, one a line. A term problem (a catalog Text) also names its line, found
+    from the YAML node tree, composed only here: a good course.yml never pays for it."""
+    tree = _node_tree(text) if any(isinstance(msg, Text) for _, msg in problems) else None
+    lang = _language(data)
+    lines = []
+    for where, msg in problems:
+        if isinstance(msg, Text):
+            line = _node_line(tree, _path_of(where))
+            lines.append(_format(f"{shown}:{line}" if line else shown, where, i18n.localize(msg, lang)))
+        else:
+            lines.append(_format(shown, where, msg))
+    return "\n".join(lines)
+
+
+def _language(data: Any) -> str:
+    """The language of the term's messages: $AUTOGRADER_LANG's, else the course's, else Spanish
+    (cli_language's order, without --lang, which core never sees)."""
+    wanted = os.environ.get("AUTOGRADER_LANG", "").strip()
+    if wanted in i18n.LANGUAGES:
+        return wanted
+    course_language = data.get("language") if isinstance(data, dict) else None
+    return course_language if course_language in i18n.LANGUAGES else i18n.DEFAULT_LANGUAGE
+
+
+def _node_tree(text: str) -> Any:
+    loader = yaml_loader.SafeLoader(text)
+    try:
+        return loader.get_single_node()
+    except yaml.YAMLError:  # it parsed a moment ago; without a tree, no line is named
+        return None
+    finally:
+        loader.dispose()
+
+
+def _path_of(where: str) -> list[str | int]:
+    """lessons[0].late.period -> ["lessons", 0, "late", "period"] (the inverse of _where)."""
+    return [int(index) if index else name for name, index in re.findall(r"([^.\[\]]+)|\[(\d+)\]", where)]
+
+
+def _node_line(node: Any, path: list[str | int]) -> int | None:
+    """The 1-based line of the deepest node of `path` in the tree (the key's line for a
+    mapping's value, which is where the field is written)."""
+    line = None
+    for key in path:
+        if isinstance(node, yaml.MappingNode):
+            found = next(
+                (
+                    pair
+                    for pair in node.value
+                    if isinstance(pair[0], yaml.ScalarNode) and pair[0].value == key
+                ),
+                None,
+            )
+            if found is None:
+                break
+            line, node = found[0].start_mark.line + 1, found[1]
+        elif isinstance(node, yaml.SequenceNode) and isinstance(key, int) and key < len(node.value):
+            node = node.value[key]
+            line = node.start_mark.line + 1
+        else:
+            break
+    return line
 
 
 def _locate() -> tuple[Path, str]:
@@ -230,7 +365,7 @@ def _schema_problems(data: Any) -> list[tuple[str, str]]:
         return []
     best = best_match(errors)
     ordered = [best] + [e for e in errors if e is not best]
-    return [(_where(e.absolute_path), _describe(e)) for e in ordered]
+    return [(_where(e.absolute_path), _term_text(e) or _describe(e)) for e in ordered]
 
 
 def _describe(error: ValidationError) -> str:
@@ -251,11 +386,13 @@ def _describe(error: ValidationError) -> str:
     return message
 
 
-def _semantic_problems(data: dict[str, Any]) -> list[tuple[str, str]]:
-    problems = []
+def _semantic_problems(data: dict[str, Any]) -> list[tuple[str, str | Text]]:
+    problems: list[tuple[str, str | Text]] = []
     tz_problem = _timezone_problem(data["timezone"])
     if tz_problem:
         problems.append(("timezone", tz_problem))
+    else:
+        problems += _term_problems(data)
     first_id: dict[str, int] = {}
     first_slug: dict[str, int] = {}
     for i, lesson in enumerate(data["lessons"]):
@@ -329,6 +466,163 @@ def _timezone_problem(name: str) -> str | None:
         return f"{name!r} is not a known IANA time zone name (e.g. Europe/Madrid, UTC)"
 
 
+# --- the term: due dates, durations, late policies ----------------------------------------------
+
+_DURATION = re.compile(r"([0-9]+)([mhd])")
+_DURATION_UNITS = {"m": timedelta(minutes=1), "h": timedelta(hours=1), "d": timedelta(days=1)}
+_WALL_TIME = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})[ T]([0-9]{2}):([0-9]{2})(?::([0-9]{2}))?")
+# A term field's schema rule, by the field's name (the last name in its path), in the catalogs.
+_TERM_RULES = {
+    "due": "term.rule_due",
+    "grace": "term.rule_duration",
+    "period": "term.rule_duration",
+    "counting": "term.rule_counting",
+    "per": "term.rule_per",
+    "percent": "term.rule_percent",
+    "floor": "term.rule_floor",
+    "accepted": "term.rule_accepted",
+    "late": "term.rule_late",
+    "penalty": "term.rule_penalty",
+    "term": "term.rule_term",
+}
+
+
+class WallTimeError(ValueError):
+    """A due date that is no wall-clock time of the course's zone. `text` is the catalog
+    message (term.yml) saying why; `kind` is "format", "calendar", "nonexistent" or "no-zone"."""
+
+    def __init__(self, kind: str, text: Text) -> None:
+        super().__init__(kind)
+        self.kind = kind
+        self.text = text
+
+
+def parse_duration(text: str) -> timedelta:
+    """'90m', '36h', '3d' (a whole number and one unit; a day is 24 hours) as a timedelta;
+    ValueError for anything else."""
+    found = _DURATION.fullmatch(text) if isinstance(text, str) else None
+    if found is None:
+        raise ValueError(f"{text!r} is not a duration such as 90m, 36h or 3d")
+    return int(found[1]) * _DURATION_UNITS[found[2]]
+
+
+def format_duration(value: timedelta) -> str:
+    """A duration as course.yml writes it, in the largest unit that divides it ('2d', '36h')."""
+    minutes = int(value.total_seconds() // 60)
+    for unit, size in (("d", 24 * 60), ("h", 60)):
+        if minutes and minutes % size == 0:
+            return f"{minutes // size}{unit}"
+    return f"{minutes}m"
+
+
+def parse_wall_time(text: str) -> datetime:
+    """'2026-12-20 23:59' (seconds optional, T allowed for the space) as a naive datetime;
+    WallTimeError ("format" or "calendar") otherwise."""
+    found = _WALL_TIME.fullmatch(text) if isinstance(text, str) else None
+    if found is None:
+        raise WallTimeError(
+            "format", message("term.bad_value", value=str(text), rule=message("term.rule_due"))
+        )
+    try:
+        return datetime(*(int(part) for part in found.groups(default="0")))
+    except ValueError:
+        raise WallTimeError("calendar", message("term.not_a_calendar_date", value=text)) from None
+
+
+def wall_time(text: str, zone: str) -> datetime:
+    """The UTC instant of the wall-clock time `text` in the IANA `zone`. A time the clocks skip
+    (spring forward) is a WallTimeError ("nonexistent"); a time they show twice (fall back) is
+    its first occurrence, the earlier instant (summer time)."""
+    naive = parse_wall_time(text)
+    try:
+        tz = zoneinfo.ZoneInfo(zone)
+    except (KeyError, ValueError, OSError):
+        raise WallTimeError("no-zone", message("term.no_tzdata", value=text, zone=zone)) from None
+    first = naive.replace(tzinfo=tz, fold=0).astimezone(timezone.utc)
+    second = naive.replace(tzinfo=tz, fold=1).astimezone(timezone.utc)
+    if first.astimezone(tz).replace(tzinfo=None) != naive:
+        # In a gap zoneinfo reads the time with the offset from before the change: that
+        # instant, shown after the jump, is the time to suggest.
+        after = first.astimezone(tz).strftime("%Y-%m-%d %H:%M")
+        raise WallTimeError(
+            "nonexistent", message("term.nonexistent_time", value=text, zone=zone, after=after)
+        )
+    return min(first, second)
+
+
+def _is_term_path(path: list[str | int]) -> bool:
+    """Whether a field belongs to the term: the `term` block, a lesson's due or late."""
+    return bool(path) and (
+        path[0] == "term" or (len(path) > 2 and path[0] == "lessons" and path[2] in ("due", "late"))
+    )
+
+
+def _term_text(error: ValidationError) -> Text | None:
+    """A schema error in a term field as a catalog message; None for any other field."""
+    path = list(error.absolute_path)
+    if not _is_term_path(path):
+        return None
+    instance, rule_of = error.instance, error.schema if isinstance(error.schema, dict) else {}
+    if error.validator == "additionalProperties" and isinstance(instance, dict):
+        allowed = rule_of.get("properties", {})
+        unknown = next((key for key in instance if key not in allowed), "?")
+        return message("term.unknown_field", field=unknown, allowed=_listing(allowed))
+    name = next((str(key) for key in reversed(path) if isinstance(key, str)), "term")
+    if error.validator == "required" and isinstance(instance, dict):
+        missing = next((key for key in error.validator_value if key not in instance), "?")
+        return message(
+            "term.missing_field", field=missing, rule=message(_TERM_RULES.get(missing, "term.rule_late"))
+        )
+    if error.validator in ("oneOf", "maxProperties", "not"):  # the two forms of a late policy
+        name = "late"
+    # An unquoted timestamp is a date to YAML: shown as written, the rule says to quote it.
+    shown = str(instance) if isinstance(instance, (str, date)) else json.dumps(instance, ensure_ascii=False)
+    return message("term.bad_value", value=shown, rule=message(_TERM_RULES.get(name, "term.rule_term")))
+
+
+def _term_problems(data: dict[str, Any]) -> list[tuple[str, str | Text]]:
+    """What the schema cannot say of the term: a due date exists in the course's zone, a late
+    period is longer than 0."""
+    problems: list[tuple[str, str | Text]] = []
+    policies = [("term.late", (data.get("term") or {}).get("late"))]
+    for i, lesson in enumerate(data["lessons"]):
+        if "due" in lesson:
+            try:
+                wall_time(lesson["due"], data["timezone"])
+            except WallTimeError as exc:
+                problems.append((f"lessons[{i}].due", exc.text))
+        policies.append((f"lessons[{i}].late", lesson.get("late")))
+    for where, policy in policies:
+        if policy and "period" in policy and parse_duration(policy["period"]) <= timedelta(0):
+            problems.append((f"{where}.period", message("term.period_zero")))
+    return problems
+
+
+def _policy(raw: dict[str, Any] | None) -> LatePolicy | None:
+    if raw is None:
+        return None
+    if raw.get("accepted") is False:
+        return REFUSED
+    return LatePolicy(
+        accepted=True,
+        period=parse_duration(raw["period"]),
+        per=raw["penalty"]["per"],
+        percent=float(raw["penalty"]["percent"]),
+        floor=float(raw.get("floor", 0)),
+    )
+
+
+def _term(data: dict[str, Any]) -> Term:
+    raw = data.get("term")
+    if raw is None:
+        return NO_TERM
+    return Term(
+        counting=raw.get("counting", NO_TERM.counting),
+        grace=parse_duration(raw["grace"]) if "grace" in raw else NO_TERM.grace,
+        late=_policy(raw.get("late")) or NO_TERM.late,
+    )
+
+
 # --- building the model ----------------------------------------------------------------------
 
 
@@ -357,10 +651,12 @@ def _build(data: dict[str, Any], root: Path) -> Course:
                 for c in raw["checks"]
             ),
             uses=tuple(raw.get("uses", ())),
+            due=wall_time(raw["due"], data["timezone"]) if "due" in raw else None,
+            late=_policy(raw.get("late")),
         )
         for raw in data["lessons"]
     )
-    return Course(data["course"], data["language"], data["timezone"], lessons, root)
+    return Course(data["course"], data["language"], data["timezone"], lessons, root, _term(data))
 
 
 # --- small helpers ---------------------------------------------------------------------------
@@ -374,8 +670,8 @@ def _where(path: Iterable[str | int]) -> str:
     return out
 
 
-def _format(shown: str, where: str, message: str) -> str:
-    return f"{shown}: {where}: {message}" if where else f"{shown}: {message}"
+def _format(shown: str, where: str, text: str) -> str:
+    return f"{shown}: {where}: {text}" if where else f"{shown}: {text}"
 
 
 def _is_number(value: Any) -> bool:

@@ -16,6 +16,9 @@ Canonical encoding, YAML (the fields are documented in roster.schema.json, next 
         repository_id: 123456789               # written by handout: survives a rename
         url: https://github.com/curso-tdc/tdc-ana-garcia.git   # default from repository
         ref: entrega-1                   # what grade-all grades (default: the remote's HEAD)
+    extensions:                          # optional: deadline extensions (issue 32)
+      - {learner: ana, lesson: "03", due: "2026-12-27 23:59"}   # a new due date (course zone)
+      - {learner: ana, lesson: all, extra: 2d}                   # or time added to every due date
 
 CSV is a second encoding of the `learners` list alone (spreadsheets, LMS exports): a header row
 of the same field names, case-insensitive, with grade-all's older aliases: student_id for id,
@@ -23,6 +26,14 @@ git_url for url, and repo or repository, which older CSV rosters used for the gi
 a repo/repository column is told apart by its shape: OWNER/NAME is a repository, anything else
 (https://..., git@host:...) a URL. Empty cells are absent fields. A CSV roster has no course-level
 keys: `autograder handout` takes them from its command line.
+
+Extensions: exactly one of due (a wall-clock time in course.yml's zone, kept as written here:
+the zone is the course's) and extra (a duration); the learner must be in `learners`; one
+extension per learner and lesson. Whether the lesson exists and has a due date needs course.yml:
+autograder/term/deadlines.py checks that (check_extensions, called by due_dates) and raises this
+module's RosterError. A CSV roster has no extensions, and no side file is read for them: a
+deadline is course-level data, like `organization`, and an extension a file does not show
+could silently change a grade. A course with extensions keeps its roster in YAML.
 
 Every problem is a RosterError naming the file, the line and the field, and what to do; unknown
 fields (typos) and an unknown `version` are errors; ids and e-mails a spreadsheet would read as
@@ -40,12 +51,14 @@ import io
 import json
 import re
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from autograder.core.json_schema import ValidationError, schema, validator
+from autograder.core.manifest import WallTimeError, format_duration, parse_duration, parse_wall_time
 from autograder.core.neutral import formula_like
 from autograder.core.results import Text, message
 from autograder.core.yaml_loader import SafeLoader
@@ -55,6 +68,7 @@ __all__ = [
     "LEARNER_ID",
     "SCHEMA_PATH",
     "VERSION",
+    "Extension",
     "Learner",
     "Roster",
     "RosterError",
@@ -163,6 +177,28 @@ class Learner:
 
 
 @dataclass(frozen=True)
+class Extension:
+    """One learner's deadline extension for one lesson ("all": every lesson with a due date).
+    `due` is the wall-clock text as written (the course's zone makes it an instant:
+    term/deadlines.py); `extra` the time added to the course's due date."""
+
+    learner: str
+    lesson: str  # a two-digit lesson id or "all"
+    due: str | None = None
+    extra: timedelta | None = None
+    line: int = dataclasses.field(default=0, compare=False)  # where it starts in the file
+
+    def fields(self) -> dict[str, Any]:
+        """The extension as the roster writes it."""
+        out: dict[str, Any] = {"learner": self.learner, "lesson": self.lesson}
+        if self.due is not None:
+            out["due"] = self.due
+        if self.extra is not None:
+            out["extra"] = format_duration(self.extra)
+        return out
+
+
+@dataclass(frozen=True)
 class Roster:
     path: Path
     encoding: str  # "yaml" or "csv"
@@ -174,6 +210,11 @@ class Roster:
     csv_fields: frozenset[str] = frozenset()  # CSV: the fields its header can give
     csv_header: tuple[int, tuple[str, ...]] = (0, ())  # CSV: the header's line and cells
     csv_url_in_repository: bool = False  # CSV: a repo/repository cell held a git URL
+    extensions: tuple[Extension, ...] = ()  # YAML only
+
+    def extensions_of(self, ident: str) -> tuple[Extension, ...]:
+        """The extensions of one learner, in the file's order."""
+        return tuple(extension for extension in self.extensions if extension.learner == ident)
 
     def learner(self, ident: str) -> Learner:
         for learner in self.learners:
@@ -205,6 +246,7 @@ class Roster:
             self.template,
             self.repository_prefix,
             tuple(learner.fields() for learner in self.learners),
+            tuple((e.learner, e.lesson, e.due, e.extra) for e in self.extensions),
         )
 
     def document(self) -> dict[str, Any]:
@@ -212,6 +254,8 @@ class Roster:
         doc: dict[str, Any] = {"version": self.version}
         doc.update({name: getattr(self, name) for name in COURSE_FIELDS if getattr(self, name) is not None})
         doc["learners"] = [learner.fields() for learner in self.learners]
+        if self.extensions:
+            doc["extensions"] = [extension.fields() for extension in self.extensions]
         return doc
 
 
@@ -307,7 +351,13 @@ def _parse_yaml(text: str, path: Path) -> Roster:
     learners_node = (yaml_child(node, "learners") or (None, None))[1]
     items = learners_node.value if isinstance(learners_node, yaml.SequenceNode) else []
     lines = [_line(item) for item in items]
-    _check(data, path, line_of, lines)
+    extensions_node = (yaml_child(node, "extensions") or (None, None))[1]
+    extension_lines = (
+        [_line(item) for item in extensions_node.value]
+        if isinstance(extensions_node, yaml.SequenceNode)
+        else []
+    )
+    _check(data, path, line_of, lines, extension_lines)
     learners = tuple(_learner(item, line) for item, line in zip(data["learners"], lines))
     return Roster(
         path,
@@ -317,6 +367,16 @@ def _parse_yaml(text: str, path: Path) -> Roster:
         data.get("organization"),
         data.get("template"),
         data.get("repository_prefix"),
+        extensions=tuple(
+            Extension(
+                item["learner"],
+                item["lesson"],
+                item.get("due"),
+                parse_duration(item["extra"]) if "extra" in item else None,
+                line,
+            )
+            for item, line in zip(data.get("extensions") or [], extension_lines)
+        ),
     )
 
 
@@ -434,7 +494,9 @@ def _parse_csv(text: str, path: Path) -> Roster:
 # --- validation
 
 
-def _check(data: dict[str, Any], path: Path, line_of, lines: list[int]) -> None:
+def _check(
+    data: dict[str, Any], path: Path, line_of, lines: list[int], extension_lines: list[int] = ()
+) -> None:
     """The first problem of the file (the one on the lowest line) as a RosterError."""
     problems: list[tuple[int, int, RosterError]] = []
     for index, item in enumerate(data.get("learners") if isinstance(data.get("learners"), list) else []):
@@ -457,6 +519,7 @@ def _check(data: dict[str, Any], path: Path, line_of, lines: list[int]) -> None:
         problems.append(_schema_problem(error, path, line_of))
     if not problems:
         problems = _semantic_problems(data["learners"], path, lines, line_of)
+        problems += _extension_problems(data, path, extension_lines, line_of)
     if problems:
         raise min(problems, key=lambda problem: problem[:2])[2]
 
@@ -485,6 +548,15 @@ def _schema_problem(error: ValidationError, path: Path, line_of) -> tuple[int, i
     field = next((str(key) for key in reversed(at) if isinstance(key, str)), "learners")
     line = line_of(at)
     where = _where(path, line)
+    if at and at[0] == "extensions":  # the term's rules are in term.yml
+        rule = {"due": "term.rule_due", "extra": "term.rule_duration"}.get(field, f"term.roster_rule_{field}")
+        return (
+            line,
+            1,
+            RosterError(
+                "batch.roster_bad_value", where=where, field=field, value=_shown(instance), rule=message(rule)
+            ),
+        )
     if field == "version":
         return line, 1, RosterError("batch.roster_version", where=where, version=instance, supported=VERSION)
     if field == "id" and len(at) == 3:
@@ -539,4 +611,58 @@ def _semantic_problems(learners: list[dict[str, Any]], path: Path, lines: list[i
                 )
                 problems.append((at, 2, error))
             first.setdefault(key, at)
+    return problems
+
+
+def _extension_problems(data: dict[str, Any], path: Path, lines: list[int], line_of) -> list:
+    """Exactly one of due and extra; a due date on the calendar; a learner of the roster; one
+    extension per learner and lesson. (The lesson against course.yml: term/deadlines.py.)"""
+    problems = []
+    ids = [item["id"] for item in data["learners"]]
+    first: dict[tuple[str, str], int] = {}
+    for index, (item, line) in enumerate(zip(data.get("extensions") or [], lines)):
+        where = _where(path, line)
+        if ("due" in item) == ("extra" in item):
+            problems.append((line, 2, RosterError("term.roster_due_or_extra", where=where)))
+        if "due" in item and item["lesson"] == "all":
+            at = line_of(["extensions", index, "due"])
+            problems.append((at, 2, RosterError("term.roster_all_due", where=_where(path, at))))
+        elif "due" in item:
+            try:
+                parse_wall_time(item["due"])
+            except WallTimeError as exc:
+                at = line_of(["extensions", index, "due"])
+                problems.append(
+                    (at, 2, RosterError("term.roster_bad_due", where=_where(path, at), detail=exc.text))
+                )
+        if item["learner"] not in ids:
+            at = line_of(["extensions", index, "learner"])
+            problems.append(
+                (
+                    at,
+                    2,
+                    RosterError(
+                        "term.roster_unknown_learner",
+                        where=_where(path, at),
+                        learner=item["learner"],
+                        known=", ".join(ids) or "-",
+                    ),
+                )
+            )
+        key = (item["learner"], item["lesson"])
+        if key in first:
+            problems.append(
+                (
+                    line,
+                    2,
+                    RosterError(
+                        "term.roster_extension_twice",
+                        where=where,
+                        learner=item["learner"],
+                        lesson=item["lesson"],
+                        first=first[key],
+                    ),
+                )
+            )
+        first.setdefault(key, line)
     return problems
