@@ -9,6 +9,7 @@
     autograder record [--lesson ID]   (the recordings the learner release grades with)
     autograder ci record|report ...   (steps of .github/workflows/grade.yml)
     autograder serve --roster FILE --public-url URL   (the grading service)
+    autograder similarity NOTAS [SUBMISSIONS]   (the cohort's similarity report)
 
 This module parses and dispatches; each command lives in a module of its own, listed in
 COMMANDS, next to the work it does. `grade` exits 0 whenever grading ran, whatever the score;
@@ -66,6 +67,7 @@ COMMANDS = {
     "progress": "autograder.learner.progress",
     "viewer": "autograder.learner.viewer",
     "serve": "autograder.service.serve",
+    "similarity": "autograder.similarity.command",
 }
 
 # Commands that run a learner's code in workers: their warm pool starts as soon as the command
