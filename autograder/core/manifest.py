@@ -365,7 +365,7 @@ def _schema_problems(data: Any) -> list[tuple[str, str]]:
         return []
     best = best_match(errors)
     ordered = [best] + [e for e in errors if e is not best]
-    return [(_where(e.absolute_path), _term_text(e) or _describe(e)) for e in ordered]
+    return [_term_problem(e) or (_where(e.absolute_path), _describe(e)) for e in ordered]
 
 
 def _describe(error: ValidationError) -> str:
@@ -557,8 +557,9 @@ def _is_term_path(path: list[str | int]) -> bool:
     )
 
 
-def _term_text(error: ValidationError) -> Text | None:
-    """A schema error in a term field as a catalog message; None for any other field."""
+def _term_problem(error: ValidationError) -> tuple[str, Text] | None:
+    """A schema error in a term field as (where, catalog message); None for any other field.
+    An unknown field is named in `where` itself, so that its own line is the one shown."""
     path = list(error.absolute_path)
     if not _is_term_path(path):
         return None
@@ -566,7 +567,13 @@ def _term_text(error: ValidationError) -> Text | None:
     if error.validator == "additionalProperties" and isinstance(instance, dict):
         allowed = rule_of.get("properties", {})
         unknown = next((key for key in instance if key not in allowed), "?")
-        return message("term.unknown_field", field=unknown, allowed=_listing(allowed))
+        return _where([*path, unknown]), message(
+            "term.unknown_field", field=unknown, allowed=_listing(allowed)
+        )
+    return _where(path), _term_text(error, path, instance)
+
+
+def _term_text(error: ValidationError, path: list[str | int], instance: Any) -> Text:
     name = next((str(key) for key in reversed(path) if isinstance(key, str)), "term")
     if error.validator == "required" and isinstance(instance, dict):
         missing = next((key for key in error.validator_value if key not in instance), "?")

@@ -5,11 +5,14 @@ moved earlier than the last attempt, ties, no attempts, no deadline."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 
+from autograder.core import roster
+from autograder.core.manifest import load_course
 from autograder.term.counting import Attempt, Counted, counting
-from autograder.term.deadlines import Due
+from autograder.term.deadlines import Due, due_dates
 from autograder.term.policy import ON_TIME, REFUSED, Lateness, LatePolicy
 
 T = datetime(2026, 12, 20, 22, 59, tzinfo=UTC)  # the due date
@@ -98,3 +101,48 @@ def test_no_deadline_counts_every_attempt_in_full():
 def test_an_unknown_rule_is_refused():
     with pytest.raises(ValueError, match="unknown counting rule 'first'"):
         counting(ATTEMPTS, DUE, "first", GRACE)
+
+
+def test_the_readme_worked_example(tmp_path):
+    # The README's example (its instructor section), end to end from course.yml and roster.yml text.
+    course_yml = tmp_path / "course.yml"
+    course_yml.write_text(
+        "course: C\nlanguage: es\ntimezone: Europe/Madrid\n"
+        "term:\n  counting: latest\n  grace: 10m\n"
+        "  late: {period: 3d, penalty: {per: day, percent: 10}, floor: 50}\n"
+        'lessons:\n  - {id: "03", slug: tres, section: {es: A, en: A}, title: {es: T, en: T}, minutes: 1, xp: 1,\n'
+        '     files: [a.py], graders: lesson03, todos: [], checks: [], due: "2026-12-20 23:59"}\n',
+        encoding="utf-8",
+    )
+    roster_yml = tmp_path / "roster.yml"
+    roster_yml.write_text(
+        'version: 1\nlearners:\n  - id: ana\n  - id: bea\nextensions:\n  - {learner: ana, lesson: "03", extra: 2d}\n',
+        encoding="utf-8",
+    )
+    course, learners = load_course(course_yml), roster.load(roster_yml)
+    madrid = ZoneInfo("Europe/Madrid")
+
+    def at(day: int, hour: int, minute: int) -> datetime:
+        return datetime(2026, 12, day, hour, minute, tzinfo=madrid)
+
+    grace = course.term.grace
+    bea = [
+        Attempt("bea", "03", at(20, 23, 50), "b1", 75, 100),
+        Attempt("bea", "03", at(22, 10, 30), "b2", 87.5, 100),
+    ]
+    bea_due = due_dates(course, learners, "bea")["03"]
+    latest = counting(bea, bea_due, "latest", grace)
+    assert (latest.attempt.commit, latest.lateness.units, latest.lateness.factor, latest.grade) == (
+        "b2",
+        2,
+        0.8,
+        70.0,
+    )
+    assert counting(bea, bea_due, "best", grace).grade == 75.0
+    ana = [
+        Attempt("ana", "03", at(22, 10, 30), "a1", 87.5, 100),
+        Attempt("ana", "03", at(26, 0, 30), "a2", 100, 100),
+    ]
+    ana_due = due_dates(course, learners, "ana")["03"]
+    assert ana_due.late_until == at(25, 23, 59)
+    assert counting(ana, ana_due, "latest", grace) == Counted(ana[0], ON_TIME, 87.5)

@@ -214,7 +214,7 @@ BAD_COURSE = [
     ),
     ("term:\n  grace: 1.5h", "", TERM_LINE + 1, "term.grace", "«1.5h» no vale aquí"),
     ("term:\n  counting: first", "", TERM_LINE + 1, "term.counting", "latest (cuenta la última"),
-    ("term:\n  gracia: 5m", "", TERM_LINE, "term", "el campo «gracia» no existe"),
+    ("term:\n  grace: 5m\n  gracia: 5m", "", TERM_LINE + 2, "term.gracia", "el campo «gracia» no existe"),
     (
         "term:\n  late:\n    period: 3d\n    penalty: {per: week, percent: 10}",
         "",
