@@ -153,11 +153,18 @@ def run(course: Course, args: argparse.Namespace, lang: str) -> report.Result:
     for lesson in lessons:
         stubs = own_code.stub_texts(course, lesson)
         owns = {learner: own_code.own_code(learner, submissions / learner, lesson, stubs) for learner in ids}
-        pairs, left_out = compare.compare_lesson(lesson.id, list(owns.values()), stubs)
-        dist = compare.distribution(pairs, threshold=args.z, min_pairs=args.min_pairs)
-        compare.flag(pairs, dist)
+        found = compare.compare_lesson(
+            lesson.id,
+            list(owns.values()),
+            stubs,
+            threshold=args.z,
+            min_pairs=args.min_pairs,
+            shown=report.TOP_UNFLAGGED,
+        )
         title = lesson.title.get(lang) or lesson.title.get(i18n.DEFAULT_LANGUAGE) or lesson.slug
-        results.append(report.LessonResult(lesson.id, title, owns, pairs, dist, left_out))
+        results.append(
+            report.LessonResult(lesson.id, title, owns, found.pairs, found.distribution, found.left_out)
+        )
 
     histories = [history.history(learner, submissions / learner, commits.get(learner)) for learner in ids]
     hand_out, problems = history.template_commits(list(args.template or []))

@@ -36,12 +36,12 @@ handed out, or no files) is in no pair of it.
 
 from __future__ import annotations
 
+import bisect
 import io
 import logging
 import math
 import os
 import statistics
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from autograder.similarity.own_code import OwnCode
@@ -108,8 +108,18 @@ def _copydetect():
     os.environ.setdefault("MPLBACKEND", "Agg")
     import copydetect
 
-    logging.getLogger().setLevel(max(logging.getLogger().level, logging.ERROR))  # its per-file warnings
+    root = logging.getLogger()
+    if not any(isinstance(f, _QuietCopydetect) for f in root.filters):
+        root.addFilter(_QuietCopydetect())
     return copydetect
+
+
+class _QuietCopydetect(logging.Filter):
+    """copydetect warns on the root logger for every file it cannot tokenise; the report says
+    what it needs to, so its warnings are dropped (only its own)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "copydetect" not in record.pathname
 
 
 def fingerprint(own: OwnCode, boilerplate, *, k: int = K, window: int = WINDOW) -> Fingerprint:
@@ -135,27 +145,26 @@ def boilerplate(stubs: dict[str, str], *, k: int = K, window: int = WINDOW):
     return np.array(sorted(hashes), dtype=np.int64)
 
 
-def compare(lesson: str, first: Fingerprint, second: Fingerprint, weights: dict[int, float]) -> Pair:
-    cd = _copydetect()
-    a, b = first.own, second.own
+def score(
+    first: Fingerprint, second: Fingerprint, weights: dict[int, float], totals: dict[str, float]
+) -> float:
+    """The pair's rarity-weighted share (see the module docstring)."""
     shared = first.print.hashes & second.print.hashes
     if not shared:
-        return Pair(lesson, a.learner, b.learner, 0.0, 0.0, 0.0)
-    _, (sim_a, sim_b), (slices_a, slices_b) = cd.compare_files(first.print, second.print)
-    sim_a, sim_b = min(1.0, float(sim_a)), min(1.0, float(sim_b))
-    common = sum(weights.get(h, 0.0) for h in shared)
-    mine = [sum(weights.get(h, 0.0) for h in side.print.hashes) for side in (first, second)]
-    score = sum(common / total for total in mine if total > 0) / 2
-    return Pair(
-        lesson,
-        a.learner,
-        b.learner,
-        round(min(1.0, score), 4),
-        round(sim_a, 4),
-        round(sim_b, 4),
-        matched_lines(a.text, slices_a),
-        matched_lines(b.text, slices_b),
-    )
+        return 0.0
+    common = sum(weights[h] for h in shared)
+    mine = [totals[side.own.learner] for side in (first, second)]
+    return round(min(1.0, sum(common / total for total in mine if total > 0) / 2), 4)
+
+
+def detail(pair: Pair, first: Fingerprint, second: Fingerprint) -> None:
+    """copydetect's own similarity of the pair and the lines that match, on each side."""
+    if not first.print.hashes & second.print.hashes:
+        return
+    _, (sim_a, sim_b), (slices_a, slices_b) = _copydetect().compare_files(first.print, second.print)
+    pair.similarity_a, pair.similarity_b = round(min(1.0, float(sim_a)), 4), round(min(1.0, float(sim_b)), 4)
+    pair.lines_a = matched_lines(first.own.text, slices_a)
+    pair.lines_b = matched_lines(second.own.text, slices_b)
 
 
 def rarity(prints: list[Fingerprint]) -> dict[int, float]:
@@ -172,8 +181,6 @@ def matched_lines(text: str, slices) -> list[int]:
     """The indexes of the lines of `text` that a copied slice (character offsets) touches."""
     if len(slices) == 0 or len(slices[0]) == 0:
         return []
-    import bisect
-
     starts, position = [], 0
     for row in text.split("\n"):
         starts.append(position)
@@ -187,29 +194,47 @@ def matched_lines(text: str, slices) -> list[int]:
     return sorted(index for index in found if index < count)
 
 
+@dataclass
+class Comparison:
+    pairs: list[Pair]
+    left_out: list[str]  # learners with no own code in the lesson
+    distribution: Distribution
+
+
 def compare_lesson(
     lesson: str,
     owns: list[OwnCode],
     stubs: dict[str, str],
     *,
+    threshold: float = Z_THRESHOLD,
+    min_pairs: int = MIN_PAIRS,
+    shown: int = 10,
     k: int = K,
     window: int = WINDOW,
-    progress: Callable[[], None] | None = None,
-) -> tuple[list[Pair], list[str]]:
-    """Every pair of learners with own code in `lesson` compared: (pairs, learners left out for
-    having no code to compare)."""
+) -> Comparison:
+    """Every pair of learners with own code in `lesson` scored and judged; copydetect's
+    similarity and matching lines worked out for the flagged pairs and the `shown` highest
+    others (what the report shows: the pairwise comparison of every pair costs 20 times more)."""
     common = boilerplate(stubs, k=k, window=window)
     prints = [fingerprint(own, common, k=k, window=window) for own in owns]
     compared = [p for p in prints if not p.empty]
     left_out = [p.own.learner for p in prints if p.empty]
     weights = rarity(compared)
-    pairs = []
+    totals = {p.own.learner: sum(weights[h] for h in p.print.hashes) for p in compared}
+    pairs, sides = [], {}
     for i, first in enumerate(compared):
         for second in compared[i + 1 :]:
-            pairs.append(compare(lesson, first, second, weights))
-        if progress is not None:
-            progress()
-    return pairs, left_out
+            pair = Pair(
+                lesson, first.own.learner, second.own.learner, score(first, second, weights, totals), 0.0, 0.0
+            )
+            pairs.append(pair)
+            sides[(pair.a, pair.b)] = (first, second)
+    dist = distribution(pairs, threshold=threshold, min_pairs=min_pairs)
+    flag(pairs, dist)
+    ranked = sorted(pairs, key=lambda pair: (-pair.score, pair.a, pair.b))
+    for pair in [p for p in ranked if p.flagged_code] + [p for p in ranked if not p.flagged_code][:shown]:
+        detail(pair, *sides[(pair.a, pair.b)])
+    return Comparison(pairs, left_out, dist)
 
 
 def distribution(

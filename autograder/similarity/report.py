@@ -34,6 +34,7 @@ FOLDER = "similarity"
 HTML_FILE = "similarity.html"
 CSV_FILE = "similarity.csv"
 TOP_UNFLAGGED = 10  # the highest pairs not flagged, shown for context
+SIDE_BY_SIDE = 50  # flagged pairs of a lesson shown with their code, highest z first (the CSV has all)
 CELL_LIMIT = 30000  # characters per CSV cell (spreadsheets hold 32767)
 
 CSV_COLUMNS = [
@@ -190,7 +191,7 @@ td,th{border:1px solid #ccc;padding:.2em .5em;vertical-align:top;text-align:left
 .side{width:50%}
 .side table{width:100%}
 .match{background:#ffe08a}
-.where{color:#777;white-space:nowrap}
+.where{color:#777;white-space:nowrap;width:1%}
 .flag{color:#b00;font-weight:bold}
 .note{color:#555}
 """
@@ -256,9 +257,15 @@ def _lesson_html(lesson: LessonResult, result: Result, t) -> list[str]:
         parts += [f"<li>{_e(learner)}: {_e(file)}: {_e(what)}</li>" for learner, file, what in notes]
         parts.append("</ul>")
     ranked = sorted(lesson.pairs, key=lambda pair: (-pair.score, pair.a, pair.b))
-    flagged = [pair for pair in ranked if pair.flagged_code]
+    flagged = sorted(
+        (pair for pair in ranked if pair.flagged_code), key=lambda pair: (-(pair.z or 0.0), pair.a, pair.b)
+    )
     parts.append(f"<h3>{_e(t('flagged', n=len(flagged)))}</h3>")
-    for pair in flagged:
+    if flagged:
+        parts.append(_pairs_table(flagged, result, t))
+    if len(flagged) > SIDE_BY_SIDE:
+        parts.append(f'<p class="note">{_e(t("side_by_side_cap", n=SIDE_BY_SIDE))}</p>')
+    for pair in flagged[:SIDE_BY_SIDE]:
         parts += _pair_html(pair, lesson, result, t)
     others = [pair for pair in ranked if not pair.flagged_code][:TOP_UNFLAGGED]
     if others:

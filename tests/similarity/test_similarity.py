@@ -215,9 +215,9 @@ def test_the_disguised_copy_scores_like_a_copy_not_like_the_cohort(cohort):
     lesson = course.lesson(LESSON)
     stubs = own_code.stub_texts(course, lesson)
     owns = [own_code.own_code(name, cohort["subs"] / name, lesson, stubs) for name in cohort["learners"]]
-    pairs, left_out = compare.compare_lesson(LESSON, owns, stubs)
-    assert left_out == ["nothing"]
-    by_pair = {(pair.a, pair.b): pair for pair in pairs}
+    found = compare.compare_lesson(LESSON, owns, stubs)
+    assert found.left_out == ["nothing"]
+    by_pair = {(pair.a, pair.b): pair for pair in found.pairs}
     independent = [by_pair[pair].score for pair in combinations(INDEPENDENT, 2)]
     assert by_pair[("copy", "ind0")].score == 1.0
     assert by_pair[("disguised", "ind1")].score > max(independent) + 0.2
