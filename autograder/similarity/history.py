@@ -16,7 +16,9 @@ reading only, and at most MAX_COMMITS commits per history.
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,8 +41,12 @@ class History:
 def history(learner: str, folder: Path, commit: str | None) -> History:
     """The commits reachable from `commit` (else HEAD) in `folder`'s clone."""
     try:
-        if folder.is_symlink() or not (folder / ".git").exists():
+        # A real .git folder only: a symlink or a `gitdir:` file could point at another learner's
+        # repository and lend it their commits.
+        if folder.is_symlink() or not stat.S_ISDIR(os.lstat(folder / ".git").st_mode):
             return History(learner, set(), "not a clone")
+    except FileNotFoundError:
+        return History(learner, set(), "not a clone")
     except OSError as exc:
         return History(learner, set(), f"unreadable: {type(exc).__name__}")
     start = commit if commit and _SHA.fullmatch(commit) else "HEAD"

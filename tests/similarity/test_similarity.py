@@ -210,6 +210,17 @@ def test_without_the_template_the_commit_most_of_the_cohort_holds_is_the_hand_ou
     assert list(shared) == [("gita", "gitb")]
 
 
+def test_a_git_folder_that_points_elsewhere_lends_no_commits(cohort, tmp_path):
+    """A `.git` that is a symlink to, or a `gitdir:` file naming, another learner's repository."""
+    (tmp_path / "mallory").mkdir()
+    (tmp_path / "mallory" / ".git").symlink_to(cohort["subs"] / "gita" / ".git")
+    (tmp_path / "trudy").mkdir()
+    (tmp_path / "trudy" / ".git").write_text(f"gitdir: {cohort['subs'] / 'gita' / '.git'}\n")
+    for name in ("mallory", "trudy"):
+        found = history.history(name, tmp_path / name, None)
+        assert (found.commits, found.problem) == (set(), "not a clone")
+
+
 def test_the_disguised_copy_scores_like_a_copy_not_like_the_cohort(cohort):
     course = load_course(ROOT / "course.yml")
     lesson = course.lesson(LESSON)
