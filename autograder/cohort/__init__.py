@@ -8,5 +8,5 @@ submission times (observations.py), reading the roster and fetching its reposito
 spreadsheet-safe CSVs (gradebook.py) and the cohort report (report.py), with why a learner's lesson
 does not run at all, read back from a result (causes.py).
 
-May import: core, sandbox, engine, render, term.
+May import: core, sandbox, engine, render, github, term.
 """
