@@ -326,10 +326,10 @@ def test_submissions_recorded_in_run_json_and_a_small_cohort(tmp_path, cohort, c
     )
     assert run_similarity(notas) == 0
     html = (notas / FOLDER / HTML_FILE).read_text(encoding="utf-8")
-    assert "Only 1 pairs (at least 6)" in html
+    assert "Only 1 pair (at least 6)" in html
     rows = list(csv.DictReader(io.StringIO((notas / FOLDER / CSV_FILE).read_text(encoding="utf-8"))))
     assert rows == []
-    assert "0 pairs flagged" in capsys.readouterr().err
+    assert "0 pairs flagged for their code in 0 lessons;" in capsys.readouterr().err
 
 
 # ------------------------------------------------------------------------------ the rule
