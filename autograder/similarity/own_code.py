@@ -76,8 +76,13 @@ def stub_texts(course: Course, lesson: Lesson) -> dict[str, str]:
 
 
 def lesson_folder(learner_folder: Path, lesson: Lesson) -> Path:
-    """Where a learner's lesson lives: <folder>/exercises/<lesson> in a clone, else <folder>/<lesson>."""
-    return Learner(learner_folder.name, learner_folder).exercises / lesson.folder
+    """Where a learner's lesson lives: <folder>/exercises/<lesson> in a clone, else <folder>/<lesson>;
+    or, as grade-all takes it in a one-lesson run, a folder holding the lesson's files themselves."""
+    exercises = Learner(learner_folder.name, learner_folder).exercises
+    folder = exercises / lesson.folder
+    if not os.path.lexists(folder) and os.path.lexists(exercises / lesson.files[0]):
+        return exercises
+    return folder
 
 
 def own_code(learner: str, learner_folder: Path, lesson: Lesson, stubs: dict[str, str]) -> OwnCode:

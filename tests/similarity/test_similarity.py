@@ -293,6 +293,17 @@ def test_a_symlink_in_a_learners_folder_is_not_followed(tmp_path):
     assert "do not read" not in own.text
 
 
+def test_a_learner_folder_may_hold_the_lessons_files_themselves(tmp_path):
+    course = load_course(ROOT / "course.yml")
+    lesson = course.lesson(LESSON)
+    folder = tmp_path / "ana"
+    folder.mkdir()
+    (folder / "attention.py").write_text("print(sorted(range(42)))\n", encoding="utf-8")
+    own = own_code.own_code("ana", folder, lesson, own_code.stub_texts(course, lesson))
+    assert [line.text for line in own.lines] == ["print(sorted(range(42)))"]
+    assert own.notes == [("attention_numpy.py", "missing")]
+
+
 # ------------------------------------------------------------------------------ bad input
 
 
