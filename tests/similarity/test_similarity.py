@@ -298,10 +298,10 @@ def test_a_learner_folder_may_hold_the_lessons_files_themselves(tmp_path):
     lesson = course.lesson(LESSON)
     folder = tmp_path / "ana"
     folder.mkdir()
-    (folder / "attention.py").write_text("print(sorted(range(42)))\n", encoding="utf-8")
+    (folder / "attention_numpy.py").write_text("print(sorted(range(42)))\n", encoding="utf-8")
     own = own_code.own_code("ana", folder, lesson, own_code.stub_texts(course, lesson))
     assert [line.text for line in own.lines] == ["print(sorted(range(42)))"]
-    assert own.notes == [("attention_numpy.py", "missing")]
+    assert own.notes == [("attention.py", "missing")]
 
 
 # ------------------------------------------------------------------------------ bad input
