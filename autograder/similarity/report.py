@@ -34,6 +34,9 @@ FOLDER = "similarity"
 HTML_FILE = "similarity.html"
 CSV_FILE = "similarity.csv"
 TOP_UNFLAGGED = 10  # the highest pairs not flagged, shown for context
+SIDE_LINES = 300  # own lines shown per side; beyond, the matching ones with CONTEXT lines around
+CONTEXT = 2
+_GAP = '<tr><td class="where">…</td><td></td><td></td></tr>'
 SIDE_BY_SIDE = 50  # flagged pairs of a lesson shown with their code, highest z first (the CSV has all)
 CELL_LIMIT = 30000  # characters per CSV cell (spreadsheets hold 32767)
 
@@ -289,15 +292,28 @@ def _pairs_table(pairs: list[Pair], result: Result, t) -> str:
     return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
 
 
-def _side(own: OwnCode, matched: list[int]) -> str:
+def side_html(own: OwnCode, matched: list[int]) -> str:
+    """One side of a pair: its own lines (file:line, TODO, code), the matching ones marked."""
     marked = set(matched)
-    rows = []
-    for index, line in enumerate(own.lines):
+    shown = range(len(own.lines))
+    if len(own.lines) > SIDE_LINES:  # a long side: its matching lines and a few around them
+        shown = sorted(
+            {i for m in marked for i in range(m - CONTEXT, m + CONTEXT + 1) if 0 <= i < len(own.lines)}
+        )
+        shown = shown[:SIDE_LINES]
+    rows, previous = [], -1
+    for index in shown:
+        line = own.lines[index]
+        if index != previous + 1:
+            rows.append(_GAP)
+        previous = index
         css = ' class="code match"' if index in marked else ' class="code"'
         rows.append(
             f'<tr><td class="where">{_e(line.file)}:{line.number}</td>'
             f'<td class="where">{_e(line.todo or "")}</td><td{css}>{_e(line.text)}</td></tr>'
         )
+    if own.lines and previous != len(own.lines) - 1:
+        rows.append(_GAP)
     return f"<table>{''.join(rows)}</table>"
 
 
@@ -321,8 +337,8 @@ def _pair_html(pair: Pair, lesson: LessonResult, result: Result, t) -> list[str]
         + '</th><th class="side">'
         + _e(_name(result, pair.b))
         + "</th></tr><tr>"
-        + f'<td class="side">{_side(lesson.owns[pair.a], pair.lines_a)}</td>'
-        + f'<td class="side">{_side(lesson.owns[pair.b], pair.lines_b)}</td>'
+        + f'<td class="side">{side_html(lesson.owns[pair.a], pair.lines_a)}</td>'
+        + f'<td class="side">{side_html(lesson.owns[pair.b], pair.lines_b)}</td>'
         + "</tr></table>"
     )
     return parts

@@ -304,6 +304,17 @@ def test_a_learner_folder_may_hold_the_lessons_files_themselves(tmp_path):
     assert own.notes == [("attention.py", "missing")]
 
 
+def test_a_long_side_shows_its_matching_lines_with_a_few_around(tmp_path):
+    from autograder.similarity import report
+
+    own = own_code.OwnCode(
+        "ana", LESSON, [own_code.Line("a.py", n, f"x{n} = {n}", None) for n in range(1, 1001)]
+    )
+    side = report.side_html(own, [500])
+    assert side.count("<tr>") == 2 * report.CONTEXT + 1 + 2  # the match, its context, two gaps
+    assert ">x501 = 501<" in side and ">x1 = 1<" not in side
+
+
 # ------------------------------------------------------------------------------ bad input
 
 
