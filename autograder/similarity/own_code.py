@@ -33,7 +33,9 @@ from autograder.core.regions import REGION_SUFFIXES, tagged
 
 _NAME = re.compile(r"[^\W\d]\w*")
 _SPACE = re.compile(r"\s+")
-MAX_BYTES = 512 * 1024  # per file: the longest lesson file is ~10 KB; a huge one is cut, and noted
+# Per file: the longest lesson file is ~10 KB; a longer one is cut, and noted. Tokenising costs
+# ~1 s per 64 KB of hostile code (a 500 KB file: ~10 s, per lesson and learner).
+MAX_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
