@@ -257,7 +257,9 @@ def _lesson_html(lesson: LessonResult, result: Result, t) -> list[str]:
     notes = [(learner, file, what) for learner, own in lesson.owns.items() for file, what in own.notes]
     if notes:
         parts.append(f"<h3>{_e(t('notes'))}</h3><ul>")
-        parts += [f"<li>{_e(learner)}: {_e(file)}: {_e(what)}</li>" for learner, file, what in notes]
+        parts += [
+            f"<li>{_e(learner)}: {_e(file)}: {_e(note_text(what, t))}</li>" for learner, file, what in notes
+        ]
         parts.append("</ul>")
     ranked = sorted(lesson.pairs, key=lambda pair: (-pair.score, pair.a, pair.b))
     flagged = sorted(
@@ -376,9 +378,20 @@ def _history_html(result: Result, t) -> list[str]:
     missing = [(learner, why) for learner, why in sorted(result.histories.items()) if why is not None]
     if missing:
         parts.append(f'<p class="note">{_e(t("no_history"))}</p><ul>')
-        parts += [f'<li class="note">{_e(learner)}: {_e(why)}</li>' for learner, why in missing]
+        parts += [f'<li class="note">{_e(learner)}: {_e(note_text(why, t))}</li>' for learner, why in missing]
         parts.append("</ul>")
     return parts
+
+
+# own_code's and history's notes ("kind" or "kind: detail") in the report's language.
+_NOTES = ("missing", "link", "cut", "unreadable", "syntax", "not a clone")
+
+
+def note_text(note: str, t) -> str:
+    kind, _, detail = note.partition(": ")
+    if kind not in _NOTES:
+        return note  # git's own words
+    return t("note_" + kind.replace(" ", "_"), detail=detail)
 
 
 def _texts(lang: str):
