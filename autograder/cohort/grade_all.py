@@ -3,6 +3,7 @@
     autograder grade-all SUBMISSIONS --out DIR [--jobs N] [--shard I/N] [--roster FILE]
                          [--allow-scheme SCHEME ...] [--allow-host HOST ...]
                          [--lessons LESSON ...] [--seed N] [--lang es|en] [--learner-timeout S]
+                         [--snapshot | --at "YYYY-MM-DD HH:MM"]
     autograder grade-all --merge DIR [DIR ...] --out DIR
 
 SUBMISSIONS holds one folder per learner: a clone of their repository (with exercises/ inside)
@@ -25,6 +26,18 @@ they were first seen. Each learner's record, grades.csv, cohort.csv and the grad
 stamped with the first sighting of what was graded; a commit's dates and files' times are never
 read. A line of the log that cannot be read is reported (file and line) and skipped.
 
+Deadlines (course.yml's term block, the roster's extensions; autograder/term/): which submission
+counts. `--snapshot` (meant for a scheduled run at a deadline) fetches every roster learner and
+records their head at that moment in the observation log, with GitHub's push times from the
+repository activity API where a token allows (AUTOGRADER_ROSTER_TOKEN, GITHUB_TOKEN or GH_TOKEN);
+it grades nothing. `--at "YYYY-MM-DD HH:MM"` (course time zone) grades each learner's commit as
+of that moment, from what the log recorded (their latest fetch, snapshot or push at or before it),
+and names the learners with no record before it. With deadlines, every run then works out each
+learner's counting submission per lesson (autograder/cohort/term_grades.py), grades the counting
+ones never graded (their commit checked out on its own), and writes the term grade into
+grades.csv and cohort.csv (late ones with the penalty) and DIR/term.json. Moving a deadline or an
+extension and running again recomputes them.
+
 --shard I/N grades a stable I-th of N parts of the learners (by a hash of their id), so N
 machines can share a cohort; --merge (autograder/cohort/merge.py) then combines the N output
 folders into one, after checking that they are the N shards of the same run (same seed, lessons,
@@ -45,27 +58,37 @@ import argparse
 import contextlib
 import hashlib
 import importlib.util
+import io
 import os
 import random
 import re
+import shutil
 import signal
+import subprocess
 import sys
+import tarfile
+import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime
+from datetime import datetime, timezone
 from pathlib import Path
+from urllib.parse import urlencode, urlsplit
 
 from autograder.cohort import observations
 from autograder.cohort.merge import merge
 from autograder.cohort.observations import ObservationLog, Sighting
 from autograder.cohort.outputs import Say, error_result_json, load_log, publish, report_failed_outputs
 from autograder.cohort.roster import (
+    GIT_OPTIONS,
+    GIT_TIMEOUT,
     Allowed,
+    GitError,
     Learner,
     add_allow_options,
     fetch,
     learners_in,
     read_roster,
+    redact_url,
 )
 from autograder.cohort.store import (
     RESULTS,
@@ -75,8 +98,11 @@ from autograder.cohort.store import (
     content_hash,
     grading_fingerprint,
     learner_key,
+    write_json,
 )
+from autograder.cohort.term_grades import has_deadlines
 from autograder.core import i18n
+from autograder.core.history import parse_time
 from autograder.core.manifest import Course, Lesson
 from autograder.sandbox import cpu_clock
 
@@ -133,6 +159,10 @@ def add_parser(subparsers) -> None:
         default=None,
         metavar="SECONDS",
         help=message("cli.grade_all.learner_timeout"),
+    )
+    parser.add_argument("--snapshot", action="store_true", help=message("cli.grade_all.snapshot"))
+    parser.add_argument(
+        "--at", default=None, metavar=message("cli.grade_all.at_metavar"), help=message("cli.grade_all.at")
     )
     parser.add_argument(
         "--merge",
@@ -254,7 +284,8 @@ def _check_inputs(args: argparse.Namespace) -> None:
     if importlib.util.find_spec("nbgrader") is None:
         raise BatchError("batch.nbgrader_missing")
     allowed(args)
-    _check_isolation(args)
+    if not args.snapshot:  # a snapshot fetches and records; it runs no learner's code
+        _check_isolation(args)
 
 
 def _check_isolation(args: argparse.Namespace) -> None:
@@ -288,9 +319,20 @@ def allowed(args: argparse.Namespace) -> Allowed:
 def _grade_all(course: Course, args: argparse.Namespace, lang: str) -> int:
     _check_inputs(args)
     shard = parse_shard(args.shard)
+    at = parse_at(args.at, course) if args.at is not None else None
+    if args.snapshot and (at is not None or args.roster is None):
+        raise BatchError("term_cohort.snapshot_needs_roster" if at is None else "term_cohort.snapshot_and_at")
     lessons = [course.lesson(key) for key in args.lessons] if args.lessons else list(course.lessons)
     say = Say(lang)
     learners = _learners(args, say)  # reads the roster or the folder; nothing is written before
+    if has_deadlines(course, lessons):  # a typo in an extension stops the run before any grading
+        from autograder.core.roster import RosterError as ExtensionError
+        from autograder.term.deadlines import check_extensions
+
+        try:
+            check_extensions(course, core_roster(args))
+        except ExtensionError as exc:
+            raise BatchError(exc.text.key, **exc.text.params) from None
     if shard is not None:
         learners = [learner for learner in learners if shard_of(learner.id, shard[1]) == shard[0]]
     store = Store(args.out)
@@ -305,6 +347,36 @@ def _grade_all(course: Course, args: argparse.Namespace, lang: str) -> int:
         args.submissions.mkdir(parents=True, exist_ok=True)
         say.line("batch.fetching", n=len(learners))
         fetched = _fetch(learners, jobs=min(8, args.jobs or _default_jobs()), allowed=allowed(args))
+    if args.snapshot:
+        return _snapshot(learners, fetched, log, say, args)
+    as_of: dict[str, Sighting] = {}
+    scratch = None
+    if at is not None:
+        scratch = Path(tempfile.mkdtemp(prefix="autograder-at-"))
+        os.chmod(scratch, 0o755)  # as SUBMISSIONS: the grading processes read the files from here
+        as_of = _as_of(learners, log, at, scratch, allowed(args) if args.roster else None, say, args.at)
+    try:
+        return _run(course, args, lang, lessons, learners, store, log, seed, shard, fetched, as_of, at, say)
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _run(
+    course: Course,
+    args: argparse.Namespace,
+    lang: str,
+    lessons: list[Lesson],
+    learners: list[Learner],
+    store: Store,
+    log: ObservationLog,
+    seed: int,
+    shard: tuple[int, int] | None,
+    fetched: dict[str, datetime],
+    as_of: dict[str, Sighting],
+    at: datetime | None,
+    say: Say,
+) -> int:
     run = {
         "course": course.name,
         "language": lang,
@@ -313,18 +385,371 @@ def _grade_all(course: Course, args: argparse.Namespace, lang: str) -> int:
         "fingerprint": grading_fingerprint(course, lessons, seed=seed, lang=lang),
         "shard": None if shard is None else f"{shard[0]}/{shard[1]}",
         "learners": [learner.id for learner in learners],
+        "submissions": str(args.submissions.resolve()),  # for `autograder similarity NOTAS`
     }
     store.write_run(run)
 
-    todo, unchanged, failed = _triage(course, lessons, learners, store, run, say, log, fetched)
+    todo, unchanged, failed = _triage(course, lessons, learners, store, run, say, log, fetched, as_of)
     jobs = min(args.jobs or _default_jobs(), max(1, len(todo)))
     say.line("batch.start", learners=len(learners), todo=len(todo), same=unchanged, jobs=jobs, seed=seed)
     counts = _grade(course, lessons, todo, store, run, jobs, args.learner_timeout, say)
     if counts is None:
         return 1
-    failures = publish(course, store, run, lang)
+    term = None
+    if has_deadlines(course, lessons) and not args.snapshot:
+        term = _term(course, lessons, learners, store, run, log, args, at, say)
+        if term is None:
+            return 1
+    failures = publish(course, store, run, lang, term=term)
     say.out("batch.summary", graded=counts[0], same=unchanged, errors=failed + counts[1], out=str(args.out))
     return report_failed_outputs(say, store, failures)
+
+
+# ------------------------------------------------------------------------------ deadlines
+
+# Activity that leaves `after` on the branch (as the service's github_lookup): branch_deletion
+# leaves nothing.
+MOVES_REF = ("push", "force_push", "branch_creation", "pr_merge", "merge_queue_merge")
+_REPO_PATH = re.compile(r"([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+?)(?:\.git)?/?$")
+_COMMIT = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")
+
+
+def parse_at(text: str, course: Course) -> datetime:
+    """--at's wall-clock time in the course's time zone (as course.yml's due dates: a time the
+    clocks skip is refused, one they show twice is the first), as an aware UTC instant."""
+    from autograder.core.manifest import WallTimeError, wall_time
+
+    try:
+        return wall_time(text.strip(), course.timezone)
+    except WallTimeError as exc:
+        if exc.kind == "format":
+            raise BatchError("term_cohort.bad_at", at=text, zone=course.timezone) from None
+        raise BatchError(exc.text.key, **exc.text.params) from None
+
+
+def _snapshot(
+    learners: list[Learner], fetched: dict[str, datetime], log: ObservationLog, say: Say, args
+) -> int:
+    """--snapshot: each fetched learner's head, at the moment their fetch finished, and GitHub's
+    push times where a token allows, into the observation log. Grades nothing."""
+    heads = []
+    for learner in learners:
+        if learner.problem is not None:
+            kind, detail = learner.problem
+            say.line(f"batch.problem_{kind}", id=learner.id, detail=detail)
+        elif learner.commit and learner.id in fetched:
+            heads.append(Sighting(learner.id, "snapshot", learner.commit, None, fetched[learner.id]))
+    pushes = _push_activity(learners, say)
+    try:
+        log.record([*heads, *pushes])
+    except OSError as exc:
+        raise BatchError("batch.observations_unwritable", file=str(log.path), detail=str(exc)) from None
+    say.out(
+        "term_cohort.snapshot_done", n=len(heads), total=len(learners), pushes=len(pushes), file=str(log.path)
+    )
+    return 0
+
+
+def _token() -> str:
+    for name in ("AUTOGRADER_ROSTER_TOKEN", "GITHUB_TOKEN", "GH_TOKEN"):
+        if os.environ.get(name, "").strip():
+            return os.environ[name].strip()
+    return ""
+
+
+def github_repository(url: str | None, api_url: str) -> str | None:
+    """ "owner/name" of a learner's repository when GitHub's API at `api_url` knows it:
+    github.com's repositories for api.github.com, else those on the API's own host (GitHub
+    Enterprise Server, the tests' stand-in)."""
+    from autograder.cohort.roster import url_origin
+
+    origin = url_origin(url or "")
+    api_host = urlsplit(api_url).hostname or ""
+    if origin is None or origin[1] != ("github.com" if api_host == "api.github.com" else api_host):
+        return None
+    match = _REPO_PATH.search(url.rstrip("/"))
+    return f"{match[1]}/{match[2]}" if match else None
+
+
+def _push_activity(learners: list[Learner], say: Say) -> list[Sighting]:
+    """Push sightings from GitHub's repository activity (GET /repos/{owner}/{repo}/activity) of
+    each learner's branch: when it got which commit, as GitHub recorded it. Without a token, or
+    for a repository GitHub's API cannot tell about, nothing (said once, or per learner)."""
+    token = _token()
+    if not token:
+        say.line("term_cohort.no_token")
+        return []
+    from autograder.github.rest import DEFAULT_API_URL, GitHubAPI, GitHubError
+
+    api_url = os.environ.get("GITHUB_API_URL") or DEFAULT_API_URL
+    found: list[Sighting] = []
+    for learner in learners:
+        repo = github_repository(learner.url, api_url)
+        if repo is None or (learner.ref and _COMMIT.fullmatch(learner.ref)):
+            continue  # not on this GitHub, or a pinned commit: no branch to follow
+        try:
+            client = GitHubAPI(api_url, token, repo, timeout=30.0)
+            branch = learner.ref or client.request("GET", f"/repos/{repo}")["default_branch"]
+            ref = branch if branch.startswith("refs/") else f"refs/heads/{branch}"
+            for entry in client.paginate(f"/repos/{repo}/activity?{urlencode({'ref': ref})}"):
+                after = entry.get("after") if isinstance(entry, dict) else None
+                if entry.get("activity_type") not in MOVES_REF or not isinstance(after, str):
+                    continue
+                if not _COMMIT.fullmatch(after):
+                    continue
+                seen = parse_time(str(entry.get("timestamp")), "timestamp").astimezone(timezone.utc)
+                found.append(Sighting(learner.id, "push", after, None, seen))
+        except (GitHubError, ValueError, KeyError, TypeError, AttributeError) as exc:
+            say.line("term_cohort.activity_failed", id=learner.id, repo=repo, detail=str(exc))
+    return found
+
+
+def _as_of(
+    learners: list[Learner],
+    log: ObservationLog,
+    at: datetime,
+    scratch: Path,
+    allowed: Allowed | None,
+    say: Say,
+    text: str,
+) -> dict[str, Sighting]:
+    """--at: each learner's commit as of `at` (the log's latest fetch, snapshot or push at or
+    before it), checked out on its own under `scratch`; that learner is graded from there. The
+    learners with no record by then are named, and get an error result that says so."""
+    chosen, missing = {}, []
+    for learner in learners:
+        if learner.problem is not None and learner.problem[0] != "fetch":
+            continue
+        head = log.head_at(learner.id, at)
+        if head is None:
+            missing.append(learner.id)
+            learner.problem = ("no_record", text)
+            continue
+        folder = scratch / learner.id
+        problem = materialise(learner.folder, head.commit, folder, learner.url if allowed else None, allowed)
+        if problem is not None:
+            learner.problem = ("fetch", problem)
+            continue
+        learner.problem, learner.folder, learner.commit = None, folder, head.commit
+        chosen[learner.id] = head
+    if missing:
+        say.line("term_cohort.at_no_record", n=len(missing), at=text, ids=", ".join(missing))
+    return chosen
+
+
+def _git_bytes(folder: Path, *args: str, protocols: tuple[str, ...] = ()) -> bytes:
+    """git in `folder` with the roster's options (no hooks, no symlinks, no local remotes),
+    reaching remotes only over `protocols`; its output, or GitError with its own words."""
+    env = {
+        **os.environ,
+        "GIT_TERMINAL_PROMPT": "0",
+        "GIT_ASKPASS": "true",
+        "GIT_SSH_COMMAND": os.environ.get("GIT_SSH_COMMAND", "ssh -o BatchMode=yes"),
+        "GIT_ALLOW_PROTOCOL": ":".join(protocols),
+    }
+    try:
+        proc = subprocess.run(
+            ["git", *GIT_OPTIONS, *args],
+            cwd=folder,
+            env=env,
+            capture_output=True,
+            timeout=GIT_TIMEOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise GitError(f"git {args[0]}: {exc}") from None
+    if proc.returncode != 0:
+        words = proc.stderr.decode("utf-8", "replace").strip()
+        raise GitError(words[:500] or f"git {args[0]} exited with {proc.returncode}")
+    return proc.stdout
+
+
+def materialise(
+    clone: Path, commit: str, into: Path, url: str | None = None, allowed: Allowed | None = None
+) -> str | None:
+    """Write `commit`'s files from the git clone `clone` into the new folder `into` (fetched
+    from its remote first when the clone lacks it and `allowed` says how): None when done, else
+    why not. Regular files and folders only: a symlink in the commit is left out, as grading
+    never follows one. The clone's HEAD and files are not touched."""
+    if not (clone / ".git").is_dir():
+        return f"{clone}: not a git clone"
+    try:
+        _git_bytes(clone, "cat-file", "-e", f"{commit}^{{commit}}")
+    except GitError:
+        if allowed is None or not url:
+            return f"{commit}: not in {clone}"
+        try:
+            _git_bytes(clone, "fetch", "--quiet", "--no-tags", "origin", commit, protocols=allowed.schemes)
+        except GitError as exc:
+            return redact_url(str(exc))
+    try:
+        data = _git_bytes(clone, "archive", "--format=tar", commit)
+    except GitError as exc:
+        return str(exc)
+    into.mkdir(parents=True)
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        for member in tar:
+            parts = Path(member.name).parts
+            if not parts or Path(member.name).is_absolute() or ".." in parts:
+                continue
+            target = into.joinpath(*parts)
+            if member.isdir():
+                target.mkdir(parents=True, exist_ok=True)
+            elif member.isfile():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                source = tar.extractfile(member)
+                target.write_bytes(source.read() if source is not None else b"")
+    return None
+
+
+def _keep_attempt(store: Store, record: Record, run: dict) -> None:
+    """An unchanged learner's result, archived for the term grade when an older run did not."""
+    if (
+        record.observed
+        and not store.attempt_path(record.learner, record.observed, run["fingerprint"]).is_file()
+    ):
+        data = store.result_path(record.learner).read_text(encoding="utf-8")
+        store.save_attempt(record.learner, record.observed, run["fingerprint"], data)
+
+
+def core_roster(args: argparse.Namespace):
+    """The roster as core.roster reads it (extensions included), None without --roster; its
+    extensions checked against course.yml by the caller (term.deadlines)."""
+    from autograder.core import roster as schema
+
+    if args.roster is None:
+        return None
+    try:
+        return schema.load(args.roster)
+    except schema.RosterError as exc:
+        raise BatchError(exc.text.key, **exc.text.params) from None
+
+
+def count_term(
+    course: Course,
+    lessons: list[Lesson],
+    learners: list[str],
+    store: Store,
+    fingerprint: str,
+    log: ObservationLog,
+    roster,
+    at: datetime | None = None,
+):
+    """The term grades (term_grades.TermGrades) of `learners` from what DIR recorded: their
+    submissions and times from the observation log (only those first seen by `at`, with --at),
+    the results archived under `fingerprint`, the due dates of course.yml and the roster's
+    extensions (`roster`: core.roster's, or None). Grades nothing."""
+    from autograder.cohort.term_grades import Submitted, parse_result, term_grades
+    from autograder.term.deadlines import due_dates
+
+    def submitted(learner: str) -> list[Submitted]:
+        return [Submitted(s.what, s.commit, s.seen) for s in log.submissions(learner, until=at)]
+
+    def result_of(learner: str, sub: Submitted):
+        return parse_result(store.read_attempt(learner, sub.what, fingerprint))
+
+    return term_grades(
+        course, lessons, learners, submitted, result_of, lambda learner: due_dates(course, roster, learner)
+    )
+
+
+def _term(
+    course: Course,
+    lessons: list[Lesson],
+    learners: list[Learner],
+    store: Store,
+    run: dict,
+    log: ObservationLog,
+    args: argparse.Namespace,
+    at: datetime | None,
+    say: Say,
+):
+    """The term grades (term_grades.py) from the log and the archived results; a counting
+    submission never graded is checked out and graded, then everything is counted again.
+    Written to DIR/term.json; None when the grading processes cannot start."""
+    from autograder.cohort.term_grades import TERM_FILE
+
+    roster = core_roster(args)
+    ids = [learner.id for learner in learners]
+    urls = {learner.id: learner.url for learner in learners}
+    tried: set[tuple[str, str]] = set()
+    while True:
+        grades = count_term(course, lessons, ids, store, run["fingerprint"], log, roster, at)
+        pending = {
+            learner: [sub for sub in subs if (learner, sub.what) not in tried]
+            for learner, subs in grades.ungraded.items()
+        }
+        pending = {learner: subs for learner, subs in pending.items() if subs}
+        if not pending:
+            break
+        if not _grade_counting(course, lessons, pending, urls, store, run, args, say, tried):
+            return None
+    for learner, subs in sorted(grades.ungraded.items()):
+        for sub in subs:
+            say.line("term_cohort.still_ungraded", id=learner, what=sub.what)
+    write_json(store.root / TERM_FILE, grades.as_json())
+    return grades
+
+
+def _grade_counting(
+    course: Course,
+    lessons: list[Lesson],
+    pending: dict[str, list],
+    urls: dict[str, str | None],
+    store: Store,
+    run: dict,
+    args: argparse.Namespace,
+    say: Say,
+    tried: set[tuple[str, str]],
+) -> bool:
+    """Grade one never-graded counting submission per learner in `pending`, each from its commit
+    checked out on its own; its result is archived (an error result when grading failed, which
+    counts 0 as every error does). False when the grading processes cannot start."""
+    from autograder.cohort.pool import GradingPool, PoolError, Setup, Task
+
+    scratch = Path(tempfile.mkdtemp(prefix="autograder-term-"))
+    os.chmod(scratch, 0o755)  # as SUBMISSIONS: the grading processes read the files from here
+    try:
+        tasks, whats = [], {}
+        for learner, subs in pending.items():
+            sub = subs[0]
+            tried.add((learner, sub.what))
+            folder = scratch / learner
+            problem = (
+                materialise(args.submissions / learner, sub.commit, folder, urls.get(learner), allowed(args))
+                if sub.commit and sub.what.startswith("commit:")
+                else "no commit to check out (a folder's files, seen before)"
+            )
+            if problem is not None:
+                say.line("term_cohort.ungradable", id=learner, what=sub.what, detail=problem)
+                continue
+            exercises = folder / "exercises" if (folder / "exercises").is_dir() else folder
+            tasks.append(Task(learner, str(exercises), str(folder)))
+            whats[learner] = sub.what
+        if not tasks:
+            return True
+        say.line("term_cohort.grading_counting", n=len(tasks))
+        setup = Setup(str(course.root / "course.yml"), tuple(run["lessons"]), run["seed"], run["language"])
+        pool = GradingPool(
+            setup,
+            min(args.jobs or _default_jobs(), len(tasks)),
+            args.learner_timeout or default_learner_timeout(lessons),
+        )
+        for outcome in pool.run(tasks):
+            if outcome.error is None:
+                result_json = outcome.result_json
+            else:
+                failed = Record(outcome.learner, "", "error", error=outcome.error, detail=outcome.detail)
+                result_json = error_result_json(
+                    course, lessons, run["language"], run["seed"], failed.error_reason()
+                )
+            store.save_attempt(outcome.learner, whats[outcome.learner], run["fingerprint"], result_json)
+        return True
+    except PoolError as exc:
+        say.line("batch.pool_failed", detail=str(exc))
+        return False
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def _triage(
@@ -336,6 +761,7 @@ def _triage(
     say: Say,
     log: ObservationLog,
     fetched: dict[str, datetime],
+    as_of: dict[str, Sighting] | None = None,
 ) -> tuple[dict[str, tuple[Record, Learner]], int, int]:
     """Sort the learners out: {id: (record, learner)} of those to grade, how many are unchanged since a
     previous run (their result stays), how many cannot be graded (an error result now). Each
@@ -367,11 +793,17 @@ def _triage(
             say.line("batch.problem_unreadable", id=learner.id, detail=record.detail)
             failed += 1
             continue
-        sighting = _observe(log, learner, content, fetched.get(learner.id))
+        if as_of and learner.id in as_of:  # --at: the commit recorded then, as first seen
+            head = as_of[learner.id]
+            sighting = log.first_seen(learner.id, head.what) or head
+        else:
+            sighting = _observe(log, learner, content, fetched.get(learner.id))
         record.timestamp, record.observed = sighting.timestamp, sighting.what
         record.key = learner_key(run["fingerprint"], content)
         if store.is_done(learner.id, record.key):
             _refresh(store, record)
+            if has_deadlines(course, lessons):
+                _keep_attempt(store, record, run)
             unchanged += 1
         else:
             todo[learner.id] = (record, learner)
@@ -408,6 +840,10 @@ def _grade(
             record.seconds, record.pending = round(outcome.seconds, 3), outcome.pending
             if outcome.error is None:
                 store.save(record, outcome.result_json)
+                if record.observed and has_deadlines(course, lessons):  # the term may count it later
+                    store.save_attempt(
+                        record.learner, record.observed, run["fingerprint"], outcome.result_json
+                    )
                 graded += 1
             else:
                 record.status, record.error, record.detail = "error", outcome.error, outcome.detail

@@ -24,6 +24,19 @@ grade cell worth 0, so every maximum is the one `autograder grade` reports (100,
 The submission's time (the gradebook's timestamp, the CSVs' `timestamp`) is when grade-all first
 saw what it graded (autograder/cohort/observations.py), naive UTC as nbgrader keeps it.
 
+With deadlines (course.yml's term block; `term`, autograder/cohort/term_grades.TermGrades), each
+lesson's grade is the term grade: the counting submission's points after the late penalty, which
+may be an older submission than the latest graded one. grades.csv then fills nbgrader's own
+columns as `nbgrader export` does for a late submission: `duedate` (the learner's, extensions
+applied), `timestamp` (the counting submission's time), `raw_score` (its points),
+`late_submission_penalty` (the points the policy took, >= 0) and `score` (raw_score - penalty);
+xp is the counting submission's XP, never penalised. A lesson with no accepted submission scores
+0. cohort.csv's lesson columns hold the term grades, each lesson with a due date followed by
+`<lesson>:late_hours` (how late the counting submission was, in hours, 0 on time),
+`<lesson>:penalty` (points taken) and `<lesson>:status` (on_time, late, none: nothing accepted,
+ungraded: the counting submission could not be graded). The gradebook's submissions carry the
+counting submission's checks, time and late_submission_penalty.
+
 Spreadsheet-safe: the CSVs are opened in Excel, LibreOffice and Google Sheets, and names, e-mails
 and statuses come from rosters and learners. Every cell is written by `_csv` as one of two kinds:
 - numbers: the score columns (raw_score, late_submission_penalty, score, max_score, one per lesson
@@ -70,6 +83,18 @@ NBGRADER_COLUMNS = (
 NUMBER_COLUMNS = frozenset({"raw_score", "late_submission_penalty", "score", "max_score", "xp", "xp_max"})
 
 
+def _naive(moment: datetime.datetime | None) -> datetime.datetime | None:
+    """An aware time as nbgrader keeps it: naive UTC, whole seconds."""
+    if moment is None:
+        return None
+    return moment.astimezone(datetime.timezone.utc).replace(tzinfo=None, microsecond=0)
+
+
+def _cell(term, entry: Entry, lesson):
+    """The term grade of this learner's lesson, or None (no deadlines: the latest result)."""
+    return None if term is None else term.cells.get(entry.record.learner, {}).get(lesson.id)
+
+
 def _timestamp(entry: Entry) -> datetime.datetime | None:
     """The submission's time as nbgrader keeps it: naive UTC, whole seconds."""
     if entry.record.timestamp is None:
@@ -100,7 +125,7 @@ def _score(entry: Entry, lesson) -> float:
     return _points(entry.lesson(lesson.id))
 
 
-def write_gradebook(path: Path, cohort: Cohort) -> None:
+def write_gradebook(path: Path, cohort: Cohort, term=None) -> None:
     """A fresh gradebook at `path` (replacing the previous one only once complete)."""
     from nbgrader import api
 
@@ -120,7 +145,7 @@ def write_gradebook(path: Path, cohort: Cohort) -> None:
                 for table in reversed(api.Base.metadata.sorted_tables):
                     if table.name != "course":
                         gb.db.execute(table.delete())
-                _fill(gb, api, cohort)
+                _fill(gb, api, cohort, term)
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException:
@@ -150,7 +175,7 @@ def _create_schema(path: str) -> None:
         engine.dispose()
 
 
-def _fill(gb, api, cohort: Cohort) -> None:
+def _fill(gb, api, cohort: Cohort, term=None) -> None:
     students = {}
     for entry in cohort.entries:
         record = entry.record
@@ -170,11 +195,15 @@ def _fill(gb, api, cohort: Cohort) -> None:
             )
         # One commit per lesson, not per submission: a cohort of hundreds stays quick.
         for entry in cohort.entries:
+            cell = _cell(term, entry, lesson)
+            stamp = _timestamp(entry) if cell is None else _naive(cell.submitted_at)
             submission = api.SubmittedAssignment(
-                assignment=assignment, student=students[entry.record.learner], timestamp=_timestamp(entry)
+                assignment=assignment, student=students[entry.record.learner], timestamp=stamp
             )
             submitted = api.SubmittedNotebook(notebook=notebook, assignment=submission)
-            result = entry.lesson(lesson.id)
+            result = entry.lesson(lesson.id) if cell is None else cell.result
+            if cell is not None:
+                submitted.late_submission_penalty = cell.penalty
             scores = {check.id: check.score for check in result.checks} if result is not None else {}
             for spec in lesson.checks:
                 api.Grade(
@@ -192,28 +221,39 @@ def _text(value) -> str:
     return "" if value is None else str(value)
 
 
-def export_rows(cohort: Cohort) -> list[dict[str, object]]:
+def _graded(entry: Entry, lesson, cell) -> tuple[float, float, float, object]:
+    """(raw points, penalty, score, the lesson's result) of a learner's lesson: its term grade
+    when there is one, else the latest result's points."""
+    if cell is None:
+        result = entry.lesson(lesson.id)
+        score = _points(result)
+        return score, 0.0, score, result
+    raw = float(cell.points) if cell.points is not None and cell.grade is not None else 0.0
+    return raw, cell.penalty, float(cell.grade) if cell.grade is not None else 0.0, cell.result
+
+
+def export_rows(cohort: Cohort, term=None) -> list[dict[str, object]]:
     """The rows `nbgrader export` writes from our gradebook, with xp and xp_max added: numbers
-    as numbers, text as text (`_csv` writes each as its kind)."""
+    as numbers, text as text (`_csv` writes each as its kind). With `term`, the term grades."""
     rows = []
     for lesson in cohort.lessons:
         # nbgrader's assignment max_score: the sum of its grade cells' (see cell_points).
         max_score = float(sum(cell_points(cohort, lesson).values()))
         for entry in cohort.entries:
-            result = entry.lesson(lesson.id)
-            score = _points(result)
+            cell = _cell(term, entry, lesson)
+            raw, penalty, score, result = _graded(entry, lesson, cell)
             record = entry.record
             rows.append(
                 {
                     "assignment": lesson.folder,
-                    "duedate": "",
-                    "timestamp": _text(_timestamp(entry)),
+                    "duedate": _text(_naive(cell.due)) if cell is not None else "",
+                    "timestamp": _text(_timestamp(entry) if cell is None else _naive(cell.submitted_at)),
                     "student_id": record.learner,
                     "last_name": record.last_name,
                     "first_name": record.first_name,
                     "email": record.email,
-                    "raw_score": score,
-                    "late_submission_penalty": 0.0,
+                    "raw_score": raw,
+                    "late_submission_penalty": penalty,
                     "score": score,
                     "max_score": max_score,
                     "xp": result.xp if result is not None else 0,
@@ -223,13 +263,28 @@ def export_rows(cohort: Cohort) -> list[dict[str, object]]:
     return rows
 
 
-def grades_csv(cohort: Cohort) -> str:
-    return csv_text([*NBGRADER_COLUMNS, "xp", "xp_max"], export_rows(cohort), NUMBER_COLUMNS)
+def grades_csv(cohort: Cohort, term=None) -> str:
+    return csv_text([*NBGRADER_COLUMNS, "xp", "xp_max"], export_rows(cohort, term), NUMBER_COLUMNS)
 
 
-def cohort_csv(cohort: Cohort) -> str:
-    """One row per learner: a column of points per lesson (named like its assignment), totals."""
+def _late_columns(cohort: Cohort, term) -> dict[str, list[str]]:
+    """{lesson folder: its late_hours, penalty and status columns}, for the lessons with a due date."""
+    if term is None:
+        return {}
+    dated = {lid for row in term.cells.values() for lid, cell in row.items() if cell.due is not None}
+    return {
+        lesson.folder: [f"{lesson.folder}:late_hours", f"{lesson.folder}:penalty", f"{lesson.folder}:status"]
+        for lesson in cohort.lessons
+        if lesson.id in dated
+    }
+
+
+def cohort_csv(cohort: Cohort, term=None) -> str:
+    """One row per learner: a column of points per lesson (named like its assignment), totals.
+    With `term`, the term grades, each dated lesson followed by its lateness columns."""
+    late = _late_columns(cohort, term)
     folders = [lesson.folder for lesson in cohort.lessons]
+    lesson_columns = [name for folder in folders for name in (folder, *late.get(folder, ()))]
     columns = [
         "student_id",
         "last_name",
@@ -237,18 +292,30 @@ def cohort_csv(cohort: Cohort) -> str:
         "email",
         "timestamp",
         "status",
-        *folders,
+        *lesson_columns,
         "score",
         "max_score",
         "xp",
         "xp_max",
     ]
+    numbers = set(folders) | {names[0] for names in late.values()} | {names[1] for names in late.values()}
     rows = []
     maximum = float(sum(sum(cell_points(cohort, lesson).values()) for lesson in cohort.lessons))
     for entry in cohort.entries:
         record = entry.record
-        scores = {lesson.folder: _score(entry, lesson) for lesson in cohort.lessons}
-        xp = sum(result.xp for result in (entry.lesson(lesson.id) for lesson in cohort.lessons) if result)
+        scores: dict[str, object] = {}
+        total, xp = 0.0, 0
+        for lesson in cohort.lessons:
+            cell = _cell(term, entry, lesson)
+            _, penalty, score, result = _graded(entry, lesson, cell)
+            scores[lesson.folder] = score
+            total += score
+            xp += result.xp if result is not None else 0
+            if lesson.folder in late:
+                hours, points, status = late[lesson.folder]
+                scores[hours] = round(cell.late_by.total_seconds() / 3600, 2) if cell is not None else 0.0
+                scores[points] = penalty
+                scores[status] = cell.status if cell is not None else "none"
         rows.append(
             {
                 "student_id": record.learner,
@@ -258,13 +325,13 @@ def cohort_csv(cohort: Cohort) -> str:
                 "timestamp": _text(_timestamp(entry)),
                 "status": record.status if record.error is None else f"{record.status}:{record.error}",
                 **scores,
-                "score": float(entry.result.score),
+                "score": float(entry.result.score) if term is None else round(total, 2),
                 "max_score": maximum,
                 "xp": xp,
                 "xp_max": sum(lesson.xp for lesson in cohort.lessons),
             }
         )
-    return csv_text(columns, rows, NUMBER_COLUMNS | set(folders))
+    return csv_text(columns, rows, NUMBER_COLUMNS | numbers)
 
 
 def _number(value: object, column: str) -> str:
@@ -291,3 +358,13 @@ def csv_text(columns: list[str], rows: list[dict[str, object]], numbers: frozens
             ]
         )
     return buffer.getvalue()
+
+
+def lms_grade(entry: Entry, lesson, term=None) -> float | None:
+    """A learner's grade of a lesson for the LMS files (term/lms.py): the term grade with
+    deadlines (None where nothing counts or it could not be graded), else the latest result's
+    points; None for a learner whose grading failed (an LMS's "no grade", never a graded 0)."""
+    cell = _cell(term, entry, lesson)
+    if cell is not None:
+        return cell.grade
+    return _points(entry.lesson(lesson.id)) if entry.graded else None

@@ -29,6 +29,23 @@ something seen before keeps its old time. Where the same thing appears on two li
 combined by `grade-all --merge`, which appends what the shards saw and the merged folder did
 not), the earliest time wins.
 
+Two more kinds of sighting, for deadlines (issue 32; autograder/cohort/term_grades.py):
+
+    snapshot  `grade-all --snapshot` (a scheduled run at a deadline) fetched the learner's
+              repository and found `commit` at its head; `seen` is the moment that fetch
+              finished, on grade-all's clock. Written on every snapshot, even of a commit seen
+              before: it says what the head was at that moment, which a force push back to an
+              older commit would otherwise hide.
+    push      GitHub's repository activity (GET /repos/{owner}/{repo}/activity, a push, a force
+              push, a merge) says the branch got `commit` at `seen`: GitHub's record of the push,
+              which the learner cannot write either (a commit's dates they can). Written once per
+              (commit, time).
+
+So a commit's submission time is its earliest sighting of any kind (`first_seen`), and the
+learner's submission as of a moment (`grade-all --at`) is the commit of their latest fetch,
+snapshot or push at or before it (`head_at`). Folder sightings have no commit to check out and
+take no part in --at.
+
 Written safely: each line is one unbuffered append under the log's lock (core/file_lock.py;
 the side file observations.jsonl.lock stays next to it), flushed to disk before grading goes
 on, and never glued to a damaged last line. Read tolerantly: a line that is not a sighting is
@@ -52,7 +69,8 @@ from autograder.core.history import parse_time
 from autograder.core.roster import valid_learner_id
 
 LOG_FILE = "observations.jsonl"
-HOW = ("fetch", "folder")
+HOW = ("fetch", "folder", "snapshot", "push")
+COMMITS = ("fetch", "snapshot", "push")  # the kinds that name a commit grade-all can check out
 _SHA = re.compile(r"[0-9a-f]{40}|[0-9a-f]{64}")  # a git object id, SHA-1 or SHA-256
 _CONTENT = re.compile(r"[0-9a-f]{64}")  # store.content_hash: SHA-256
 _FIELDS = ("learner", "how", "commit", "content", "seen")
@@ -81,7 +99,7 @@ class Sighting:
     def what(self) -> str:
         """What was seen, as the record keeps it (Record.observed): "commit:<sha>" for a
         fetch, "content:<sha256>" for a folder."""
-        return f"commit:{self.commit}" if self.how == "fetch" else f"content:{self.content}"
+        return f"content:{self.content}" if self.how == "folder" else f"commit:{self.commit}"
 
     @property
     def timestamp(self) -> int:
@@ -114,8 +132,8 @@ class Sighting:
             raise ValueError(f"commit {commit!r} is not a git object id")
         if content is not None and not (isinstance(content, str) and _CONTENT.fullmatch(content)):
             raise ValueError(f"content {content!r} is not a SHA-256 in hex")
-        if how == "fetch" and commit is None:
-            raise ValueError("a fetch with no commit")
+        if how in COMMITS and commit is None:
+            raise ValueError(f"a {how} with no commit")
         if how == "folder" and content is None:
             raise ValueError("a folder with no content hash")
         return cls(learner, how, commit, content, parse_time(seen, "seen").astimezone(timezone.utc))
@@ -155,11 +173,15 @@ class ObservationLog:
     def __init__(self, folder: Path) -> None:
         self.path = Path(folder) / LOG_FILE
         self._first: dict[tuple[str, str], Sighting] = {}
+        self._lines: list[Sighting] = []  # every sighting, in file order (snapshots and pushes too)
+        self._known: set[Sighting] = set()
 
     def load(self) -> list[Problem]:
         """Read the log (none yet: empty); the lines that are not sightings come back, to be
         reported. Raises OSError when the file exists and cannot be read."""
         self._first.clear()
+        self._lines.clear()
+        self._known.clear()
         try:
             data = self.path.read_bytes()
         except FileNotFoundError:
@@ -175,6 +197,48 @@ class ObservationLog:
 
     def first_seen(self, learner: str, what: str) -> Sighting | None:
         return self._first.get((learner, what))
+
+    def head_at(self, learner: str, moment: datetime) -> Sighting | None:
+        """The learner's submission as of `moment` (aware): their latest fetch, snapshot or push
+        at or before it (of two at the same second, the later line); None when nothing of
+        theirs was recorded by then."""
+        latest = None
+        for sighting in self._lines:
+            if sighting.learner == learner and sighting.how in COMMITS and sighting.seen <= moment:
+                if latest is None or sighting.seen >= latest.seen:
+                    latest = sighting
+        return latest
+
+    def submissions(self, learner: str, until: datetime | None = None) -> list[Sighting]:
+        """Each commit (or folder content) of `learner` with its first sighting, oldest first;
+        with `until`, only those first seen at or before it."""
+        found = [
+            sighting
+            for (who, _), sighting in self._first.items()
+            if who == learner and (until is None or sighting.seen <= until)
+        ]
+        return sorted(found, key=lambda s: (s.seen, s.what))
+
+    def learners(self) -> set[str]:
+        return {sighting.learner for sighting in self._lines}
+
+    def record(self, sightings: Iterable[Sighting]) -> int:
+        """Append each of `sightings` (snapshots, pushes) that is not already a line of the log,
+        whatever was seen before; how many were appended."""
+        new = []
+        for sighting in sightings:
+            sighting = Sighting(
+                sighting.learner,
+                sighting.how,
+                sighting.commit,
+                sighting.content,
+                sighting.seen.astimezone(timezone.utc).replace(microsecond=0),
+            )
+            if sighting not in self._known and sighting not in new:
+                new.append(sighting)
+        if new:
+            self._append(new)
+        return len(new)
 
     def observe(
         self, learner: str, how: str, *, commit: str | None, content: str | None, seen: datetime
@@ -195,6 +259,10 @@ class ObservationLog:
         log's lines, for --merge), oldest first; how many were appended."""
         new, taken = [], set()
         for sighting in sorted(sightings, key=lambda s: (s.seen, s.learner, s.what)):
+            if sighting.how in ("snapshot", "push"):  # facts of their own moment: each line kept
+                if sighting not in self._known and sighting not in new:
+                    new.append(sighting)
+                continue
             key, known = (sighting.learner, sighting.what), self.first_seen(sighting.learner, sighting.what)
             if key not in taken and (known is None or sighting.seen < known.seen):
                 new.append(sighting)
@@ -204,6 +272,8 @@ class ObservationLog:
         return len(new)
 
     def _keep(self, sighting: Sighting) -> None:
+        self._lines.append(sighting)
+        self._known.add(sighting)
         key = (sighting.learner, sighting.what)
         known = self._first.get(key)
         if known is None or sighting.seen < known.seen:

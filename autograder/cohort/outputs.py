@@ -2,7 +2,8 @@
 
 The instructor's messages from the catalog, made inert (Say); DIR's observation log read with
 its unreadable lines reported (load_log); and, from the results in the store, the gradebook, the
-CSVs and the report, each written on its own (publish).
+CSVs and the report, each written on its own (publish); with deadlines, the gradebook and the CSVs
+hold the term grades (autograder/cohort/term_grades.py).
 """
 
 from __future__ import annotations
@@ -52,24 +53,25 @@ def report_log_problems(say: Say, problems: list[Problem]) -> None:
         say.line(key, file=str(problem.path), line=problem.line, detail=problem.detail)
 
 
-def publish(course: Course, store: Store, run: dict, lang: str) -> list[tuple[str, str]]:
+def publish(course: Course, store: Store, run: dict, lang: str, term=None) -> list[tuple[str, str]]:
     """The gradebook, the CSVs and the report, from the run's results in `store`, each written on
     its own: one that fails (a library missing, a full disk, a locked file) is reported and the
-    others are still written. Returns [(output, why)] of those that failed; results/ is
-    never touched here."""
+    others are still written. With `term` (term_grades.TermGrades: deadlines), the gradebook and
+    the CSVs hold the term grades; the report stays about the latest results. Returns
+    [(output, why)] of those that failed; results/ is never touched here."""
     from autograder.cohort.gradebook import cohort_csv, grades_csv, write_gradebook
     from autograder.cohort.report import load, render_chart, render_markdown
 
     cohort = load(course, run, store)
     outputs = (
-        ("grades.csv", lambda: write_atomic(store.root / "grades.csv", grades_csv(cohort))),
-        ("cohort.csv", lambda: write_atomic(store.root / "cohort.csv", cohort_csv(cohort))),
+        ("grades.csv", lambda: write_atomic(store.root / "grades.csv", grades_csv(cohort, term))),
+        ("cohort.csv", lambda: write_atomic(store.root / "cohort.csv", cohort_csv(cohort, term))),
         (
             "report.md",
             lambda: write_atomic(store.root / "report.md", render_markdown(cohort, lang, chart="report.png")),
         ),
         ("report.png", lambda: render_chart(cohort, lang, store.root / "report.png")),
-        ("gradebook.db", lambda: write_gradebook(store.root / "gradebook.db", cohort)),
+        ("gradebook.db", lambda: write_gradebook(store.root / "gradebook.db", cohort, term)),
     )
     failures = []
     for name, write in outputs:

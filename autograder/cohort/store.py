@@ -14,6 +14,14 @@
                             first sighting, appended, kept across runs and combined by --merge
                             (earliest wins); see autograder/cohort/observations.py. With its lock's
                             side file, observations.jsonl.lock
+    DIR/attempts/<id>/<kind>-<sha>.<fingerprint>.json
+                            with deadlines (course.yml's term block): every result grade-all
+                            recorded for that learner, one per submission graded ("commit:<sha>"
+                            or "content:<sha256>") and grading fingerprint: the term grade
+                            (autograder/cohort/term_grades.py) may count an older submission
+                            than the latest
+    DIR/term.json           with deadlines (course.yml's term block): each learner's counting
+                            submission per lesson, its lateness and grade
     DIR/gradebook.db, grades.csv, cohort.csv, report.md, report.png   derived from the above
 
 Submission time: a record's timestamp (and so the CSVs' and the gradebook's) is the first
@@ -31,6 +39,7 @@ repository that could not be fetched) are retried by the next run.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -50,6 +59,7 @@ from autograder.sandbox.intake import contained, read_files, refused, submission
 RUN_FILE = "run.json"
 RESULTS = "results"
 RECORDS = "records"
+ATTEMPTS = "attempts"
 # The engine's own code and catalogs: a change there may change a result. Paths in the package:
 # what grades (engine, sandbox with its worker, core's model and catalogs), what writes the
 # result (render) and the grading processes (cohort/pool.py).
@@ -125,7 +135,9 @@ def grading_fingerprint(course: Course, lessons: list[Lesson], *, seed: int, lan
                 "course": course.name,
                 "seed": seed,
                 "lang": lang,
-                "lessons": [repr(lesson) for lesson in lessons],
+                # A lesson's due date and late policy decide which submission counts, never
+                # what a submission earns: moving a deadline must not regrade the cohort.
+                "lessons": [repr(_without_deadline(lesson)) for lesson in lessons],
             },
             sort_keys=True,
         ).encode()
@@ -156,6 +168,11 @@ def grading_fingerprint(course: Course, lessons: list[Lesson], *, seed: int, lan
     ]
     _hash_tree(digest, "messages", package, [path for path in catalogs if path.is_file()])
     return digest.hexdigest()
+
+
+def _without_deadline(lesson: Lesson) -> Lesson:
+    fields = {name: None for name in ("due", "late") if hasattr(lesson, name)}
+    return dataclasses.replace(lesson, **fields) if fields else lesson
 
 
 def learner_key(fingerprint: str, content: str) -> str:
@@ -288,6 +305,20 @@ class Store:
 
     def save_record(self, record: Record) -> None:
         write_json(self.record_path(record.learner), asdict(record))
+
+    def attempt_path(self, learner: str, what: str, fingerprint: str) -> Path:
+        kind, _, digest = what.partition(":")
+        return self.root / ATTEMPTS / learner / f"{kind}-{digest}.{fingerprint[:16]}.json"
+
+    def save_attempt(self, learner: str, what: str, fingerprint: str, result_json: str) -> None:
+        """Keep this submission's result for the term grade (a later run may count it)."""
+        write_atomic(self.attempt_path(learner, what, fingerprint), result_json)
+
+    def read_attempt(self, learner: str, what: str, fingerprint: str) -> dict | None:
+        try:
+            return json.loads(self.attempt_path(learner, what, fingerprint).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
 
     def remove_leftovers(self) -> int:
         """Temporary files a killed run left behind (never a whole result)."""

@@ -7,6 +7,15 @@ latest graded submission: the newest by submission time (github_lookup's one def
 result is recorded, "done" (graded) or "error" (could not be graded: the record says why). Their
 record's timestamp is that submission time, its commit the graded sha.
 
+With deadlines (course.yml's term block, the roster's extensions; autograder/term/), the
+gradebook and the CSVs hold the term grade instead (cohort/term_grades.py, as `grade-all`
+writes it): per lesson, the counting submission by submission time (`submitted_at`, the one
+definition) under term.counting, late ones with the penalty; DIR/term.json lists them. Every
+push is graded by the service, but the counting one may have no result (superseded by a newer
+push before it was graded, or still queued): it is named, and that lesson counts 0 until it is
+graded and the export is run again. Moving a deadline or an extension and exporting again
+recomputes everything.
+
 A learner of the roster with nothing graded yet is left out and named; submissions still queued
 or grading are counted. DIR is the export's own: a grade-all output folder is refused (its
 results would be mixed with the service's), and results of learners no longer exported are
@@ -17,13 +26,22 @@ the result itself.
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from autograder.cohort.outputs import Say, publish, report_failed_outputs
-from autograder.cohort.store import RECORDS, RESULTS, Record
+from autograder.cohort.store import RECORDS, RESULTS, Record, write_json
 from autograder.cohort.store import Store as Folder
+from autograder.cohort.term_grades import (
+    TERM_FILE,
+    Submitted,
+    TermGrades,
+    has_deadlines,
+    parse_result,
+    term_grades,
+)
 from autograder.core.manifest import Course
-from autograder.core.roster import Roster
+from autograder.core.roster import Roster, RosterError
 from autograder.service.store import Result, Store, Submission
 
 MARK = "autograder-serve"  # run.json's "producer" of an export folder
@@ -45,6 +63,13 @@ def latest_results(store: Store) -> dict[str, tuple[Submission, Result]]:
 
 def export(config, course: Course, roster: Roster, out: Path, say: Say) -> int:
     out = Path(out)
+    try:  # an extension course.yml cannot take stops the export before anything is written
+        from autograder.term.deadlines import check_extensions
+
+        check_extensions(course, roster)
+    except RosterError as exc:
+        print(say.text(exc.text.key, **exc.text.params), file=sys.stderr)
+        return 2
     previous = Folder(out).read_run()
     if previous is not None and previous.get("producer") != MARK:
         say.line("service.serve.export_not_ours", out=str(out))
@@ -53,7 +78,13 @@ def export(config, course: Course, roster: Roster, out: Path, say: Say) -> int:
     try:
         store.create()  # an empty data folder exports an empty cohort, not a traceback
         latest = latest_results(store)
-        waiting = sum(1 for s in store.submissions() if s.state in ("queued", "grading"))
+        every = store.submissions()
+        waiting = sum(1 for s in every if s.state in ("queued", "grading"))
+        results_of = {
+            s.id: result
+            for s in every
+            if s.state in ("done", "error") and (result := store.result(s.id)) is not None
+        }
     finally:
         store.close()
     folder = Folder(out)
@@ -90,9 +121,53 @@ def export(config, course: Course, roster: Roster, out: Path, say: Say) -> int:
         say.line("service.serve.export_missing", n=len(missing), ids=", ".join(missing))
     if waiting:
         say.line("service.serve.export_waiting", n=waiting)
-    failures = publish(course, folder, run, say.lang)
+    term = None
+    chosen = [course.lesson(key) for key in lessons]
+    if has_deadlines(course, chosen):
+        term = term_export(course, chosen, roster, sorted(latest), every, results_of, say)
+        write_json(folder.root / TERM_FILE, term.as_json())
+    failures = publish(course, folder, run, say.lang, term=term)
     say.out("service.serve.export_done", n=len(latest), out=str(out))
     return report_failed_outputs(say, folder, failures)
+
+
+def term_export(
+    course: Course,
+    lessons: list,
+    roster: Roster,
+    learners: list[str],
+    submissions: list[Submission],
+    results_of: dict[int, Result],
+    say: Say,
+) -> TermGrades:
+    """The term grades of `learners` from the service's record: every submission, by its
+    submitted_at, with its result where it has one; the counting ones without a result named."""
+    from autograder.term.deadlines import due_dates
+
+    mine: dict[str, list[Submitted]] = {}
+    for submission in submissions:
+        # Every push counts as a submission, graded or not (superseded, queued): a counting
+        # one without a result is named below.
+        mine.setdefault(submission.learner, []).append(
+            Submitted(f"service:{submission.id}", submission.sha, submission.submitted_at)
+        )
+
+    def result_of(learner: str, sub: Submitted):
+        result = results_of.get(int(sub.what.partition(":")[2]))
+        return parse_result(result.result_json) if result is not None else None
+
+    grades = term_grades(
+        course,
+        lessons,
+        learners,
+        lambda learner: mine.get(learner, []),
+        result_of,
+        lambda learner: due_dates(course, roster, learner),
+    )
+    for learner, subs in sorted(grades.ungraded.items()):
+        for sub in subs:
+            say.line("term_cohort.export_ungraded", id=learner, what=sub.what, commit=sub.commit or "")
+    return grades
 
 
 def _record(learner: str, person, submission: Submission, result: Result) -> Record:

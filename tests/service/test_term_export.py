@@ -1,0 +1,169 @@
+"""`autograder serve --export` with deadlines (issue 32): each learner's counting submission per
+lesson by the service's submission time (`submitted_at`, the one definition), late ones with the
+penalty, an extension, a counting submission the service never graded (superseded) named and
+counted 0, and a deadline moved earlier than the last graded push; the exported grades equal
+hand-computed ones.
+
+The service's tables are filled directly (its schema's rows), no grading and no server: the
+export reads nothing else. Lesson 01: due 2026-12-20 23:59 Madrid (22:59 UTC), 3 days late at
+-20 % per started day (counted from due + the 10-minute grace); lesson 02: nothing late accepted.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+from datetime import datetime, timedelta, timezone
+from types import SimpleNamespace
+
+from sqlalchemy import insert
+
+from autograder.cohort.outputs import Say
+from autograder.core import roster as roster_schema
+from autograder.core.manifest import REFUSED, LatePolicy, Term
+from autograder.core.results import CheckResult, CourseResult, LessonResult, Status
+from autograder.render.output import render_json
+from autograder.service.export import export
+from autograder.service.schema import make_engine, results, submissions
+from autograder.service.store import Store
+
+DUE = datetime(2026, 12, 20, 22, 59, tzinfo=timezone.utc)
+H = timedelta(hours=1)
+LESSONS = ("01", "02")
+ROSTER = """\
+version: 1
+learners:
+  - {id: ana, name: Ana Alba, email: ana@example.org, url: https://github.com/curso/ana.git}
+  - {id: bea, name: Bea Bravo, email: bea@example.org, url: https://github.com/curso/bea.git}
+  - {id: ceci, name: Ceci Cano, email: ceci@example.org, url: https://github.com/curso/ceci.git}
+extensions:
+  - {learner: bea, lesson: "01", due: "2026-12-21 23:59"}
+"""
+# learner, submitted_at, state, fraction of the points earned (None: no result)
+PUSHES = [
+    ("ana", DUE - H, "done", 0.5),
+    ("ana", DUE + 2 * H, "done", 1.0),
+    ("bea", DUE + 3 * H, "done", 1.0),
+    ("ceci", DUE - 2 * H, "superseded", None),  # a newer push came before it was graded
+    ("ceci", DUE + H, "done", 1.0),
+]
+
+
+def term_course(course, due_01: datetime = DUE):
+    policies = {"01": LatePolicy(True, timedelta(days=3), "day", 20.0, 0.0), "02": REFUSED}
+    dues = {"01": due_01, "02": DUE}
+    lessons = [
+        dataclasses.replace(lesson, due=dues.get(lesson.id), late=policies.get(lesson.id))
+        for lesson in course.lessons
+    ]
+    return dataclasses.replace(course, lessons=lessons, term=Term("latest", timedelta(minutes=10), REFUSED))
+
+
+def result_json(course, fraction: float) -> str:
+    lessons = []
+    for lid in LESSONS:
+        lesson = course.lesson(lid)
+        checks = [
+            CheckResult(
+                spec.id,
+                spec.todo,
+                Status.PASSED if fraction == 1.0 else Status.FAILED,
+                float(spec.points) * fraction,
+                float(spec.points),
+            )
+            for spec in lesson.checks
+        ]
+        lessons.append(LessonResult(lesson.id, lesson.slug, dict(lesson.title), lesson.xp, checks))
+    return render_json(CourseResult(course.name, "es", 1, lessons), "es")
+
+
+def service_data(tmp_path, course) -> str:
+    url = f"sqlite:///{tmp_path / 'service.db'}"
+    Store(url).create()
+    engine = make_engine(url)
+    with engine.begin() as conn:
+        for number, (learner, at, state, fraction) in enumerate(PUSHES, 1):
+            sid = conn.execute(
+                insert(submissions).values(
+                    page_key=f"page{number}",
+                    learner=learner,
+                    repository_id=100 + len(learner),
+                    repository=f"curso/{learner}",
+                    sha=f"{number:040x}",
+                    ref="refs/heads/main",
+                    event_name="push",
+                    run_id=number,
+                    token_id=f"jti{number}",
+                    submitted_at=at,
+                    time_source="run",
+                    received_at=at + timedelta(seconds=5),
+                    state=state,
+                )
+            ).inserted_primary_key[0]
+            if fraction is not None:
+                conn.execute(
+                    insert(results).values(
+                        submission_id=sid,
+                        status=state,
+                        result_json=result_json(course, fraction),
+                        graders_hash="g" * 64,
+                        seed=1,
+                        created_at=at + H,
+                    )
+                )
+    engine.dispose()
+    return url
+
+
+def exported(tmp_path, course, url, name: str, capsys) -> tuple[dict, str]:
+    roster_file = tmp_path / "roster.yml"
+    roster_file.write_text(ROSTER, encoding="utf-8")
+    config = SimpleNamespace(database=url, lessons=list(LESSONS))
+    out = tmp_path / name
+    assert export(config, course, roster_schema.load(roster_file), out, Say("en")) == 0
+    text = (out / "grades.csv").read_text(encoding="utf-8")
+    grades = {(row["student_id"], row["assignment"]): row for row in csv.DictReader(io.StringIO(text))}
+    return grades, capsys.readouterr().err
+
+
+def scores(course, grades) -> dict[str, dict[str, float]]:
+    return {
+        learner: {lid: float(grades[(learner, course.lesson(lid).folder)]["score"]) for lid in LESSONS}
+        for learner in ("ana", "bea", "ceci")
+    }
+
+
+def test_the_export_counts_each_lessons_submission_by_submission_time(course, tmp_path, capsys):
+    tc = term_course(course)
+    url = service_data(tmp_path, tc)
+    grades, said = exported(tmp_path, tc, url, "notas", capsys)
+    assert scores(tc, grades) == {
+        # 01: the +2 h push, 1 started day late: -20 %. 02 accepts nothing late: the -1 h push, 50.
+        "ana": {"01": 80.0, "02": 50.0},
+        # 01 extended by a day: +3 h is on time. 02: nothing before the due date.
+        "bea": {"01": 100.0, "02": 0.0},
+        # 02: the push at -2 h counts, and the service never graded it (superseded): named, 0.
+        "ceci": {"01": 80.0, "02": 0.0},
+    }
+    row = grades[("ana", tc.lesson("01").folder)]
+    assert (row["raw_score"], row["late_submission_penalty"]) == ("100.0", "20.0")
+    assert row["timestamp"] == "2026-12-21 00:59:00" and row["xp"] == "50"
+    assert grades[("bea", tc.lesson("01").folder)]["duedate"] == "2026-12-21 22:59:00"
+    assert "ceci" in said and "service:4" in said and "ana" not in said
+    term = json.loads((tmp_path / "notas" / "term.json").read_text(encoding="utf-8"))
+    assert term["ceci"]["02"]["status"] == "ungraded" and term["ana"]["02"]["what"] == "service:1"
+
+    # 01 due two hours earlier, before ana's first push: her +2 h push is 4 h late (still one
+    # started day), and 02 due then too refuses both of hers.
+    moved = term_course(course, due_01=DUE - 2 * H)
+    moved = dataclasses.replace(
+        moved,
+        lessons=[
+            dataclasses.replace(lesson, due=DUE - 2 * H) if lesson.id == "02" else lesson
+            for lesson in moved.lessons
+        ],
+    )
+    grades, _ = exported(tmp_path, moved, url, "notas", capsys)
+    assert scores(moved, grades)["ana"] == {"01": 80.0, "02": 0.0}
