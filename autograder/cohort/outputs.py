@@ -2,8 +2,9 @@
 
 The instructor's messages from the catalog, made inert (Say); DIR's observation log read with
 its unreadable lines reported (load_log); and, from the results in the store, the gradebook, the
-CSVs and the report, each written on its own (publish); with deadlines, the gradebook and the CSVs
-hold the term grades (autograder/cohort/term_grades.py).
+CSVs, the report and the LMS files (canvas.csv, moodle.csv: autograder/term/lms.py), each
+written on its own (publish); with deadlines, the gradebook, the CSVs and the LMS files hold the
+term grades (autograder/cohort/term_grades.py).
 """
 
 from __future__ import annotations
@@ -73,13 +74,46 @@ def publish(course: Course, store: Store, run: dict, lang: str, term=None) -> li
         ("report.png", lambda: render_chart(cohort, lang, store.root / "report.png")),
         ("gradebook.db", lambda: write_gradebook(store.root / "gradebook.db", cohort, term)),
     )
+    notes = []
+    outputs += (
+        ("canvas.csv, moodle.csv", lambda: notes.extend(write_lms(course, cohort, term, store.root, lang))),
+    )
     failures = []
     for name, write in outputs:
         try:
             write()
         except Exception as exc:  # noqa: BLE001 - any failure of one output must spare the others
             failures.append((name, f"{type(exc).__name__}: {exc}"))
+    say = Say(lang)
+    for note in notes:
+        say.line(note.key, **note.params)
     return failures
+
+
+def write_lms(course: Course, cohort, term, folder: Path, lang: str) -> list:
+    """canvas.csv and moodle.csv (autograder/term/lms.py, 0600) from the same grades as
+    grades.csv: the term grades with deadlines, else the latest results. Each lesson's maximum is
+    the run's (gradebook.cell_points: a check nobody could run is worth 0). Returns the notes on
+    who moodle.csv leaves out."""
+    import dataclasses
+
+    from autograder.cohort.gradebook import cell_points, lms_grade
+    from autograder.core.roster import Learner
+    from autograder.term.lms import TermRow, write_lms_files
+
+    rows = []
+    for entry in cohort.entries:
+        record = entry.record
+        person = Learner(
+            record.learner,
+            first_name=record.first_name or None,
+            last_name=record.last_name or None,
+            email=record.email or None,
+        )
+        rows.append(TermRow(person, {lesson.id: lms_grade(entry, lesson, term) for lesson in cohort.lessons}))
+    points = {lesson.id: float(sum(cell_points(cohort, lesson).values())) for lesson in cohort.lessons}
+    run_course = dataclasses.replace(course, lessons=list(cohort.lessons))
+    return write_lms_files(folder, run_course, rows, points=points, lang=lang).notes()
 
 
 def report_failed_outputs(say: Say, store: Store, failures: list[tuple[str, str]]) -> int:

@@ -64,6 +64,8 @@ OUTPUTS = {
     "report.png",
     "observations.jsonl",
     "observations.jsonl.lock",
+    "canvas.csv",  # the LMS files (autograder/term/lms.py), written with the others
+    "moodle.csv",
 }
 # Real cohorts, graded several times: on a loaded machine a test with its fixtures may take
 # longer than the suite's 600 s guard (a hang guard, not a speed target).

@@ -145,7 +145,7 @@ def test_snapshot_pushes_late_policy_recount_and_at(course, tmp_path):
         pushes = sorted((x["commit"], x["seen"]) for x in lines if x["how"] == "push")
         stamp = "%Y-%m-%dT%H:%M:%SZ"
         assert pushes == sorted([(stub, early.strftime(stamp)), (solved, late.strftime(stamp))])
-        assert [x["how"] for x in lines].count("snapshot") == 2  # every snapshot is a line
+        assert {(x["how"], x["commit"]) for x in lines if x["how"] == "snapshot"} == {("snapshot", solved)}
 
         # The late push counts where late is accepted: 50 min after due + grace, one started hour,
         # -10 %. Its time is GitHub's push, not the commit's 2001 nor this run's clock.
@@ -164,6 +164,9 @@ def test_snapshot_pushes_late_policy_recount_and_at(course, tmp_path):
             full * 0.9, 2
         )
         assert "mia" in rows(out / "grades.csv")  # an error result, 0
+        canvas = list(csv.reader(io.StringIO((out / "canvas.csv").read_text(encoding="utf-8-sig"))))
+        lola = next(row for row in canvas if row[2] == "lola")  # SIS User ID: the roster's id
+        assert float(lola[5]) == round(full * 0.9, 2)  # the LMS gets the term grade too
 
         # Nothing late accepted now: the stub pushed before the due date counts. It was never
         # graded: it is graded from its own commit, and lola's folder stays at her latest.

@@ -152,6 +152,13 @@ def test_the_export_counts_each_lessons_submission_by_submission_time(course, tm
     assert row["timestamp"] == "2026-12-21 00:59:00" and row["xp"] == "50"
     assert grades[("bea", tc.lesson("01").folder)]["duedate"] == "2026-12-21 22:59:00"
     assert "ceci" in said and "service:4" in said and "ana" not in said
+    # The LMS files carry the same grades; no grade is "no grade" there, never a graded 0.
+    moodle = list(
+        csv.reader(io.StringIO((tmp_path / "notas" / "moodle.csv").read_text(encoding="utf-8-sig")))
+    )
+    by_mail = {row[0]: row[1:3] for row in moodle[1:]}
+    assert by_mail["ana@example.org"] == ["80", "50"] and by_mail["bea@example.org"] == ["100", "-"]
+    assert by_mail["ceci@example.org"] == ["80", "-"]
     term = json.loads((tmp_path / "notas" / "term.json").read_text(encoding="utf-8"))
     assert term["ceci"]["02"]["status"] == "ungraded" and term["ana"]["02"]["what"] == "service:1"
 
