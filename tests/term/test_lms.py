@@ -224,16 +224,16 @@ def test_write_lms_files_keeps_the_old_file_when_writing_fails(tmp_path):
 
 
 def test_the_readme_worked_example_end_to_end():
-    """README's worked example («Un ejemplo completo» / "A worked example"), computed by the
-    term's own code: Ana's extension, her on-time and late pushes, Bea's push past her late
-    period, and the cells canvas.csv and moodle.csv get."""
-    from datetime import datetime, timedelta
+    """README's worked example («Un ejemplo completo» / "A worked example"), from the deadline to
+    the cells canvas.csv and moodle.csv get, computed by the term's own code: Bea's on-time and
+    late pushes, Ana's extension, her push past her late period (tests/term/test_counting.py
+    proves the same counts from course.yml and roster.yml text)."""
+    from datetime import timedelta
 
     from autograder.core.manifest import LatePolicy, Term, wall_time
     from autograder.core.roster import Extension, Roster
     from autograder.term.counting import Attempt, counting
     from autograder.term.deadlines import due_dates
-    from autograder.term.policy import lateness
 
     zone = "Europe/Madrid"
     late = LatePolicy(accepted=True, period=timedelta(days=3), per="day", percent=10, floor=50)
@@ -247,30 +247,34 @@ def test_the_readme_worked_example_end_to_end():
         Path("roster.yml"), "yaml", (ana, bea), extensions=(Extension("ana", "03", extra=timedelta(days=2)),)
     )
 
-    ana_due = due_dates(course, roster, "ana")["03"]
-    assert ana_due.due == wall_time("2026-12-22 23:59", zone) and ana_due.extended
-    assert ana_due.late_until == wall_time("2026-12-25 23:59", zone)
-
-    def at(text: str) -> datetime:
+    def at(text: str):
         return wall_time(text, zone)
 
-    on_time = Attempt("ana", "03", at("2026-12-22 20:00"), "a1", 75.0, 100.0)
-    late_push = Attempt("ana", "03", at("2026-12-24 05:30"), "a2", 86.5, 100.0)
-    late_by = lateness(ana_due, late_push.submitted_at, term.grace)
-    assert late_by.late_by - term.grace == timedelta(days=1, hours=5, minutes=21)
-    assert (late_by.units, late_by.factor) == (2, 0.8)
-    assert counting([on_time, late_push], ana_due, "latest", term.grace).grade == 69.2
-    assert counting([on_time, late_push], ana_due, "best", term.grace).grade == 75.0
+    bea_due, ana_due = (due_dates(course, roster, who)["03"] for who in ("bea", "ana"))
+    assert ana_due.due == at("2026-12-22 23:59") and ana_due.late_until == at("2026-12-25 23:59")
+    bea_pushes = [
+        Attempt("bea", "03", at("2026-12-20 23:50"), "b1", 75.0, 100.0),
+        Attempt("bea", "03", at("2026-12-22 10:30"), "b2", 87.5, 100.0),
+    ]
+    late_one = counting(bea_pushes, bea_due, "latest", term.grace)
+    assert late_one.lateness.late_by - term.grace == timedelta(days=1, hours=10, minutes=21)
+    assert (late_one.lateness.units, late_one.lateness.factor, late_one.grade) == (2, 0.8, 70.0)
+    assert counting(bea_pushes, bea_due, "best", term.grace).grade == 75.0
+    ana_pushes = [
+        Attempt("ana", "03", at("2026-12-22 10:30"), "a1", 87.5, 100.0),
+        Attempt("ana", "03", at("2026-12-26 00:30"), "a2", 100.0, 100.0),  # past her late period
+    ]
+    assert counting(ana_pushes, ana_due, "latest", term.grace).grade == 87.5
 
-    bea_due = due_dates(course, roster, "bea")["03"]
-    bea_push = Attempt("bea", "03", at("2026-12-24 05:30"), "b1", 86.5, 100.0)
-    assert not lateness(bea_due, bea_push.submitted_at, term.grace).accepted
-    assert counting([bea_push], bea_due, "latest", term.grace) is None
-
-    rows = [TermRow(ana, {"03": 69.2}), TermRow(bea, {"03": None})]
+    rows = [
+        TermRow(bea, {"03": late_one.grade}),
+        TermRow(ana, {"03": counting(ana_pushes, ana_due, "latest", term.grace).grade}),
+        TermRow(
+            Learner(id="cai", email="cai@example.org"), {"03": counting([], bea_due, "latest", term.grace)}
+        ),
+    ]
     cols = lms.columns(course, points={"03": 100.0})
     canvas = _parse(lms.canvas_csv(cols, rows))
     assert canvas[0][5] == "03 Self-attention causal, multi-cabeza"
-    assert canvas[1][5] == "100" and canvas[2][5] == "69.2" and canvas[3][5] == ""
-    moodle = _parse(lms.moodle_csv(cols, rows))
-    assert [row[1] for row in moodle[1:]] == ["69.2", "-"]
+    assert [row[5] for row in canvas[1:]] == ["100", "70", "87.5", ""]
+    assert [row[1] for row in _parse(lms.moodle_csv(cols, rows))[1:]] == ["70", "87.5", "-"]
