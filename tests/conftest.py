@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from support.grading import grade_folder, write_submission
+from support.ordering import longest_first
 from support.project import ROOT, SEED
 from support.unprivileged import plain_user  # noqa: F401 - a fixture, offered to every test module
 from support.variants import solution_files
@@ -68,3 +69,9 @@ def pytest_xdist_auto_num_workers(config):
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None
     return (os.cpu_count() or 1) + 1
+
+
+def pytest_collection_modifyitems(config, items):
+    """The longest tests first (tests/support/ordering.py), so that no worker is left running them
+    alone at the end of the run."""
+    longest_first(items)

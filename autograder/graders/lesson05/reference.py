@@ -55,25 +55,40 @@ def _gpt(cfg: dict, state: dict | None = None, dtype: torch.dtype = torch.float6
     return model
 
 
+def _architecture(cfg: dict) -> tuple:
+    """(parameters as (name, dim), state_dict as (key, shape, tied_to)) of the GPT with config
+    `cfg`: what the layout functions below read. A function of the config alone (no weights), so
+    it is built once per config: a grading asks for it some forty times, each costing a model."""
+    key = tuple(sorted(cfg.items()))
+    known = _ARCHITECTURES.get(key)
+    if known is None:
+        model = _gpt(cfg)
+        names = {id(p): name for name, p in model.named_parameters()}
+        params = tuple((name, p.dim()) for name, p in model.named_parameters())
+        state = []
+        for name, value in model.state_dict(keep_vars=True).items():
+            owner = names.get(id(value))
+            state.append((name, tuple(value.shape), owner if owner not in (None, name) else None))
+        known = _ARCHITECTURES[key] = (params, tuple(state))
+    return known
+
+
+_ARCHITECTURES: dict[tuple, tuple] = {}
+
+
 def parameter_names(cfg: dict) -> list[str]:
     """The model's distinct parameters by name (the tied wte/lm_head weight once)."""
-    return [name for name, _ in _gpt(cfg).named_parameters()]
+    return [name for name, _ in _architecture(cfg)[0]]
 
 
 def parameter_dims(cfg: dict) -> dict[str, int]:
-    return {name: p.dim() for name, p in _gpt(cfg).named_parameters()}
+    return dict(_architecture(cfg)[0])
 
 
 def state_layout(cfg: dict) -> list:
     """The model's state_dict as [key, shape, tied_to] in its order: tied_to is the name of the
     parameter a key shares its tensor with (lm_head.weight: transformer.wte.weight), else None."""
-    model = _gpt(cfg)
-    names = {id(p): name for name, p in model.named_parameters()}
-    layout = []
-    for key, value in model.state_dict(keep_vars=True).items():
-        owner = names.get(id(value))
-        layout.append([key, list(value.shape), owner if owner not in (None, key) else None])
-    return layout
+    return [[key, list(shape), tied_to] for key, shape, tied_to in _architecture(cfg)[1]]
 
 
 def initial_state(cfg: dict, seed: int) -> dict:

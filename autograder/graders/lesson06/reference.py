@@ -67,9 +67,28 @@ def probabilities(
     """softmax(logits / temperature) over the top_k largest logits of each row (the others 0)."""
     z = logits.double() / temperature
     if top_k is not None:
-        keep = ranks(logits) < min(top_k, logits.shape[-1])
+        keep = best_k(logits, top_k)
         z = z.masked_fill(~keep, float("-inf"))
     return torch.softmax(z, dim=-1)
+
+
+def best_k(logits: torch.Tensor, k: int) -> torch.Tensor:
+    """(B, V) bool: each row's k largest logits, ties broken by index (exactly `ranks(logits) <
+    k`) without sorting the row: the k-th largest value, everything above it, and as many of the
+    entries equal to it as are still missing, lowest index first. A GPT-2-sized vocabulary costs
+    one pass instead of a sort (a fifth of lesson 06's grading time went to that sort). Rows
+    holding NaN, which have no order, take the sort."""
+    V = logits.shape[-1]
+    if k >= V:
+        return torch.ones_like(logits, dtype=torch.bool)
+    if k <= 0 or logits.isnan().any():
+        return ranks(logits) < k
+    z = logits.double()
+    kth = torch.topk(z, k, dim=-1).values[..., -1:]
+    above = z > kth
+    at = z == kth
+    missing = k - above.sum(dim=-1, keepdim=True)
+    return above | (at & (at.cumsum(dim=-1) <= missing))
 
 
 def ranks(logits: torch.Tensor) -> torch.Tensor:
