@@ -6,8 +6,9 @@ store of results (store.py), the log of when each submission was first seen, the
 submission times (observations.py), reading the roster and fetching its repositories with git
 (roster.py; the roster's schema itself is core's), the nbgrader gradebook and the
 spreadsheet-safe CSVs (gradebook.py) and the cohort report (report.py), with why a learner's lesson
-does not run at all, read back from a result (causes.py); the term grade: which submission counts per learner and lesson under
-the deadlines, graded when it never was (term_grades.py, on autograder/term's rules).
+does not run at all, read back from a result (causes.py); the term grade: which submission counts
+per learner and lesson under the deadlines, graded when it never was (term_grades.py, on
+autograder/term's rules).
 
 May import: core, sandbox, engine, render, github, term.
 """
