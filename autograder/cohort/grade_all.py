@@ -58,7 +58,6 @@ import argparse
 import contextlib
 import hashlib
 import importlib.util
-import io
 import os
 import random
 import re
@@ -66,7 +65,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tarfile
 import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -537,7 +535,9 @@ def _as_of(
     return chosen
 
 
-def _git_bytes(folder: Path, *args: str, protocols: tuple[str, ...] = ()) -> bytes:
+def _git_bytes(
+    folder: Path, *args: str, protocols: tuple[str, ...] = (), stdin: bytes | None = None
+) -> bytes:
     """git in `folder` with the roster's options (no hooks, no symlinks, no local remotes),
     reaching remotes only over `protocols`; its output, or GitError with its own words."""
     env = {
@@ -554,7 +554,7 @@ def _git_bytes(folder: Path, *args: str, protocols: tuple[str, ...] = ()) -> byt
             env=env,
             capture_output=True,
             timeout=GIT_TIMEOUT,
-            stdin=subprocess.DEVNULL,
+            input=stdin if stdin is not None else b"",
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise GitError(f"git {args[0]}: {exc}") from None
@@ -570,7 +570,7 @@ def materialise(
     """Write `commit`'s files from the git clone `clone` into the new folder `into` (fetched
     from its remote first when the clone lacks it and `allowed` says how): None when done, else
     why not. Regular files and folders only: a symlink in the commit is left out, as grading
-    never follows one. The clone's HEAD and files are not touched."""
+    never follows one; so is a submodule. The clone's HEAD and files are not touched."""
     if not (clone / ".git").is_dir():
         return f"{clone}: not a git clone"
     try:
@@ -582,23 +582,38 @@ def materialise(
             _git_bytes(clone, "fetch", "--quiet", "--no-tags", "origin", commit, protocols=allowed.schemes)
         except GitError as exc:
             return redact_url(str(exc))
+    # The commit's objects as they are stored: ls-tree and cat-file run no filter, unlike a
+    # checkout or `git archive`, which would run a smudge command a learner's own .git/config
+    # (a folder grade-all did not clone) could name.
     try:
-        data = _git_bytes(clone, "archive", "--format=tar", commit)
+        listing = _git_bytes(clone, "ls-tree", "-r", "-z", "--full-tree", commit)
+    except GitError as exc:
+        return str(exc)
+    files = []
+    for item in listing.split(b"\0"):
+        meta, _, raw = item.partition(b"\t")
+        fields = meta.split()
+        if len(fields) == 3 and fields[1] == b"blob" and fields[0] in (b"100644", b"100755"):
+            files.append((raw.decode("utf-8", "surrogateescape"), fields[2].decode()))
+    try:
+        blobs = _git_bytes(
+            clone, "cat-file", "--batch", stdin="".join(f"{sha}\n" for _, sha in files).encode()
+        )
     except GitError as exc:
         return str(exc)
     into.mkdir(parents=True)
-    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-        for member in tar:
-            parts = Path(member.name).parts
-            if not parts or Path(member.name).is_absolute() or ".." in parts:
-                continue
-            target = into.joinpath(*parts)
-            if member.isdir():
-                target.mkdir(parents=True, exist_ok=True)
-            elif member.isfile():
-                target.parent.mkdir(parents=True, exist_ok=True)
-                source = tar.extractfile(member)
-                target.write_bytes(source.read() if source is not None else b"")
+    at = 0
+    for name, _ in files:
+        header_end = blobs.index(b"\n", at)
+        size = int(blobs[at:header_end].split()[2])
+        data = blobs[header_end + 1 : header_end + 1 + size]
+        at = header_end + 1 + size + 1
+        parts = Path(name).parts
+        if not parts or Path(name).is_absolute() or ".." in parts:
+            continue
+        target = into.joinpath(*parts)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
     return None
 
 
@@ -609,7 +624,9 @@ def _keep_attempt(store: Store, record: Record, run: dict) -> None:
         and not store.attempt_path(record.learner, record.observed, run["fingerprint"]).is_file()
     ):
         data = store.result_path(record.learner).read_text(encoding="utf-8")
-        store.save_attempt(record.learner, record.observed, run["fingerprint"], data)
+        kept = store.read_record(record.learner)
+        pending = kept.pending if kept is not None and kept.status == "graded" else None
+        store.save_attempt(record.learner, record.observed, run["fingerprint"], data, pending)
 
 
 def core_roster(args: argparse.Namespace):
@@ -743,7 +760,10 @@ def _grade_counting(
                 result_json = error_result_json(
                     course, lessons, run["language"], run["seed"], failed.error_reason()
                 )
-            store.save_attempt(outcome.learner, whats[outcome.learner], run["fingerprint"], result_json)
+            pending = outcome.pending if outcome.error is None else None  # an error result is not reused
+            store.save_attempt(
+                outcome.learner, whats[outcome.learner], run["fingerprint"], result_json, pending
+            )
         return True
     except PoolError as exc:
         say.line("batch.pool_failed", detail=str(exc))
@@ -805,9 +825,25 @@ def _triage(
             if has_deadlines(course, lessons):
                 _keep_attempt(store, record, run)
             unchanged += 1
+        elif _archived(store, record, run):  # graded before as this very submission (--at, a push back)
+            unchanged += 1
         else:
             todo[learner.id] = (record, learner)
     return todo, unchanged, failed
+
+
+def _archived(store: Store, record: Record, run: dict) -> bool:
+    """Whether this submission's result is in the archive (attempts/, kept with deadlines) under
+    the run's fingerprint: then it is the learner's result again, without grading (the same
+    files, graders and seed give the same result)."""
+    archived = (
+        store.read_archived(record.learner, record.observed, run["fingerprint"]) if record.observed else None
+    )
+    if archived is None:
+        return False
+    record.pending = archived[1]
+    store.save(record, archived[0])
+    return True
 
 
 def _grade(
@@ -842,7 +878,11 @@ def _grade(
                 store.save(record, outcome.result_json)
                 if record.observed and has_deadlines(course, lessons):  # the term may count it later
                     store.save_attempt(
-                        record.learner, record.observed, run["fingerprint"], outcome.result_json
+                        record.learner,
+                        record.observed,
+                        run["fingerprint"],
+                        outcome.result_json,
+                        outcome.pending,
                     )
                 graded += 1
             else:

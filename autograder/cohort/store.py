@@ -310,9 +310,25 @@ class Store:
         kind, _, digest = what.partition(":")
         return self.root / ATTEMPTS / learner / f"{kind}-{digest}.{fingerprint[:16]}.json"
 
-    def save_attempt(self, learner: str, what: str, fingerprint: str, result_json: str) -> None:
-        """Keep this submission's result for the term grade (a later run may count it)."""
-        write_atomic(self.attempt_path(learner, what, fingerprint), result_json)
+    def save_attempt(
+        self, learner: str, what: str, fingerprint: str, result_json: str, pending: dict | None = None
+    ) -> None:
+        """Keep this submission's result for the term grade (a later run may count it) and, when
+        given, the checks that stopped at a pending TODO (its record's `pending`, beside it as
+        .pending: with it, the result can stand for a grading of the same submission)."""
+        path = self.attempt_path(learner, what, fingerprint)
+        write_atomic(path, result_json)
+        if pending is not None:
+            write_json(path.with_suffix(".pending"), pending)
+
+    def read_archived(self, learner: str, what: str, fingerprint: str) -> tuple[str, dict] | None:
+        """(result JSON, pending) of a submission archived with its pending checks, else None."""
+        path = self.attempt_path(learner, what, fingerprint)
+        try:
+            pending = json.loads(path.with_suffix(".pending").read_text(encoding="utf-8"))
+            return path.read_text(encoding="utf-8"), pending if isinstance(pending, dict) else {}
+        except (OSError, ValueError):
+            return None
 
     def read_attempt(self, learner: str, what: str, fingerprint: str) -> dict | None:
         try:

@@ -18,11 +18,12 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
+import subprocess
 from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from autograder.cohort.grade_all import count_term, github_repository, parse_at
+from autograder.cohort.grade_all import count_term, github_repository, materialise, parse_at
 from autograder.cohort.gradebook import cohort_csv, grades_csv
 from autograder.cohort.observations import ObservationLog, Sighting
 from autograder.cohort.report import load
@@ -304,3 +305,30 @@ def test_at_is_a_wall_clock_time_of_the_course(course):
     with pytest.raises(BatchError) as bad:
         parse_at("20/12/2026", course)
     assert bad.value.text.key == "term_cohort.bad_at"
+
+
+def test_a_commit_is_checked_out_on_its_own_without_links_or_filters(tmp_path):
+    """materialise: an older commit's files, read from the object store (a smudge filter the
+    clone's own configuration names never runs), its symlinks left out; the clone untouched."""
+    clone = tmp_path / "clone"
+    (clone / "exercises" / "01").mkdir(parents=True)
+    git = ["git", "-c", "user.name=A", "-c", "user.email=a@example.org"]
+    subprocess.run([*git, "init", "-q", str(clone)], check=True)
+    (clone / "exercises" / "01" / "tokens.py").write_text("VIEJO = 1\n", encoding="utf-8")
+    (clone / "exercises" / "01" / "enlace.py").symlink_to("/etc/passwd")
+    (clone / ".gitattributes").write_text("*.py filter=trampa\n", encoding="utf-8")
+    subprocess.run([*git, "add", "-A"], cwd=clone, check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "1"], cwd=clone, check=True)
+    old = subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=clone, capture_output=True, text=True
+    ).stdout.strip()
+    (clone / "exercises" / "01" / "tokens.py").write_text("NUEVO = 2\n", encoding="utf-8")
+    subprocess.run([*git, "commit", "-q", "-am", "2"], cwd=clone, check=True)
+    planted = tmp_path / "smudge-ran"
+    subprocess.run(["git", "config", "filter.trampa.smudge", f"touch {planted}; cat"], cwd=clone, check=True)
+    into = tmp_path / "into"
+    assert materialise(clone, old, into) is None
+    assert (into / "exercises" / "01" / "tokens.py").read_text(encoding="utf-8") == "VIEJO = 1\n"
+    assert not (into / "exercises" / "01" / "enlace.py").exists() and not planted.exists()
+    assert (clone / "exercises" / "01" / "tokens.py").read_text(encoding="utf-8") == "NUEVO = 2\n"
+    assert "not in" in materialise(clone, "0" * 40, tmp_path / "none")  # no remote to ask

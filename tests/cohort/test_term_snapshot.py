@@ -5,8 +5,8 @@ moment and names the learner with no record before it.
 
 The learner's repository is served by the local stand-in of GitHub (tests/support/fake_github.py:
 git over smart HTTP and the repository activity API). Her second push carries a forged committer
-date in 2001: the times that count are GitHub's push times and grade-all's own clock. Three
-gradings of lesson 01 in all (the cheapest lesson).
+date in 2001: the times that count are GitHub's push times and grade-all's own clock. Two
+gradings of lesson 01 in all (the cheapest lesson): --at reuses the archived result.
 """
 
 from __future__ import annotations
@@ -186,6 +186,7 @@ def test_snapshot_pushes_late_policy_recount_and_at(course, tmp_path):
         # --at half an hour after her first push: the stub was her head then; mia had nothing.
         at = run(refused, *common, "--at", wall(early + timedelta(minutes=30)), "--lang", "en", env=env)
         assert "1 learner(s) with nothing recorded before" in at.stderr and "mia" in at.stderr
+        assert "Done: 0 graded" in at.stdout  # the stub's result was archived: not graded again
         assert records(out)["lola"]["commit"] == stub
         assert records(out)["mia"]["error"] == "no_record"
         assert float(rows(out / "grades.csv")["lola"]["score"]) == stub_points
