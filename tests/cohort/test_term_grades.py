@@ -239,6 +239,24 @@ def test_moving_a_deadline_earlier_than_the_last_push_recomputes(course, cohort_
     # min, 2 started hours: 80 % of 80.
     assert got["eloy"]["01"] == 64.0
     assert got["dani"]["05"] == 100.0
+    # bea's extension withdrawn: her push a day after the due date is late (01: 24 h - grace,
+    # 24 started hours, nothing left; 02: one started day, -20 %; 05: not accepted).
+    out, _ = cohort_dir
+    plain = out.parent / "roster-sin-prorroga.yml"
+    plain.write_text(ROSTER.split("extensions:")[0], encoding="utf-8")
+    log = ObservationLog(out)
+    log.load()
+    lessons = [course.lesson(lid) for lid in LESSONS]
+    term = count_term(
+        term_course(course), lessons, ["bea"], Store(out), FINGERPRINT, log, roster_schema.load(plain)
+    )
+    assert {lid: term.cells["bea"][lid].grade for lid in LESSONS} == {
+        "01": 0.0,
+        "02": 80.0,
+        "04": 70.0,
+        "05": None,
+        "06": 100.0,
+    }
 
 
 def test_at_a_moment_only_what_was_recorded_by_then_counts(course, cohort_dir):
