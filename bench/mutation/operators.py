@@ -71,6 +71,15 @@ Added for this field (issue 31), each a mistake learners of this course make:
     swap-args      f(a, b) -> f(b, a) (adjacent positional arguments), tuple/list elements
                    swapped (q, k, v = ... -> k, q, v = ...; torch.cat((past, new)) order)
     swap-operands  a - b -> b - a for the operators that do not commute (- / // % ** @ << >>)
+    normalise      a text normalised before it is read: the one name handed to set/sorted/
+                   enumerate/list, or iterated by a loop over characters (target c, ch, char),
+                   gets .strip() or .lower() (issue 31's kinds: edges holding whitespace found
+                   nowhere else, unknown characters that have a lower-case form)
+    detach         a submodule's output or input cut from autograd: self.f(a) -> self.f(a).detach(),
+                   self.f(a.detach()) (issue 31's kind: a pre-norm whose gradient never reaches x)
+
+Issue 31's other named kinds come from the operators above: generator=None is remove-kwarg's
+`generator=` dropped, a dropout probability written as a constant is config's x.dropout -> 0.0/0.1.
 
 Left out, and why. The operators below make no mutant in any region of this course, or only
 mutants that are dead on arrival (every grading would kill them at the first call, telling
@@ -624,6 +633,59 @@ def _stmt_dup(node: cst.SimpleStatementLine, ctx: Context) -> Iterator[cst.Flatt
             yield cst.FlattenSentinel([node, again])
 
 
+_TEXT_READERS = ("set", "sorted", "enumerate", "list")
+_CHARACTER_TARGETS = ("c", "ch", "char", "character")
+
+
+def _normalise(node: cst.CSTNode, ctx: Context) -> Iterator[cst.CSTNode]:
+    if isinstance(node, cst.Call):
+        if _method(node) in _TEXT_READERS and isinstance(node.func, cst.Name) and len(node.args) == 1:
+            value = node.args[0].value
+            if isinstance(value, cst.Name):
+                for how in ("strip", "lower"):
+                    yield _with_arg(node, 0, _called(value, how))
+        return
+    target, iterable = node.target, node.iter
+    names = [n.value for n in _names(target)]
+    if isinstance(iterable, cst.Name) and any(name in _CHARACTER_TARGETS for name in names):
+        for how in ("strip", "lower"):
+            yield node.with_changes(iter=_called(iterable, how))
+
+
+def _called(value: cst.BaseExpression, method: str) -> cst.Call:
+    """`value.method()`, parenthesised where `value` would otherwise bind wrongly (a + b)."""
+    if not isinstance(value, (cst.Name, cst.Attribute, cst.Call, cst.Subscript)) and not value.lpar:
+        value = value.with_changes(lpar=[cst.LeftParen()], rpar=[cst.RightParen()])
+    return cst.Call(func=cst.Attribute(value=value, attr=cst.Name(method)))
+
+
+# nn.Module's own methods called on self: what they return is not a tensor the learner computed.
+_MODULE_METHODS = frozenset(
+    {"register_buffer", "register_parameter", "apply", "parameters", "named_parameters", "modules",
+     "named_modules", "children", "buffers", "state_dict", "load_state_dict", "train", "eval", "to"}
+)  # fmt: skip
+
+
+def _is_submodule_call(node: cst.Call) -> bool:
+    func = node.func
+    return (
+        isinstance(func, cst.Attribute)
+        and isinstance(func.value, cst.Name)
+        and func.value.value == "self"
+        and func.attr.value not in _MODULE_METHODS
+    )
+
+
+def _detach(node: cst.Call, ctx: Context) -> Iterator[cst.CSTNode]:
+    if not _is_submodule_call(node):
+        return
+    yield _called(node, "detach")
+    for index in _positional(node):
+        value = node.args[index].value
+        if not isinstance(value, (cst.BaseString, cst.BaseNumber)):
+            yield _with_arg(node, index, _called(value, "detach"))
+
+
 def _names(node: cst.CSTNode) -> list[cst.Name]:
     found: list[cst.Name] = []
 
@@ -730,6 +792,14 @@ OPERATORS: tuple[Operator, ...] = (
         (cst.BinaryOperation,),
         _swap_operands,
     ),
+    Operator(
+        "normalise",
+        "field",
+        "a text read after .strip() or .lower()",
+        (cst.Call, cst.For, cst.CompFor),
+        _normalise,
+    ),
+    Operator("detach", "field", "a submodule's output or input detached", (cst.Call,), _detach),
     Operator(
         "remove-kwarg", "classic", "a keyword argument dropped (cosmic-ray)", (cst.Call,), _remove_kwarg
     ),

@@ -26,7 +26,7 @@ def outside(a, b):
     return a + b * 2 if a > b else -a
 
 
-def inside(x, cfg, T, block_size, generator=None):
+def inside(self, x, cfg, T, block_size, text, generator=None):
     ### BEGIN SOLUTION shapes
     #: a hint line, never code
     B = x.size(0)
@@ -45,6 +45,9 @@ def inside(x, cfg, T, block_size, generator=None):
     out = torch.cat((y, z), dim=1).float()
     n = torch.randint(k, (2,), generator=generator)
     s = (x @ x.T) ** 2 // 3
+    chars = sorted(set(text))
+    codes = [ord(ch) for ch in text]
+    e = self.attn(self.ln_1(x))
     flag = True
     ### END SOLUTION
     return out, flag, d, h, total, n, s, w
@@ -122,6 +125,11 @@ def test_every_operator_mutates_the_snippet():
         ("aug-assign", "total += len(ids) - 1", "total = len(ids) - 1"),
         ("for-zero", f"for v in xs:{LOOP_BODY}", f"for v in []:{LOOP_BODY}"),
         ("break-continue", "continue", "break"),
+        ("normalise", "set(text)", "set(text.strip())"),
+        ("normalise", "set(text)", "set(text.lower())"),
+        ("normalise", " for ch in text", " for ch in text.lower()"),
+        ("detach", "self.attn(self.ln_1(x))", "self.attn(self.ln_1(x)).detach()"),
+        ("detach", "self.attn(self.ln_1(x))", "self.attn(self.ln_1(x).detach())"),
     ],
 )  # fmt: skip
 def test_operator_makes_the_expected_mutant(operator, before, after):
