@@ -98,7 +98,7 @@ from autograder.cohort.store import (
     learner_key,
     write_json,
 )
-from autograder.cohort.term_grades import has_deadlines
+from autograder.cohort.term_grades import core_roster, count_term, has_deadlines
 from autograder.core import i18n
 from autograder.core.history import parse_time
 from autograder.core.manifest import Course, Lesson
@@ -384,6 +384,7 @@ def _run(
         "shard": None if shard is None else f"{shard[0]}/{shard[1]}",
         "learners": [learner.id for learner in learners],
         "submissions": str(args.submissions.resolve()),  # for `autograder similarity NOTAS`
+        "at": None if at is None else observations.format_time(at),  # --at: --merge counts as of it too
     }
     store.write_run(run)
 
@@ -627,47 +628,6 @@ def _keep_attempt(store: Store, record: Record, run: dict) -> None:
         kept = store.read_record(record.learner)
         pending = kept.pending if kept is not None and kept.status == "graded" else None
         store.save_attempt(record.learner, record.observed, run["fingerprint"], data, pending)
-
-
-def core_roster(args: argparse.Namespace):
-    """The roster as core.roster reads it (extensions included), None without --roster; its
-    extensions checked against course.yml by the caller (term.deadlines)."""
-    from autograder.core import roster as schema
-
-    if args.roster is None:
-        return None
-    try:
-        return schema.load(args.roster)
-    except schema.RosterError as exc:
-        raise BatchError(exc.text.key, **exc.text.params) from None
-
-
-def count_term(
-    course: Course,
-    lessons: list[Lesson],
-    learners: list[str],
-    store: Store,
-    fingerprint: str,
-    log: ObservationLog,
-    roster,
-    at: datetime | None = None,
-):
-    """The term grades (term_grades.TermGrades) of `learners` from what DIR recorded: their
-    submissions and times from the observation log (only those first seen by `at`, with --at),
-    the results archived under `fingerprint`, the due dates of course.yml and the roster's
-    extensions (`roster`: core.roster's, or None). Grades nothing."""
-    from autograder.cohort.term_grades import Submitted, parse_result, term_grades
-    from autograder.term.deadlines import due_dates
-
-    def submitted(learner: str) -> list[Submitted]:
-        return [Submitted(s.what, s.commit, s.seen) for s in log.submissions(learner, until=at)]
-
-    def result_of(learner: str, sub: Submitted):
-        return parse_result(store.read_attempt(learner, sub.what, fingerprint))
-
-    return term_grades(
-        course, lessons, learners, submitted, result_of, lambda learner: due_dates(course, roster, learner)
-    )
 
 
 def _term(

@@ -15,11 +15,14 @@ service, its `submitted_at`. Never a commit's date.
 
 from __future__ import annotations
 
+import argparse
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta, timezone
 
+from autograder.cohort.observations import ObservationLog
+from autograder.cohort.store import BatchError, Store
 from autograder.core.manifest import Course, Lesson
 from autograder.core.results import CourseResult, LessonResult
 from autograder.render.results_json import from_json_dict
@@ -180,3 +183,46 @@ def term_grades(
 
 def course_points(lesson: Lesson) -> float:
     return float(sum(spec.points for spec in lesson.checks))
+
+
+# ------------------------------------------------------------------ grade-all's record
+
+
+def core_roster(args: argparse.Namespace):
+    """The roster as core.roster reads it (extensions included), None without --roster; its
+    extensions checked against course.yml by the caller (term.deadlines)."""
+    from autograder.core import roster as schema
+
+    if args.roster is None:
+        return None
+    try:
+        return schema.load(args.roster)
+    except schema.RosterError as exc:
+        raise BatchError(exc.text.key, **exc.text.params) from None
+
+
+def count_term(
+    course: Course,
+    lessons: list[Lesson],
+    learners: list[str],
+    store: Store,
+    fingerprint: str,
+    log: ObservationLog,
+    roster,
+    at: datetime | None = None,
+):
+    """The term grades (term_grades.TermGrades) of `learners` from what DIR recorded: their
+    submissions and times from the observation log (only those first seen by `at`, with --at),
+    the results archived under `fingerprint`, the due dates of course.yml and the roster's
+    extensions (`roster`: core.roster's, or None). Grades nothing."""
+    from autograder.term.deadlines import due_dates
+
+    def submitted(learner: str) -> list[Submitted]:
+        return [Submitted(s.what, s.commit, s.seen) for s in log.submissions(learner, until=at)]
+
+    def result_of(learner: str, sub: Submitted):
+        return parse_result(store.read_attempt(learner, sub.what, fingerprint))
+
+    return term_grades(
+        course, lessons, learners, submitted, result_of, lambda learner: due_dates(course, roster, learner)
+    )

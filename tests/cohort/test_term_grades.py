@@ -15,16 +15,20 @@ UTC), grace 10 minutes, each with one late policy; lesson 06 has no due date.
 
 from __future__ import annotations
 
+import argparse
 import csv
 import dataclasses
 import io
+import json
+import shutil
 import subprocess
 from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from autograder.cohort.grade_all import count_term, github_repository, materialise, parse_at
+from autograder.cohort.grade_all import count_term, github_repository, materialise, parse_at, shard_of
 from autograder.cohort.gradebook import cohort_csv, grades_csv
+from autograder.cohort.merge import merge
 from autograder.cohort.observations import ObservationLog, Sighting
 from autograder.cohort.report import load
 from autograder.cohort.store import BatchError, Record, Store
@@ -350,3 +354,56 @@ def test_a_commit_is_checked_out_on_its_own_without_links_or_filters(tmp_path):
     assert not (into / "exercises" / "01" / "enlace.py").exists() and not planted.exists()
     assert (clone / "exercises" / "01" / "tokens.py").read_text(encoding="utf-8") == "NUEVO = 2\n"
     assert "not in" in materialise(clone, "0" * 40, tmp_path / "none")  # no remote to ask
+
+
+def test_merged_shards_give_the_term_grades_of_one_run(course, cohort_dir, tmp_path):
+    """grade-all --merge of two shards (each with its own log and archive): the merged grades.csv
+    holds the same term grades as one folder counted whole, extensions included with --roster."""
+    test_a_counting_submission_never_graded_is_asked_for(course, cohort_dir)
+    out, roster = cohort_dir
+    tc = term_course(course)
+    whole = scores(tc, outputs(tc, cohort_dir, term_of(tc, cohort_dir))[0])
+    shards = [tmp_path / "shard-1", tmp_path / "shard-2"]
+    parts = {learner: shard_of(learner, 2) for learner in PUSHES}
+    assert set(parts.values()) == {1, 2}  # a real split of these five
+    for index, folder in enumerate(shards, 1):
+        mine = sorted(learner for learner, part in parts.items() if part == index)
+        store = Store(folder)
+        store.write_run(
+            {
+                "course": tc.name,
+                "language": "es",
+                "seed": 1,
+                "lessons": list(LESSONS),
+                "fingerprint": FINGERPRINT,
+                "shard": f"{index}/2",
+                "learners": mine,
+            }
+        )
+        log = ObservationLog(folder)
+        log.load()
+        for learner in mine:
+            for sub in ("results", "records"):
+                (folder / sub).mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(out / sub / f"{learner}.json", folder / sub / f"{learner}.json")
+            shutil.copytree(out / "attempts" / learner, folder / "attempts" / learner)
+            log.record(
+                [Sighting(learner, "push", sha(name), None, seen) for name, seen, _ in PUSHES[learner]]
+            )
+    merged = tmp_path / "merged"
+    args = argparse.Namespace(
+        merge=shards, out=merged, roster=out.parent / "roster.yml", submissions=None, shard=None
+    )
+    assert merge(tc, args, "es") == 0
+    grades = {
+        (row["student_id"], row["assignment"]): row for row in csv_rows((merged / "grades.csv").read_text())
+    }
+    assert scores(tc, grades) == whole
+    assert json.loads((merged / "term.json").read_text())["bea"]["01"]["status"] == "on_time"  # extended
+    # Without the roster the extension is not applied, and that is said.
+    args.roster, args.out = None, tmp_path / "merged-sin-lista"
+    assert merge(tc, args, "es") == 0
+    grades = {
+        (row["student_id"], row["assignment"]): row for row in csv_rows((args.out / "grades.csv").read_text())
+    }
+    assert scores(tc, grades)["bea"]["01"] == 0.0
