@@ -10,12 +10,17 @@ the workers stop (a grading in flight is left to its lease: the next start grade
 the command exits 0. A worker process that dies is started again, and the one child dies with
 the command even when the command is killed (Linux: PR_SET_PDEATHSIG), so nothing grades on
 alone. `--workers 0` runs the app only (workers on other machines sharing the database).
+With deadlines (course.yml's term block, the roster's extensions), the workers keep the last
+push before each due date and each late period's end (+ the grace) from being superseded by a
+newer one (deadline_boundaries): the submission that counts for the term grade is graded.
 
-The second form writes the nbgrader gradebook, grades.csv, cohort.csv and the report into DIR,
-made now from the store (service/export.py); it needs no public URL and starts nothing.
+The second form writes the nbgrader gradebook, grades.csv, cohort.csv, the report and the LMS
+files into DIR, made now from the store (service/export.py, the term grade with deadlines); it
+needs no public URL and starts nothing.
 
 Exit status: 0 after a clean stop or export; 2 for a configuration the service must not start
-with (the message names the option), a roster that cannot be read, or a port already taken.
+with (the message names the option), a roster that cannot be read (or an extension course.yml
+cannot take), or a port already taken.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import socket
 import sys
 import threading
 import time
+from datetime import datetime
 from pathlib import Path
 
 from autograder.cohort.outputs import Say
@@ -117,6 +123,11 @@ def main(course: Course, args) -> int:
         if args.export is None:
             config.checked()
         roster = load(config.roster_file)
+        # An extension course.yml cannot take (a lesson without a due date, a skipped wall time)
+        # stops the command before anything is served or exported.
+        from autograder.term.deadlines import check_extensions
+
+        check_extensions(course, roster)
     except (ConfigError, RosterError) as exc:
         return _cannot_start(say, exc.text)
     if args.export is not None:
@@ -278,9 +289,34 @@ class Supervisor:
         self._thread.join(STOP_WAIT_S)
 
 
+def deadline_boundaries(course: Course, roster) -> tuple[datetime, ...]:
+    """The moments the workers must not let a newer push supersede the last push before
+    (store.claim's `boundaries`), from course.yml's deadlines and the roster's extensions: each
+    due date + the grace (the last push on time) and each late period's end + the grace (the last
+    late push accepted). So the submission that counts for the term grade is always graded,
+    even when a late push came before the workers got to it. None without deadlines."""
+    from autograder.term.deadlines import due_dates
+
+    if not any(lesson.due is not None for lesson in course.lessons):
+        return ()
+    grace = course.term.grace
+    everyone = [learner.id for learner in roster.learners] if roster is not None else []
+    moments = set()
+    for ident in ("", *everyone):  # "": course.yml's own dates (a learner of no extension)
+        for due in due_dates(course, roster, ident).values():
+            moments.update((due.due + grace, due.late_until + grace))
+    return tuple(sorted(moments))
+
+
 def worker_config(config):
+    from autograder.core.manifest import ManifestError, load_course
+    from autograder.core.roster import RosterError, load
     from autograder.service.worker import FetchSettings, WorkerConfig
 
+    try:  # checked when the command started; a file edited since leaves the boundaries out
+        boundaries = deadline_boundaries(load_course(Path(config.course_file)), load(config.roster_file))
+    except (ManifestError, RosterError, OSError):
+        boundaries = ()
     return WorkerConfig(
         course_file=Path(config.course_file).resolve(),
         database_url=config.database,
@@ -290,6 +326,7 @@ def worker_config(config):
         lease_s=config.lease_s,
         fetch=FetchSettings(url_template=config.clone_url, allowed=config.allowed, api_url=config.api_url),
         lessons=config.lessons,
+        boundaries=boundaries,
     )
 
 

@@ -500,7 +500,10 @@ def test_the_export_is_the_gradebook_and_csvs_of_each_learners_latest_grade(
     )
     graded = {s.learner for s in service.store.submissions() if s.state in ("done", "error")}
     assert {row["student_id"] for row in rows} == graded
-    assert "gil" not in done.stderr  # every learner without a grade yet is named; gil has one
+    # Every learner without a grade yet is named; gil has one. (moodle.csv's note may name gil:
+    # the roster gives no e-mail for him.)
+    missing = [line for line in done.stderr.splitlines() if "sin ninguna entrega corregida" in line]
+    assert len(missing) == 1 and "gil" not in missing[0]
 
     # A grade-all folder is not overwritten with the service's grades.
     (tmp_path / "cohorte").mkdir()

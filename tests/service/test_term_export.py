@@ -19,6 +19,7 @@ from datetime import datetime, timedelta, timezone
 from types import SimpleNamespace
 
 from sqlalchemy import insert
+from support.project import ROOT
 
 from autograder.cohort.outputs import Say
 from autograder.core import roster as roster_schema
@@ -27,6 +28,7 @@ from autograder.core.results import CheckResult, CourseResult, LessonResult, Sta
 from autograder.render.output import render_json
 from autograder.service.export import export
 from autograder.service.schema import make_engine, results, submissions
+from autograder.service.serve import deadline_boundaries, worker_config
 from autograder.service.store import Store
 
 DUE = datetime(2026, 12, 20, 22, 59, tzinfo=timezone.utc)
@@ -174,3 +176,75 @@ def test_the_export_counts_each_lessons_submission_by_submission_time(course, tm
     )
     grades, _ = exported(tmp_path, moved, url, "notas", capsys)
     assert scores(moved, grades)["ana"] == {"01": 80.0, "02": 0.0}
+
+
+def queued(url: str, learner: str, at: datetime, number: int) -> int:
+    engine = make_engine(url)
+    with engine.begin() as conn:
+        sid = conn.execute(
+            insert(submissions).values(
+                page_key=f"q{number}",
+                learner=learner,
+                repository_id=7,
+                repository=f"curso/{learner}",
+                sha=f"{number:040x}",
+                ref="refs/heads/main",
+                event_name="push",
+                run_id=number,
+                token_id=f"q{number}",
+                submitted_at=at,
+                time_source="run",
+                received_at=at,
+                state="queued",
+            )
+        ).inserted_primary_key[0]
+    engine.dispose()
+    return sid
+
+
+def test_the_workers_grade_the_last_push_before_each_deadline(course, tmp_path):
+    """serve's workers get the deadlines as boundaries (due + grace, the late period's end +
+    grace, extensions included): ana's last on-time push is graded although a late one came
+    before the workers got to it; without them it was superseded and the term grade had nothing
+    to count."""
+    tc = term_course(course)
+    roster_file = tmp_path / "roster.yml"
+    roster_file.write_text(ROSTER, encoding="utf-8")
+    roster = roster_schema.load(roster_file)
+    g, d = timedelta(minutes=10), timedelta(days=1)
+    # 01: due and 3 days later; bea's 01 extended a day: both moved; 02 (nothing late): due only.
+    assert deadline_boundaries(tc, roster) == (DUE + g, DUE + d + g, DUE + 3 * d + g, DUE + 4 * d + g)
+    assert deadline_boundaries(course, roster) == ()  # no deadlines: nothing kept back
+
+    for bounds, graded in ((deadline_boundaries(tc, roster), 2), ((), 1)):
+        url = f"sqlite:///{tmp_path / f'q{graded}.db'}"
+        Store(url).create()
+        on_time = queued(url, "ana", DUE - H, 1)
+        late = queued(url, "ana", DUE + H, 2)
+        store = Store(url)
+        claimed = [store.claim("w", 30, boundaries=bounds) for _ in range(3)]
+        assert [c.id for c in claimed if c is not None] == [on_time, late][2 - graded :]
+        assert (store.get(on_time).state == "superseded") is (graded == 1)
+        store.close()
+
+    # worker_config hands them to the workers, from the course.yml and roster the command serves.
+    text = (ROOT / "course.yml").read_text(encoding="utf-8")
+    head = '  - id: "01"\n'
+    (tmp_path / "course.yml").write_text(
+        text.replace(head, head + '    due: "2026-12-20 23:59"\n    late: {accepted: false}\n'),
+        encoding="utf-8",
+    )
+    config = SimpleNamespace(
+        course_file=tmp_path / "course.yml",
+        roster_file=roster_file,
+        database=f"sqlite:///{tmp_path / 'w.db'}",
+        queue_url=None,
+        data_dir=tmp_path,
+        workers=1,
+        lease_s=30.0,
+        clone_url=None,
+        allowed=None,
+        api_url=None,
+        lessons=None,
+    )
+    assert worker_config(config).boundaries == (DUE + g, DUE + d + g)  # bea's extension moves 01 a day
