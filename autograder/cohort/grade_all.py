@@ -4,7 +4,7 @@
                          [--allow-scheme SCHEME ...] [--allow-host HOST ...]
                          [--lessons LESSON ...] [--seed N] [--lang es|en] [--learner-timeout S]
                          [--snapshot | --at "YYYY-MM-DD HH:MM"]
-    autograder grade-all --merge DIR [DIR ...] --out DIR
+    autograder grade-all --merge DIR [DIR ...] --out DIR [--roster FILE]
 
 SUBMISSIONS holds one folder per learner: a clone of their repository (with exercises/ inside)
 or just its exercises/. With --roster (autograder/cohort/roster.py) the repositories are cloned or
@@ -36,7 +36,9 @@ and names the learners with no record before it. With deadlines, every run then 
 learner's counting submission per lesson (autograder/cohort/term_grades.py), grades the counting
 ones never graded (their commit checked out on its own), and writes the term grade into
 grades.csv and cohort.csv (late ones with the penalty) and DIR/term.json. Moving a deadline or an
-extension and running again recomputes them.
+extension and running again recomputes them (a deadline is no part of the grading fingerprint:
+nothing is regraded for it), and a submission graded before under the same fingerprint is not
+graded again (DIR/attempts/ keeps each one's result).
 
 --shard I/N grades a stable I-th of N parts of the learners (by a hash of their id), so N
 machines can share a cohort; --merge (autograder/cohort/merge.py) then combines the N output
