@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from support.grading import grade_folder, write_submission
-from support.ordering import longest_first
+from support.ordering import longest_first, shared_fixture_group
 from support.project import ROOT, SEED
 from support.unprivileged import plain_user  # noqa: F401 - a fixture, offered to every test module
 from support.variants import solution_files
@@ -71,7 +71,13 @@ def pytest_xdist_auto_num_workers(config):
     return (os.cpu_count() or 1) + 1
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the xdist_group marks
 def pytest_collection_modifyitems(config, items):
-    """The longest tests first (tests/support/ordering.py), so that no worker is left running them
-    alone at the end of the run."""
+    """The longest tests first, and the tests sharing an expensive module fixture on one worker
+    (tests/support/ordering.py), so that no worker is left running them alone at the end of the
+    run and no fixture is made on every worker."""
+    for item in items:
+        group = shared_fixture_group(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
     longest_first(items)

@@ -1,12 +1,19 @@
-"""The order the suite hands its tests to pytest-xdist's workers: the longest first.
+"""How the suite hands its tests to pytest-xdist's workers: the longest first, and the tests that
+share an expensive module fixture to one worker.
 
 The suite is mostly real gradings, installs and servers, and a handful of tests take 15 s to two
 minutes each. In collection order several of them come near the end, and the run waits on them
 while the other workers sit idle; started first, they overlap with everything else (with
-`--dist worksteal`, an idle worker takes tests queued on a busy one). The list holds test ids
+`--dist loadgroup`, an idle worker takes the next test as soon as it is free). The list holds test ids
 (without parameters) measured at 12 s or more with `pytest -n auto --durations=150` on the
 2-core CI machine, longest first; an id that no longer exists is simply not found. The order
-changes only when a test starts, never what it asserts."""
+changes only when a test starts, never what it asserts.
+
+A module-scoped fixture is made once per worker that runs a test of its module: a cohort graded
+in shards (tests/cohort/test_batch.py), nbgrader's release of two lessons, a PostgreSQL server
+or a Chromium each cost tens of seconds, and spread over three workers they were made three
+times. SHARED_FIXTURES names them by module; the tests that use one go to one worker together
+(an xdist_group per module), every other test still goes wherever a worker is free."""
 
 from __future__ import annotations
 
@@ -66,8 +73,39 @@ LONGEST_FIRST = (
 )
 _RANK = {test: rank for rank, test in enumerate(LONGEST_FIRST)}
 
+# module -> its module-scoped fixtures that take seconds to make (servers, browsers, gradings).
+SHARED_FIXTURES = {
+    "tests/cohort/test_batch.py": {"graded", "single", "untouched"},
+    "tests/cohort/test_report_by_cause.py": {"graded"},
+    "tests/cohort/test_term_grades.py": {"cohort_dir"},
+    "tests/course/test_notebooks.py": {"released"},
+    "tests/course/test_release.py": {"release"},
+    "tests/course/test_release_has_no_reference.py": {"release"},
+    "tests/course/test_recording.py": {"made", "solution_replayed", "stubs_official", "stubs_replayed"},
+    "tests/engine/test_split.py": {"one_process", "one_process_two_lessons"},
+    "tests/engine/test_own_pieces_load_error.py": {"courses"},
+    "tests/github/test_workflow_run.py": {"release"},
+    "tests/learner/test_release_blame.py": {"release"},
+    "tests/learner/test_syntax_error_flow.py": {"courses"},
+    "tests/learner/test_viewer.py": {"browser", "solution_viewer", "leaky_viewer"},
+    "tests/sandbox/test_hostile.py": {"wrong_result", "cli_run"},
+    "tests/sandbox/test_portable.py": {"portable_workers"},
+    "tests/service/test_store.py": {"postgres"},
+    "tests/service/test_service_end_to_end.py": {"service", "solved"},
+    "tests/service/test_submit_workflow.py": {"release", "served", "endpoint"},
+    "tests/service/test_worker.py": {"service", "solved"},
+}
+
 
 def longest_first(items: list) -> None:
     """Reorder pytest's collected `items` in place: the tests listed above first, in that order,
     then the rest as collected. Deterministic, so every xdist worker collects the same order."""
     items.sort(key=lambda item: _RANK.get(item.nodeid.split("[", 1)[0], len(_RANK)))
+
+
+def shared_fixture_group(item) -> str | None:
+    """The xdist_group of a test that uses one of its module's SHARED_FIXTURES, else None."""
+    module = item.nodeid.split("::", 1)[0]
+    if SHARED_FIXTURES.get(module, set()) & set(item.fixturenames):
+        return module
+    return None
