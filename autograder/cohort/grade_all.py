@@ -98,6 +98,7 @@ from autograder.cohort.store import (
     content_hash,
     grading_fingerprint,
     learner_key,
+    private_folder,
     write_json,
 )
 from autograder.cohort.term_grades import core_roster, count_term, has_deadlines
@@ -336,7 +337,7 @@ def _grade_all(course: Course, args: argparse.Namespace, lang: str) -> int:
     if shard is not None:
         learners = [learner for learner in learners if shard_of(learner.id, shard[1]) == shard[0]]
     store = Store(args.out)
-    store.root.mkdir(parents=True, exist_ok=True)
+    private_folder(store.root)
     store.remove_leftovers()
     log = load_log(store.root, say)
     seed = args.seed if args.seed is not None else (store.read_run() or {}).get("seed")

@@ -146,7 +146,7 @@ def write_gradebook(path: Path, cohort: Cohort, term=None) -> None:
                     if table.name != "course":
                         gb.db.execute(table.delete())
                 _fill(gb, api, cohort, term)
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, 0o600)  # names and grades: the owner's only, as DIR
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from autograder.cohort.observations import Sighting
 from autograder.cohort.outputs import Say, load_log, publish, report_failed_outputs
-from autograder.cohort.store import ATTEMPTS, BatchError, Store, write_json
+from autograder.cohort.store import ATTEMPTS, BatchError, Store, private_folder, write_json
 from autograder.cohort.term_grades import TERM_FILE, core_roster, count_term, has_deadlines
 from autograder.core.history import parse_time
 from autograder.core.manifest import Course
@@ -67,7 +67,7 @@ def merge(course: Course, args: argparse.Namespace, lang: str) -> int:
         for sighting in load_log(Path(folder), say).sightings()
     ]
     out = Store(args.out)
-    out.root.mkdir(parents=True, exist_ok=True)
+    private_folder(out.root)
     for learner, folder in owner.items():
         source = Store(folder)
         if source.read_record(learner) is None or source.read_result(learner) is None:

@@ -182,14 +182,28 @@ def learner_key(fingerprint: str, content: str) -> str:
 # ------------------------------------------------------------------------------ the folder
 
 
+def private_folder(path: Path) -> None:
+    """Make DIR (grade-all's, --merge's or the service export's output folder) and leave it
+    readable by its owner only: it holds learners' names, e-mails, grades and code (issue 32:
+    reports and exports never readable by other users of the machine). A folder someone else
+    owns keeps its mode: its owner chose it, and this user could not change it anyway."""
+    path.mkdir(parents=True, exist_ok=True)
+    try:
+        if path.stat().st_uid == os.getuid():
+            os.chmod(path, 0o700)
+    except (OSError, AttributeError):  # AttributeError: no os.getuid on Windows (ACLs decide there)
+        pass
+
+
 def write_atomic(path: Path, text: str | bytes) -> None:
-    """Write `path` whole or not at all: a temporary file in the same folder, then a rename."""
+    """Write `path` whole or not at all: a temporary file in the same folder, then a rename.
+    Owner-only (0600), as the folder: every output names learners."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(text.encode("utf-8") if isinstance(text, str) else text)
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, 0o600)
         os.replace(tmp, path)
     except BaseException:
         try:

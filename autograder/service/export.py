@@ -30,7 +30,7 @@ import sys
 from pathlib import Path
 
 from autograder.cohort.outputs import Say, publish, report_failed_outputs
-from autograder.cohort.store import RECORDS, RESULTS, Record, write_json
+from autograder.cohort.store import RECORDS, RESULTS, Record, private_folder, write_json
 from autograder.cohort.store import Store as Folder
 from autograder.cohort.term_grades import (
     TERM_FILE,
@@ -88,7 +88,7 @@ def export(config, course: Course, roster: Roster, out: Path, say: Say) -> int:
     finally:
         store.close()
     folder = Folder(out)
-    folder.root.mkdir(parents=True, exist_ok=True)
+    private_folder(folder.root)
     folder.remove_leftovers()
     people = {learner.id: learner for learner in roster.learners}
     hashes = set()

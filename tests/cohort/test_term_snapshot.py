@@ -16,6 +16,7 @@ import io
 import json
 import math
 import os
+import stat
 import subprocess
 import sys
 import time
@@ -182,6 +183,11 @@ def test_snapshot_pushes_late_policy_recount_and_at(course, tmp_path):
         assert records(out)["lola"]["commit"] == solved
         term = json.loads((out / "term.json").read_text(encoding="utf-8"))
         assert term["lola"]["01"]["what"] == f"commit:{stub}" and term["lola"]["01"]["status"] == "on_time"
+        # Names, grades and code: DIR and what grade-all writes in it are the owner's only.
+        assert stat.S_IMODE(out.stat().st_mode) == 0o700
+        for name in ("grades.csv", "cohort.csv", "canvas.csv", "moodle.csv", "term.json", "gradebook.db"):
+            assert stat.S_IMODE((out / name).stat().st_mode) == 0o600, name
+        assert stat.S_IMODE((out / "results" / "lola.json").stat().st_mode) == 0o600
 
         # --at half an hour after her first push: the stub was her head then; mia had nothing.
         at = run(refused, *common, "--at", wall(early + timedelta(minutes=30)), "--lang", "en", env=env)
