@@ -290,7 +290,9 @@ def test_a_replay_past_its_budget_is_abandoned(tmp_path):
 
     started = time.perf_counter()
     assert tracer.explain(str(tmp_path), RuntimeError("x"), 0.0, {}, slow) is None
-    assert time.perf_counter() - started < tracer.REPLAY_BASE_S + 0.5
+    # A hang guard, not a speed target (the loop never ends without the budget): on a loaded
+    # machine the abandoned replay may return well after its budget, but it returns.
+    assert time.perf_counter() - started < tracer.REPLAY_MAX_S + 10
 
 
 @pytest.mark.parametrize("ends", ["fails", "out-of-time"])
