@@ -86,6 +86,7 @@ from autograder.cohort.roster import (
     Learner,
     add_allow_options,
     fetch,
+    git_environment,
     learners_in,
     read_roster,
     redact_url,
@@ -544,18 +545,11 @@ def _git_bytes(
 ) -> bytes:
     """git in `folder` with the roster's options (no hooks, no symlinks, no local remotes),
     reaching remotes only over `protocols`; its output, or GitError with its own words."""
-    env = {
-        **os.environ,
-        "GIT_TERMINAL_PROMPT": "0",
-        "GIT_ASKPASS": "true",
-        "GIT_SSH_COMMAND": os.environ.get("GIT_SSH_COMMAND", "ssh -o BatchMode=yes"),
-        "GIT_ALLOW_PROTOCOL": ":".join(protocols),
-    }
     try:
         proc = subprocess.run(
             ["git", *GIT_OPTIONS, *args],
             cwd=folder,
-            env=env,
+            env=git_environment(protocols),
             capture_output=True,
             timeout=GIT_TIMEOUT,
             input=stdin if stdin is not None else b"",

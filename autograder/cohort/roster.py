@@ -257,15 +257,21 @@ class GitError(Exception):
     pass
 
 
-def _git(folder: Path, *args: str, check: bool = True, protocols: tuple[str, ...] = ()) -> str:
-    """Run git in `folder`; it may reach remotes only over `protocols` (none: it stays local)."""
-    env = {
+def git_environment(protocols: tuple[str, ...] = ()) -> dict[str, str]:
+    """The environment every git of grade-all runs in: never a prompt for credentials, and
+    remotes reachable only over `protocols` (none: it stays local)."""
+    return {
         **os.environ,
         "GIT_TERMINAL_PROMPT": "0",
         "GIT_ASKPASS": "true",
         "GIT_SSH_COMMAND": os.environ.get("GIT_SSH_COMMAND", "ssh -o BatchMode=yes"),
         "GIT_ALLOW_PROTOCOL": ":".join(protocols),
     }
+
+
+def _git(folder: Path, *args: str, check: bool = True, protocols: tuple[str, ...] = ()) -> str:
+    """Run git in `folder`; it may reach remotes only over `protocols` (none: it stays local)."""
+    env = git_environment(protocols)
     try:
         proc = subprocess.run(
             ["git", *GIT_OPTIONS, *args],

@@ -20,11 +20,11 @@ from __future__ import annotations
 import html
 import os
 import stat
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from autograder.cohort.gradebook import csv_text
+from autograder.cohort.store import write_atomic
 from autograder.core import i18n
 from autograder.core.neutral import terminal
 from autograder.similarity.compare import Distribution, Pair
@@ -91,18 +91,7 @@ def write_private(folder: Path, name: str, text: str) -> Path:
     """`folder`/`name`, readable by its owner only, written whole or not at all."""
     private_folder(folder)
     path = folder / name
-    fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder)  # mkstemp: mode 0600
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(text.encode("utf-8"))
-        os.chmod(tmp, 0o600)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    write_atomic(path, text)  # cohort's one atomic writer: a temporary file, 0600, then a rename
     return path
 
 
