@@ -25,6 +25,7 @@ import subprocess
 from datetime import datetime, timedelta, timezone
 
 import pytest
+from support import term_results
 
 from autograder.cohort.grade_all import count_term, github_repository, materialise, parse_at, shard_of
 from autograder.cohort.gradebook import cohort_csv, grades_csv
@@ -34,8 +35,6 @@ from autograder.cohort.report import load
 from autograder.cohort.store import BatchError, Record, Store
 from autograder.core import roster as roster_schema
 from autograder.core.manifest import REFUSED, LatePolicy, Term
-from autograder.core.results import CheckResult, CourseResult, LessonResult, Status
-from autograder.render.output import render_json
 
 DUE = datetime(2026, 12, 20, 22, 59, tzinfo=timezone.utc)  # "2026-12-20 23:59" in Madrid
 H, D = timedelta(hours=1), timedelta(days=1)
@@ -75,21 +74,7 @@ def term_course(course, dues: dict[str, datetime] | None = None, counting: str =
 
 
 def result_json(course, fraction: float) -> str:
-    lessons = []
-    for lid in LESSONS:
-        lesson = course.lesson(lid)
-        checks = [
-            CheckResult(
-                spec.id,
-                spec.todo,
-                Status.PASSED if fraction == 1.0 else Status.FAILED,
-                float(spec.points) * fraction,
-                float(spec.points),
-            )
-            for spec in lesson.checks
-        ]
-        lessons.append(LessonResult(lesson.id, lesson.slug, dict(lesson.title), lesson.xp, checks))
-    return render_json(CourseResult(course.name, "es", 1, lessons), "es")
+    return term_results.result_json(course, LESSONS, fraction)
 
 
 ROSTER = """\

@@ -19,13 +19,12 @@ from datetime import datetime, timedelta, timezone
 from types import SimpleNamespace
 
 from sqlalchemy import insert
+from support import term_results
 from support.project import ROOT
 
 from autograder.cohort.outputs import Say
 from autograder.core import roster as roster_schema
 from autograder.core.manifest import REFUSED, LatePolicy, Term
-from autograder.core.results import CheckResult, CourseResult, LessonResult, Status
-from autograder.render.output import render_json
 from autograder.service.export import export
 from autograder.service.schema import make_engine, results, submissions
 from autograder.service.serve import deadline_boundaries, worker_config
@@ -64,21 +63,7 @@ def term_course(course, due_01: datetime = DUE):
 
 
 def result_json(course, fraction: float) -> str:
-    lessons = []
-    for lid in LESSONS:
-        lesson = course.lesson(lid)
-        checks = [
-            CheckResult(
-                spec.id,
-                spec.todo,
-                Status.PASSED if fraction == 1.0 else Status.FAILED,
-                float(spec.points) * fraction,
-                float(spec.points),
-            )
-            for spec in lesson.checks
-        ]
-        lessons.append(LessonResult(lesson.id, lesson.slug, dict(lesson.title), lesson.xp, checks))
-    return render_json(CourseResult(course.name, "es", 1, lessons), "es")
+    return term_results.result_json(course, LESSONS, fraction)
 
 
 def service_data(tmp_path, course) -> str:
