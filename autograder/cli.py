@@ -67,6 +67,9 @@ COMMANDS = {
     "progress": "autograder.learner.progress",
     "viewer": "autograder.learner.viewer",
     "serve": "autograder.service.serve",
+    "worker": "autograder.service.worker_command",
+    "staff": "autograder.service.staff_command",
+    "regrade": "autograder.service.regrade_command",
     "similarity": "autograder.similarity.command",
 }
 

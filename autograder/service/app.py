@@ -268,8 +268,11 @@ def create_app(services: Services) -> Starlette:
         Route("/submissions/{key}", poll, methods=["GET"]),
         Route("/s/{key}", page, methods=["GET"]),
     ]
+    from autograder.service import live, ops
+
+    routes.extend(live.routes(services))  # the instructor's live view, under the prefix
     prefix = config.prefix
-    top = [Route("/healthz", healthz, methods=["GET"])]
+    top = [Route("/healthz", healthz, methods=["GET"]), *ops.routes(services)]
     if prefix:
         top.append(Mount(prefix, routes=routes))
     else:

@@ -173,6 +173,9 @@ def serve(config, course: Course, roster, say: Say) -> int:
     workers = Supervisor(config, say) if config.workers > 0 else None
     if workers is not None:
         workers.start()
+    from autograder.service.checks import start_publisher
+
+    publisher = start_publisher(services, say)  # None without a GitHub App for check runs
     say.line(
         "service.serve.started",
         url=config.public_url,
@@ -192,6 +195,8 @@ def serve(config, course: Course, roster, say: Say) -> int:
         signal.signal(signal.SIGTERM, previous)
         if workers is not None:
             workers.stop()
+        if publisher is not None:
+            publisher.stop()
         services.store.close()
         say.line("service.serve.stopped")
     return 0
