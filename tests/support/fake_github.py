@@ -52,6 +52,10 @@ GitHub's shapes and codes ("REST API endpoints for workflow runs / repositories 
                                              works as `token` does, until `expires_at`
                                              (`installation_token_s` after it was made: 3600)
 
+    POST /repos/{owner}/{repo}/check-runs  with an installation token only (403 otherwise),
+                                             validated as GitHub does (route_check_runs); kept
+                                             in `check_runs`
+
 and git's smart HTTP protocol for the repositories below `git_root` (bare repositories named
 OWNER/NAME.git), at {url}/git/OWNER/NAME.git, served by `git http-backend` (protocol v2 too,
 uploadpack.allowAnySHA1InWant on, so a commit is fetched by sha as from GitHub). It asks for
@@ -81,6 +85,17 @@ import jwt
 
 TOKEN = "ghs_TESTtoken0123456789abcdefSECRET"
 REPO = "curso/transformers"
+CHECK_RUNS = re.compile(r"/repos/([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)/check-runs")
+CONCLUSIONS = (
+    "action_required",
+    "cancelled",
+    "failure",
+    "neutral",
+    "success",
+    "skipped",
+    "stale",
+    "timed_out",
+)
 HEAD_SHA = "fedcba9876543210fedcba9876543210fedcba98"
 BOT = {"login": "github-actions[bot]", "type": "Bot"}
 
@@ -117,6 +132,8 @@ class FakeGitHub:
         self.git_root: Path | None = None
         self.git_requests: list[dict] = []
         self.on_git_request: Callable[[str], None] | None = None
+        # check runs (the service's official verdicts): what was created, and when
+        self.check_runs: list[dict] = []
 
     def add_comment(self, kind: str, target: str, body: str, user: dict) -> dict:
         self.next_id += 1
@@ -199,6 +216,8 @@ class FakeGitHub:
                 return self.send(h, status, data, headers)
             if app:
                 return self.route_app(h, method, split.path)
+            if m := CHECK_RUNS.fullmatch(split.path):
+                return self.route_check_runs(h, method, m.group(1), body)
             if self.repos or self.users:
                 answered = self.route_handout(h, method, split.path, query, body)
                 if answered is not NotImplemented:
@@ -516,6 +535,42 @@ class FakeGitHub:
         invitation = next(i for i in repo["invitations"] if i["invitee"]["login"] == login)
         repo["invitations"].remove(invitation)
         repo["collaborators"][login] = invitation["permissions"]
+
+    def route_check_runs(self, h, method, full_name, body):
+        """POST /repos/{owner}/{repo}/check-runs as GitHub validates it: only a GitHub App may
+        create check runs (403 for any other token), name and a 40-hex head_sha required, a
+        completed run needs a conclusion from GitHub's list, output needs title and summary
+        (summary at most 65535 characters). 201 with the run; `check_runs` keeps each one with
+        the Unix time it was created."""
+        if method != "POST":
+            return self.not_found(h)
+        if not self.installation_token(h):
+            return self.send(h, 403, {"message": "You must authenticate via a GitHub App."})
+        body = body if isinstance(body, dict) else {}
+        if not body.get("name"):
+            return self.invalid(h, "name wasn't supplied")
+        if not re.fullmatch(r"[0-9a-f]{40}", str(body.get("head_sha") or "")):
+            return self.invalid(h, "head_sha wasn't supplied or is not a commit")
+        if body.get("status", "queued") not in ("queued", "in_progress", "completed"):
+            return self.invalid(h, "status is not included in the list")
+        if body.get("status") == "completed" and body.get("conclusion") not in CONCLUSIONS:
+            return self.invalid(h, "conclusion is not included in the list")
+        output = body.get("output")
+        if output is not None:
+            if not isinstance(output, dict) or not output.get("title") or not output.get("summary"):
+                return self.invalid(h, "output needs a title and a summary")
+            if len(output["summary"]) > 65535:
+                return self.invalid(h, "summary is too long (maximum is 65535 characters)")
+        self.next_id += 1
+        run = {
+            **body,
+            "id": self.next_id,
+            "repository": full_name,
+            "created": time.time(),
+            "html_url": f"https://github.example/{full_name}/runs/{self.next_id}",
+        }
+        self.check_runs.append(run)
+        return self.send(h, 201, {k: v for k, v in run.items() if k != "created"})
 
     def count(self, method: str | None = None) -> int:
         return sum(1 for m, _, _ in self.requests if method in (None, m))
