@@ -328,3 +328,116 @@ def test_the_ci_grade_checks_tell_full_marks_from_zero(tmp_path):
                 timeout=60,
             )
             assert (proc.returncode == 0) == (check == graded), (check, graded, proc.stdout, proc.stderr)
+
+
+# ------------------------------------------------------------------------------ grade-all.yml
+
+GRADE_ALL = ROOT / ".github" / "workflows" / "grade-all.yml"
+MATRIX_LIMIT = 256  # GitHub: a matrix generates at most 256 jobs per workflow run
+
+
+def _grade_all() -> dict:
+    return yaml.safe_load(GRADE_ALL.read_text(encoding="utf-8"))
+
+
+def _plan(cwd: Path, **env: str) -> tuple[subprocess.CompletedProcess, dict[str, str]]:
+    """Run the `plan` job's own script (the one that emits the matrix) through bash, as the
+    runner does, with the inputs in its environment; its $GITHUB_OUTPUT as a dict."""
+    import os
+
+    step = next(s for s in _grade_all()["jobs"]["plan"]["steps"] if s.get("id") == "plan")
+    assert set(step["env"]) == {"SEED", "SHARDS", "MAX_PARALLEL"}
+    output = cwd / "github_output"
+    output.write_text("", encoding="utf-8")
+    full = {"PATH": os.environ["PATH"], "GITHUB_OUTPUT": str(output), "SEED": "", "SHARDS": "", **env}
+    proc = subprocess.run(
+        ["bash", "-e", "-c", step["run"]], cwd=cwd, env=full, capture_output=True, text=True, timeout=60
+    )
+    lines = output.read_text(encoding="utf-8").splitlines()
+    return proc, dict(line.split("=", 1) for line in lines)
+
+
+def test_grade_all_shards_default_to_the_plans_job_limit_capped_at_the_matrix_limit(tmp_path):
+    import json
+
+    spec = _grade_all()
+    inputs = _triggers(spec)["workflow_dispatch"]["inputs"]
+    assert inputs["max_parallel"]["type"] == "number" and inputs["max_parallel"]["default"] == 20  # Free plan
+    assert inputs["shards"]["default"] == ""  # empty: max_parallel
+    for env, count in (
+        ({"MAX_PARALLEL": "20"}, 20),  # the default: every job of the Free plan at once
+        ({"MAX_PARALLEL": "60"}, 60),
+        ({"MAX_PARALLEL": "500"}, MATRIX_LIMIT),  # Enterprise's 500: capped
+        ({"MAX_PARALLEL": "20", "SHARDS": "7"}, 7),
+        ({"MAX_PARALLEL": "20", "SHARDS": "256"}, 256),
+        ({"MAX_PARALLEL": "20", "SHARDS": "257"}, MATRIX_LIMIT),
+        ({"MAX_PARALLEL": "20", "SHARDS": "1"}, 1),
+    ):
+        proc, out = _plan(tmp_path, **env)
+        assert proc.returncode == 0, (env, proc.stdout, proc.stderr)
+        assert out["count"] == str(count) and json.loads(out["shards"]) == list(range(1, count + 1)), env
+        assert ("::warning::" in proc.stdout) == (count == MATRIX_LIMIT and "256" not in env.values())
+    for env in ({"MAX_PARALLEL": "0"}, {"MAX_PARALLEL": "20", "SHARDS": "x"}, {"MAX_PARALLEL": "-3"}, {}):
+        proc, out = _plan(tmp_path, **{"MAX_PARALLEL": "", **env})
+        assert proc.returncode != 0 and "::error::" in proc.stdout and "shards" not in out, env
+    # The matrix is the plan's, and each shard is told the same N.
+    grade = spec["jobs"]["grade"]
+    assert grade["strategy"]["matrix"]["shard"] == "${{ fromJSON(needs.plan.outputs.shards) }}"
+    assert grade["env"]["SHARDS"] == "${{ needs.plan.outputs.count }}"
+    assert '--shard "$SHARD/$SHARDS"' in _step_running(grade, "grade-all submissions")["run"]
+
+
+def test_grade_all_reruns_with_the_previous_seed_so_cached_results_count(tmp_path):
+    """grade-all skips a learner whose files and grading fingerprint (seed included) it graded
+    before: a re-run keeps the seed unless told `new`, and restores each shard's folder."""
+    _, first = _plan(tmp_path, MAX_PARALLEL="4")
+    assert (tmp_path / ".grade-all-seed" / "seed").read_text(encoding="utf-8").strip() == first["seed"]
+    _, again = _plan(tmp_path, MAX_PARALLEL="4")
+    assert again["seed"] == first["seed"]
+    _, fresh = _plan(tmp_path, MAX_PARALLEL="4", SEED="new")
+    assert fresh["seed"] != first["seed"]  # one chance in 2**31 of a false failure
+    _, given = _plan(tmp_path, MAX_PARALLEL="4", SEED="42")
+    assert given["seed"] == "42"
+    proc, _ = _plan(tmp_path, MAX_PARALLEL="4", SEED="4x")
+    assert proc.returncode != 0
+
+    spec = _grade_all()
+    plan = spec["jobs"]["plan"]["steps"]
+    restore_seed = next(s for s in plan if s.get("uses") == "actions/cache/restore@v4")
+    save_seed = next(s for s in plan if s.get("uses") == "actions/cache/save@v4")
+    assert restore_seed["with"]["path"] == save_seed["with"]["path"] == ".grade-all-seed"
+    assert save_seed["with"]["key"].startswith(restore_seed["with"]["restore-keys"])
+    steps = spec["jobs"]["grade"]["steps"]
+    folder = "shards/shard-${{ matrix.shard }}"
+    restore = next(
+        s for s in steps if s.get("uses") == "actions/cache/restore@v4" and s["with"]["path"] == folder
+    )
+    save = next(s for s in steps if s.get("uses") == "actions/cache/save@v4")
+    prefix = restore["with"]["restore-keys"]
+    # Keyed by N (a learner's shard depends on it) and the seed (the fingerprint does).
+    assert "${{ needs.plan.outputs.count }}" in prefix and "${{ needs.plan.outputs.seed }}" in prefix
+    assert "${{ matrix.shard }}" in prefix
+    assert save["with"] == {"path": folder, "key": restore["with"]["key"]} and restore["with"][
+        "key"
+    ].startswith(prefix)
+    assert save["if"] == "always()"  # an interrupted shard keeps what it graded: the next run resumes
+    grading = steps.index(_step_running(spec["jobs"]["grade"], "grade-all submissions"))
+    assert steps.index(restore) < grading < steps.index(save)
+
+
+def test_grade_all_caches_pip_on_the_pinned_cpu_torch():
+    pin = re.search(r'"torch==([^"]+)"', (ROOT / "pyproject.toml").read_text(encoding="utf-8"))[1]
+    for name, job in _grade_all()["jobs"].items():
+        installs = [s for s in job["steps"] if "pip install" in s.get("run", "")]
+        if not installs:
+            continue
+        (install,) = installs
+        assert f"torch=={pin} --index-url https://download.pytorch.org/whl/cpu" in install["run"], name
+        (cache,) = [s for s in job["steps"] if s.get("uses") == "actions/cache@v4"]
+        assert cache["with"]["path"] == "~/.cache/pip"
+        assert f"-torch-{pin}-cpu-" in cache["with"]["key"] and cache["with"]["key"].startswith(
+            cache["with"]["restore-keys"]
+        )
+        assert job["steps"].index(cache) < job["steps"].index(install)
+        setup = next(s for s in job["steps"] if s.get("uses") == "actions/setup-python@v5")
+        assert "cache" not in setup["with"], name  # one pip cache, the one keyed on torch
