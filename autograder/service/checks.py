@@ -20,10 +20,12 @@ requests a minute and 500 an hour per identity). So:
 - a rate-limited answer (403/429 with Retry-After, or x-ratelimit-remaining 0 with
   x-ratelimit-reset, or a secondary limit without headers: a minute) pauses every post until
   then, the verdict kept; a success with x-ratelimit-remaining 0 pauses until the reset;
-- a 5xx or GitHub unreachable retries that verdict with a growing delay (2 s, 4 s, ... up to
-  10 minutes), `max_attempts` times (8), then records it as failed; any other refusal (a 404: the
-  App not installed on that repository, a 422) is recorded as failed at once, with GitHub's
-  status and message;
+- a 5xx, GitHub unreachable, or the installation token not to be had pauses every post and
+  retries that verdict with a growing delay (2 s, 4 s, ... up to 10 minutes); after
+  `max_attempts` (12: about 45 minutes of failures) it is set aside as given up, and tried again
+  at the next start of the service unless a newer verdict of the learner was posted meanwhile;
+  any other refusal (a 404: the App not installed on that repository, a 422) is recorded as
+  failed at once, with GitHub's status and message;
 - nothing lives only in memory: a restart finds pending verdicts in the table and resumes. A crash
   between GitHub's answer and the table's update posts that verdict again (GitHub then shows the
   newer run of the same name: harmless).
@@ -72,7 +74,7 @@ class CheckLimits:
     per_minute: int = 80
     per_hour: int = 500
     poll_s: float = 5.0  # how often the store is asked for new verdicts
-    max_attempts: int = 8  # 5xx / unreachable answers for one verdict before it is failed
+    max_attempts: int = 12  # 5xx / unreachable answers for one verdict before it is set aside
     backoff_s: float = 2.0  # the first retry delay, doubled each attempt
     backoff_max_s: float = 600.0
     batch: int = 500  # new results read from the store per step
@@ -155,7 +157,8 @@ class Publisher:
         is worth making (at most poll_s)."""
         now = self.clock()
         if self._window is None:
-            with table.reading(self.store.engine) as conn:
+            with table.writing(self.store.engine) as conn:
+                table.revive(conn)  # what GitHub failed before the restart is tried again
                 sent = table.sent_since(conn, _utc(now - 3600))
             self._window = Window(self.limits.per_minute, self.limits.per_hour, [t.timestamp() for t in sent])
         while True:  # every new result first: the drops happen before anything is posted
@@ -225,7 +228,8 @@ class Publisher:
                 conn, rid, state="posted", posted_at=_utc(self.clock()), check_run_id=run_id, detail=None
             )
         log.info(
-            "check run posted",
+            "check run posted for result %s",
+            rid,
             extra={"fields": {"result": rid, "learner": row.learner, "conclusion": body["conclusion"]}},
         )
 
@@ -234,7 +238,9 @@ class Publisher:
         if wait is not None:
             self._resume_at = max(self._resume_at, now + wait)
             log.warning(
-                "check runs rate-limited by GitHub",
+                "check runs rate-limited by GitHub (%s): none posted for %.0f s",
+                exc.status,
+                wait,
                 extra={"fields": {"status": exc.status, "wait_s": round(wait, 1), "result": row.result_id}},
             )
             return
@@ -250,7 +256,10 @@ class Publisher:
                 detail=f"{exc.status} {exc.message}",
             )
         log.error(
-            "check run refused",
+            "check run for result %s refused by GitHub: %s %s",
+            row.result_id,
+            exc.status,
+            exc.message[:200],
             extra={"fields": {"status": exc.status, "message": exc.message[:200], "result": row.result_id}},
         )
 
@@ -259,8 +268,13 @@ class Publisher:
         limits = self.limits
         with table.writing(self.store.engine) as conn:
             if attempts >= limits.max_attempts:
-                table.mark(conn, row.result_id, state="failed", attempts=attempts, detail=detail)
-                log.error("check run given up", extra={"fields": {"result": row.result_id, "detail": detail}})
+                table.mark(conn, row.result_id, state="given_up", attempts=attempts, detail=detail)
+                log.error(
+                    "check run for result %s given up: %s",
+                    row.result_id,
+                    detail,
+                    extra={"fields": {"result": row.result_id, "detail": detail}},
+                )
                 return
             delay = min(limits.backoff_max_s, limits.backoff_s * 2 ** (attempts - 1))
             table.mark(
@@ -270,8 +284,13 @@ class Publisher:
                 not_before=_utc(now) + timedelta(seconds=delay),
                 detail=detail,
             )
+        # GitHub failing is seldom one request's fault: no post at all until then.
+        self._resume_at = max(self._resume_at, now + delay)
         log.warning(
-            "check run to retry",
+            "check run for result %s to retry in %.0f s: %s",
+            row.result_id,
+            delay,
+            detail,
             extra={
                 "fields": {"result": row.result_id, "attempt": attempts, "delay_s": delay, "detail": detail}
             },

@@ -7,8 +7,11 @@ twice that it knew it had posted.
                     pending -> dropped        a newer verdict of the same learner arrived before
                                               this one was posted: only the newest is posted
                     pending -> failed         GitHub refused it for good (a 4xx that is not a
-                                              rate limit), or every retry of a 5xx failed;
-                                              `detail` says GitHub's status and message
+                                              rate limit); `detail` says GitHub's status and
+                                              message
+                    pending -> given_up       every retry of a 5xx (or GitHub unreachable)
+                                              failed; the next start makes it pending again
+                                              (`revive`), unless the learner has a newer one
                 attempts counts 5xx/unreachable answers; not_before is when it may be tried
                 again; sent_at the last time it was sent (the rate window is seeded from it
                 after a restart).
@@ -43,7 +46,7 @@ from autograder.service.schema import UTCDateTime, metadata, results, submission
 
 # schema.py's id type: SQLite's rowid for INTEGER, 64-bit elsewhere
 _ID = BigInteger().with_variant(Integer(), "sqlite")
-CHECK_STATES = ("pending", "posted", "dropped", "failed")
+CHECK_STATES = ("pending", "posted", "dropped", "failed", "given_up")
 DETAIL_CHARS = 300
 LATE_COMMIT_IDS = 1000  # results ids may commit out of order (several workers): look this far back
 
@@ -121,6 +124,23 @@ def discover(conn: Connection, after_id: int, now: datetime, batch: int) -> tupl
             .values(state="dropped", detail="a newer verdict of the same learner")
         )
     return max(after_id, max(row.id for row in rows)), len(rows)
+
+
+def revive(conn: Connection) -> int:
+    """The verdicts given up (GitHub failing) pending again, with fresh attempts, unless the same
+    learner has a newer verdict pending or posted (then dropped); how many were revived."""
+    k = check_runs.c
+    revived = 0
+    for row in conn.execute(select(k.result_id, k.learner).where(k.state == "given_up")).all():
+        newer = conn.execute(
+            select(func.count())
+            .select_from(check_runs)
+            .where(k.learner == row.learner, k.result_id > row.result_id, k.state.in_(("pending", "posted")))
+        ).scalar_one()
+        values = {"state": "dropped"} if newer else {"state": "pending", "attempts": 0, "not_before": None}
+        conn.execute(update(check_runs).where(k.result_id == row.result_id).values(**values))
+        revived += 0 if newer else 1
+    return revived
 
 
 def next_due(conn: Connection, now: datetime):

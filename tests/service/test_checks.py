@@ -249,19 +249,24 @@ def test_server_errors_are_retried_with_a_growing_delay_then_given_up(store, cou
     with store.engine.connect() as conn:
         row = conn.execute(select(checks_table.check_runs)).one()
     assert row.state == "posted" and row.attempts == 2
-    # A verdict whose every attempt fails is recorded as failed, with GitHub's answer.
-    verdicts.add("bea")
+    # A verdict whose every attempt fails is set aside, with GitHub's answer ...
+    later = verdicts.add("bea")
     github.fail_after(0)
     for _ in range(10):
         pub.step()
         clock.advance(60)
     github.fail_after(None)
-    assert states(store) == {"posted": 1, "failed": 1}
+    assert states(store) == {"posted": 1, "given_up": 1}
+    assert len(posts(github)) == 3 + 4  # 2 failed and 1 posted before, 4 failed now
     with store.engine.connect() as conn:
-        failed = conn.execute(
-            select(checks_table.check_runs).where(checks_table.check_runs.c.state == "failed")
+        given_up = conn.execute(
+            select(checks_table.check_runs).where(checks_table.check_runs.c.state == "given_up")
         ).one()
-    assert failed.attempts == 4 and failed.detail.startswith("500")
+    assert given_up.attempts == 4 and given_up.detail.startswith("500")
+    # ... and posted after the service starts again.
+    publisher(store, course, github, app, clock).step()
+    assert int(github.check_runs[-1]["external_id"]) == later
+    assert states(store) == {"posted": 2}
 
 
 def test_a_refusal_that_is_not_a_rate_limit_is_recorded_at_once(store, course, github):
