@@ -15,8 +15,9 @@ and counts, never a file, and each string is cut (EVENT_CHARS, FIELD_CHARS) so t
 large, whatever it is, reaches the log whole.
 
 `serve` and `autograder worker` call `configure()` once at start (the option, else the
-variable); uvicorn is then given `uvicorn_log_config()` so that its own loggers go through the
-same handler.
+variable; LogFormatError, with its catalog text, for a word that is not a format); uvicorn is then
+given `uvicorn_log_config(format)` so that its own loggers go through the same handler. uvicorn's
+access log stays off: a request's path may be a submission's page, whose key is its secret.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ import sys
 from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any, TextIO
+
+from autograder.core.results import message
 
 FORMAT_VARIABLE = "AUTOGRADER_SERVE_LOG_FORMAT"
 FORMATS = ("text", "json")
@@ -97,12 +100,20 @@ class JSONFormatter(logging.Formatter):
         return json.dumps(line, ensure_ascii=False, default=str)
 
 
+class LogFormatError(ValueError):
+    """A log format that is neither "text" nor "json"; `text` says so in the catalog's words."""
+
+    def __init__(self, value: str) -> None:
+        super().__init__(f"{FORMAT_VARIABLE} must be one of {', '.join(FORMATS)}, not {value!r}")
+        self.text = message("service.ops.log_format", variable=FORMAT_VARIABLE, value=value)
+
+
 def chosen(option: str | None = None, env: Mapping[str, str] = os.environ) -> str:
-    """The log format: the option, else AUTOGRADER_SERVE_LOG_FORMAT, else "text"; ValueError
-    for another word."""
+    """The log format: the option, else AUTOGRADER_SERVE_LOG_FORMAT, else "text"; LogFormatError
+    (a ValueError) for another word."""
     value = (option or env.get(FORMAT_VARIABLE) or "text").strip().lower()
     if value not in FORMATS:
-        raise ValueError(f"{FORMAT_VARIABLE} must be one of {', '.join(FORMATS)}, not {value!r}")
+        raise LogFormatError(value)
     return value
 
 

@@ -281,5 +281,6 @@ def test_json_logs_carry_fields_and_never_a_token():
     for secret in (TOKEN, "ghs_abcdefghijklmnopqrstuvwxyz", jwt_like):
         assert secret not in raw
     assert "[redacted]" in first["event"] and "[redacted]" in first["fields"]["header"]
-    with pytest.raises(ValueError):
-        logs.chosen("xml")
+    with pytest.raises(logs.LogFormatError) as refused:
+        logs.configure(env={"AUTOGRADER_SERVE_LOG_FORMAT": "xml"})
+    assert refused.value.text.key == "service.ops.log_format"
