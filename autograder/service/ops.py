@@ -4,7 +4,10 @@
                    the store answers, the queue is reachable, and (where the store has the
                    workers table) at least one worker is running and was seen within 3 of its
                    leases; 503 {"status": "unready", "error": <catalog key>, "message": <the
-                   course's language>, "checks": {...}} naming the first that fails. /healthz
+                   course's language>, "checks": {...}} naming the first that fails.
+                   /readyz?workers=no leaves the workers out (still reported): the probe of a
+                   load balancer in front of `serve --workers 0`, which should take pushes
+                   (recorded, graded later) while every worker is away. /healthz
                    (app.py) stays the liveness probe: the process answers and the store too.
     GET /metrics   Prometheus' text format (metrics.py: queue depth, latency histogram, results,
                    workers, check runs; no per-learner label), read from the store at scrape
@@ -43,8 +46,9 @@ METRICS_TOKEN = "AUTOGRADER_SERVE_METRICS_TOKEN"
 NO_STORE = {"Cache-Control": "no-store"}
 
 
-def readiness(services, now: datetime | None = None) -> tuple[str | None, dict]:
-    """(the catalog key of the first check that fails, or None; what each check found)."""
+def readiness(services, now: datetime | None = None, *, need_workers: bool = True) -> tuple[str | None, dict]:
+    """(the catalog key of the first check that fails, or None; what each check found). The
+    workers are reported either way, and required only with `need_workers`."""
     now = now or datetime.now(timezone.utc)
     found: dict = {}
     try:
@@ -72,7 +76,7 @@ def readiness(services, now: datetime | None = None) -> tuple[str | None, dict]:
     if rows is not None:
         states = [metrics.worker_state(row, now) for row in rows]
         found["workers"] = {state: states.count(state) for state in sorted(set(states))}
-        if "running" not in states:
+        if need_workers and "running" not in states:
             return "service.ops.no_workers", found
     return None, found
 
@@ -86,7 +90,8 @@ def routes(services, *, env: Mapping[str, str] = os.environ, clock: Callable[[],
     services.store.create()
 
     async def readyz(request: Request) -> Response:
-        failed, found = await run_in_threadpool(readiness, services)
+        need = request.query_params.get("workers", "") not in ("no", "0", "optional")
+        failed, found = await run_in_threadpool(lambda: readiness(services, need_workers=need))
         if failed is None:
             return JSONResponse({"status": "ready", "checks": found}, 200, headers=NO_STORE)
         body = {

@@ -164,6 +164,7 @@ def readiness_checks(services, tmp_path, web):
     add_worker(services, NOW - timedelta(hours=1))  # gone: not seen for 3 leases
     assert web.get("/readyz").json()["checks"]["workers"] == {"gone": 1}
     assert web.get("/readyz").status_code == 503
+    assert web.get("/readyz?workers=no").status_code == 200  # a load balancer's probe: pushes recorded
     add_worker(services, datetime.now(timezone.utc))
     answer = web.get("/readyz")
     assert answer.status_code == 200, answer.text
