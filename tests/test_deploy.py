@@ -411,3 +411,40 @@ def test_the_entrypoint_reads_the_secrets_files(tmp_path):
     ran = subprocess.run([entrypoint, "serve"], env=env, capture_output=True, text=True, timeout=30)
     assert ran.returncode != 0 and ran.stdout == "" and "absent" in ran.stderr
     assert os.access(entrypoint, os.X_OK)  # git keeps the mode: the image runs it as is
+
+
+def test_the_readme_explains_the_large_course_setup_in_both_languages():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    start = readme.index("## El servicio para un curso grande\n")
+    spanish = readme[start : readme.index("\n## ", start + 1)]
+    start = readme.index("**Running the service for a large course.**")
+    english = readme[start : readme.index("\n\n", start)]
+    for text in (spanish, english):
+        flat = " ".join(text.split())
+        for needle in (
+            "--workers 0",
+            "autograder worker",
+            "PostgreSQL",
+            "Redis",
+            "deploy/compose.yaml",
+            "grade-all-shards.yaml",
+            "grade-all-merge.yaml",
+            "$((JOB_COMPLETION_INDEX + 1))/N",
+            "max_parallel",
+            "256",
+            "500",
+            "/staff/",
+            "autograder staff add",
+            "/healthz",
+            "/readyz",
+            "/metrics",
+            "AUTOGRADER_SERVE_METRICS_TOKEN",
+            "isolation",
+            '"namespaces": []',
+            "Docker",
+            "Kubernetes",
+            "tests/test_deploy.py",
+        ):
+            assert needle in flat, needle
+        for path in re.findall(r"`(deploy/[^`\s]*)`", text):
+            assert (ROOT / path).exists(), path
