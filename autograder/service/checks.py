@@ -204,9 +204,15 @@ class Publisher:
                 table.mark(conn, rid, state="failed", detail="the result is no longer in the store")
             return
         submission, result = submission_from_row(sub_row), result_from_row(found)
-        body = check_run_body(
-            submission, result, rid, course=self.course, page=self.page_url(f"/s/{submission.page_key}")
-        )
+        try:
+            body = check_run_body(
+                submission, result, rid, course=self.course, page=self.page_url(f"/s/{submission.page_key}")
+            )
+        except Exception as exc:  # noqa: BLE001 - one verdict that cannot be said must not block the rest
+            log.exception("check run for result %s could not be rendered", rid)
+            with table.writing(self.store.engine) as conn:
+                table.mark(conn, rid, state="failed", detail=f"not rendered: {type(exc).__name__}")
+            return
         try:
             token = self.credential.token()
         except ServiceRefusal as refusal:  # the App's token could not be had: GitHub is down?
