@@ -239,9 +239,9 @@ def test_the_service_and_its_workers_at_scale():
     assert args[0] == "serve" and "--workers=0" in args and "--host=0.0.0.0" in args
     _parses(args)
     # /readyz is unready without a running worker: routing on it would refuse learners' pushes
-    # that the service can queue, so it is for monitoring; readiness is the store's /healthz.
+    # that the service can queue, so readiness leaves the workers out (?workers=no).
     assert container["livenessProbe"]["tcpSocket"]["port"] == "http"
-    assert container["readinessProbe"]["httpGet"]["path"] == "/healthz"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz?workers=no"
     env = _env(container)
     assert env["AUTOGRADER_SERVE_DATABASE_URL"]["secretKeyRef"]["name"] == "autograder-service"
     assert "AUTOGRADER_GITHUB_APP_KEY" in env and "AUTOGRADER_SERVE_METRICS_TOKEN" in env
@@ -327,8 +327,8 @@ def test_the_compose_topology():
     work = _autograder_argv(worker)
     assert work[0] == "worker"
     _parses(work)
-    # The workers wait for the service's health; /readyz waits for a worker: /healthz here.
-    assert "/healthz" in " ".join(app["healthcheck"]["test"])
+    # The workers wait for the service's health; plain /readyz waits for a worker: not here.
+    assert "/readyz?workers=no" in " ".join(app["healthcheck"]["test"])
     assert app["depends_on"] == {
         "postgres": {"condition": "service_healthy"},
         "redis": {"condition": "service_healthy"},
