@@ -35,6 +35,7 @@ from autograder.service.store import Store
 CHROMIUM = "/usr/bin/chromium"
 WAIT_MS = 30_000  # a hang guard: the page polls every 3 s
 HOSTILE = '<img src=x onerror="window.__pwned=1">'
+HOSTILE_REPO = 'curso/"><script src=/x.js></script><img src=y onerror="window.__pwned=2">'
 T0 = datetime(2026, 12, 1, 9, 0, tzinfo=timezone.utc)
 ROSTER = """\
 version: 1
@@ -50,10 +51,10 @@ class When:
     source: str = "run"
 
 
-def submit(store: Store, learner: str, n: int, at: datetime):
+def submit(store: Store, learner: str, n: int, at: datetime, repository: str | None = None):
     ident = Identity(
         repository_id=2000 + sum(map(ord, learner)),
-        repository=f"curso/{learner}",
+        repository=repository or f"curso/{learner}",
         repository_owner="curso",
         sha=f"{n:040x}",
         ref="refs/heads/main",
@@ -114,7 +115,7 @@ def served(tmp_path_factory):
     while not server.started:
         assert thread.is_alive() and time.monotonic() < end, "uvicorn did not start"
         time.sleep(0.05)
-    hostile = submit(store, HOSTILE, 1, T0)
+    hostile = submit(store, HOSTILE, 1, T0, repository=HOSTILE_REPO)
     assert store.complete(
         hostile.id,
         "w",
@@ -182,6 +183,7 @@ def test_after_login_the_grid_changes_when_a_submission_is_graded_without_a_relo
     assert page.url == served.url + "/staff/?lang=es"  # no token in it
     (cookie,) = page.context.cookies()
     assert cookie["httpOnly"] and cookie["sameSite"] == "Strict" and cookie["path"] == "/curso/staff"
+    assert not cookie["secure"]  # plain HTTP on 127.0.0.1 here; Secure under an https public URL
     assert served.token not in page.url and cookie["value"] != served.token
     cell = "#grid tr[data-learner='ana'] td[data-lesson='01']"
     page.wait_for_selector(cell, timeout=WAIT_MS)
@@ -224,3 +226,14 @@ def test_after_login_the_grid_changes_when_a_submission_is_graded_without_a_relo
         timeout=WAIT_MS,
     )
     assert navigations == [] and page.evaluate("() => window.__kept") == "still here"
+
+    # The hostile learner's history: their repository's name as text, nothing run or loaded.
+    page.click(f"#grid tbody th button >> text={HOSTILE}")
+    page.wait_for_function(
+        "repo => document.querySelector('#history-body').textContent.includes(repo)",
+        arg=HOSTILE_REPO,
+        timeout=WAIT_MS,
+    )
+    assert page.locator("#live img, #live script").count() == 0
+    assert page.evaluate("() => window.__pwned === undefined")
+    assert navigations == []
