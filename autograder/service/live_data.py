@@ -59,6 +59,7 @@ class _Parsed:
 
     scores: dict[str, tuple[float, float]]
     entry_result: Any
+    result_json: str = ""  # kept for an error result only (small): its reason is read from it
 
 
 class LiveData:
@@ -75,7 +76,7 @@ class LiveData:
     def _rows(self):
         s, r = submissions.c, results.c
         sub_cols = [s.id, s.learner, s.repository, s.sha, s.state, s.submitted_at, s.received_at, s.worker]
-        sub_cols += [s.heartbeat_at, s.page_key, s.attempts]
+        sub_cols += [s.heartbeat_at, s.page_key, s.attempts, s.last_error]
         for extra in ("lane", "graders_hash"):
             if _has(submissions, extra):
                 sub_cols.append(submissions.c[extra])
@@ -197,18 +198,20 @@ class LiveData:
             recent = failed[-MAX_FAILED:]
             r = results.c
             with self.store.engine.connect() as conn:
-                reasons = dict(
-                    conn.execute(
-                        select(r.submission_id, r.error).where(r.submission_id.in_([s.id for s in recent]))
-                    ).all()
-                )
+                found = conn.execute(
+                    select(r.submission_id, r.error, r.result_json)
+                    .where(r.submission_id.in_([s.id for s in recent]))
+                    .order_by(r.id)
+                ).all()
+            reasons = {row.submission_id: row for row in found}  # the newest of each
             for sub in reversed(recent):
-                key = reasons.get(sub.id) or ""
+                row = reasons.get(sub.id)
+                key = (row.error if row is not None else None) or ""
                 failed_rows.append(
                     {
                         "learner": sub.learner,
                         "at": _iso(sub.submitted_at),
-                        "reason": _reason(key, lang),
+                        "reason": _reason_of(key, row.result_json if row else "", sub.last_error, lang),
                         "lost": key == schema.LOST,
                     }
                 )
@@ -272,7 +275,10 @@ class LiveData:
         for learner, (sub, result) in sorted(latest.items()):
             parsed = self._parsed.get(result.id)
             if parsed is None or parsed.entry_result is None:
-                errors.append({"learner": learner, "reason": _reason(result.error or "", lang)})
+                said = parsed.result_json if parsed is not None else ""
+                errors.append(
+                    {"learner": learner, "reason": _reason_of(result.error or "", said, None, lang)}
+                )
                 continue
             record = Record(learner=learner, key=f"service:{sub.id}", status="graded", commit=sub.sha)
             record.pending = _pending(parsed.entry_result)
@@ -365,7 +371,7 @@ def _parse_result(status: str, result_json: str) -> _Parsed:
     try:
         data = json.loads(result_json)
     except ValueError:
-        return _Parsed({}, None)
+        return _Parsed({}, None, "")
     scores = {}
     for lesson in data.get("lessons", []) if isinstance(data, dict) else []:
         try:
@@ -378,7 +384,7 @@ def _parse_result(status: str, result_json: str) -> _Parsed:
             parsed = from_json_dict(data)
         except (ValueError, KeyError, TypeError):
             parsed = None
-    return _Parsed(scores, parsed)
+    return _Parsed(scores, parsed, result_json if parsed is None else "")
 
 
 def _scores_of(result_ids: list[int], store) -> dict[int, tuple[float, float]]:
@@ -406,6 +412,31 @@ def _pending(result) -> dict[str, dict[str, str]]:
         return pending_todos(result)
     except Exception:  # noqa: BLE001 - a result that says it another way: counted as stuck
         return {}
+
+
+def _reason_of(key: str, result_json: str, last_error: str | None, lang: str) -> str:
+    """Why a grading failed, as fully as the record says it: the reason with its parameters
+    (the store's own error JSON, or the submission's last reason when it is this one) in `lang`,
+    else the error result's first message (in the course's language), else the bare reason."""
+    try:
+        data = json.loads(result_json or "{}")
+    except ValueError:
+        data = {}
+    said = data.get("error") if isinstance(data, dict) else None
+    if isinstance(said, dict) and said.get("key"):
+        return i18n.translate(str(said["key"]), lang, **dict(said.get("params") or {}))
+    if last_error:
+        try:
+            text = schema.text_from_json(last_error)
+        except (ValueError, KeyError, TypeError):
+            text = None
+        if text is not None and text.key == key:
+            return str(i18n.localize(text, lang))
+    try:
+        first = str(data["lessons"][0]["checks"][0]["message"])
+    except (KeyError, IndexError, TypeError):
+        first = ""
+    return first or _reason(key, lang)
 
 
 def _reason(key: str, lang: str) -> str:
