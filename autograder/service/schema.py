@@ -1,8 +1,10 @@
-"""The service's SQL schema: its two tables, the rows read from them, and the engine that reaches
+"""The service's SQL schema: its tables, the rows read from them, and the engine that reaches
 them (SQLAlchemy Core; SQLite by default, PostgreSQL at scale, with the same statements). What
-the store does with them is store.py's.
+the store does with them is store.py's. Other parts of the service (the live view, the check
+runs) read these tables through the Table objects below and add tables of their own to
+`metadata`.
 
-Two tables:
+Four tables:
 
     submissions  one row per (repository, commit) the service accepted: who (the roster's learner,
                  the repository by id), what (the sha), when (submitted_at and where that time
@@ -14,11 +16,30 @@ Two tables:
                                                               worker cannot grade (requeue)
                      queued -> superseded                     a newer push of the same repository
                                                               was queued: recorded, never graded
-                 attempts counts leases that expired (a worker lost mid-grading); after the
-                 last, the submission is an error with a result that says so.
-    results      at most one per submission (UNIQUE submission_id): status "done" (the grade
-                 JSON) or "error" (a grade-shaped JSON whose every check says why, and the
-                 catalog key of that reason), the graders' hash, the seed and the worker.
+                     queued -> error                          the service cannot fetch the commit
+                     done | error -> queued (lane regrade)    the instructor regrades
+                 A queued submission is claimable once the service has fetched its files into
+                 `archives` (fetched_at set: autograder/service/archiver.py); until then the
+                 service's fetcher holds it with worker/lease_expires (its own lease), the
+                 learner still reads "queued". lane: "push" (a learner's push) or "regrade" (the
+                 instructor's; a claim always takes the push lane first). graders_hash: the
+                 graders it is to be graded with (set when fetched or queued for a regrade): a
+                 worker claims only submissions of its own graders' hash.
+                 attempts counts leases that expired (a worker lost mid-grading, or a fetch that
+                 may work later); after the last, the submission is an error with a result that
+                 says so.
+    results      one per submission and graders' hash (UNIQUE (submission_id, graders_hash)):
+                 a regrade with other graders adds a row, the old score kept beside it. status
+                 "done" (the grade JSON) or "error" (a grade-shaped JSON whose every check says
+                 why, and the catalog key of that reason), the seed, the worker, the lane. The
+                 submission's current result: the one of its graders_hash, else the newest.
+    archives     the learner's files of one submission, as the service fetched them: a bounded
+                 tar (autograder/service/archive.py), its size and sha256. Workers read it from
+                 here, so they share no filesystem with the service and hold no credential.
+    workers      one row per worker process (name "host:pid"): its graders' hash, threads, when
+                 it started and was last seen (renewed every tick; one not seen for 3 leases is
+                 gone), its state ("running", "stopped", "refused": the tasks waiting have
+                 other graders than its own) and the submission it grades, if any.
 
 Times are stored in UTC; a catalog Text (a warning, a reason) is stored as JSON.
 """
@@ -34,13 +55,16 @@ from sqlalchemy import (
     BigInteger,
     Column,
     DateTime,
+    Float,
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,
     UniqueConstraint,
+    case,
     create_engine,
     event,
     select,
@@ -56,7 +80,10 @@ if TYPE_CHECKING:  # the service's other parts, written beside this one
 
 BUSY_TIMEOUT_S = 30.0  # how long a SQLite writer waits for another's transaction to end
 STATES = ("queued", "grading", "done", "error", "superseded")
+LANES = ("push", "regrade")  # a claim takes the push lane first: a regrade never delays a push
+WORKER_STATES = ("running", "stopped", "refused")
 LOST = "service.worker.lost"  # the reason recorded when every attempt lost its worker
+GONE_AFTER_LEASES = 3  # a worker not seen for this many leases is gone
 
 
 class UTCDateTime(TypeDecorator):
@@ -110,6 +137,9 @@ submissions = Table(
     # Why the last attempt gave up without a result (a Text as JSON), said if every attempt does.
     Column("last_error", SQLText),
     Column("warnings_json", SQLText, nullable=False, default="[]"),
+    Column("lane", String(16), nullable=False, default="push"),  # "push" | "regrade"
+    Column("graders_hash", String(64)),  # the graders it is to be graded with; None: not fetched yet
+    Column("fetched_at", UTCDateTime),  # its archive stored: claimable when queued
     UniqueConstraint("repository_id", "sha", name="one_submission_per_commit"),
     Index("submissions_by_state", "state", "id"),
     Index("submissions_by_repository", "repository_id", "received_at"),
@@ -120,7 +150,7 @@ results = Table(
     "results",
     metadata,
     Column("id", _ID, primary_key=True, autoincrement=True),
-    Column("submission_id", _ID, ForeignKey("submissions.id"), nullable=False, unique=True),
+    Column("submission_id", _ID, ForeignKey("submissions.id"), nullable=False),
     Column("status", String(16), nullable=False),  # "done" | "error"
     Column("result_json", SQLText, nullable=False),
     Column("graders_hash", String(64), nullable=False),
@@ -128,6 +158,34 @@ results = Table(
     Column("error", String(100)),  # the reason's catalog key, for an error
     Column("worker", String(255), nullable=False, default=""),
     Column("created_at", UTCDateTime, nullable=False),
+    Column("lane", String(16), nullable=False, default="push"),
+    UniqueConstraint("submission_id", "graders_hash", name="one_result_per_graders"),
+)
+
+archives = Table(
+    "archives",
+    metadata,
+    Column("submission_id", _ID, ForeignKey("submissions.id"), primary_key=True),
+    Column("data", LargeBinary, nullable=False),
+    Column("size", Integer, nullable=False),
+    Column("sha256", String(64), nullable=False),
+    Column("created_at", UTCDateTime, nullable=False),
+)
+
+workers = Table(
+    "workers",
+    metadata,
+    Column("name", String(255), primary_key=True),  # host:pid
+    Column("host", String(255), nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("graders_hash", String(64), nullable=False),
+    Column("threads", Integer, nullable=False),
+    Column("started_at", UTCDateTime, nullable=False),
+    Column("seen_at", UTCDateTime, nullable=False),
+    Column("lease_s", Float, nullable=False, default=30.0),  # "gone" after GONE_AFTER_LEASES of these
+    Column("state", String(16), nullable=False),  # WORKER_STATES
+    Column("detail", SQLText, nullable=False, default=""),
+    Column("current", _ID),  # the submission it grades, if any
 )
 
 
@@ -154,6 +212,9 @@ class Submission:
     heartbeat_at: datetime | None
     last_error: str | None
     warnings_json: str
+    lane: str = "push"
+    graders_hash: str | None = None
+    fetched_at: datetime | None = None
 
     @property
     def warnings(self) -> list[Text]:
@@ -174,6 +235,26 @@ class Result:
     error: str | None
     worker: str
     created_at: datetime
+    lane: str = "push"
+
+
+@dataclass(frozen=True)
+class WorkerRow:
+    name: str
+    host: str
+    pid: int
+    graders_hash: str
+    threads: int
+    started_at: datetime
+    seen_at: datetime
+    lease_s: float
+    state: str
+    detail: str
+    current: int | None
+
+    def gone(self, now: datetime) -> bool:
+        """Not seen for GONE_AFTER_LEASES leases (killed, or its machine away)."""
+        return (now - self.seen_at).total_seconds() > GONE_AFTER_LEASES * self.lease_s
 
 
 def text_to_json(text: Text) -> str:
@@ -222,17 +303,21 @@ def result_from_row(row: Row) -> Result:
     return Result(**{name: row._mapping[name] for name in Result.__dataclass_fields__})
 
 
-def claim_query():
-    """The oldest queued submission, its row locked where the database has row locks (another
-    claimer skips it rather than waits: PostgreSQL's SELECT ... FOR UPDATE SKIP LOCKED; SQLite
-    has none, and its IMMEDIATE transaction serializes claimers instead)."""
+def worker_from_row(row: Row) -> WorkerRow:
+    return WorkerRow(**{name: row._mapping[name] for name in WorkerRow.__dataclass_fields__})
+
+
+def claim_query(graders_hash: str | None = None):
+    """The oldest claimable submission, the push lane first (a regrade never delays a push):
+    queued, fetched, of `graders_hash` (None: of any), its row locked where the database has row
+    locks (another claimer skips it rather than waits: PostgreSQL's SELECT ... FOR UPDATE SKIP
+    LOCKED; SQLite has none, and its IMMEDIATE transaction serializes claimers instead)."""
     c = submissions.c
+    query = select(submissions).where(c.state == "queued", c.fetched_at.is_not(None))
+    if graders_hash is not None:
+        query = query.where(c.graders_hash == graders_hash)
     return (
-        select(submissions)
-        .where(c.state == "queued")
-        .order_by(c.id)
-        .limit(1)
-        .with_for_update(skip_locked=True)
+        query.order_by(case((c.lane == "push", 0), else_=1), c.id).limit(1).with_for_update(skip_locked=True)
     )
 
 

@@ -3,13 +3,19 @@
     autograder serve --roster FILE --public-url URL [options: see service/config.py]
     autograder serve --roster FILE --export DIR
 
-The first form starts the app (uvicorn on --host:--port, 127.0.0.1:8000 by default) and the
-workers (service/worker.run_workers, in a child process), over SQLite in --data by default:
-nothing else to set up. Ctrl-C (SIGINT) or SIGTERM stops both: the app stops taking requests,
+The first form starts the app (uvicorn on --host:--port, 127.0.0.1:8000 by default), the
+fetcher (service/archiver.py: the one part holding the GitHub credential; it fetches each
+submitted commit and stores its files with the submission as a bounded archive) and the workers
+(service/worker.run_workers, in a child process), over SQLite in --data by default: nothing else
+to set up. At start it says how many graded submissions were graded by other graders than the
+course's current ones (nothing regrades by itself: `autograder regrade` does, on the regrading
+lane), and submissions still waiting are to be graded with the current graders. Ctrl-C
+(SIGINT) or SIGTERM stops them all: the app stops taking requests,
 the workers stop (a grading in flight is left to its lease: the next start grades it again), and
 the command exits 0. A worker process that dies is started again, and the one child dies with
 the command even when the command is killed (Linux: PR_SET_PDEATHSIG), so nothing grades on
-alone. `--workers 0` runs the app only (workers on other machines sharing the database).
+alone. `--workers 0` runs the app and the fetcher only (workers elsewhere: `autograder worker`, which
+needs only the queue and the database).
 With deadlines (course.yml's term block, the roster's extensions), the workers keep the last
 push before each due date and each late period's end (+ the grace) from being superseded by a
 newer one (deadline_boundaries): the submission that counts for the term grade is graded.
@@ -170,6 +176,7 @@ def serve(config, course: Course, roster, say: Say) -> int:
     server = uvicorn.Server(
         uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", server_header=False)
     )
+    archiver = start_archiver(config, course, roster, services, say)
     workers = Supervisor(config, say) if config.workers > 0 else None
     if workers is not None:
         workers.start()
@@ -195,6 +202,7 @@ def serve(config, course: Course, roster, say: Say) -> int:
         signal.signal(signal.SIGTERM, previous)
         if workers is not None:
             workers.stop()
+        archiver.stop()
         if publisher is not None:
             publisher.stop()
         services.store.close()
@@ -232,6 +240,47 @@ def _shown_url(url: str) -> str:
         return make_url(url).render_as_string(hide_password=True)
     except Exception:  # noqa: BLE001 - an odd URL is shown as the driver's name only
         return url.split(":", 1)[0]
+
+
+# ------------------------------------------------------------------------------ the fetcher
+
+
+def service_graders_hash(config, course: Course) -> str:
+    """The graders' hash of the service's course and lessons (worker.graders_hash)."""
+    from autograder.service.worker import graders_hash
+
+    lessons = [course.lesson(key) for key in config.lessons] if config.lessons else list(course.lessons)
+    return graders_hash(course, lessons, course.language)
+
+
+def start_archiver(config, course: Course, roster, services, say: Say):
+    """The fetcher threads of this process (archiver.py), after telling the instructor how many
+    graded submissions other graders graded, and stamping the waiting ones with these graders."""
+    from autograder.service.archiver import Archiver, ArchiverConfig
+    from autograder.service.queue import wake
+
+    current = service_graders_hash(config, course)
+    services.store.restamp_waiting(current)
+    others = services.store.graded_by_others(current)
+    if others:
+        say.line("service.serve.graded_by_others", count=others, graders=current[:12])
+    lessons = [course.lesson(key) for key in config.lessons] if config.lessons else list(course.lessons)
+    archiver = Archiver(
+        ArchiverConfig(
+            data_dir=Path(config.data_dir).resolve(),
+            url_template=config.clone_url,
+            allowed=config.allowed,
+            boundaries=deadline_boundaries(course, roster),
+        ),
+        services.store,
+        course,
+        lessons,
+        current,
+        services.lookup.credential,
+        say,
+        wake=(lambda: wake(services.queue)) if services.queue is not None else None,
+    )
+    return archiver.start()
 
 
 # ------------------------------------------------------------------------------ the workers
@@ -316,7 +365,7 @@ def deadline_boundaries(course: Course, roster) -> tuple[datetime, ...]:
 def worker_config(config):
     from autograder.core.manifest import ManifestError, load_course
     from autograder.core.roster import RosterError, load
-    from autograder.service.worker import FetchSettings, WorkerConfig
+    from autograder.service.worker import WorkerConfig
 
     try:  # checked when the command started; a file edited since leaves the boundaries out
         boundaries = deadline_boundaries(load_course(Path(config.course_file)), load(config.roster_file))
@@ -329,7 +378,6 @@ def worker_config(config):
         data_dir=Path(config.data_dir).resolve(),
         workers=config.workers,
         lease_s=config.lease_s,
-        fetch=FetchSettings(url_template=config.clone_url, allowed=config.allowed, api_url=config.api_url),
         lessons=config.lessons,
         boundaries=boundaries,
     )

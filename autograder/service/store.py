@@ -20,6 +20,17 @@ so does the last one before a deadline.
 SQLite runs writers one at a time: each writing transaction begins IMMEDIATE (it takes the write
 lock first and waits up to the busy timeout for it), so two processes never both read "queued"
 and then collide on the upgrade; readers are not blocked (WAL). Times are stored in UTC.
+
+Issue 33 (workers on other machines): a submission is recorded queued without its files; the
+service's fetcher (archiver.py) takes it with a lease of its own (`claim_fetch`), fetches the
+commit with the service's credential and stores it as a bounded archive (`store_archive`), which
+makes it claimable; a fetch refused for good is its error result, one that may work later is
+retried (`fetch_failed`, counting attempts). Workers read the archive (`archive`), claim only
+submissions of their own graders' hash, the push lane before the regrade lane, and say where they
+are (`worker_seen`, the workers table). Results are kept per graders' hash: `queue_regrade` queues
+graded submissions again on the regrade lane with other graders, and the old result stays
+beside the new one (`results_of`); `result`/`current_result` is the one of the submission's
+graders hash, else the newest.
 """
 
 from __future__ import annotations
@@ -32,6 +43,9 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
+    and_,
+    delete,
+    exists,
     func,
     insert,
     select,
@@ -51,6 +65,8 @@ from autograder.service.schema import (
     STATES,
     Result,
     Submission,
+    WorkerRow,
+    archives,
     claim_query,
     make_engine,
     metadata,
@@ -60,9 +76,11 @@ from autograder.service.schema import (
     submission_from_row,
     submissions,
     text_to_json,
+    worker_from_row,
+    workers,
 )
 
-__all__ = ["LOST", "STATES", "Result", "Store", "Submission", "claim_query", "now_utc"]
+__all__ = ["LOST", "STATES", "Result", "Store", "Submission", "WorkerRow", "claim_query", "now_utc"]
 
 
 class Store:
@@ -121,6 +139,7 @@ class Store:
             "received_at": received_at,
             "state": "queued",
             "attempts": 0,
+            "lane": "push",
             "warnings_json": json.dumps(
                 [{"key": w.key, "params": w.params} for w in admitted.warnings],
                 ensure_ascii=False,
@@ -175,27 +194,209 @@ class Store:
 
     # -------------------------------------------------------------------- grading (the workers)
 
-    def claim(
+    # -------------------------------------------------------------------- fetching (the service)
+
+    def claim_fetch(
         self,
-        worker: str,
+        fetcher: str,
         lease_s: float,
         *,
         boundaries: Sequence[datetime] = (),
         now: datetime | None = None,
     ) -> Submission | None:
-        """The oldest queued submission that is not superseded, now "grading" under `worker`'s
-        lease of `lease_s` seconds; None when nothing is left to grade. Older queued submissions
-        of a repository that has a newer one are marked superseded on the way, unless one is the
-        last before one of `boundaries` (deadlines)."""
+        """The oldest queued submission whose files the service has not fetched yet (and whose
+        fetch is not held by another fetcher's lease, nor waiting to be tried again), now held by
+        `fetcher` for `lease_s` seconds; None when none is. One that a newer push of its
+        repository supersedes (push lane, not the last before one of `boundaries`) is marked
+        superseded on the way, never fetched."""
         now = now or now_utc()
         c = submissions.c
         with self._write() as conn:
             while True:
-                row = conn.execute(claim_query()).first()
+                row = conn.execute(
+                    select(submissions)
+                    .where(
+                        c.state == "queued",
+                        c.fetched_at.is_(None),
+                        c.lease_expires.is_(None) | (c.lease_expires < now),
+                    )
+                    .order_by(c.id)
+                    .limit(1)
+                    .with_for_update(skip_locked=True)
+                ).first()
                 if row is None:
                     return None
                 candidate = submission_from_row(row)
-                if self._is_superseded(conn, candidate, boundaries):
+                if candidate.lane == "push" and self._is_superseded(conn, candidate, boundaries):
+                    conn.execute(
+                        update(submissions)
+                        .where(c.id == candidate.id, c.state == "queued")
+                        .values(state="superseded", worker=None, lease_expires=None)
+                    )
+                    continue
+                won = conn.execute(
+                    update(submissions)
+                    .where(c.id == candidate.id, c.state == "queued", c.fetched_at.is_(None))
+                    .values(worker=fetcher, lease_expires=now + timedelta(seconds=lease_s))
+                ).rowcount
+                if won == 1:
+                    return submission_from_row(
+                        conn.execute(select(submissions).where(c.id == candidate.id)).one()
+                    )
+
+    def store_archive(
+        self,
+        submission_id: int,
+        packed: Any,
+        graders_hash: str,
+        *,
+        boundaries: Sequence[datetime] | None = None,
+        now: datetime | None = None,
+    ) -> bool:
+        """Store the submission's files (`packed`: archive.Packed) and make it claimable, to be
+        graded with `graders_hash` (unless a regrade already chose its graders); its attempts
+        start again at 0 (the fetch's retries are not the graders'). With `boundaries`, older
+        queued pushes of the same repository are superseded now (unless one is the last before
+        a boundary). False when the submission is no longer queued."""
+        now = now or now_utc()
+        c = submissions.c
+        with self._write() as conn:
+            row = conn.execute(select(submissions).where(c.id == submission_id).with_for_update()).first()
+            if row is None or row.state != "queued":
+                return False
+            conn.execute(delete(archives).where(archives.c.submission_id == submission_id))
+            conn.execute(
+                insert(archives).values(
+                    submission_id=submission_id,
+                    data=packed.data,
+                    size=packed.size,
+                    sha256=packed.sha256,
+                    created_at=now,
+                )
+            )
+            conn.execute(
+                update(submissions)
+                .where(c.id == submission_id)
+                .values(
+                    fetched_at=now,
+                    graders_hash=row.graders_hash or graders_hash,
+                    worker=None,
+                    lease_expires=None,
+                    attempts=0,
+                )
+            )
+            if boundaries is not None:
+                older = conn.execute(
+                    select(submissions).where(
+                        c.repository_id == row.repository_id,
+                        c.id != submission_id,
+                        c.state == "queued",
+                        c.lane == "push",
+                    )
+                ).all()
+                for other in map(submission_from_row, older):
+                    if self._is_superseded(conn, other, boundaries):
+                        conn.execute(
+                            update(submissions)
+                            .where(c.id == other.id, c.state == "queued")
+                            .values(state="superseded", worker=None, lease_expires=None)
+                        )
+            return True
+
+    def fetch_failed(
+        self,
+        submission_id: int,
+        fetcher: str,
+        reason: Text,
+        *,
+        retry_s: float,
+        max_attempts: int,
+        error_result: Callable[[Submission, Text], str],
+        graders_hash: str,
+        now: datetime | None = None,
+    ) -> bool:
+        """A fetch that may work later failed: an attempt spent, tried again after `retry_s`;
+        after `max_attempts`, the submission's error result (`error_result(submission, reason)`)
+        is recorded. True when that error was recorded."""
+        now = now or now_utc()
+        c = submissions.c
+        with self._write() as conn:
+            row = conn.execute(
+                select(submissions).where(c.id == submission_id, c.worker == fetcher, c.state == "queued")
+            ).first()
+            if row is None:
+                return False
+            held = submission_from_row(row)
+            attempts = held.attempts + 1
+            if attempts < max_attempts:
+                conn.execute(
+                    update(submissions)
+                    .where(c.id == submission_id)
+                    .values(
+                        attempts=attempts,
+                        worker=None,
+                        lease_expires=now + timedelta(seconds=retry_s),
+                        last_error=text_to_json(reason),
+                    )
+                )
+                return False
+            conn.execute(
+                update(submissions)
+                .where(c.id == submission_id)
+                .values(state="error", attempts=attempts, worker=None, lease_expires=None)
+            )
+            hash_ = held.graders_hash or graders_hash
+            self._insert_result(
+                conn,
+                held,
+                status="error",
+                result_json=error_result(held, reason),
+                graders_hash=hash_,
+                seed=None,
+                error=reason.key,
+                worker=fetcher,
+                now=now,
+            )
+            return True
+
+    def archive(self, submission_id: int) -> tuple[bytes, str] | None:
+        """(the archive, its sha256) of the submission's files, None before they are fetched."""
+        with self._read() as conn:
+            row = conn.execute(
+                select(archives.c.data, archives.c.sha256).where(archives.c.submission_id == submission_id)
+            ).first()
+        return None if row is None else (bytes(row.data), row.sha256)
+
+    # -------------------------------------------------------------------- grading (the workers)
+
+    def claim(
+        self,
+        worker: str,
+        lease_s: float,
+        *,
+        graders_hash: str | None = None,
+        boundaries: Sequence[datetime] | None = (),
+        now: datetime | None = None,
+    ) -> Submission | None:
+        """The oldest claimable submission (queued, its files fetched, of `graders_hash`: None,
+        of any), the push lane first, that is not superseded, now "grading" under `worker`'s
+        lease of `lease_s` seconds; None when nothing is left to grade. Older queued pushes of a
+        repository that has a newer one are marked superseded on the way, unless one is the
+        last before one of `boundaries` (deadlines); `boundaries` None: none is (the service
+        superseded them when it fetched: a worker elsewhere has no roster)."""
+        now = now or now_utc()
+        c = submissions.c
+        with self._write() as conn:
+            while True:
+                row = conn.execute(claim_query(graders_hash)).first()
+                if row is None:
+                    return None
+                candidate = submission_from_row(row)
+                if (
+                    boundaries is not None
+                    and candidate.lane == "push"
+                    and self._is_superseded(conn, candidate, boundaries)
+                ):
                     conn.execute(
                         update(submissions)
                         .where(c.id == candidate.id, c.state == "queued")
@@ -224,6 +425,8 @@ class Store:
         rows = conn.execute(
             select(c.id, c.submitted_at).where(c.repository_id == candidate.repository_id)
         ).all()
+        if not any(row.id == candidate.id for row in rows):
+            return False
         order = sorted((row.submitted_at, row.id) for row in rows)
         if order[-1][1] == candidate.id:
             return False
@@ -310,21 +513,57 @@ class Store:
                 ).rowcount
                 if moved != 1:
                     return False
-                conn.execute(
-                    insert(results).values(
-                        submission_id=submission_id,
-                        status=status,
-                        result_json=result_json,
-                        graders_hash=graders_hash,
-                        seed=seed,
-                        error=error,
-                        worker=worker,
-                        created_at=now,
-                    )
+                held = submission_from_row(
+                    conn.execute(select(submissions).where(c.id == submission_id)).one()
                 )
-                return True
+                return self._insert_result(
+                    conn,
+                    held,
+                    status=status,
+                    result_json=result_json,
+                    graders_hash=graders_hash,
+                    seed=seed,
+                    error=error,
+                    worker=worker,
+                    now=now,
+                )
         except IntegrityError:
             return False
+
+    def _insert_result(
+        self,
+        conn: Connection,
+        submission: Submission,
+        *,
+        status: str,
+        result_json: str,
+        graders_hash: str,
+        seed: int | None,
+        error: str | None,
+        worker: str,
+        now: datetime,
+    ) -> bool:
+        """The result of `submission` with `graders_hash`, unless it has one already (a regrade
+        queued twice): the first stays. True when inserted."""
+        r = results.c
+        if conn.execute(
+            select(r.id).where(r.submission_id == submission.id, r.graders_hash == graders_hash)
+        ).first():
+            return False
+        conn.execute(
+            insert(results).values(
+                submission_id=submission.id,
+                status=status,
+                result_json=result_json,
+                graders_hash=graders_hash,
+                seed=seed,
+                error=error,
+                worker=worker,
+                created_at=now,
+                lane=submission.lane,
+            )
+        )
+        return True
 
     def reap(
         self,
@@ -370,23 +609,20 @@ class Store:
                 ).rowcount
                 if moved != 1:
                     continue
-                conn.execute(
-                    insert(results).values(
-                        submission_id=lapsed.id,
-                        status="error",
-                        result_json=(
-                            lost_result(lapsed, reason)
-                            if lost_result
-                            else json.dumps(
-                                {"error": {"key": reason.key, "params": reason.params}}, default=str
-                            )
-                        ),
-                        graders_hash=graders_hash,
-                        seed=None,
-                        error=reason.key,
-                        worker=lapsed.worker or "",
-                        created_at=now,
-                    )
+                self._insert_result(
+                    conn,
+                    lapsed,
+                    status="error",
+                    result_json=(
+                        lost_result(lapsed, reason)
+                        if lost_result
+                        else json.dumps({"error": {"key": reason.key, "params": reason.params}}, default=str)
+                    ),
+                    graders_hash=lapsed.graders_hash or graders_hash,
+                    seed=None,
+                    error=reason.key,
+                    worker=lapsed.worker or "",
+                    now=now,
                 )
                 expired.append(lapsed.id)
         return expired
@@ -404,9 +640,28 @@ class Store:
         return None if row is None else submission_from_row(row)
 
     def result(self, submission_id: int) -> Result | None:
+        """The submission's current result (`current_result`)."""
+        return self.current_result(submission_id)
+
+    def current_result(self, submission_id: int) -> Result | None:
+        """The result of the graders the submission is to be graded with, else the newest: what
+        the learner's verdict, the page and the export show."""
+        r = results.c
         with self._read() as conn:
-            row = conn.execute(select(results).where(results.c.submission_id == submission_id)).first()
-        return None if row is None else result_from_row(row)
+            wanted = conn.execute(
+                select(submissions.c.graders_hash).where(submissions.c.id == submission_id)
+            ).scalar()
+            rows = conn.execute(select(results).where(r.submission_id == submission_id).order_by(r.id)).all()
+        found = [result_from_row(row) for row in rows]
+        mine = [result for result in found if wanted is not None and result.graders_hash == wanted]
+        return (mine or found or [None])[-1]
+
+    def results_of(self, submission_id: int) -> list[Result]:
+        """Every result of the submission, oldest first (one per graders' hash)."""
+        r = results.c
+        with self._read() as conn:
+            rows = conn.execute(select(results).where(r.submission_id == submission_id).order_by(r.id)).all()
+        return [result_from_row(row) for row in rows]
 
     def submissions(self, learner: str | None = None) -> list[Submission]:
         """Every submission (or `learner`'s), in the order they were recorded."""
@@ -427,11 +682,144 @@ class Store:
             ).scalar_one()
 
     def queued(self) -> int:
-        """How many submissions wait for a worker (the timer wakes workers while any do)."""
+        """How many submissions wait (to be fetched or graded)."""
         with self._read() as conn:
             return conn.execute(
                 select(func.count()).select_from(submissions).where(submissions.c.state == "queued")
             ).scalar_one()
+
+    def claimable(self) -> dict[str, int]:
+        """{graders' hash: how many fetched submissions wait for a worker of those graders}
+        (the timer wakes workers while any of theirs wait; a worker says when only others do)."""
+        c = submissions.c
+        with self._read() as conn:
+            rows = conn.execute(
+                select(c.graders_hash, func.count())
+                .where(c.state == "queued", c.fetched_at.is_not(None))
+                .group_by(c.graders_hash)
+            ).all()
+        return {str(hash_): count for hash_, count in rows}
+
+    def to_fetch(self) -> int:
+        """How many queued submissions the service has yet to fetch."""
+        c = submissions.c
+        with self._read() as conn:
+            return conn.execute(
+                select(func.count())
+                .select_from(submissions)
+                .where(c.state == "queued", c.fetched_at.is_(None))
+            ).scalar_one()
+
+    # -------------------------------------------------------------------- graders and regrading
+
+    def restamp_waiting(self, graders_hash: str) -> int:
+        """The submissions waiting (queued, not yet graded by anyone) are to be graded with
+        `graders_hash` (the service started with these graders); how many changed."""
+        c = submissions.c
+        with self._write() as conn:
+            return conn.execute(
+                update(submissions)
+                .where(
+                    c.state == "queued",
+                    c.graders_hash.is_not(None),
+                    c.graders_hash != graders_hash,
+                )
+                .values(graders_hash=graders_hash)
+            ).rowcount
+
+    def _regradable(self, graders_hash: str, learners: Sequence[str] | None):
+        """Graded submissions (done or error) with no result of `graders_hash`."""
+        c, r = submissions.c, results.c
+        query = c.state.in_(("done", "error")) & ~exists(
+            select(r.id).where(and_(r.submission_id == c.id, r.graders_hash == graders_hash))
+        )
+        if learners is not None:
+            query = query & c.learner.in_(list(learners))
+        return query
+
+    def graded_by_others(self, graders_hash: str) -> int:
+        """How many graded submissions have no result of `graders_hash` (graded by other graders:
+        `autograder regrade` would grade them again)."""
+        with self._read() as conn:
+            return conn.execute(
+                select(func.count()).select_from(submissions).where(self._regradable(graders_hash, None))
+            ).scalar_one()
+
+    def queue_regrade(
+        self,
+        graders_hash: str,
+        *,
+        learners: Sequence[str] | None = None,
+        lessons: Sequence[str] | None = None,
+    ) -> int:
+        """Queue again, on the regrade lane, to be graded with `graders_hash`, every graded
+        submission (done or error; `learners`' only, when given) that has no result of those
+        graders; their results so far are kept. A claim takes every waiting push first, so a
+        regrade never delays a learner's push. `lessons` is accepted for the callers' sake and
+        changes nothing: a submission is graded whole, with every lesson of the graders (their
+        hash names the lessons). How many were queued. Nothing regrades by itself: the
+        instructor calls this (`autograder regrade`, the live view)."""
+        del lessons
+        with self._write() as conn:
+            return conn.execute(
+                update(submissions)
+                .where(self._regradable(graders_hash, learners))
+                .values(
+                    state="queued",
+                    lane="regrade",
+                    graders_hash=graders_hash,
+                    attempts=0,
+                    worker=None,
+                    lease_expires=None,
+                    last_error=None,
+                )
+            ).rowcount
+
+    # -------------------------------------------------------------------- the workers table
+
+    def worker_seen(
+        self,
+        name: str,
+        *,
+        host: str,
+        pid: int,
+        graders_hash: str,
+        threads: int,
+        started_at: datetime,
+        lease_s: float,
+        state: str,
+        detail: str = "",
+        current: int | None = None,
+        now: datetime | None = None,
+    ) -> None:
+        """Where worker `name` stands (its row renewed, or made)."""
+        now = now or now_utc()
+        values = {
+            "host": host,
+            "pid": pid,
+            "graders_hash": graders_hash,
+            "threads": threads,
+            "started_at": started_at,
+            "seen_at": now,
+            "lease_s": lease_s,
+            "state": state,
+            "detail": detail,
+            "current": current,
+        }
+        for _ in range(2):  # a second time only after losing a race to insert the same name
+            try:
+                with self._write() as conn:
+                    if conn.execute(update(workers).where(workers.c.name == name).values(**values)).rowcount:
+                        return
+                    conn.execute(insert(workers).values(name=name, **values))
+                    return
+            except IntegrityError:
+                continue
+
+    def workers(self) -> list[WorkerRow]:
+        """Every worker that has been seen, by name."""
+        with self._read() as conn:
+            return [worker_from_row(row) for row in conn.execute(select(workers).order_by(workers.c.name))]
 
     def counts(self) -> dict[str, Any]:
         """{state: how many}, for the instructor's overview and the tests."""

@@ -1,30 +1,36 @@
-"""The workers of `autograder serve`: take a recorded submission, fetch that commit, grade it
+"""The workers of the grading service: take a recorded submission, unpack its files, grade them
 with the course's own engine and hidden graders, record the one result.
 
-`run_workers(config)` is one worker process (the command starts it beside the app; at scale,
-several on other machines share the database): Huey's consumer with `workers` threads
-(autograder/service/queue.py) and as many grading processes of cohort/pool.py kept warm
-(`WarmGraders`: the same engine call as `autograder grade`, torch imported once). A wake-up
-makes a thread drain the store: claim the oldest eligible submission under a lease, renew the
-lease from a heartbeat thread while working, fetch the commit (autograder/service/fetch.py: the
-service's own credential, only the commit's regular files), grade the learner's files as
-`grade-all` takes them (their exercises/ folder, nothing below a symlink followed), complete;
-until nothing is left. A timer reaps expired leases (a worker killed mid-grading: the
-submission is requeued and graded by whoever claims it next) and wakes the threads while anything
-is queued, so correctness never rests on a wake-up.
+`run_workers(config)` is one worker process: `autograder serve` starts one beside the app (the
+embedded default, over SQLite in its data folder), and `autograder worker`
+(worker_command.py) starts one on any machine that reaches the service's queue (Redis) and store
+(PostgreSQL), sharing no filesystem with the service and holding no GitHub credential: the
+service fetched the commit and stored its files with the submission as a bounded archive
+(archiver.py, archive.py). Huey's consumer runs `workers` threads (autograder/service/queue.py)
+and as many grading processes of cohort/pool.py kept warm (`WarmGraders`: the same engine call
+as `autograder grade`, torch imported once). A wake-up makes a thread drain the store: claim the
+oldest claimable submission of this worker's graders' hash (the push lane before the regrade
+lane) under a lease, renew the lease from a heartbeat thread while working, unpack the archive
+into the worker's own data folder (only regular files, paths checked), grade the learner's files
+as `grade-all` takes them (their exercises/ folder, nothing below a symlink followed), complete;
+until nothing is left. A timer reaps expired leases (a worker killed mid-grading: the submission
+is requeued and graded by whoever claims it next; after `max_attempts`, "worker lost"), records
+where this worker stands in the workers table (renewed every tick), and wakes the threads while
+anything of its graders waits, so correctness never rests on a wake-up.
 
-Each grading draws a fresh random seed (official grading keeps fresh random inputs), recorded
-with the result and inside it. Every result carries the graders' hash: grade-all's grading
-fingerprint (cohort/store.grading_fingerprint: the lessons' course.yml entries, their hidden
-graders, the reference solutions they use, the engine and its catalogs, the language) with the
-seed held fixed, so that it names the graders and engine, not the run.
+The graders' hash (`graders_hash`): grade-all's grading fingerprint (cohort/store.
+grading_fingerprint: the lessons' course.yml entries, their hidden graders, the reference
+solutions they use, the engine and its catalogs, the language) with the seed held fixed, so that
+it names the graders and engine, not the run. Each submission records the hash it is to be
+graded with; a worker claims only those of its own and refuses the others, saying so (a log line
+and the state "refused" in the workers table): a worker with other graders (an old install, a
+course copy edited) never grades with them. Each grading draws a fresh random seed (official
+grading keeps fresh random inputs), recorded with the result and inside it.
 
 What can go wrong costs that submission only and is recorded as its error result (every check
 an error saying why, in the shape of a grade, as grade-all records its errors): a grading
-process that dies or runs past the time limit (a fresh one takes its place), a commit the fetch
-refuses (too big, not in the repository). A fetch that may work later (GitHub or git down)
-gives the attempt back: the lease ends, the reaper requeues it, and after `max_attempts` the
-error says why. Grading processes that cannot start at all are a broken installation, no
+process that dies or runs past the time limit (a fresh one takes its place), an archive that
+cannot be unpacked. Grading processes that cannot start at all are a broken installation, no
 submission's fault: the submission goes back to the queue untouched and the worker process stops
 with status 1, saying why. A worker stopped mid-grading (SIGTERM: a restart) records nothing:
 its lease lapses and the next worker grades that submission.
@@ -41,7 +47,7 @@ import socket
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -56,30 +62,19 @@ from autograder.cohort.pool import (
     WarmGraders,
     remove_stale_scratch,
 )
-from autograder.cohort.roster import Allowed, Learner
+from autograder.cohort.roster import Learner
 from autograder.cohort.store import grading_fingerprint
 from autograder.core.manifest import Course, Lesson, load_course
 from autograder.core.results import Text, message
-from autograder.service.errors import ServiceRefusal
 from autograder.service.queue import consume, make_queue
+from autograder.service.schema import now_utc
 from autograder.service.store import Store, Submission
 
 # The seed in the graders' hash: fixed, so that the hash names the graders and the engine only.
 HASH_SEED = 0
-INTAKE = "intake"  # in the data folder: each fetched commit's scratch folder, removed after grading
+INTAKE = "intake"  # in the data folder: each submission's unpacked files, removed after grading
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class FetchSettings:
-    """How the workers fetch a learner's commit (autograder/service/fetch.py)."""
-
-    url_template: str = "https://github.com/{repository}.git"
-    allowed: Allowed = Allowed()  # the schemes and hosts a clone URL may have
-    api_url: str = "https://api.github.com"  # where a GitHub App's installation token comes from
-    limits: Any = None  # fetch.FetchLimits; None: its defaults
-    user: str | None = None  # git's unprivileged user when the worker runs as root; None: fetch's default
 
 
 @dataclass(frozen=True)
@@ -90,11 +85,13 @@ class WorkerConfig:
     data_dir: Path
     workers: int = 1  # grading threads, each with its own warm grading process
     lease_s: float = 30.0  # a lease not renewed for this long is a lost worker's
-    fetch: FetchSettings = field(default_factory=FetchSettings)
     lessons: tuple[str, ...] | None = None  # None: every lesson of the course
     max_attempts: int = 3  # leases that may expire before the submission is an error
-    boundaries: tuple[datetime, ...] = ()  # deadlines: the last push before each is graded too
+    # Deadlines: the last push before each is graded too. None: the worker supersedes nothing
+    # (a worker elsewhere has no roster; the service superseded older pushes when it fetched).
+    boundaries: tuple[datetime, ...] | None = ()
     learner_timeout: float | None = None  # None: grade-all's default for the lessons
+    limits: Any = None  # fetch.FetchLimits bounding an archive unpacked; None: its defaults
 
 
 def run_workers(config: WorkerConfig) -> None:
@@ -119,8 +116,11 @@ def run_workers(config: WorkerConfig) -> None:
     graders = WarmGraders(setup, config.workers, config.learner_timeout or default_learner_timeout(lessons))
     graders.start()
     worker = Worker(config, course, lessons, store, graders, say)
-    say.line("service.worker.started", workers=config.workers, name=worker.name)
+    say.line(
+        "service.worker.started", workers=config.workers, name=worker.name, graders=worker.graders_hash[:12]
+    )
     try:
+        worker.seen("running")
         consume(
             queue,
             worker.drain,
@@ -130,6 +130,10 @@ def run_workers(config: WorkerConfig) -> None:
         )
     finally:
         graders.close()
+        try:
+            worker.seen("stopped", worker.broken or "")
+        except Exception:  # the database away: its row ages into "gone"
+            log.exception("workers table")
         store.close()
     if worker.broken is not None:
         say.line("service.worker.cannot_grade", name=worker.name, detail=worker.broken)
@@ -153,17 +157,35 @@ class Worker:
         self.store, self.graders, self.say = store, graders, say
         self.lang = course.language
         self.graders_hash = graders_hash(course, lessons, self.lang)
-        self.name = f"{socket.gethostname()}:{os.getpid()}"
+        self.host, self.pid = socket.gethostname(), os.getpid()
+        self.name = f"{self.host}:{self.pid}"
+        self.started_at = now_utc()
         self.intake = Path(config.data_dir) / INTAKE
         self.intake.mkdir(parents=True, exist_ok=True)
-        os.chmod(self.intake, 0o755)  # git may run as an unprivileged user below it
-        from autograder.service.credentials import credential_from_env
-
-        self.credential = credential_from_env(os.environ, config.fetch.api_url)
+        os.chmod(self.intake, 0o755)  # the grading processes may read below it as another user
         self.broken: str | None = None  # why this worker cannot grade at all, once it knows
+        self.grading: dict[str, int] = {}  # {thread: the submission it grades}
+        self.refusing: tuple[str, ...] = ()  # the other graders' hashes it last said it refuses
+
+    def seen(self, state: str, detail: str = "") -> None:
+        """This worker's row in the workers table, renewed."""
+        current = next(iter(self.grading.values()), None)
+        self.store.worker_seen(
+            self.name,
+            host=self.host,
+            pid=self.pid,
+            graders_hash=self.graders_hash,
+            threads=self.config.workers,
+            started_at=self.started_at,
+            lease_s=self.config.lease_s,
+            state=state,
+            detail=detail,
+            current=current,
+        )
 
     def tick(self) -> bool:
-        """Reap expired leases; True while anything waits (the timer then wakes the threads)."""
+        """Reap expired leases, say where this worker stands (refusing submissions of other
+        graders, if any wait); True while any of its graders wait (the timer wakes the threads)."""
         lapsed = self.store.reap(
             max_attempts=self.config.max_attempts,
             lost_result=self.lost_result,
@@ -171,32 +193,56 @@ class Worker:
         )
         if lapsed:
             self.say.line("service.worker.reaped", ids=", ".join(map(str, lapsed)))
-        return self.store.queued() > 0
+        waiting = self.store.claimable()
+        mine = waiting.pop(self.graders_hash, 0)
+        others = tuple(sorted(waiting))
+        if others != self.refusing:
+            self.refusing = others
+            if others:
+                self.say.line(
+                    "service.worker.refused",
+                    name=self.name,
+                    count=sum(waiting.values()),
+                    theirs=", ".join(h[:12] for h in others),
+                    mine=self.graders_hash[:12],
+                )
+        if others and not mine and not self.grading:
+            detail = ", ".join(f"{h[:12]}: {waiting[h]}" for h in others)
+            self.seen("refused", detail)
+        else:
+            self.seen("running")
+        return mine > 0
 
     def drain(self, stop: threading.Event) -> None:
         """Grade submission after submission until none is claimable or the consumer stops."""
-        me = f"{self.name}:{threading.current_thread().name}"
+        thread = threading.current_thread().name
+        me = f"{self.name}:{thread}"
         while not stop.is_set() and self.broken is None:
-            submission = self.store.claim(me, self.config.lease_s, boundaries=self.config.boundaries)
+            submission = self.store.claim(
+                me, self.config.lease_s, graders_hash=self.graders_hash, boundaries=self.config.boundaries
+            )
             if submission is None:
                 return
-            self.grade(submission, me)
+            self.grading[thread] = submission.id
+            try:
+                self.grade(submission, me)
+            finally:
+                self.grading.pop(thread, None)
 
     def grade(self, submission: Submission, me: str) -> None:
+        from autograder.service.archive import ArchiveError
+
         started = time.monotonic()
         seed = random.SystemRandom().randrange(2**31)
         with Heartbeat(self.store, submission.id, me, self.config.lease_s):
             scratch = Path(tempfile.mkdtemp(prefix=f"{submission.id}-", dir=self.intake))
+            os.chmod(scratch, 0o755)
             try:
                 try:
-                    folder = self._fetch(submission, scratch)
-                except ServiceRefusal as refusal:
-                    reason = message("service.worker.fetch_failed", reason=refusal.text)
-                    if refusal.status >= 500:  # may work later: this attempt is given back
-                        self.store.release(submission.id, me, reason)
-                        self._say_failed(submission, reason)
-                    else:
-                        self._complete_error(submission, me, seed, reason)
+                    folder = self._unpack(submission, scratch)
+                except ArchiveError as refused:
+                    reason = message("service.worker.fetch_failed", reason=refused.text)
+                    self._complete_error(submission, me, seed, reason)
                     return
                 exercises = Learner(submission.learner, folder).exercises
                 try:
@@ -238,20 +284,16 @@ class Worker:
             self.broken = str(exc).strip()[-2000:]
             os.kill(os.getpid(), signal.SIGTERM)  # Huey's consumer stops; run_workers says why
 
-    def _fetch(self, submission: Submission, scratch: Path) -> Path:
-        from autograder.service.fetch import FetchLimits, fetch_commit
+    def _unpack(self, submission: Submission, scratch: Path) -> Path:
+        """The submission's files from its archive in the store, below `scratch`."""
+        from autograder.service.archive import ArchiveError, unpack
+        from autograder.service.fetch import FetchLimits
 
-        settings = self.config.fetch
-        return fetch_commit(
-            submission.repository,
-            submission.sha,
-            scratch,
-            url_template=settings.url_template,
-            allowed=settings.allowed,
-            credential=self.credential,
-            limits=settings.limits or FetchLimits(),
-            **({"user": settings.user} if settings.user else {}),
-        )
+        stored = self.store.archive(submission.id)
+        if stored is None:
+            raise ArchiveError("service.archive.missing")
+        data, sha256 = stored
+        return unpack(data, scratch, self.config.limits or FetchLimits(), sha256=sha256)
 
     def _complete_error(self, submission: Submission, me: str, seed: int, reason: Text) -> None:
         self.store.complete(

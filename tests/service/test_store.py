@@ -13,14 +13,9 @@ half is reported skipped, saying which is missing."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import socket
 import subprocess
 import sys
-import tempfile
 import textwrap
-import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -28,6 +23,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy.dialects import postgresql, sqlite
 from support.project import ROOT
+from support.servers import new_database, postgres  # noqa: F401 - a fixture
 
 from autograder.core import i18n
 from autograder.core.results import Text
@@ -69,50 +65,37 @@ def sha(n: int) -> str:
 
 
 def record(
-    store: Store, repository_id: int, n: int, at: datetime, learner: str = "ana", jti: str | None = None
+    store: Store,
+    repository_id: int,
+    n: int,
+    at: datetime,
+    learner: str = "ana",
+    jti: str | None = None,
+    *,
+    fetched: bool = True,
+    graders: str = "h",
 ):
-    return store.record(
+    """Record a submission as the app does and (`fetched`) store its files as the service's
+    fetcher does, to be graded with `graders`: then it is claimable."""
+    sub, new = store.record(
         admitted=admitted(repository_id, sha(n), jti or f"jti-{repository_id}-{n}", learner),
         submitted=When(at),
         received_at=at + timedelta(seconds=5),
     )
+    if new and fetched:
+        assert store.store_archive(sub.id, FILES, graders, now=at + timedelta(seconds=6))
+        sub = store.get(sub.id)
+    return sub, new
 
 
-@pytest.fixture(scope="module")
-def postgres() -> str:
-    """A PostgreSQL server for this module: the URL of its server, without a database."""
-    pytest.importorskip(
-        "psycopg", reason="the psycopg driver is not installed (pip install 'psycopg[binary]')"
-    )
-    programs = {name: shutil.which(name) for name in ("initdb", "pg_ctl")}
-    if not all(programs.values()):
-        pytest.skip("PostgreSQL's initdb and pg_ctl are not installed (apt-get install postgresql)")
-    folder = Path(tempfile.mkdtemp(prefix="autograder-pg-"))
-    as_user = {}
-    if os.geteuid() == 0:  # the server refuses to run as root
-        shutil.chown(folder, "nobody")
-        as_user = {"user": "nobody", "group": "nogroup"}
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    data = folder / "data"
+@dataclass(frozen=True)
+class Packed:
+    data: bytes = b"archive"
+    size: int = 7
+    sha256: str = "0" * 64
 
-    def run(*argv: str) -> None:
-        subprocess.run(argv, cwd=folder, check=True, capture_output=True, timeout=120, **as_user)
 
-    run(programs["initdb"], "-D", str(data), "-A", "trust", "-U", "postgres", "--no-sync")
-    options = f"-k {folder} -c listen_addresses=127.0.0.1 -p {port} -c fsync=off"
-    run(programs["pg_ctl"], "-D", str(data), "-o", options, "-l", str(folder / "log"), "-w", "start")
-    try:
-        yield f"postgresql+psycopg://postgres@127.0.0.1:{port}"
-    finally:
-        subprocess.run(
-            [programs["pg_ctl"], "-D", str(data), "-m", "immediate", "stop"],
-            cwd=folder,
-            capture_output=True,
-            **as_user,
-        )
-        shutil.rmtree(folder, ignore_errors=True)
+FILES = Packed()
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -120,15 +103,7 @@ def store(request, tmp_path) -> Store:
     if request.param == "sqlite":
         url = f"sqlite:///{tmp_path / 'servicio.db'}"
     else:
-        import psycopg
-
-        server = request.getfixturevalue("postgres")
-        name = f"t_{uuid.uuid4().hex}"
-        with psycopg.connect(
-            f"{server.replace('postgresql+psycopg', 'postgresql')}/postgres", autocommit=True
-        ) as admin:
-            admin.execute(f"CREATE DATABASE {name}")
-        url = f"{server}/{name}"
+        url = new_database(request.getfixturevalue("postgres"))
     made = Store(url)
     made.create()
     yield made
@@ -350,7 +325,7 @@ def test_after_the_last_attempt_the_submission_is_an_error_the_instructor_sees(s
     final = store.get(sub.id)
     assert final.state == "error" and final.attempts == 3
     result = store.result(sub.id)
-    assert result.status == "error" and result.error == LOST and result.graders_hash == "g"
+    assert result.status == "error" and result.error == LOST and result.graders_hash == "h"  # its graders
     assert json.loads(result.result_json) == {"error": {"key": LOST, "params": {"attempts": 3}}}
     assert store.claim("w9", 10, now=now) is None
     assert not store.complete(sub.id, "w2", status="done", result_json="{}", graders_hash="g")
@@ -456,3 +431,150 @@ def test_a_reason_holding_another_reason_is_stored_as_words_to_translate_not_as_
     for lang in ("es", "en"):
         said = i18n.translate(reason.key, lang, **text_from_json(stored).params)
         assert "Text(" not in said and "boom" in said and "curso/ana" in said
+
+
+# ------------------------------------------------------------------------------ issue 33: archives, graders, lanes
+
+
+def test_a_submission_is_claimable_only_once_its_files_are_stored(store):
+    sub, _ = record(store, 20, 1, T0, fetched=False)
+    assert sub.state == "queued" and sub.fetched_at is None and store.archive(sub.id) is None
+    assert store.claim("w", 30, now=T0) is None  # nothing to grade without the files
+    held = store.claim_fetch("f", 60, now=T0)
+    assert held.id == sub.id and held.worker == "f"
+    assert store.claim_fetch("g", 60, now=T0) is None  # held by the first fetcher's lease
+    assert store.store_archive(sub.id, Packed(b"tar", 3, "a" * 64), "hash-1", now=T0)
+    assert store.archive(sub.id) == (b"tar", "a" * 64)
+    ready = store.get(sub.id)
+    assert ready.graders_hash == "hash-1" and ready.fetched_at is not None and ready.worker is None
+    assert store.claim("w", 30, graders_hash="hash-2", now=T0) is None  # other graders: refused
+    assert store.claimable() == {"hash-1": 1}
+    assert store.claim("w", 30, graders_hash="hash-1", now=T0).id == sub.id
+
+
+def test_a_fetch_that_may_work_later_is_retried_then_is_the_error(store):
+    sub, _ = record(store, 21, 1, T0, fetched=False)
+    reason = Text("service.worker.fetch_failed", {"reason": "down"})
+    now = T0
+    for attempt in range(2):
+        assert store.claim_fetch("f", 60, now=now).id == sub.id
+        assert not store.fetch_failed(
+            sub.id,
+            "f",
+            reason,
+            retry_s=5,
+            max_attempts=3,
+            error_result=lambda s, r: "{}",
+            graders_hash="g",
+            now=now,
+        )
+        assert store.claim_fetch("f", 60, now=now + timedelta(seconds=4)) is None  # not before the pause
+        now += timedelta(seconds=6)
+    assert store.claim_fetch("f", 60, now=now).id == sub.id
+    assert store.fetch_failed(
+        sub.id,
+        "f",
+        reason,
+        retry_s=5,
+        max_attempts=3,
+        error_result=lambda s, r: '{"e": 1}',
+        graders_hash="g",
+        now=now,
+    )
+    final, result = store.get(sub.id), store.result(sub.id)
+    assert final.state == "error" and final.attempts == 3
+    assert (result.status, result.error, result.result_json) == (
+        "error",
+        "service.worker.fetch_failed",
+        '{"e": 1}',
+    )
+
+
+def test_an_older_push_not_yet_fetched_is_superseded_without_fetching(store):
+    old, _ = record(store, 22, 1, T0, fetched=False)
+    new, _ = record(store, 22, 2, T0 + timedelta(minutes=1), fetched=False)
+    assert store.claim_fetch("f", 60, now=T0 + timedelta(minutes=2)).id == new.id
+    assert store.get(old.id).state == "superseded" and store.archive(old.id) is None
+    # Fetched while an older one waited fetched: the older is superseded as the newer is stored.
+    a, _ = record(store, 23, 1, T0)
+    b, _ = record(store, 23, 2, T0 + timedelta(minutes=1), fetched=False)
+    store.claim_fetch("f", 60, now=T0 + timedelta(minutes=2))
+    assert store.store_archive(b.id, FILES, "h", boundaries=(), now=T0 + timedelta(minutes=2))
+    assert store.get(a.id).state == "superseded" and store.get(b.id).state == "queued"
+
+
+def test_the_push_lane_is_always_claimed_before_the_regrade_lane(store):
+    graded, _ = record(store, 24, 1, T0)
+    store.claim("w", 30, now=T0)
+    assert store.complete(graded.id, "w", status="done", result_json='{"v": 1}', graders_hash="h")
+    assert store.queue_regrade("h2") == 1
+    assert store.get(graded.id).lane == "regrade" and store.get(graded.id).state == "queued"
+    push, _ = record(store, 25, 1, T0 + timedelta(minutes=5), graders="h2")  # queued after the regrade
+    assert store.claim("w", 30, graders_hash="h2", now=T0).id == push.id
+    assert store.claim("w", 30, graders_hash="h2", now=T0).id == graded.id
+
+
+def test_a_regrade_keeps_the_old_result_beside_the_new_and_the_current_is_the_new(store):
+    sub, _ = record(store, 26, 1, T0)
+    store.claim("w", 30, now=T0)
+    store.complete(sub.id, "w", status="done", result_json='{"score": 1}', graders_hash="h", seed=1)
+    assert store.graded_by_others("h") == 0 and store.graded_by_others("h2") == 1
+    assert store.queue_regrade("h2", learners=["nadie"]) == 0  # another learner's only
+    assert store.queue_regrade("h2", learners=["ana"]) == 1
+    assert store.queue_regrade("h2") == 0  # already queued for those graders: not twice
+    assert store.current_result(sub.id).result_json == '{"score": 1}'  # the newest until graded again
+    claimed = store.claim("w2", 30, graders_hash="h2", now=T0)
+    assert claimed.id == sub.id and claimed.lane == "regrade"
+    assert store.complete(sub.id, "w2", status="done", result_json='{"score": 2}', graders_hash="h2", seed=2)
+    every = store.results_of(sub.id)
+    assert [(r.graders_hash, r.result_json, r.lane) for r in every] == [
+        ("h", '{"score": 1}', "push"),
+        ("h2", '{"score": 2}', "regrade"),
+    ]
+    assert store.result(sub.id) == store.current_result(sub.id) == every[1]
+    assert store.graded_by_others("h2") == 0 and store.queue_regrade("h2") == 0
+    # Back to the first graders (a change undone): their result is current again, nothing regraded.
+    assert store.queue_regrade("h") == 0
+
+
+def test_the_waiting_submissions_take_the_graders_the_service_starts_with(store):
+    waiting, _ = record(store, 27, 1, T0, graders="old")
+    done, _ = record(store, 28, 1, T0, graders="old")
+    store.claim("w", 30, graders_hash="old", now=T0)  # the older id: `waiting`
+    store.complete(waiting.id, "w", status="done", result_json="{}", graders_hash="old")
+    assert store.restamp_waiting("new") == 1
+    assert store.get(done.id).graders_hash == "new" and store.get(waiting.id).graders_hash == "old"
+
+
+def test_the_workers_table_says_where_each_worker_stands(store):
+    for state, current in (("running", None), ("refused", None), ("running", 7)):
+        store.worker_seen(
+            "m1:10",
+            host="m1",
+            pid=10,
+            graders_hash="h",
+            threads=2,
+            started_at=T0,
+            lease_s=3,
+            state=state,
+            detail="x" if state == "refused" else "",
+            current=current,
+            now=T0 + timedelta(seconds=1),
+        )
+    store.worker_seen(
+        "m2:11",
+        host="m2",
+        pid=11,
+        graders_hash="h",
+        threads=1,
+        started_at=T0,
+        lease_s=3,
+        state="stopped",
+        now=T0,
+    )
+    rows = store.workers()
+    assert [(w.name, w.state, w.current, w.threads) for w in rows] == [
+        ("m1:10", "running", 7, 2),
+        ("m2:11", "stopped", None, 1),
+    ]
+    assert not rows[0].gone(T0 + timedelta(seconds=9)) and rows[0].gone(T0 + timedelta(seconds=11))

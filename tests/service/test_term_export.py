@@ -181,6 +181,7 @@ def queued(url: str, learner: str, at: datetime, number: int) -> int:
                 time_source="run",
                 received_at=at,
                 state="queued",
+                fetched_at=at,  # the service's fetcher stored its files: claimable
             )
         ).inserted_primary_key[0]
     engine.dispose()

@@ -1,7 +1,9 @@
 """The service's workers as real processes: `run_workers` in a subprocess (Huey's consumer, a warm
-grading process) over a SQLite store, fetching learners' commits from real bare git repositories
-(file://, `uploadpack.allowAnySHA1InWant`, as autograder/service/fetch.py fetches a sha) and
-grading lesson 01 with the course's engine.
+grading process) over a SQLite store, grading lesson 01 with the course's engine the learners'
+commits that the service's fetcher (autograder/service/archiver.py, run here in the test's own
+process as `serve` runs it) fetched from real bare git repositories (file://,
+`uploadpack.allowAnySHA1InWant`, as autograder/service/fetch.py fetches a sha) and stored as
+archives with the submissions.
 
 Shown here: a queued submission fetched, graded with a fresh seed and recorded once, with the
 graders' hash, the same result as `autograder grade` on those files and that seed; a wake-up
@@ -36,9 +38,12 @@ from support.processes import alive, children_of, descendants
 from support.project import ROOT
 from support.variants import solution_files
 
+from autograder.cohort.outputs import Say
+from autograder.cohort.roster import Allowed
 from autograder.core import i18n
 from autograder.core.manifest import load_course
 from autograder.core.roster import Learner
+from autograder.service.archiver import Archiver, ArchiverConfig
 from autograder.service.claims import Admitted, Identity
 from autograder.service.queue import make_queue, wake
 from autograder.service.store import Result, Store, Submission
@@ -142,6 +147,24 @@ class Service:
         self.queue = make_queue(None, self.data)
         self.repository_ids: dict[str, int] = {}
         self.workers: list[subprocess.Popen] = []
+        course = load_course(ROOT / "course.yml")
+        lessons = [course.lesson(LESSON)]
+        self.fetcher = Archiver(
+            ArchiverConfig(
+                data_dir=self.data,
+                url_template=f"file://{self.remotes.root}/{{repository}}.git",
+                allowed=Allowed(schemes=("file",), hosts=()),
+            ),
+            self.store,
+            course,
+            lessons,
+            graders_hash(course, lessons, "es"),
+            None,
+            Say("es"),
+            wake=lambda: wake(self.queue) if self.send_wakes else None,
+        )
+        self.send_wakes = True  # the wake-up the fetcher sends once a submission is claimable
+        self.fetcher.start()
 
     def start_worker(
         self, *, lease_s: float, max_attempts: int = 3, env: dict[str, str] | None = None
@@ -152,18 +175,15 @@ class Service:
             "data_dir": str(self.data),
             "lease_s": lease_s,
             "max_attempts": max_attempts,
-            "url_template": f"file://{self.remotes.root}/{{repository}}.git",
         }
         script = (
             "import json, sys\n"
             "from pathlib import Path\n"
-            "from autograder.cohort.roster import Allowed\n"
-            "from autograder.service.worker import FetchSettings, WorkerConfig, run_workers\n"
+            "from autograder.service.worker import WorkerConfig, run_workers\n"
             "c = json.loads(sys.argv[1])\n"
             "run_workers(WorkerConfig(course_file=Path(c['course_file']), database_url=c['database_url'],\n"
             "    queue_url=None, data_dir=Path(c['data_dir']), workers=1, lease_s=c['lease_s'],\n"
-            "    max_attempts=c['max_attempts'], lessons=('01',),\n"
-            "    fetch=FetchSettings(url_template=c['url_template'], allowed=Allowed(schemes=('file',), hosts=()))))\n"
+            "    max_attempts=c['max_attempts'], lessons=('01',)))\n"
         )
         log = open(self.base / f"worker-{len(self.workers)}.log", "w")
         proc = subprocess.Popen(
@@ -205,10 +225,9 @@ class Service:
             actor=learner,
         )
         admitted = Admitted(ident, Learner(learner, repository_id=repository_id))
+        self.send_wakes = send_wake
         submission, new = self.store.record(admitted=admitted, submitted=When(now), received_at=now)
         assert new
-        if send_wake:
-            wake(self.queue)
         return submission
 
     def result(self, submission: Submission, seconds: float = WAIT) -> Result:
@@ -228,6 +247,7 @@ class Service:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        self.fetcher.stop()
         self.store.close()
 
 
