@@ -226,10 +226,10 @@ def routes(services) -> list:
 
     def graders() -> str:
         with hash_lock:
-            if "hash" not in hashes:
-                from autograder.service.worker import graders_hash
+            if "hash" not in hashes:  # the service's own graders, as its fetcher stamps pushes
+                from autograder.service.serve import service_graders_hash
 
-                hashes["hash"] = graders_hash(course, lessons, course.language)
+                hashes["hash"] = service_graders_hash(config, course)
             return hashes["hash"]
 
     async def regrade(request: Request) -> Response:
