@@ -41,7 +41,8 @@ Four tables:
                  gone), its state ("running", "stopped", "refused": the tasks waiting have
                  other graders than its own) and the submission it grades, if any.
 
-Times are stored in UTC; a catalog Text (a warning, a reason) is stored as JSON.
+Times are stored in UTC; a catalog Text (a warning, a reason) is stored as JSON. A store made
+before the lanes and archives is upgraded in place when opened (schema_upgrade.py).
 """
 
 from __future__ import annotations

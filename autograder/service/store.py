@@ -92,7 +92,14 @@ class Store:
         self.engine = make_engine(url)
 
     def create(self) -> None:
-        """Create the tables that do not exist yet (a new data folder; idempotent)."""
+        """Create the tables that do not exist yet (a new data folder; idempotent), after
+        upgrading a store made before the lanes and archives in place (schema_upgrade.py)."""
+        from sqlalchemy import inspect
+
+        if inspect(self.engine).has_table("submissions"):
+            from autograder.service.schema_upgrade import upgrade
+
+            upgrade(self.engine)
         metadata.create_all(self.engine)
 
     def close(self) -> None:

@@ -2,6 +2,11 @@
 a submission recorded once however often it arrives, a claim handed to one worker only, leases
 that expire and are requeued, the worker lost after the last attempt, the newest push (and the
 last before a deadline) graded while older queued pushes are superseded, one result each.
+Issue 33: a submission claimable only once the service stored its files (archives), fetches
+retried then recorded as errors, older pushes superseded before they are fetched, a worker
+claiming only its graders' hash, the push lane always before the regrade lane, results kept per
+graders' hash (the current one that of the submission's graders), the workers table, and a store
+made before all this upgraded in place (by several processes at once).
 
 Leases are driven by the clock the store is given (`now=`), never by sleeping.
 
@@ -578,3 +583,124 @@ def test_the_workers_table_says_where_each_worker_stands(store):
         ("m2:11", "stopped", None, 1),
     ]
     assert not rows[0].gone(T0 + timedelta(seconds=9)) and rows[0].gone(T0 + timedelta(seconds=11))
+
+
+# ------------------------------------------------------------------------------ a store from before issue 33
+
+
+def old_store(url: str) -> None:
+    """The tables as they were before issue 33 (one result per submission, no lanes), with a
+    graded submission and a queued one."""
+    from sqlalchemy import BigInteger, Column, ForeignKey, Integer, MetaData, String, Table, Text
+    from sqlalchemy import insert as sql_insert
+
+    from autograder.service.schema import UTCDateTime, make_engine
+
+    old = MetaData()
+    ident = BigInteger().with_variant(Integer(), "sqlite")
+    subs = Table(
+        "submissions",
+        old,
+        Column("id", ident, primary_key=True, autoincrement=True),
+        *(
+            Column(name, String(255), nullable=False)
+            for name in ("page_key", "learner", "repository", "sha", "ref")
+        ),
+        *(
+            Column(name, String(255), nullable=False)
+            for name in ("event_name", "actor", "token_id", "time_source")
+        ),
+        Column("repository_id", BigInteger, nullable=False),
+        Column("run_id", BigInteger, nullable=False),
+        Column("submitted_at", UTCDateTime, nullable=False),
+        Column("received_at", UTCDateTime, nullable=False),
+        Column("state", String(16), nullable=False),
+        Column("attempts", Integer, nullable=False, default=0),
+        Column("worker", String(255)),
+        Column("lease_expires", UTCDateTime),
+        Column("heartbeat_at", UTCDateTime),
+        Column("last_error", Text),
+        Column("warnings_json", Text, nullable=False, default="[]"),
+    )
+    res = Table(
+        "results",
+        old,
+        Column("id", ident, primary_key=True, autoincrement=True),
+        Column("submission_id", ident, ForeignKey("submissions.id"), nullable=False, unique=True),
+        Column("status", String(16), nullable=False),
+        Column("result_json", Text, nullable=False),
+        Column("graders_hash", String(64), nullable=False),
+        Column("seed", BigInteger),
+        Column("error", String(100)),
+        Column("worker", String(255), nullable=False, default=""),
+        Column("created_at", UTCDateTime, nullable=False),
+    )
+    engine = make_engine(url)
+    old.create_all(engine)
+    with engine.begin() as conn:
+        for n, state in ((1, "done"), (2, "queued")):
+            conn.execute(
+                sql_insert(subs).values(
+                    page_key=f"k{n}",
+                    learner="ana",
+                    repository="curso/ana",
+                    sha=sha(n),
+                    ref="refs/heads/main",
+                    event_name="push",
+                    actor="ana",
+                    token_id=f"t{n}",
+                    time_source="run",
+                    repository_id=40 + n,
+                    run_id=n,
+                    submitted_at=T0,
+                    received_at=T0,
+                    state=state,
+                )
+            )
+        conn.execute(
+            sql_insert(res).values(
+                submission_id=1,
+                status="done",
+                result_json='{"score": 1}',
+                graders_hash="old",
+                worker="w",
+                created_at=T0,
+            )
+        )
+    engine.dispose()
+
+
+@pytest.mark.parametrize("database", ["sqlite", "postgresql"])
+def test_a_store_from_before_the_lanes_is_upgraded_in_place_and_keeps_its_results(
+    database, tmp_path, request
+):
+    url = (
+        f"sqlite:///{tmp_path / 'old.db'}"
+        if database == "sqlite"
+        else new_database(request.getfixturevalue("postgres"))
+    )
+    old_store(url)
+    # The service and its workers open it at once: one upgrades, the others find it done.
+    script = """
+        from autograder.service.store import Store
+        store = Store(argv[0])
+        store.create()
+        print(store.result(1).graders_hash)
+    """
+    assert run_processes(tmp_path, script, 3, url) == ["old\n"] * 3
+    upgraded = Store(url)
+    try:
+        upgraded.create()  # idempotent
+        graded, waiting = upgraded.get(1), upgraded.get(2)
+        assert (graded.lane, graded.graders_hash, graded.fetched_at) == ("push", "old", None)
+        assert waiting.state == "queued" and waiting.fetched_at is None  # the fetcher fetches it
+        assert upgraded.result(1).result_json == '{"score": 1}' and upgraded.result(1).lane == "push"
+        # Results per graders' hash now: a regrade adds a row beside the old one.
+        assert upgraded.queue_regrade("new") == 1
+        assert upgraded.claim_fetch("f", 60, now=T0).id == 1  # no archive: fetched again first
+        assert upgraded.store_archive(1, FILES, "new", now=T0)
+        assert upgraded.claim("w", 30, graders_hash="new", now=T0).id == 1
+        assert upgraded.complete(1, "w", status="done", result_json='{"score": 2}', graders_hash="new")
+        assert [r.graders_hash for r in upgraded.results_of(1)] == ["old", "new"]
+    finally:
+        upgraded.close()
