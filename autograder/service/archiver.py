@@ -75,6 +75,8 @@ class Archiver:
         self.limits = config.limits or FetchLimits()
         self.name = f"{socket.gethostname()}:{os.getpid()}:fetch"
         self.intake = Path(config.data_dir) / INTAKE
+        self.intake.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.intake, 0o755)  # git may run as an unprivileged user below it
         self._stop = threading.Event()
         self._threads = [
             threading.Thread(target=self._run, name=f"autograder-fetch-{n}", daemon=True)
@@ -82,8 +84,6 @@ class Archiver:
         ]
 
     def start(self) -> Archiver:
-        self.intake.mkdir(parents=True, exist_ok=True)
-        os.chmod(self.intake, 0o755)  # git may run as an unprivileged user below it
         for thread in self._threads:
             thread.start()
         return self

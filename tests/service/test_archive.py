@@ -2,13 +2,15 @@
 service's fetch to a worker on another machine: what is packed (regular files only, links
 skipped, the caps), and that nothing in an archive read back from the database is trusted
 (paths that escape, links, devices, too many or too big members, a damaged archive, a sha256
-that does not match). Pure Python, no servers."""
+that does not match); and the service's fetcher (archiver.py) giving a fetch that may work later
+its attempts, then the submission's error. No servers."""
 
 from __future__ import annotations
 
 import io
 import os
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
@@ -112,3 +114,80 @@ def test_the_caps_hold_on_the_way_out_and_a_damaged_archive_is_said(tmp_path):
         unpack(big, tmp_path / "3", sha256="0" * 64)
     assert refused.value.text.key == "service.archive.corrupt"
     assert not any(Path(tmp_path / "3").rglob("*.py"))
+
+
+# ------------------------------------------------------------------------------ the service's fetcher
+
+
+def test_a_fetch_that_may_work_later_is_tried_again_then_is_the_submissions_error(monkeypatch):
+    """The service's fetcher (archiver.py) against a repository git cannot reach (a 5xx refusal:
+    it may work later): the attempt is counted and tried again after a pause, and after the last
+    the submission's error result says why; nothing became claimable meanwhile."""
+    import shutil
+    import tempfile
+    from datetime import datetime, timezone
+
+    from support.project import ROOT
+
+    from autograder.cohort.outputs import Say
+    from autograder.cohort.roster import Allowed
+    from autograder.core.manifest import load_course
+    from autograder.core.roster import Learner
+    from autograder.service import archiver
+    from autograder.service.claims import Admitted, Identity
+    from autograder.service.store import Store
+
+    monkeypatch.setattr(archiver, "RETRY_S", (0.5,))
+    base = Path(tempfile.mkdtemp(prefix="autograder-archiver-test-"))
+    os.chmod(base, 0o755)  # git may run as an unprivileged user below it
+    store = Store(f"sqlite:///{base / 'servicio.db'}")
+    store.create()
+    try:
+        now = datetime.now(timezone.utc)
+        ident = Identity(
+            repository_id=1,
+            repository="curso/ana",
+            repository_owner="curso",
+            sha="ab" * 20,
+            ref="refs/heads/main",
+            event_name="push",
+            run_id=1,
+            run_attempt=1,
+            issued_at=now,
+            token_id="jti-1",
+            actor="ana",
+        )
+
+        class When:
+            at, source = now, "run"
+
+        submission, _ = store.record(
+            admitted=Admitted(ident, Learner("ana", repository_id=1)), submitted=When(), received_at=now
+        )
+        course = load_course(ROOT / "course.yml")
+        fetcher = archiver.Archiver(
+            archiver.ArchiverConfig(
+                data_dir=base,
+                url_template=f"file://{base}/nowhere/{{repository}}.git",
+                allowed=Allowed(schemes=("file",), hosts=()),
+                max_attempts=2,
+            ),
+            store,
+            course,
+            [course.lesson("01")],
+            "hash",
+            None,
+            Say("es"),
+        )
+        assert fetcher.fetch_one("f") and store.get(submission.id).attempts == 1
+        assert store.get(submission.id).state == "queued" and store.claim("w", 30) is None
+        assert not fetcher.fetch_one("f")  # not before the pause
+        time.sleep(0.6)
+        assert fetcher.fetch_one("f")
+        final, result = store.get(submission.id), store.result(submission.id)
+        assert (final.state, final.attempts, result.error) == ("error", 2, "service.worker.fetch_failed")
+        assert "no_repository" not in result.result_json and "curso/ana" in result.result_json
+        assert store.archive(submission.id) is None
+    finally:
+        store.close()
+        shutil.rmtree(base, ignore_errors=True)
