@@ -21,6 +21,13 @@ or grading are counted. DIR is the export's own: a grade-all output folder is re
 results would be mixed with the service's), and results of learners no longer exported are
 removed from DIR. The report's "seed" is 0: every service result has its own seed, recorded in
 the result itself.
+
+Regraded submissions (`autograder regrade`: the graders changed mid-term) keep every result,
+one per graders' hash; the files above hold the current one (that of the submission's graders,
+else the newest: Store.current_result). DIR/regraded.csv puts the previous score beside it for
+each exported submission that has more than one (learner, submission, commit, previous graders
+and score, current graders and score), so the instructor sees what the change did; it is absent
+when nothing was regraded. The gradebook's and LMS files' columns stay grade-all's.
 """
 
 from __future__ import annotations
@@ -45,6 +52,16 @@ from autograder.core.roster import Roster, RosterError
 from autograder.service.store import Result, Store, Submission
 
 MARK = "autograder-serve"  # run.json's "producer" of an export folder
+REGRADED = "regraded.csv"
+REGRADED_COLUMNS = (
+    "student_id",
+    "submission",
+    "commit",
+    "previous_graders",
+    "previous_score",
+    "graders",
+    "score",
+)
 # The reasons a service error result gives, as grade-all's record kinds (cohort/store.Record.error).
 _KINDS = {"service.worker.fetch_failed": "fetch", "service.worker.crashed": "crashed"}
 
@@ -85,6 +102,7 @@ def export(config, course: Course, roster: Roster, out: Path, say: Say) -> int:
             for s in every
             if s.state in ("done", "error") and (result := store.result(s.id)) is not None
         }
+        history = {submission.id: store.results_of(submission.id) for submission, _ in latest.values()}
     finally:
         store.close()
     folder = Folder(out)
@@ -126,6 +144,7 @@ def export(config, course: Course, roster: Roster, out: Path, say: Say) -> int:
     if has_deadlines(course, chosen):
         term = term_export(course, chosen, roster, sorted(latest), every, results_of, say)
         write_json(folder.root / TERM_FILE, term.as_json())
+    write_regraded(folder.root / REGRADED, latest, history)
     failures = publish(course, folder, run, say.lang, term=term)
     say.out("service.serve.export_done", n=len(latest), out=str(out))
     return report_failed_outputs(say, folder, failures)
@@ -168,6 +187,44 @@ def term_export(
         for sub in subs:
             say.line("term_cohort.export_ungraded", id=learner, what=sub.what, commit=sub.commit or "")
     return grades
+
+
+def write_regraded(
+    path: Path, latest: dict[str, tuple[Submission, Result]], history: dict[int, list[Result]]
+) -> None:
+    """DIR/regraded.csv: each exported submission with several results, the previous score
+    beside the current one (see the module docstring); no file when there is none."""
+    import csv
+    import io
+
+    rows = []
+    for learner, (submission, current) in sorted(latest.items()):
+        previous = [r for r in history.get(submission.id, []) if r.graders_hash != current.graders_hash]
+        if previous:
+            before = previous[-1]
+            rows.append(
+                [learner, submission.id, submission.sha, before.graders_hash, _score(before)]
+                + [current.graders_hash, _score(current)]
+            )
+    if not rows:
+        path.unlink(missing_ok=True)
+        return
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(REGRADED_COLUMNS)
+    writer.writerows(rows)
+    path.write_text(buffer.getvalue(), encoding="utf-8")
+    path.chmod(0o600)
+
+
+def _score(result: Result) -> str:
+    """The result's score ("" for an error result)."""
+    if result.status != "done":
+        return ""
+    try:
+        return f"{float(json.loads(result.result_json)['score']):g}"
+    except (ValueError, KeyError, TypeError):
+        return ""
 
 
 def _record(learner: str, person, submission: Submission, result: Result) -> Record:

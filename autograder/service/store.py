@@ -80,6 +80,8 @@ from autograder.service.schema import (
     workers,
 )
 
+CREATE_LOCK = 0x61757467  # PostgreSQL advisory lock key held while the tables are made ("autg")
+
 __all__ = ["LOST", "STATES", "Result", "Store", "Submission", "WorkerRow", "claim_query", "now_utc"]
 
 
@@ -93,14 +95,19 @@ class Store:
 
     def create(self) -> None:
         """Create the tables that do not exist yet (a new data folder; idempotent), after
-        upgrading a store made before the lanes and archives in place (schema_upgrade.py)."""
-        from sqlalchemy import inspect
+        upgrading a store made before the lanes and archives in place (schema_upgrade.py). One
+        process at a time (the service and its workers start together): SQLite's write lock,
+        PostgreSQL's transaction-scoped advisory lock."""
+        from sqlalchemy import inspect, text
 
-        if inspect(self.engine).has_table("submissions"):
-            from autograder.service.schema_upgrade import upgrade
+        from autograder.service.schema_upgrade import upgrade
 
-            upgrade(self.engine)
-        metadata.create_all(self.engine)
+        with self._write() as conn:
+            if conn.dialect.name == "postgresql":
+                conn.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": CREATE_LOCK})
+            if inspect(conn).has_table("submissions"):
+                upgrade(conn)
+            metadata.create_all(conn)
 
     def close(self) -> None:
         self.engine.dispose()

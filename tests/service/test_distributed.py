@@ -16,12 +16,15 @@ names as its holder) ends as the error "worker lost" after the last attempt, on 
 the export; the graders changed (a copy of the graders with one file edited, for the service
 and a third worker): the workers of the old graders refuse the new tasks and say so (a log line,
 "refused" in the workers table), `autograder regrade` queues the chosen learners' graded
-submissions on the regrading lane, the old results kept beside the new, and a push queued after
-the regrades is graded before any regrade claimed after it. Waits are bounded (a hang fails
+submissions on the regrading lane, the old results kept beside the new (the export's
+regraded.csv puts the previous score beside the current one), and a push queued after the
+regrades is graded before any regrade claimed after it. Waits are bounded (a hang fails
 instead of blocking the run), never asserted on."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import shutil
@@ -539,6 +542,30 @@ def test_other_graders_are_refused_and_a_regrade_never_delays_a_push(cluster, so
         result,
     )
     assert any(r.created_at > result.created_at for r in regrades)
+
+    # The export holds the current results and puts the previous score beside each regraded one.
+    out = tmp_path / "notas"
+    exported = subprocess.run(
+        [sys.executable, "-m", "autograder", "--course", str(ROOT / "course.yml"), "serve"]
+        + ["--roster", str(cluster.roster), "--database-url", cluster.database, "--export", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=WAIT,
+        env=cluster.env(credential=False),
+    )
+    assert exported.returncode == 0, exported.stderr
+    rows = list(csv.DictReader(io.StringIO((out / "regraded.csv").read_text(encoding="utf-8"))))
+    assert sorted(row["student_id"] for row in rows) == chosen
+    for row, new_result in zip(sorted(rows, key=lambda r: r["student_id"]), regrades):
+        old_result = cluster.store.results_of(new_result.submission_id)[0]
+        assert (row["previous_graders"], row["graders"]) == (old_hash, new_result.graders_hash)
+        assert float(row["previous_score"]) == json.loads(old_result.result_json)["score"]
+        assert float(row["score"]) == json.loads(new_result.result_json)["score"]
+        learner = row["student_id"]
+        assert json.loads((out / "results" / f"{learner}.json").read_text(encoding="utf-8")) == json.loads(
+            new_result.result_json
+        )
 
     # Back to the module's graders for whatever runs next.
     cluster.kill(new)
