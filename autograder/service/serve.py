@@ -246,11 +246,11 @@ def _shown_url(url: str) -> str:
 
 
 def service_graders_hash(config, course: Course) -> str:
-    """The graders' hash of the service's course and lessons (worker.graders_hash)."""
-    from autograder.service.worker import graders_hash
+    """The graders' hash of the service's course and lessons: worker.service_graders_hash (import
+    it from there: serve imports the app, which imports the live view)."""
+    from autograder.service.worker import service_graders_hash as of_service
 
-    lessons = [course.lesson(key) for key in config.lessons] if config.lessons else list(course.lessons)
-    return graders_hash(course, lessons, course.language)
+    return of_service(config, course)
 
 
 def start_archiver(config, course: Course, roster, services, say: Say):

@@ -355,6 +355,14 @@ def graders_hash(course: Course, lessons: list[Lesson], lang: str) -> str:
     return grading_fingerprint(course, lessons, seed=HASH_SEED, lang=lang)
 
 
+def service_graders_hash(config: Any, course: Course) -> str:
+    """The graders' hash of a service configured with `config` (its --lessons, else every lesson
+    of the course) in the course's language: what the service stamps its submissions with."""
+    keys = getattr(config, "lessons", None)
+    lessons = [course.lesson(key) for key in keys] if keys else list(course.lessons)
+    return graders_hash(course, lessons, course.language)
+
+
 def outcome_reason(outcome: Outcome) -> Text:
     """Why a grading process gave no grade, for the learner (their only part is the first or
     last line of the detail; the rest stays in the worker's log)."""
