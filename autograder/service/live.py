@@ -227,7 +227,7 @@ def routes(services) -> list:
     def graders() -> str:
         with hash_lock:
             if "hash" not in hashes:  # the service's own graders, as its fetcher stamps pushes
-                from autograder.service.serve import service_graders_hash
+                from autograder.service.worker import service_graders_hash
 
                 hashes["hash"] = service_graders_hash(config, course)
             return hashes["hash"]
