@@ -146,9 +146,15 @@ def main(course: Course, args) -> int:
 def serve(config, course: Course, roster, say: Say) -> int:
     import uvicorn
 
+    from autograder.service import logs
     from autograder.service.app import create_app, make_services
     from autograder.service.config import ConfigError
     from autograder.service.errors import ServiceRefusal
+
+    try:  # JSON lines with AUTOGRADER_SERVE_LOG_FORMAT=json (logs.py), the workers' too
+        log_format = logs.configure()
+    except logs.LogFormatError as exc:
+        return _cannot_start(say, exc.text)
 
     without_id = [learner.id for learner in roster.learners if learner.repository_id is None]
     if without_id:
@@ -174,7 +180,14 @@ def serve(config, course: Course, roster, say: Say) -> int:
         say.line("service.serve.no_credential")
     app = create_app(services)
     server = uvicorn.Server(
-        uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", server_header=False)
+        uvicorn.Config(
+            app,
+            log_level="warning",
+            access_log=False,  # a request's path can hold a page key, the secret of its URL
+            lifespan="off",
+            server_header=False,
+            log_config=logs.uvicorn_log_config(log_format),
+        )
     )
     archiver = start_archiver(config, course, roster, services, say)
     workers = Supervisor(config, say) if config.workers > 0 else None
@@ -400,6 +413,8 @@ def worker_main(config, parent: int) -> None:
             pass
     if os.getppid() != parent:  # the command died before the line above took effect
         return
+    from autograder.service import logs
     from autograder.service.worker import run_workers
 
+    logs.configure()  # the format was checked when the command started
     run_workers(config)

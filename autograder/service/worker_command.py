@@ -177,7 +177,12 @@ def main(course, args) -> int:
             "service.workercmd.cannot_reach",
             detail=str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__,
         )
+    from autograder.service import logs
     from autograder.service.worker import run_workers
 
+    try:  # JSON lines with AUTOGRADER_SERVE_LOG_FORMAT=json, as serve's (logs.py)
+        logs.configure()
+    except logs.LogFormatError as exc:
+        return refuse(exc.text.key, **exc.text.params)
     run_workers(config)
     return 0

@@ -586,3 +586,22 @@ def test_a_submission_without_a_grade_yet_says_what_it_waits_for(state):
         assert shown.state == ("grading" if state == "done" else state) and shown.score is None
         assert shown.text.startswith(said) and "https://grader.example.org/s/kkk" in shown.text
         assert "](https://grader.example.org/s/kkk)" in shown.markdown
+
+
+def test_a_log_format_neither_text_nor_json_stops_serve_and_worker_saying_which(service, tmp_path):
+    """AUTOGRADER_SERVE_LOG_FORMAT picks the logs' shape (service/logs.py) for serve and for
+    `autograder worker` alike; another word stops either before anything starts."""
+    env = {**os.environ, "AUTOGRADER_SERVE_LOG_FORMAT": "xml"}
+    first = i18n.translate("service.ops.log_format", "es").split("{")[0].strip()
+    serve = subprocess.run(service.args(), cwd=ROOT, capture_output=True, text=True, timeout=WAIT, env=env)
+    assert serve.returncode == 2 and first in serve.stderr and "xml" in serve.stderr, serve.stderr
+    worker = subprocess.run(
+        [sys.executable, "-m", "autograder", "worker", "--database-url", f"sqlite:///{tmp_path / 'w.db'}"]
+        + ["--data", str(tmp_path / "w")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=WAIT,
+        env=env,
+    )
+    assert worker.returncode == 2 and first in worker.stderr and "xml" in worker.stderr, worker.stderr
