@@ -19,6 +19,10 @@ from __future__ import annotations
 
 LONGEST_FIRST = (
     "tests/course/test_devcontainer.py::test_post_create_installs_a_working_course_in_a_fresh_venv",
+    "tests/service/test_distributed.py::test_a_burst_is_graded_once_each_by_both_workers_as_autograder_grade_grades_it",
+    "tests/service/test_distributed.py::test_a_worker_killed_mid_grading_and_the_service_restarted_lose_nothing",
+    "tests/service/test_distributed.py::test_a_submission_that_loses_every_worker_ends_as_worker_lost",
+    "tests/service/test_distributed.py::test_other_graders_are_refused_and_a_regrade_never_delays_a_push",
     "tests/course/test_notebooks.py::test_autograde_gives_the_points_of_autograder_grade",
     "tests/service/test_worker.py::test_a_worker_killed_or_stopped_mid_grading_loses_nothing_and_one_result_is_recorded",
     "tests/cohort/test_batch.py::test_a_crashed_or_overlong_grading_costs_only_that_learner",
@@ -90,6 +94,8 @@ SHARED_FIXTURES = {
     "tests/learner/test_viewer.py": {"browser", "solution_viewer", "leaky_viewer"},
     "tests/sandbox/test_hostile.py": {"wrong_result", "cli_run"},
     "tests/sandbox/test_portable.py": {"portable_workers"},
+    "tests/service/test_distributed.py": {"cluster", "postgres", "redis_url"},
+    "tests/service/test_live_browser.py": {"browser", "served"},
     "tests/service/test_store.py": {"postgres"},
     "tests/service/test_service_end_to_end.py": {"service", "solved"},
     "tests/service/test_submit_workflow.py": {"release", "served", "endpoint"},
