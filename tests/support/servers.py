@@ -8,6 +8,7 @@ reported skipped saying which is missing; so is one using `redis_url` without re
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -15,6 +16,7 @@ import subprocess
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -35,9 +37,17 @@ def postgres() -> str:
     pytest.importorskip(
         "psycopg", reason="the psycopg driver is not installed (pip install 'psycopg[binary]')"
     )
-    programs = {name: shutil.which(name) for name in ("initdb", "pg_ctl")}
-    if not all(programs.values()):
+    if not all(shutil.which(name) for name in ("initdb", "pg_ctl")):
         pytest.skip("PostgreSQL's initdb and pg_ctl are not installed (apt-get install postgresql)")
+    with running_postgres() as url:
+        yield url
+
+
+@contextlib.contextmanager
+def running_postgres() -> Iterator[str]:
+    """A PostgreSQL server while the block runs (the fixture above, and bench/bench_service_scale.py):
+    the URL of its server, without a database."""
+    programs = {name: shutil.which(name) for name in ("initdb", "pg_ctl")}
     folder = Path(tempfile.mkdtemp(prefix="autograder-pg-"))
     as_user = {}
     if os.geteuid() == 0:  # the server refuses to run as root
@@ -81,6 +91,13 @@ def redis_url() -> str:
     """A redis-server for this module (no persistence): its redis:// URL."""
     if not os.access(REDIS_SERVER, os.X_OK):
         pytest.skip(f"{REDIS_SERVER} is not installed (apt-get install redis-server)")
+    with running_redis() as url:
+        yield url
+
+
+@contextlib.contextmanager
+def running_redis() -> Iterator[str]:
+    """A redis-server while the block runs (no persistence): its redis:// URL."""
     folder = Path(tempfile.mkdtemp(prefix="autograder-redis-"))
     os.chmod(folder, 0o777)
     port = free_port()
