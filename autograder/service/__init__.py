@@ -24,8 +24,11 @@ graded submissions again on the regrade lane; each result is kept per graders' h
 app (app.py, configured by config.py) answers the learner's job and renders each submission's
 page (page.py, verdict.py) from its current result; serve.py is the command, export.py the
 gradebook and CSVs made from the store on demand; errors.py the one refusal. The instructor's
-live view (live.py), the check runs on GitHub (checks.py) and the operations endpoints (ops.py)
-read the same tables.
+live view (live.py: its queries in live_data.py, its HTML/CSS/JS in live_page.py, the staff's
+tokens and sessions in staff.py, `autograder staff` in staff_command.py), the check runs on
+GitHub (checks.py, checks_body.py, checks_table.py: a publisher thread in serve) and the
+operations endpoints (ops.py: /readyz, /metrics from metrics.py) read the same tables; logs.py
+shapes the logs (JSON lines on request, secrets redacted).
 
 May import: core, sandbox, engine, render, cohort, github, term.
 """
