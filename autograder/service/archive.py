@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from autograder.core.results import Text, message
-from autograder.service.fetch import OUTPUT, FetchLimits
+from autograder.service.fetch import OUTPUT, FetchLimits, create_new_file
 
 __all__ = ["ArchiveError", "Packed", "pack", "unpack"]
 
@@ -118,22 +118,9 @@ def _safe_parts(name: str) -> list[str] | None:
 
 
 def _write_file(out: Path, parts: list[str], source, size: int) -> None:
-    """At most `size` bytes of `source` into out/<parts>: a new regular file in folders made
-    here (out is fresh: nothing in it is a link, and O_EXCL|O_NOFOLLOW holds that for the file)."""
-    folder = str(out)
+    """At most `size` bytes of `source` into out/<parts>, a new regular file (create_new_file)."""
     try:
-        for part in parts[:-1]:
-            folder = os.path.join(folder, part)
-            try:
-                os.mkdir(folder, 0o755)
-            except FileExistsError:
-                if not stat.S_ISDIR(os.lstat(folder).st_mode):
-                    raise
-        fd = os.open(
-            os.path.join(folder, parts[-1]),
-            os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-            0o644,
-        )
+        fd = create_new_file(str(out), parts)
     except (FileExistsError, NotADirectoryError):  # a name twice, or a file and a folder
         raise ArchiveError("service.archive.bad_path", path="/".join(parts)[:200]) from None
     with os.fdopen(fd, "wb") as target:

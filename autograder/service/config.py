@@ -246,3 +246,13 @@ __all__ = [
     "from_args",
     "is_loopback",
 ]
+
+
+def store_url(args, environ: Mapping[str, str] = os.environ) -> str:
+    """The store `serve` would open with the same options and environment (--database-url, else
+    SQLite in --data): what `autograder staff` and `autograder regrade` open."""
+    given = getattr(args, "database_url", None) or environ.get(env_name("--database-url"), "").strip()
+    if given:
+        return given
+    data = getattr(args, "data", None) or Path(environ.get(env_name("--data"), "").strip() or DEFAULT_DATA)
+    return f"sqlite:///{(Path(data) / DATABASE_FILE).resolve()}"

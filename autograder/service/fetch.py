@@ -403,23 +403,30 @@ def _write(git: ScratchGit, entries: list[_Entry], out: Path, job: _Job) -> Fetc
     raise GitFailed(("cat-file",), proc.returncode or 0, "an object of the commit's tree is missing", False)
 
 
+def create_new_file(out: str | bytes, parts: list) -> int:
+    """A new regular file out/<parts> opened for writing (its fd), in folders made here: `out` is
+    ours and fresh, so nothing in it is a link, and O_EXCL|O_NOFOLLOW holds that for the file.
+    FileExistsError or NotADirectoryError for a name twice, or a file and a folder of one name.
+    `parts` are str or bytes, as `out` is (the fetch writes git's bytes, the archive its names)."""
+    folder = out
+    for part in parts[:-1]:
+        folder = os.path.join(folder, part)
+        try:
+            os.mkdir(folder, 0o755)
+        except FileExistsError:
+            if not stat.S_ISDIR(os.lstat(folder).st_mode):
+                raise
+    return os.open(
+        os.path.join(folder, parts[-1]),
+        os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+        0o644,
+    )
+
+
 def _write_file(out: Path, parts: list[bytes], source, size: int, job: _Job) -> None:
-    """`size` bytes of `source` into out/<parts>, a new regular file in folders made here (out is
-    ours and fresh: nothing in it is a link, and O_EXCL|O_NOFOLLOW holds that for the file)."""
-    folder = os.fsencode(out)
+    """`size` bytes of `source` into out/<parts>, a new regular file (create_new_file)."""
     try:
-        for part in parts[:-1]:
-            folder = os.path.join(folder, part)
-            try:
-                os.mkdir(folder, 0o755)
-            except FileExistsError:
-                if not stat.S_ISDIR(os.lstat(folder).st_mode):
-                    raise
-        fd = os.open(
-            os.path.join(folder, parts[-1]),
-            os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-            0o644,
-        )
+        fd = create_new_file(os.fsencode(out), parts)
     except (FileExistsError, NotADirectoryError):  # a name twice, or a file and a folder
         raise job.refusal("bad_path", 422, path=os.fsdecode(b"/".join(parts))[:200]) from None
     with os.fdopen(fd, "wb") as target:

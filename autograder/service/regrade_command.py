@@ -20,7 +20,6 @@ Exit status: 0; 2 for a database that cannot be opened or a lesson not in course
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -54,20 +53,11 @@ def add_parser(sub) -> None:
     parser.add_argument("--dry-run", action="store_true", help=message("service.regrade.opt_dry_run"))
 
 
-def database_url(args, environ=os.environ) -> str:
-    from autograder.service.config import DATABASE_FILE, DEFAULT_DATA, env_name
-
-    given = args.database_url or environ.get(env_name("--database-url"), "").strip()
-    if given:
-        return given
-    data = args.data or Path(environ.get(env_name("--data"), "").strip() or DEFAULT_DATA)
-    return f"sqlite:///{(Path(data) / DATABASE_FILE).resolve()}"
-
-
 def main(course, args) -> int:
     from autograder.cohort.outputs import Say
     from autograder.core import i18n, neutral
     from autograder.core.results import message
+    from autograder.service.config import store_url
     from autograder.service.store import Store
     from autograder.service.worker import graders_hash
 
@@ -83,7 +73,7 @@ def main(course, args) -> int:
     except Exception:  # noqa: BLE001 - a lesson not in course.yml
         return refuse("service.workercmd.no_lesson", lesson=" ".join(args.lessons))
     current = graders_hash(course, lessons, course.language)
-    url = database_url(args)
+    url = store_url(args)
     try:
         store = Store(url)
         store.create()

@@ -10,7 +10,6 @@ $AUTOGRADER_SERVE_DATABASE_URL / $AUTOGRADER_SERVE_DATA, as `serve` reads them),
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 
@@ -49,26 +48,16 @@ def add_parser(sub) -> None:
     )
 
 
-def database_url(args, environ=os.environ) -> str:
-    """The store `serve` would open with the same options and environment."""
-    from autograder.service.config import DATABASE_FILE, DEFAULT_DATA, env_name
-
-    url = args.database_url or environ.get(env_name("--database-url"), "").strip()
-    if url:
-        return url
-    data = args.data or Path(environ.get(env_name("--data"), "").strip() or DEFAULT_DATA)
-    return f"sqlite:///{(Path(data) / DATABASE_FILE).resolve()}"
-
-
 def main(course, args) -> int:
     from sqlalchemy.exc import SQLAlchemyError
 
     from autograder.cohort.outputs import Say
+    from autograder.service.config import store_url
     from autograder.service.staff import Staff, StaffError
     from autograder.service.store import Store
 
     say = Say(args.lang or course.language)
-    url = database_url(args)
+    url = store_url(args)
     if url.startswith("sqlite:///"):
         Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
     try:
