@@ -29,9 +29,13 @@ def add_parser(sub) -> None:
     parser.add_argument(
         "--database-url", default=None, metavar="URL", help=message("service.staff.opt_database_url")
     )
-    actions = parser.add_subparsers(dest="staff_action", metavar="{add,list,revoke}")
+    actions = parser.add_subparsers(
+        dest="staff_action", metavar="{add,list,revoke}", help=message("service.staff.action_help")
+    )
     actions.required = True
-    add = actions.add_parser("add", help=message("service.staff.add_help"))
+    add = actions.add_parser(
+        "add", help=message("service.staff.add_help"), description=message("service.staff.add_help")
+    )
     add.add_argument(
         "name", metavar=message("service.staff.metavar_name"), help=message("service.staff.opt_name")
     )
@@ -41,8 +45,12 @@ def add_parser(sub) -> None:
         default="instructor",
         help=message("service.staff.opt_role"),
     )
-    actions.add_parser("list", help=message("service.staff.list_help"))
-    revoke = actions.add_parser("revoke", help=message("service.staff.revoke_help"))
+    actions.add_parser(
+        "list", help=message("service.staff.list_help"), description=message("service.staff.list_help")
+    )
+    revoke = actions.add_parser(
+        "revoke", help=message("service.staff.revoke_help"), description=message("service.staff.revoke_help")
+    )
     revoke.add_argument(
         "name", metavar=message("service.staff.metavar_name"), help=message("service.staff.opt_name")
     )
