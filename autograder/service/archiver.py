@@ -37,7 +37,6 @@ from autograder.service.store import Store, Submission
 INTAKE = "fetch"  # in the data folder: each fetch's scratch folder, removed once archived
 POLL_S = 0.3  # how often an idle fetcher looks for a new submission
 RETRY_S = (2.0, 5.0, 15.0, 60.0)  # waits before fetching again after a fetch that may work later
-LEASE_MARGIN_S = 30.0  # a fetch lease: the fetch's own time cap and this
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +49,9 @@ class ArchiverConfig:
     limits: Any = None  # fetch.FetchLimits; None: its defaults
     user: str | None = None  # git's unprivileged user when root; None: fetch's default
     threads: int = 2
+    # A fetch lease, renewed every third of it while the fetch runs (worker.Heartbeat): a service
+    # killed mid-fetch leaves its submissions to the next start (or another replica) this soon.
+    lease_s: float = 30.0
     max_attempts: int = 3
     boundaries: tuple[datetime, ...] = ()
 
@@ -105,18 +107,19 @@ class Archiver:
 
     def fetch_one(self, me: str) -> bool:
         """Fetch one waiting submission into its archive; False when none waits."""
-        submission = self.store.claim_fetch(
-            me, self.limits.seconds + LEASE_MARGIN_S, boundaries=self.config.boundaries
-        )
+        lease_s = self.config.lease_s
+        submission = self.store.claim_fetch(me, lease_s, boundaries=self.config.boundaries)
         if submission is None:
             return False
         from autograder.service.archive import ArchiveError, pack
+        from autograder.service.worker import Heartbeat
 
         scratch = Path(tempfile.mkdtemp(prefix=f"{submission.id}-", dir=self.intake))
         try:
             try:
-                folder = self._fetch(submission, scratch)
-                packed = pack(folder, self.limits)
+                with Heartbeat(self.store, submission.id, me, lease_s, renew=self.store.renew_fetch):
+                    folder = self._fetch(submission, scratch)
+                    packed = pack(folder, self.limits)
             except ServiceRefusal as refusal:
                 reason = message("service.worker.fetch_failed", reason=refusal.text)
                 if refusal.status >= 500:

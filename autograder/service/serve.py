@@ -284,6 +284,7 @@ def start_archiver(config, course: Course, roster, services, say: Say):
             url_template=config.clone_url,
             allowed=config.allowed,
             boundaries=deadline_boundaries(course, roster),
+            lease_s=config.lease_s,
         ),
         services.store,
         course,

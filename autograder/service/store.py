@@ -258,6 +258,28 @@ class Store:
                         conn.execute(select(submissions).where(c.id == candidate.id)).one()
                     )
 
+    def renew_fetch(
+        self, submission_id: int, fetcher: str, lease_s: float, *, now: datetime | None = None
+    ) -> bool:
+        """Renew `fetcher`'s fetch lease (claim_fetch's) while its fetch runs; False when it no
+        longer holds it (the fetch lapsed and another fetcher took it, or it was stored)."""
+        now = now or now_utc()
+        c = submissions.c
+        with self._write() as conn:
+            return (
+                conn.execute(
+                    update(submissions)
+                    .where(
+                        c.id == submission_id,
+                        c.worker == fetcher,
+                        c.state == "queued",
+                        c.fetched_at.is_(None),
+                    )
+                    .values(lease_expires=now + timedelta(seconds=lease_s))
+                ).rowcount
+                == 1
+            )
+
     def store_archive(
         self,
         submission_id: int,

@@ -324,12 +324,13 @@ class Worker:
 
 class Heartbeat:
     """Renews a lease every third of its length while the block runs, from a thread of its own
-    (grading blocks the thread that claimed). A lease lost meanwhile (the reaper took it: this
+    (grading, or the archiver's fetch, blocks the thread that claimed). A lease lost meanwhile (the reaper took it: this
     worker was too slow to renew) is not fought for: grading goes on, and the first result
     recorded wins (Store.complete)."""
 
-    def __init__(self, store: Store, submission_id: int, worker: str, lease_s: float) -> None:
+    def __init__(self, store: Store, submission_id: int, worker: str, lease_s: float, renew=None) -> None:
         self.store, self.submission_id, self.worker, self.lease_s = store, submission_id, worker, lease_s
+        self.renew = renew or store.heartbeat  # the archiver renews its fetch lease (Store.renew_fetch)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"heartbeat-{submission_id}", daemon=True)
 
@@ -344,7 +345,7 @@ class Heartbeat:
     def _run(self) -> None:
         while not self._stop.wait(self.lease_s / 3):
             try:
-                if not self.store.heartbeat(self.submission_id, self.worker, self.lease_s):
+                if not self.renew(self.submission_id, self.worker, self.lease_s):
                     return
             except Exception:  # the database busy or away: the next beat tries again
                 log.exception("heartbeat")

@@ -457,6 +457,22 @@ def test_a_submission_is_claimable_only_once_its_files_are_stored(store):
     assert store.claim("w", 30, graders_hash="hash-1", now=T0).id == sub.id
 
 
+def test_a_fetch_lease_renewed_while_fetching_holds_and_one_not_renewed_lapses_soon(store):
+    """The archiver renews its fetch lease while the fetch runs (Store.renew_fetch), so the lease
+    can be short: a service killed mid-fetch leaves the submission to the next fetcher a lease
+    later, not after the fetch's whole time cap."""
+    sub, _ = record(store, 21, 1, T0, fetched=False)
+    assert store.claim_fetch("f", 5, now=T0).id == sub.id
+    assert store.renew_fetch(sub.id, "f", 5, now=T0 + timedelta(seconds=4))
+    assert store.claim_fetch("g", 5, now=T0 + timedelta(seconds=8)) is None  # renewed: still f's
+    assert not store.renew_fetch(sub.id, "g", 5, now=T0 + timedelta(seconds=8))  # not g's to renew
+    # f dies here: no renewal, and a lease later another fetcher takes it.
+    assert store.claim_fetch("g", 5, now=T0 + timedelta(seconds=10)).id == sub.id
+    assert not store.renew_fetch(sub.id, "f", 5, now=T0 + timedelta(seconds=10))  # lost, not fought for
+    assert store.store_archive(sub.id, Packed(b"tar", 3, "a" * 64), "hash-1", now=T0 + timedelta(seconds=11))
+    assert not store.renew_fetch(sub.id, "g", 5, now=T0 + timedelta(seconds=12))  # stored: nothing to hold
+
+
 def test_a_fetch_that_may_work_later_is_retried_then_is_the_error(store):
     sub, _ = record(store, 21, 1, T0, fetched=False)
     reason = Text("service.worker.fetch_failed", {"reason": "down"})
