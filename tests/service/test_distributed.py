@@ -34,7 +34,6 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -44,6 +43,7 @@ from support.fake_github import TOKEN, FakeGitHub
 from support.oidc_issuer import LocalIssuer
 from support.project import ROOT
 from support.servers import free_port, new_database, postgres, redis_url  # noqa: F401 - fixtures
+from support.service_repos import Remotes, named, slow_start, wait_for
 from support.variants import solution_files
 
 from autograder.core import i18n
@@ -63,75 +63,6 @@ CREDENTIALS = (
     "AUTOGRADER_GITHUB_APP_KEY",
     "AUTOGRADER_GITHUB_APP_ID",
 )
-GIT = [
-    "git",
-    "-c",
-    "user.name=Alumna",
-    "-c",
-    "user.email=alumna@example.org",
-    "-c",
-    "init.defaultBranch=main",
-]
-
-
-def wait_for(condition: Callable[[], object], what: str, seconds: float = WAIT):
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"never happened within {seconds} s: {what}")
-
-
-def slow_start(name: str, seconds: float) -> str:
-    """Code for the top of a learner's file: once grading imports it, the sandboxed process names
-    itself `name` (a test finds it in /proc) and sleeps a while."""
-    return (
-        "import ctypes as _ctypes, time as _time\n"
-        f"_ctypes.CDLL(None).prctl(15, {name.encode()!r}, 0, 0, 0)  # PR_SET_NAME\n"
-        f"_time.sleep({seconds})\n"
-    )
-
-
-def named(name: str) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                if Path(f"/proc/{entry}/comm").read_text().strip() == name[:15]:
-                    found.append(int(entry))
-            except OSError:
-                continue
-    return found
-
-
-class Remotes:
-    """Learners' repositories: bare git repositories fetchable by sha over file://."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-
-    def push(self, repository: str, files: dict[str, str]) -> str:
-        bare, work = self.root / f"{repository}.git", self.root / "work" / repository
-        if not bare.exists():
-            bare.parent.mkdir(parents=True, exist_ok=True)
-            subprocess.run([*GIT, "init", "-q", "--bare", str(bare)], check=True)
-            subprocess.run(["git", "config", "uploadpack.allowAnySHA1InWant", "true"], cwd=bare, check=True)
-            subprocess.run([*GIT, "clone", "-q", str(bare), str(work)], check=True, capture_output=True)
-        for path in work.iterdir():
-            if path.name != ".git":
-                shutil.rmtree(path) if path.is_dir() else path.unlink()
-        for name, text in files.items():
-            (work / name).parent.mkdir(parents=True, exist_ok=True)
-            (work / name).write_text(text, encoding="utf-8")
-        subprocess.run([*GIT, "add", "-A"], cwd=work, check=True)
-        subprocess.run([*GIT, "commit", "-q", "--allow-empty", "-m", "entrega"], cwd=work, check=True)
-        subprocess.run([*GIT, "push", "-q", "--force", "origin", "HEAD:main"], cwd=work, check=True)
-        subprocess.run(["chmod", "-R", "a+rX", str(self.root)], check=True)
-        return subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=work, check=True, capture_output=True, text=True
-        ).stdout.strip()
 
 
 class Cluster:

@@ -27,7 +27,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -36,6 +35,7 @@ import pytest
 import yaml
 from support.processes import alive, children_of, descendants
 from support.project import ROOT
+from support.service_repos import named, slow_start, wait_for
 from support.variants import solution_files
 
 from autograder.cohort.outputs import Say
@@ -69,39 +69,6 @@ class When:
 
     at: datetime
     source: str = "run"
-
-
-def slow_start(name: str, seconds: float) -> str:
-    """Code for the top of a learner's file: once the sandboxed worker imports it (grading has
-    begun), the worker names itself `name` (a test can see it in /proc) and sleeps a while."""
-    return (
-        "import ctypes as _ctypes, time as _time\n"
-        f"_ctypes.CDLL(None).prctl(15, {name.encode()!r}, 0, 0, 0)  # PR_SET_NAME\n"
-        f"_time.sleep({seconds})\n"
-    )
-
-
-def named(name: str) -> list[int]:
-    """Live processes that gave themselves `name` (their comm, cut at 15 bytes)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                if Path(f"/proc/{entry}/comm").read_text().strip() == name[:15]:
-                    found.append(int(entry))
-            except OSError:
-                continue
-    return found
-
-
-def wait_for(condition: Callable[[], object], what: str, seconds: float = WAIT):
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"never happened within {seconds} s: {what}")
 
 
 class Remotes:
