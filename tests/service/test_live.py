@@ -28,16 +28,16 @@ from sqlalchemy import insert, select
 from starlette.testclient import TestClient
 from support import term_results
 from support.project import ROOT
+from support.service_records import record_push
 
 from autograder.cohort.report import Cohort, Entry, todo_rates
 from autograder.cohort.store import Record
 from autograder.core import i18n
 from autograder.core.manifest import load_course
-from autograder.core.roster import Learner, parse
+from autograder.core.roster import parse
 from autograder.render.results_json import from_json_dict
 from autograder.service import schema
 from autograder.service.app import Services, create_app
-from autograder.service.claims import Admitted, Identity
 from autograder.service.config import ServiceConfig
 from autograder.service.live import COOKIE
 from autograder.service.live_page import LIVE_JS
@@ -58,35 +58,6 @@ learners:
   - {id: ana, name: Ana Alba}
   - {id: bea, name: Bea Bravo}
 """
-
-
-@dataclass(frozen=True)
-class When:
-    at: datetime
-    source: str = "run"
-
-
-def submit(store: Store, learner: str, n: int, repository: str | None = None, at: datetime = T0):
-    """A submission recorded as the app records one (no token, no GitHub)."""
-    ident = Identity(
-        repository_id=1000 + sum(map(ord, learner)),
-        repository=repository or f"curso/{learner}",
-        repository_owner="curso",
-        sha=f"{n:040x}",
-        ref="refs/heads/main",
-        event_name="push",
-        run_id=5000 + n,
-        run_attempt=1,
-        issued_at=at,
-        token_id=f"jti-{learner}-{n}",
-        actor=learner,
-    )
-    sub, _ = store.record(
-        admitted=Admitted(ident, Learner(learner, repository_id=ident.repository_id), ()),
-        submitted=When(at),
-        received_at=at,
-    )
-    return sub
 
 
 @dataclass
@@ -124,7 +95,7 @@ def live(tmp_path_factory):
     }
     # ana: lesson 01 half right (stuck on its TODOs), lesson 02 complete; the hostile learner:
     # an error; bea: a push still waiting.
-    ana = submit(store, "ana", 1)
+    ana = record_push(store, "ana", 1, at=T0)
     result = term_results.result_json(course, ("01",), 0.5)
     data = json.loads(result)
     second = json.loads(term_results.result_json(course, ("02",), 1.0))
@@ -132,7 +103,7 @@ def live(tmp_path_factory):
     data["score"] += second["score"]
     data["max_score"] += second["max_score"]
     assert store.complete(ana.id, "w1", status="done", result_json=json.dumps(data), graders_hash="h" * 64)
-    hostile = submit(store, HOSTILE, 2, repository=HOSTILE_REPO)
+    hostile = record_push(store, HOSTILE, 2, at=T0, repository=HOSTILE_REPO)
     assert store.complete(
         hostile.id,
         "w1",
@@ -143,7 +114,7 @@ def live(tmp_path_factory):
         graders_hash="h" * 64,
         error=schema.LOST,
     )
-    submit(store, "bea", 3, at=T0 + timedelta(minutes=5))
+    record_push(store, "bea", 3, at=T0 + timedelta(minutes=5))
     with TestClient(app, base_url=PUBLIC) as client:
         yield Live(client, store, staff, course, tokens)
     store.close()

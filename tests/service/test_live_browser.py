@@ -12,7 +12,6 @@ nothing; the strict CSP is never violated (the page has no inline script or styl
 from __future__ import annotations
 
 import json
-import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -23,11 +22,12 @@ import pytest
 import uvicorn
 from support import term_results
 from support.project import ROOT
+from support.servers import free_port
+from support.service_records import record_push
 
 from autograder.core.manifest import load_course
-from autograder.core.roster import Learner, parse
+from autograder.core.roster import parse
 from autograder.service.app import Services, create_app
-from autograder.service.claims import Admitted, Identity
 from autograder.service.config import ServiceConfig
 from autograder.service.staff import Staff
 from autograder.service.store import Store
@@ -43,40 +43,6 @@ learners:
   - {id: ana, name: Ana Alba}
   - {id: bea, name: Bea Bravo}
 """
-
-
-@dataclass(frozen=True)
-class When:
-    at: datetime
-    source: str = "run"
-
-
-def submit(store: Store, learner: str, n: int, at: datetime, repository: str | None = None):
-    ident = Identity(
-        repository_id=2000 + sum(map(ord, learner)),
-        repository=repository or f"curso/{learner}",
-        repository_owner="curso",
-        sha=f"{n:040x}",
-        ref="refs/heads/main",
-        event_name="push",
-        run_id=7000 + n,
-        run_attempt=1,
-        issued_at=at,
-        token_id=f"jti-b-{learner}-{n}",
-        actor=learner,
-    )
-    sub, _ = store.record(
-        admitted=Admitted(ident, Learner(learner, repository_id=ident.repository_id), ()),
-        submitted=When(at),
-        received_at=at,
-    )
-    return sub
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @dataclass
@@ -115,7 +81,7 @@ def served(tmp_path_factory):
     while not server.started:
         assert thread.is_alive() and time.monotonic() < end, "uvicorn did not start"
         time.sleep(0.05)
-    hostile = submit(store, HOSTILE, 1, T0, repository=HOSTILE_REPO)
+    hostile = record_push(store, HOSTILE, 1, at=T0, repository=HOSTILE_REPO)
     assert store.complete(
         hostile.id,
         "w",
@@ -202,7 +168,7 @@ def test_after_login_the_grid_changes_when_a_submission_is_graded_without_a_relo
     page.evaluate("() => { window.__kept = 'still here'; }")
     polls = int(page.get_attribute("#live", "data-polls") or "0")
 
-    sub = submit(served.store, "ana", 2, T0 + timedelta(minutes=1))
+    sub = record_push(served.store, "ana", 2, at=T0 + timedelta(minutes=1))
     result = term_results.result_json(served.course, ("01",), 0.5)
     assert served.store.complete(sub.id, "w", status="done", result_json=result, graders_hash="h" * 64)
     top = json.loads(result)["lessons"][0]
