@@ -248,6 +248,13 @@ __all__ = [
 ]
 
 
+def add_store_options(parser, *, data_help, database_url_help) -> None:
+    """--data and --database-url as `serve` has them, for a command that opens the service's store
+    (`autograder staff`, `autograder regrade`); `store_url` reads them."""
+    parser.add_argument("--data", type=Path, default=None, metavar=message("cli.metavar.dir"), help=data_help)
+    parser.add_argument("--database-url", default=None, metavar="URL", help=database_url_help)
+
+
 def store_url(args, environ: Mapping[str, str] = os.environ) -> str:
     """The store `serve` would open with the same options and environment (--database-url, else
     SQLite in --data): what `autograder staff` and `autograder regrade` open."""

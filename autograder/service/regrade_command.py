@@ -21,24 +21,19 @@ Exit status: 0; 2 for a database that cannot be opened or a lesson not in course
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 
 def add_parser(sub) -> None:
     from autograder.core.results import message
+    from autograder.service.config import add_store_options
 
     parser = sub.add_parser(
         "regrade", help=message("service.regrade.help"), description=message("service.regrade.description")
     )
-    parser.add_argument(
-        "--data",
-        type=Path,
-        default=None,
-        metavar=message("cli.metavar.dir"),
-        help=message("service.serve.opt_data"),
-    )
-    parser.add_argument(
-        "--database-url", default=None, metavar="URL", help=message("service.serve.opt_database_url")
+    add_store_options(
+        parser,
+        data_help=message("service.serve.opt_data"),
+        database_url_help=message("service.serve.opt_database_url"),
     )
     parser.add_argument(
         "--lessons",

@@ -15,19 +15,15 @@ from pathlib import Path
 
 def add_parser(sub) -> None:
     from autograder.core.results import message
+    from autograder.service.config import add_store_options
 
     parser = sub.add_parser(
         "staff", help=message("service.staff.help"), description=message("service.staff.help")
     )
-    parser.add_argument(
-        "--data",
-        type=Path,
-        default=None,
-        metavar=message("cli.metavar.dir"),
-        help=message("service.staff.opt_data"),
-    )
-    parser.add_argument(
-        "--database-url", default=None, metavar="URL", help=message("service.staff.opt_database_url")
+    add_store_options(
+        parser,
+        data_help=message("service.staff.opt_data"),
+        database_url_help=message("service.staff.opt_database_url"),
     )
     actions = parser.add_subparsers(
         dest="staff_action", metavar="{add,list,revoke}", help=message("service.staff.action_help")
