@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from lessons.lesson03_variants import BUGGY
+from support.browser import chromium
 from support.grading import grade_folder, write_submission
 from support.learner_course import ctrl_c_as_in_a_shell
 from support.processes import descendants
@@ -33,7 +34,6 @@ from autograder.learner.attention_probe import BLOCK_SIZE, N_HEAD, InputError, t
 from autograder.learner.viewer import ViewerApp, ViewerServer
 from autograder.render.attention_png import LEAK_COLOR, NAN_COLOR, attention_png
 
-CHROMIUM = "/usr/bin/chromium"
 VARIANTS = {variant.name: variant for variant in BUGGY}
 SENTENCE = "hola mundo"  # 10 tokens, a space among them
 START_SECONDS = 60
@@ -119,12 +119,8 @@ def leaky_viewer(tmp_path_factory, lesson03):
 
 @pytest.fixture(scope="module")
 def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, headless=True)
-        yield chromium
-        chromium.close()
+    with chromium() as launched:
+        yield launched
 
 
 @pytest.fixture

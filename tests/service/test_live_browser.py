@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 import uvicorn
 from support import term_results
+from support.browser import chromium
 from support.project import ROOT
 from support.servers import free_port
 from support.service_records import record_push
@@ -32,7 +33,6 @@ from autograder.service.config import ServiceConfig
 from autograder.service.staff import Staff
 from autograder.service.store import Store
 
-CHROMIUM = "/usr/bin/chromium"
 WAIT_MS = 30_000  # a hang guard: the page polls every 3 s
 HOSTILE = '<img src=x onerror="window.__pwned=1">'
 HOSTILE_REPO = 'curso/"><script src=/x.js></script><img src=y onerror="window.__pwned=2">'
@@ -100,12 +100,8 @@ def served(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def browser():
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM, headless=True)
-        yield chromium
-        chromium.close()
+    with chromium() as launched:
+        yield launched
 
 
 @pytest.fixture
